@@ -1,0 +1,34 @@
+// agent_control.h: what the gRPC control service needs from the agent side of
+// the daemon (implemented by AgentLinkServer). Kept abstract so the service
+// can be tested without live agents.
+#ifndef KERNCAP_DAEMON_AGENT_LINK_AGENT_CONTROL_H_
+#define KERNCAP_DAEMON_AGENT_LINK_AGENT_CONTROL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kerncap/v1/control.pb.h"
+
+namespace kerncap {
+
+class AgentControl {
+ public:
+  virtual ~AgentControl() = default;
+
+  virtual std::vector<v1::AgentInfo> ListAgents() = 0;
+
+  // Validates the selector (InvalidArgument naming the bad field, e.g. an
+  // invalid regex), records the arm, and pushes it to every connected agent
+  // (and to agents that connect later, until it is done or expires).
+  virtual absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request) = 0;
+  // NotFound for an unknown arm id; InvalidArgument if neither id nor all.
+  virtual absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) = 0;
+  virtual std::vector<v1::ArmInfo> ListArms(bool include_finished) = 0;
+
+  virtual int IngestsInFlight() = 0;
+};
+
+}  // namespace kerncap
+
+#endif  // KERNCAP_DAEMON_AGENT_LINK_AGENT_CONTROL_H_
