@@ -1,0 +1,69 @@
+// capture_transport.h: what the capture core needs from the link to kerncapd.
+// The production implementation adapts AgentLinkClient (agent/link); tests
+// use FakeTransport. Keeping this seam small lets the core be tested without
+// sockets, shared memory or a daemon.
+//
+// Life of one capture session (all calls from the capturing thread):
+//   auto s = transport.Begin(header, arg_blob);
+//   int r = s->AddRegion(ImageKind::kPre, region);
+//   Slot slot; s->AcquireSlot(&slot);   // blocks for a free ring slot
+//   memcpy(slot.data, ..., n);          // or a device-to-host copy into it
+//   s->SubmitSlot(slot, r, offset, n);  // offset: multiple of slot capacity
+//   s->AddCodeObject(code);
+//   s->End(post_complete);              // or Abort(reason) at any point
+#ifndef KERNCAP_AGENT_CORE_CAPTURE_TRANSPORT_H_
+#define KERNCAP_AGENT_CORE_CAPTURE_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agent/core/capture_types.h"
+#include "agent/core/status.h"
+
+namespace kerncap::agent {
+
+// A ring slot the capturer fills. `data` stays valid until submitted.
+struct Slot {
+  int index = -1;
+  void* data = nullptr;
+  size_t capacity = 0;
+};
+
+class TransportSession {
+ public:
+  virtual ~TransportSession() = default;
+  // Declares a region of the pre- or post-dispatch image; returns its handle.
+  virtual Result<int> AddRegion(ImageKind image, const RegionDesc& region) = 0;
+  virtual Status AcquireSlot(Slot* slot) = 0;
+  // Hands `length` bytes of `slot` over as region bytes [offset, offset+length).
+  virtual Status SubmitSlot(const Slot& slot, int region, uint64_t offset, size_t length) = 0;
+  // Gives back a slot that was acquired but will not be submitted.
+  virtual void ReturnSlot(const Slot& slot) = 0;
+  virtual Status AddCodeObject(const CodeObjectRef& code) = 0;
+  // Commits the capture. post_complete=false: the post image was not taken.
+  virtual Status End(bool post_complete) = 0;
+  // Abandons the capture; the daemon keeps nothing of it.
+  virtual void Abort(std::string_view reason) = 0;
+};
+
+class CaptureTransport {
+ public:
+  virtual ~CaptureTransport() = default;
+  // True while at least one arm may match (cheap; read under the launch gate).
+  virtual bool Armed() const = 0;
+  // Selector check: a ticket when this dispatch is to be captured. Counting
+  // (nth dispatch, skip, count) happens inside, so call it once per dispatch.
+  virtual std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) = 0;
+  virtual Result<std::unique_ptr<TransportSession>> Begin(const CaptureHeader& header,
+                                                          std::string_view arg_blob) = 0;
+  // Fork child: forget the parent's connection state (the child is a new agent).
+  virtual void ResetAfterFork() {}
+};
+
+}  // namespace kerncap::agent
+
+#endif  // KERNCAP_AGENT_CORE_CAPTURE_TRANSPORT_H_

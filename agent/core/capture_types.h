@@ -1,0 +1,126 @@
+// capture_types.h: backend-neutral description of one captured dispatch, as
+// the capture core hands it to the transport (agent link). Field meanings
+// follow kerncap.v1.CaptureManifest (proto/kerncap/v1/manifest.proto); the
+// enums below use the same numeric values as their proto counterparts so an
+// adapter can cast them.
+#ifndef KERNCAP_AGENT_CORE_CAPTURE_TYPES_H_
+#define KERNCAP_AGENT_CORE_CAPTURE_TYPES_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kerncap::agent {
+
+// == kerncap.v1.RegionKind
+enum class RegionKind : int {
+  kDevice = 1,
+  kDeviceVmm = 2,
+  kManaged = 3,
+  kHostPinned = 4,
+  kModuleGlobal = 5,
+  kConstant = 6,
+  kKernarg = 7,
+};
+const char* RegionKindName(RegionKind kind);
+
+enum class ImageKind { kPre, kPost };
+
+// == kerncap.v1.CodeObjectFormat
+enum class CodeObjectFormat : int { kCubin = 1, kFatbin = 2, kPtx = 3, kHsaco = 4 };
+
+// == kerncap.v1.Platform
+enum class Platform : int { kCuda = 1, kHsa = 2, kSynthetic = 3 };
+
+// One range of the application's address space that is captured.
+struct RegionDesc {
+  uint64_t va = 0;
+  uint64_t size = 0;
+  RegionKind kind = RegionKind::kDevice;
+  int device = 0;
+  std::string name;  // symbol name for module globals / constants
+};
+
+// A code object image, shared (not copied) between the module registry and
+// the captures that ship it.
+struct CodeObjectRef {
+  std::string name;                         // module name or "module-<id>"
+  CodeObjectFormat format = CodeObjectFormat::kCubin;
+  std::shared_ptr<const std::string> bytes;  // the image
+  uint64_t key = 0;                          // CodeObjectKey(bytes): dedup key
+};
+
+// == kerncap.v1.Argument (kind: 1 by value, 2 pointer, 3 hidden)
+struct ArgumentDesc {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+  int kind = 1;
+  std::string name;
+};
+
+struct LaunchDesc {
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{1, 1, 1};
+  uint32_t shared_mem_bytes = 0;
+  std::array<uint32_t, 3> cluster{0, 0, 0};  // all zero: no cluster launch
+  bool cooperative = false;
+  uint64_t stream = 0;
+  std::map<std::string, int64_t> attributes;  // function and launch attributes by name
+};
+
+struct KernelDesc {
+  std::string mangled_name;
+  std::string demangled_name;
+  Platform platform = Platform::kCuda;
+  std::string arch;  // "sm_90"
+};
+
+struct DeviceDesc {
+  int ordinal = 0;
+  std::string name;
+  std::string arch;
+  std::string uuid;
+  uint64_t total_memory = 0;
+  std::string pci_bus_id;
+};
+
+struct DriverDesc {
+  std::string driver_version;
+  std::string runtime_version;
+  std::string tool_version;
+};
+
+// Manifest-level facts about one capture, known before any byte is copied.
+struct CaptureHeader {
+  std::string arm_id;
+  uint64_t dispatch_index = 0;
+  KernelDesc kernel;
+  LaunchDesc launch;
+  std::vector<ArgumentDesc> arguments;
+  DeviceDesc device;
+  DriverDesc driver;
+};
+
+// What a selector sees about a dispatch (the link decides whether to capture).
+struct KernelMatchInfo {
+  std::string mangled_name;
+  std::string demangled_name;
+  int device = 0;
+};
+
+// A positive selector decision.
+struct CaptureTicket {
+  std::string arm_id;
+  uint64_t dispatch_index = 0;
+};
+
+// 64-bit FNV-1a of the image bytes, mixed with the size. Used only to find
+// candidate duplicates quickly; equality is always confirmed on the bytes.
+uint64_t CodeObjectKey(const std::string& bytes);
+
+}  // namespace kerncap::agent
+
+#endif  // KERNCAP_AGENT_CORE_CAPTURE_TYPES_H_

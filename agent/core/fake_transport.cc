@@ -1,0 +1,118 @@
+#include "agent/core/fake_transport.h"
+
+#include <cstring>
+
+namespace kerncap::agent {
+
+class FakeSession : public TransportSession {
+ public:
+  FakeSession(FakeTransport* t, FakeCapture capture) : t_(t), c_(std::move(capture)) {}
+  ~FakeSession() override {
+    if (!done_) Abort("session dropped without End");
+  }
+
+  Result<int> AddRegion(ImageKind image, const RegionDesc& region) override {
+    auto& list = image == ImageKind::kPre ? c_.pre : c_.post;
+    if (image == ImageKind::kPre && !c_.post.empty()) return Error("pre region after post");
+    list.push_back(FakeRegion{region, std::string(region.size, '\0')});
+    // Handles: pre regions 0..n-1, post regions n.. (declaration order).
+    return static_cast<int>(c_.pre.size() + c_.post.size() - 1);
+  }
+
+  Status AcquireSlot(Slot* slot) override {
+    for (size_t i = 0; i < t_->slots_.size(); ++i) {
+      if (!t_->slot_busy_[i]) {
+        t_->slot_busy_[i] = true;
+        *slot = Slot{static_cast<int>(i), t_->slots_[i].data(), t_->slot_size_};
+        return OkStatus();
+      }
+    }
+    return Error("no free slot (fake ring exhausted: a slot was not submitted)");
+  }
+
+  Status SubmitSlot(const Slot& slot, int region, uint64_t offset, size_t length) override {
+    ++t_->submits_;
+    if (t_->fail_submit_at_ != 0 && t_->submits_ == t_->fail_submit_at_) {
+      return Error("injected SubmitSlot failure");
+    }
+    if (slot.index < 0 || static_cast<size_t>(slot.index) >= t_->slots_.size() ||
+        !t_->slot_busy_[slot.index]) {
+      return Error("submitting a slot that is not held");
+    }
+    if (offset % t_->slot_size_ != 0) return Error("unaligned offset");
+    FakeRegion* r = nullptr;
+    if (region >= 0 && static_cast<size_t>(region) < c_.pre.size()) {
+      r = &c_.pre[region];
+    } else if (region >= 0 && static_cast<size_t>(region) < c_.pre.size() + c_.post.size()) {
+      r = &c_.post[region - c_.pre.size()];
+    }
+    if (r == nullptr || offset + length > r->desc.size) return Error("bad region or range");
+    std::memcpy(r->bytes.data() + offset, slot.data, length);
+    t_->slot_busy_[slot.index] = false;  // the "daemon" consumed it at once
+    return OkStatus();
+  }
+
+  void ReturnSlot(const Slot& slot) override {
+    if (slot.index >= 0 && static_cast<size_t>(slot.index) < t_->slot_busy_.size()) {
+      t_->slot_busy_[slot.index] = false;
+    }
+  }
+
+  Status AddCodeObject(const CodeObjectRef& code) override {
+    if (t_->fail_code_object_) return Error("injected AddCodeObject failure");
+    c_.code_objects.push_back(code);
+    return OkStatus();
+  }
+
+  Status End(bool post_complete) override {
+    done_ = true;
+    c_.post_complete = post_complete;
+    t_->committed_.push_back(std::move(c_));
+    return OkStatus();
+  }
+
+  void Abort(std::string_view reason) override {
+    if (done_) return;
+    done_ = true;
+    // Like the daemon: nothing of the capture is kept, and its slots return.
+    FakeCapture a;
+    a.header = c_.header;
+    a.abort_reason = std::string(reason);
+    t_->aborted_.push_back(std::move(a));
+    for (size_t i = 0; i < t_->slot_busy_.size(); ++i) t_->slot_busy_[i] = false;
+  }
+
+ private:
+  FakeTransport* t_;
+  FakeCapture c_;
+  bool done_ = false;
+};
+
+FakeTransport::FakeTransport(size_t slot_size, int slot_count)
+    : slot_size_(slot_size),
+      slots_(static_cast<size_t>(slot_count), std::string(slot_size, '\0')),
+      slot_busy_(static_cast<size_t>(slot_count), false) {}
+
+int FakeTransport::free_slots() const {
+  int n = 0;
+  for (bool b : slot_busy_) n += b ? 0 : 1;
+  return n;
+}
+
+std::optional<CaptureTicket> FakeTransport::ShouldCapture(const KernelMatchInfo& info) {
+  if (!armed_) return std::nullopt;
+  if (info.demangled_name.find(pattern_) == std::string::npos) return std::nullopt;
+  return CaptureTicket{"arm-fake", ++dispatches_};
+}
+
+Result<std::unique_ptr<TransportSession>> FakeTransport::Begin(const CaptureHeader& header,
+                                                               std::string_view arg_blob) {
+  if (refuse_begin_) return Error("fake daemon refused the capture");
+  FakeCapture c;
+  c.header = header;
+  c.arg_blob = std::string(arg_blob);
+  return std::unique_ptr<TransportSession>(new FakeSession(this, std::move(c)));
+}
+
+
+}  // namespace kerncap::agent

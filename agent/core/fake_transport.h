@@ -1,0 +1,74 @@
+// fake_transport.h: an in-memory CaptureTransport for tests of the capture
+// core (and of backends without a daemon). Committed captures are kept whole;
+// aborted ones are recorded only as (header, reason), so a test can check that
+// a failure left no partial capture behind.
+#ifndef KERNCAP_AGENT_CORE_FAKE_TRANSPORT_H_
+#define KERNCAP_AGENT_CORE_FAKE_TRANSPORT_H_
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/core/capture_transport.h"
+
+namespace kerncap::agent {
+
+struct FakeRegion {
+  RegionDesc desc;
+  std::string bytes;  // the bytes received, at their offsets
+};
+
+struct FakeCapture {
+  CaptureHeader header;
+  std::string arg_blob;
+  std::vector<FakeRegion> pre;
+  std::vector<FakeRegion> post;
+  std::vector<CodeObjectRef> code_objects;
+  bool post_complete = false;
+  std::string abort_reason;  // non-empty: aborted
+};
+
+class FakeTransport : public CaptureTransport {
+ public:
+  explicit FakeTransport(size_t slot_size = 4096, int slot_count = 2);
+
+  // Test knobs.
+  void set_armed(bool armed) { armed_ = armed; }
+  // Captures dispatches whose demangled name contains `pattern`.
+  void Arm(std::string pattern) { pattern_ = std::move(pattern); armed_ = true; }
+  // The n-th SubmitSlot (1-based, counted across sessions) fails.
+  void FailSubmitAt(int n) { fail_submit_at_ = n; }
+  void FailCodeObject(bool fail) { fail_code_object_ = fail; }
+  void RefuseBegin(bool refuse) { refuse_begin_ = refuse; }
+
+  const std::vector<FakeCapture>& committed() const { return committed_; }
+  const std::vector<FakeCapture>& aborted() const { return aborted_; }
+  int free_slots() const;
+
+  // CaptureTransport
+  bool Armed() const override { return armed_; }
+  std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) override;
+  Result<std::unique_ptr<TransportSession>> Begin(const CaptureHeader& header,
+                                                  std::string_view arg_blob) override;
+
+ private:
+  friend class FakeSession;
+  size_t slot_size_;
+  std::vector<std::string> slots_;
+  std::vector<bool> slot_busy_;
+  bool armed_ = false;
+  std::string pattern_;
+  uint64_t dispatches_ = 0;
+  int submits_ = 0;
+  int fail_submit_at_ = 0;
+  bool fail_code_object_ = false;
+  bool refuse_begin_ = false;
+  std::vector<FakeCapture> committed_;
+  std::vector<FakeCapture> aborted_;
+};
+
+}  // namespace kerncap::agent
+
+#endif  // KERNCAP_AGENT_CORE_FAKE_TRANSPORT_H_

@@ -1,0 +1,130 @@
+#include "agent/core/link_transport.h"
+
+#include "agent/core/log.h"
+
+namespace kerncap::agent {
+namespace {
+
+const char* ArgumentKindName(int kind) {
+  switch (kind) {
+    case 2: return "pointer";
+    case 3: return "hidden";
+    default: return "value";
+  }
+}
+
+const char* PlatformName(Platform p) {
+  switch (p) {
+    case Platform::kCuda: return link::kPlatformCuda;
+    case Platform::kHsa: return link::kPlatformHsa;
+    case Platform::kSynthetic: return link::kPlatformSynthetic;
+  }
+  return link::kPlatformSynthetic;
+}
+
+class LinkSession final : public TransportSession {
+ public:
+  explicit LinkSession(std::unique_ptr<CaptureSession> s) : s_(std::move(s)) {}
+
+  Result<int> AddRegion(ImageKind image, const RegionDesc& region) override {
+    auto r = s_->AddRegion(ToRegionBegin(image, region));
+    if (!r.ok()) return r.status();
+    return static_cast<int>(r.value());
+  }
+  Status AcquireSlot(Slot* slot) override {
+    auto r = s_->AcquireSlot(LinkTransport::kSlotTimeoutMs);
+    if (!r.ok()) return r.status();
+    *slot = Slot{static_cast<int>(r->index), r->data, static_cast<size_t>(r->capacity)};
+    return OkStatus();
+  }
+  Status SubmitSlot(const Slot& slot, int region, uint64_t offset, size_t length) override {
+    return s_->SubmitSlot(ToLinkSlot(slot), static_cast<uint32_t>(region), offset, length);
+  }
+  void ReturnSlot(const Slot& slot) override { s_->ReturnSlot(ToLinkSlot(slot)); }
+  Status AddCodeObject(const CodeObjectRef& code) override {
+    return s_->AddCodeObject(CodeObjectFormatName(code.format), code.name, code.bytes->data(),
+                             code.bytes->size());
+  }
+  Status End(bool post_complete) override {
+    auto id = s_->End(post_complete);
+    if (!id.ok()) return id.status();
+    KC_ALOG(kInfo, "capture %s committed by kerncapd", id.value().c_str());
+    return OkStatus();
+  }
+  void Abort(std::string_view reason) override { s_->Abort(std::string(reason)); }
+
+ private:
+  static CaptureSession::Slot ToLinkSlot(const Slot& slot) {
+    CaptureSession::Slot s;
+    s.index = static_cast<uint32_t>(slot.index);
+    s.data = static_cast<uint8_t*>(slot.data);
+    s.capacity = slot.capacity;
+    return s;
+  }
+  std::unique_ptr<CaptureSession> s_;
+};
+
+}  // namespace
+
+const char* CodeObjectFormatName(CodeObjectFormat format) {
+  switch (format) {
+    case CodeObjectFormat::kCubin: return "cubin";
+    case CodeObjectFormat::kFatbin: return "fatbin";
+    case CodeObjectFormat::kPtx: return "ptx";
+    case CodeObjectFormat::kHsaco: return "hsaco";
+  }
+  return "cubin";
+}
+
+link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
+  link::CaptureBeginMsg m;
+  m.arm_id = h.arm_id;
+  m.dispatch_index = h.dispatch_index;
+  m.mangled_name = h.kernel.mangled_name;
+  m.demangled_name = h.kernel.demangled_name;
+  m.platform = PlatformName(h.kernel.platform);
+  m.arch = h.kernel.arch;
+  m.device = static_cast<uint32_t>(h.device.ordinal);
+  m.launch.grid.assign(h.launch.grid.begin(), h.launch.grid.end());
+  m.launch.block.assign(h.launch.block.begin(), h.launch.block.end());
+  m.launch.shared_mem_bytes = h.launch.shared_mem_bytes;
+  if (h.launch.cluster[0] != 0) m.launch.cluster.assign(h.launch.cluster.begin(), h.launch.cluster.end());
+  m.launch.cooperative = h.launch.cooperative;
+  m.launch.stream = h.launch.stream;
+  m.launch.attributes = h.launch.attributes;
+  for (const ArgumentDesc& a : h.arguments) {
+    link::ArgumentInfo info;
+    info.offset = a.offset;
+    info.size = a.size;
+    info.kind = ArgumentKindName(a.kind);
+    info.name = a.name;
+    m.arguments.push_back(std::move(info));
+  }
+  return m;
+}
+
+link::RegionBeginMsg ToRegionBegin(ImageKind image, const RegionDesc& region) {
+  link::RegionBeginMsg m;
+  m.image = image == ImageKind::kPre ? link::kImagePre : link::kImagePost;
+  m.va = region.va;
+  m.size = region.size;
+  m.kind = RegionKindName(region.kind);
+  m.device = static_cast<uint32_t>(region.device < 0 ? 0 : region.device);
+  m.name = region.name;
+  return m;
+}
+
+std::optional<CaptureTicket> LinkTransport::ShouldCapture(const KernelMatchInfo& info) {
+  auto match = client_->ShouldCapture(info.demangled_name, info.mangled_name, info.device);
+  if (!match) return std::nullopt;
+  return CaptureTicket{match->arm_id, match->dispatch_index};
+}
+
+Result<std::unique_ptr<TransportSession>> LinkTransport::Begin(const CaptureHeader& header,
+                                                               std::string_view arg_blob) {
+  auto session = client_->BeginCapture(ToCaptureBegin(header), arg_blob);
+  if (!session.ok()) return session.status();
+  return std::unique_ptr<TransportSession>(new LinkSession(std::move(session.value())));
+}
+
+}  // namespace kerncap::agent

@@ -1,0 +1,63 @@
+#include "agent/core/link_transport.h"
+
+#include "gtest/gtest.h"
+
+namespace kerncap::agent {
+namespace {
+
+TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
+  CaptureHeader h;
+  h.arm_id = "arm-7";
+  h.dispatch_index = 5;
+  h.kernel.mangled_name = "_Z3addPfS_S_i";
+  h.kernel.demangled_name = "add(float*, float*, float*, int)";
+  h.kernel.arch = "sm_90";
+  h.device.ordinal = 1;
+  h.launch.grid = {4, 2, 1};
+  h.launch.block = {256, 1, 1};
+  h.launch.shared_mem_bytes = 65536;
+  h.launch.cluster = {2, 1, 1};
+  h.launch.cooperative = true;
+  h.launch.stream = 0x1234;
+  h.launch.attributes["func.num_regs"] = 32;
+  h.arguments.push_back(ArgumentDesc{0, 8, 2, ""});
+  h.arguments.push_back(ArgumentDesc{24, 4, 1, ""});
+  link::CaptureBeginMsg m = ToCaptureBegin(h);
+  EXPECT_EQ(m.arm_id, "arm-7");
+  EXPECT_EQ(m.dispatch_index, 5u);
+  EXPECT_EQ(m.platform, "cuda");
+  EXPECT_EQ(m.arch, "sm_90");
+  EXPECT_EQ(m.device, 1u);
+  EXPECT_EQ(m.launch.grid, (std::vector<uint32_t>{4, 2, 1}));
+  EXPECT_EQ(m.launch.cluster, (std::vector<uint32_t>{2, 1, 1}));
+  EXPECT_TRUE(m.launch.cooperative);
+  EXPECT_EQ(m.launch.shared_mem_bytes, 65536u);
+  EXPECT_EQ(m.launch.attributes.at("func.num_regs"), 32);
+  ASSERT_EQ(m.arguments.size(), 2u);
+  EXPECT_EQ(m.arguments[0].kind, "pointer");
+  EXPECT_EQ(m.arguments[1].kind, "value");
+  EXPECT_EQ(m.arguments[1].offset, 24u);
+}
+
+TEST(LinkTransportTest, NoClusterMeansEmptyList) {
+  CaptureHeader h;
+  EXPECT_TRUE(ToCaptureBegin(h).launch.cluster.empty());
+}
+
+TEST(LinkTransportTest, RegionKindsUseLinkStrings) {
+  RegionDesc r{0x7f0000000000, 4096, RegionKind::kConstant, 0, "coeffs"};
+  link::RegionBeginMsg m = ToRegionBegin(ImageKind::kPost, r);
+  EXPECT_EQ(m.image, "post");
+  EXPECT_EQ(m.kind, "constant");
+  EXPECT_EQ(m.name, "coeffs");
+  EXPECT_EQ(m.va, 0x7f0000000000u);
+  EXPECT_EQ(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kDeviceVmm, 0, ""}).kind,
+            "device_vmm");
+  EXPECT_EQ(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kHostPinned, 0, ""}).kind,
+            "host_pinned");
+  EXPECT_EQ(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kModuleGlobal, 0, ""}).kind,
+            "module_global");
+}
+
+}  // namespace
+}  // namespace kerncap::agent

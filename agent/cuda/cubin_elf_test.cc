@@ -1,0 +1,80 @@
+#include "agent/cuda/cubin_elf.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace kerncap::agent::cuda {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const CubinVariable* Find(const CubinInfo& info, const std::string& name) {
+  for (const auto& v : info.variables) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+TEST(CubinElfTest, EnumeratesDeviceAndConstantVariablesOfARealCubin) {
+  std::string path = KERNCAP_TEST_CUBIN;
+  if (path.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  std::string image = ReadFile(path);
+  ASSERT_FALSE(image.empty()) << "cannot read " << path;
+  ASSERT_TRUE(IsElf(image));
+  auto info = ParseCubin(image);
+  ASSERT_TRUE(info.ok()) << info.error();
+
+  const CubinVariable* scale = Find(*info, "dev_scale");
+  ASSERT_NE(scale, nullptr);
+  EXPECT_FALSE(scale->constant);
+  EXPECT_EQ(scale->size, 4u);
+  EXPECT_EQ(scale->section.rfind(".nv.global", 0), 0u);
+
+  const CubinVariable* table = Find(*info, "dev_table");
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->size, 64u * 8u);
+  ASSERT_NE(Find(*info, "dev_counter"), nullptr);
+
+  const CubinVariable* coeffs = Find(*info, "const_coeffs");
+  ASSERT_NE(coeffs, nullptr);
+  EXPECT_TRUE(coeffs->constant);
+  EXPECT_EQ(coeffs->size, 64u);
+  EXPECT_EQ(coeffs->section, ".nv.constant3");
+  const CubinVariable* mode = Find(*info, "const_mode");
+  ASSERT_NE(mode, nullptr);
+  EXPECT_TRUE(mode->constant);
+
+  // Parameter banks (.nv.constant0.*) are not variables.
+  for (const auto& v : info->variables) EXPECT_NE(v.section.rfind(".nv.constant0", 0), 0u) << v.name;
+
+  auto has_kernel = [&](const std::string& k) {
+    return std::find(info->kernels.begin(), info->kernels.end(), k) != info->kernels.end();
+  };
+  EXPECT_TRUE(has_kernel("scale_kernel"));
+  EXPECT_TRUE(has_kernel("_Z16templated_kernelIiEvPT_"));
+}
+
+TEST(CubinElfTest, RejectsGarbageWithoutCrashing) {
+  EXPECT_FALSE(ParseCubin("").ok());
+  EXPECT_FALSE(ParseCubin("not an elf at all").ok());
+  std::string truncated = "\x7f" "ELF\x02\x01\x01";
+  EXPECT_FALSE(ParseCubin(truncated).ok());
+  // A valid header whose section table points past the end.
+  std::string bad(64, '\0');
+  bad[0] = 0x7f; bad[1] = 'E'; bad[2] = 'L'; bad[3] = 'F'; bad[4] = 2;
+  bad[0x28] = static_cast<char>(0xff);  // e_shoff
+  bad[0x3a] = 64;                        // e_shentsize
+  bad[0x3c] = 5;                         // e_shnum
+  EXPECT_FALSE(ParseCubin(bad).ok());
+}
+
+}  // namespace
+}  // namespace kerncap::agent::cuda

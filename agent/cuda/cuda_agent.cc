@@ -1,0 +1,664 @@
+#include "agent/cuda/cuda_agent.h"
+
+#include <cupti.h>  // includes generated_cuda_meta.h (which has no include guard)
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <thread>
+
+#include "agent/core/log.h"
+#include "agent/cuda/cuda_dispatch_source.h"
+#include "agent/cuda/driver_api.h"
+#include "agent/cuda/param_blob.h"
+#ifdef KERNCAP_AGENT_HAVE_LINK
+#include "agent/core/link_transport.h"
+#include "agent/link/agent_link_client.h"
+#endif
+
+namespace kerncap::agent::cuda {
+namespace {
+
+constexpr uint64_t kGateShared = 1;
+
+// > 0 while the agent itself is calling the driver on this thread: those
+// calls are neither tracked as the application's nor gated.
+thread_local int t_agent_depth = 0;
+
+struct AgentScope {
+  AgentScope() { ++t_agent_depth; }
+  ~AgentScope() { --t_agent_depth; }
+};
+
+// A capture between launch ENTER and EXIT (pointer stored in correlationData).
+struct LaunchCapture {
+  std::unique_ptr<PendingCapture> pending;
+  std::string kernel;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return std::atoi(v);
+}
+
+bool Succeeded(const CUpti_CallbackData* cb) {
+  return cb->functionReturnValue != nullptr &&
+         *static_cast<const CUresult*>(cb->functionReturnValue) == CUDA_SUCCESS;
+}
+
+std::string DriverVersionString() {
+  // The kernel module's version ("580.159.04") is what a GPU engineer knows
+  // the driver by; the driver API only offers the CUDA version it supports.
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (std::getline(f, line)) {
+    auto k = line.find("Kernel Module");
+    if (k != std::string::npos) {
+      std::string rest = line.substr(k + 13);
+      size_t b = rest.find_first_not_of(' ');
+      size_t e = rest.find(' ', b);
+      if (b != std::string::npos) return rest.substr(b, e == std::string::npos ? e : e - b);
+    }
+  }
+  int v = 0;
+  cuDriverGetVersion(&v);
+  return "cuda-" + std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+DeviceDesc DescribeDevice(int ordinal) {
+  DeviceDesc d;
+  d.ordinal = ordinal;
+  CUdevice dev;
+  if (cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS) return d;
+  char name[256] = {0};
+  if (cuDeviceGetName(name, sizeof(name), dev) == CUDA_SUCCESS) d.name = name;
+  int major = 0, minor = 0;
+  cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  d.arch = "sm_" + std::to_string(major * 10 + minor);
+  size_t total = 0;
+  if (cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
+  char bus[64] = {0};
+  if (cuDeviceGetPCIBusId(bus, sizeof(bus), dev) == CUDA_SUCCESS) d.pci_bus_id = bus;
+  CUuuid uuid;
+  if (cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
+    char hex[48];
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+    std::snprintf(hex, sizeof(hex),
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                  b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                  b[13], b[14], b[15]);
+    d.uuid = hex;
+  }
+  return d;
+}
+
+// Function attributes replay must re-apply or check, by name.
+void AddFunctionAttributes(CUfunction f, std::map<std::string, int64_t>* out) {
+  static const struct {
+    CUfunction_attribute attr;
+    const char* name;
+  } kAttrs[] = {
+      {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max_threads_per_block"},
+      {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, "shared_size_bytes"},
+      {CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, "const_size_bytes"},
+      {CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "local_size_bytes"},
+      {CU_FUNC_ATTRIBUTE_NUM_REGS, "num_regs"},
+      {CU_FUNC_ATTRIBUTE_PTX_VERSION, "ptx_version"},
+      {CU_FUNC_ATTRIBUTE_BINARY_VERSION, "binary_version"},
+      {CU_FUNC_ATTRIBUTE_CACHE_MODE_CA, "cache_mode_ca"},
+      {CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, "max_dynamic_shared_size_bytes"},
+      {CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, "preferred_shared_memory_carveout"},
+      {CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET, "cluster_size_must_be_set"},
+      {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, "required_cluster_width"},
+      {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, "required_cluster_height"},
+      {CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, "required_cluster_depth"},
+      {CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, "non_portable_cluster_size_allowed"},
+      {CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster_scheduling_policy_preference"},
+  };
+  for (const auto& a : kAttrs) {
+    int v = 0;
+    if (cuFuncGetAttribute(&v, a.attr, f) == CUDA_SUCCESS) (*out)[std::string("func.") + a.name] = v;
+  }
+}
+
+}  // namespace
+
+AgentConfig ConfigFromEnv() {
+  AgentConfig c;
+  c.disabled = EnvInt("KERNCAP_AGENT_DISABLE", 0) != 0;
+  c.host_regions = EnvInt("KERNCAP_AGENT_HOST_REGIONS", 1) != 0;
+  c.gate_timeout_ms = EnvInt("KERNCAP_AGENT_GATE_TIMEOUT_MS", c.gate_timeout_ms);
+  c.arm_grace_ms = EnvInt("KERNCAP_AGENT_ARM_GRACE_MS", c.arm_grace_ms);
+  c.connect = EnvInt("KERNCAP_AGENT_NO_DAEMON", 0) == 0;
+  return c;
+}
+
+CudaAgent& CudaAgent::Instance() {
+  // Leaked on purpose: callbacks can fire during static destruction.
+  static CudaAgent* agent = new CudaAgent();
+  return *agent;
+}
+
+bool CudaAgent::Initialize(const char* how) {
+  std::lock_guard lock(init_mu_);
+  if (init_attempted_) return active();
+  init_attempted_ = true;
+  InitLogFromEnv();
+  config_ = ConfigFromEnv();
+  if (config_.disabled) {
+    KC_ALOG(kInfo, "disabled by KERNCAP_AGENT_DISABLE");
+    return false;
+  }
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "kerncap";
+  char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {0};
+  params.oldSubscriberName = old_name;
+  params.oldSubscriberSize = sizeof(old_name);
+  CUptiResult r = cuptiSubscribe_v2(&subscriber_, &CudaAgent::Callback, this, &params);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    // One line, then out of the way: the app runs exactly as without us.
+    KC_ALOG(kError,
+            "CUPTI is already in use by another tool (%s); kerncap agent inactive, no captures "
+            "from this process",
+            old_name[0] ? old_name : "unknown subscriber");
+    return false;
+  }
+  if (r != CUPTI_SUCCESS) {
+    const char* msg = nullptr;
+    cuptiGetResultString(r, &msg);
+    KC_ALOG(kError, "cuptiSubscribe failed (%s); kerncap agent inactive", msg ? msg : "?");
+    return false;
+  }
+  // The whole driver domain: tracking needs the allocation/module calls, and
+  // the capture gate must see every call that can touch device memory.
+  if (cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) != CUPTI_SUCCESS ||
+      cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE) != CUPTI_SUCCESS) {
+    KC_ALOG(kError, "enabling CUPTI callbacks failed; kerncap agent inactive");
+    cuptiUnsubscribe(subscriber_);
+    return false;
+  }
+  active_.store(true, std::memory_order_release);
+  KC_ALOG(kInfo, "active (loaded via %s)", how);
+  return true;
+}
+
+void CudaAgent::SetTransport(CaptureTransport* transport) {
+  transport_.store(transport, std::memory_order_release);
+}
+
+void CudaAgent::ResetAfterFork() {
+  allocations_.ResetAfterFork();
+  gate_.ResetAfterFork();
+  // Module/kernel caches are only read by captures; the child starts empty
+  // (a forked child must re-initialize CUDA anyway).
+  new (&vmm_mu_) std::mutex();
+  vmm_handles_.clear();
+  streams_capturing_.store(0);
+  armed_seen_ns_.store(0);
+  CaptureTransport* t = transport_.load();
+  if (t != nullptr) t->ResetAfterFork();
+}
+
+void CUPTIAPI CudaAgent::Callback(void* userdata, CUpti_CallbackDomain domain,
+                                  CUpti_CallbackId cbid, const void* data) {
+  auto* self = static_cast<CudaAgent*>(userdata);
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    if (t_agent_depth > 0) return;  // the agent's own driver calls
+    self->OnDriverApi(cbid, static_cast<const CUpti_CallbackData*>(data));
+  } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    self->OnResource(cbid, static_cast<const CUpti_ResourceData*>(data));
+  }
+}
+
+void CudaAgent::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
+  switch (cbid) {
+    case CUPTI_CBID_RESOURCE_CU_INIT_FINISHED:
+      StartLink();
+      break;
+    case CUPTI_CBID_RESOURCE_MODULE_LOADED: {
+      auto* m = static_cast<const CUpti_ModuleResourceData*>(data->resourceDescriptor);
+      if (m != nullptr && m->pCubin != nullptr && m->cubinSize > 0) {
+        modules_.OnModuleLoaded(m->moduleId, reinterpret_cast<uint64_t>(data->context), m->pCubin,
+                                m->cubinSize);
+      }
+      break;
+    }
+    case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING: {
+      auto* m = static_cast<const CUpti_ModuleResourceData*>(data->resourceDescriptor);
+      if (m != nullptr) modules_.OnModuleUnloading(m->moduleId);
+      break;
+    }
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      allocations_.EraseContext(reinterpret_cast<uint64_t>(data->context));
+      break;
+    default:
+      break;
+  }
+}
+
+void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  const bool launch = IsKernelLaunch(cbid);
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    *cb->correlationData = 0;
+    CaptureTransport* t = transport_.load(std::memory_order_acquire);
+    if (t == nullptr) {
+      // No CU_INIT_FINISHED seen (agent attached late): connect on first launch.
+      if (launch) StartLink();
+      return;
+    }
+    // The unarmed path: one check, nothing else.
+    if (!t->Armed()) return;
+    if (armed_seen_ns_.load(std::memory_order_relaxed) == 0) armed_seen_ns_.store(NowNs());
+    if (launch) {
+      OnLaunchEnter(cbid, cb, t);
+      return;
+    }
+    if (IsGraphLaunch(cbid) && !graph_warned_.exchange(true)) {
+      KC_ALOG(kWarn,
+              "cuGraphLaunch while armed: kernels inside CUDA graphs are not captured yet "
+              "(disable CUDA graphs in the application to capture them)");
+    }
+    gate_.EnterShared();
+    *cb->correlationData = kGateShared;
+    return;
+  }
+  // EXIT
+  const uint64_t corr = *cb->correlationData;
+  if (launch && corr > kGateShared) {
+    OnLaunchExit(cb);
+    return;
+  }
+  if (!launch && Succeeded(cb)) Track(cbid, cb);
+  if (!launch && (cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture ||
+                  cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz)) {
+    // The capture ends whether or not EndCapture succeeded.
+    int v = streams_capturing_.load();
+    while (v > 0 && !streams_capturing_.compare_exchange_weak(v, v - 1)) {
+    }
+  }
+  if (corr == kGateShared) gate_.ExitShared();
+}
+
+int CudaAgent::DeviceOf(CUcontext ctx) {
+  uint32_t id = 0;
+  if (ctx != nullptr && cuptiGetDeviceId(ctx, &id) == CUPTI_SUCCESS) return static_cast<int>(id);
+  CUdevice dev = 0;
+  AgentScope scope;
+  if (cuCtxGetDevice(&dev) == CUDA_SUCCESS) return static_cast<int>(dev);
+  return 0;
+}
+
+void CudaAgent::Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  const void* p = cb->functionParams;
+  const uint64_t ctx = reinterpret_cast<uint64_t>(cb->context);
+  auto device_alloc = [&](uint64_t va, uint64_t size, AllocationKind kind) {
+    Allocation a;
+    a.va = va;
+    a.size = size;
+    a.kind = kind;
+    a.context = ctx;
+    a.device = (kind == AllocationKind::kManaged || IsHostKind(kind)) ? kAnyDevice
+                                                                      : DeviceOf(cb->context);
+    allocations_.Insert(a);
+  };
+  auto range_of = [&](CUdeviceptr ptr, AllocationKind kind) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    AgentScope scope;
+    if (cuMemGetAddressRange(&base, &size, ptr) == CUDA_SUCCESS) device_alloc(base, size, kind);
+  };
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
+      auto* q = static_cast<const cuMemAlloc_v2_params*>(p);
+      device_alloc(*q->dptr, q->bytesize, AllocationKind::kDevice);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+      auto* q = static_cast<const cuMemAllocPitch_v2_params*>(p);
+      device_alloc(*q->dptr, static_cast<uint64_t>(*q->pPitch) * q->Height, AllocationKind::kDevice);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+      auto* q = static_cast<const cuMemAllocAsync_params*>(p);
+      device_alloc(*q->dptr, q->bytesize, AllocationKind::kDeviceAsync);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+      auto* q = static_cast<const cuMemAllocFromPoolAsync_params*>(p);
+      device_alloc(*q->dptr, q->bytesize, AllocationKind::kDeviceAsync);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+      allocations_.Erase(static_cast<const cuMemFree_v2_params*>(p)->dptr);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+      allocations_.Erase(static_cast<const cuMemFreeAsync_params*>(p)->dptr);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
+      auto* q = static_cast<const cuMemAllocManaged_params*>(p);
+      device_alloc(*q->dptr, q->bytesize, AllocationKind::kManaged);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
+      auto* q = static_cast<const cuMemHostAlloc_params*>(p);
+      device_alloc(reinterpret_cast<uint64_t>(*q->pp), q->bytesize, AllocationKind::kHostPinned);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
+      auto* q = static_cast<const cuMemAllocHost_v2_params*>(p);
+      device_alloc(reinterpret_cast<uint64_t>(*q->pp), q->bytesize, AllocationKind::kHostPinned);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+      allocations_.Erase(reinterpret_cast<uint64_t>(static_cast<const cuMemFreeHost_params*>(p)->p));
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2: {
+      auto* q = static_cast<const cuMemHostRegister_v2_params*>(p);
+      device_alloc(reinterpret_cast<uint64_t>(q->p), q->bytesize, AllocationKind::kHostRegistered);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister:
+      allocations_.Erase(
+          reinterpret_cast<uint64_t>(static_cast<const cuMemHostUnregister_params*>(p)->p));
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2:
+      range_of(*static_cast<const cuIpcOpenMemHandle_v2_params*>(p)->pdptr, AllocationKind::kDevice);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle:
+      allocations_.Erase(static_cast<const cuIpcCloseMemHandle_params*>(p)->dptr);
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolImportPointer:
+      range_of(*static_cast<const cuMemPoolImportPointer_params*>(p)->ptr_out,
+               AllocationKind::kDeviceAsync);
+      break;
+    // VMM (PyTorch expandable segments): physical handles become readable
+    // memory only once mapped (cuMemMap) and made accessible (cuMemSetAccess).
+    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+      auto* q = static_cast<const cuMemCreate_params*>(p);
+      VmmHandle h;
+      h.size = q->size;
+      if (q->prop != nullptr && q->prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+        h.device = q->prop->location.id;
+      }
+      std::lock_guard lock(vmm_mu_);
+      vmm_handles_[static_cast<uint64_t>(*q->handle)] = h;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease: {
+      std::lock_guard lock(vmm_mu_);
+      vmm_handles_.erase(static_cast<uint64_t>(static_cast<const cuMemRelease_params*>(p)->handle));
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+      auto* q = static_cast<const cuMemMap_params*>(p);
+      Allocation a;
+      a.va = q->ptr;
+      a.size = q->size;
+      a.kind = AllocationKind::kVmmMapping;
+      a.context = ctx;
+      a.handle = static_cast<uint64_t>(q->handle);
+      a.access_mask = 0;
+      {
+        std::lock_guard lock(vmm_mu_);
+        auto it = vmm_handles_.find(a.handle);
+        a.device = it != vmm_handles_.end() && it->second.device != kAnyDevice
+                       ? it->second.device
+                       : DeviceOf(cb->context);  // imported handle: assume this device
+      }
+      allocations_.Insert(a);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
+      auto* q = static_cast<const cuMemUnmap_params*>(p);
+      allocations_.EraseRange(q->ptr, q->size);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess: {
+      auto* q = static_cast<const cuMemSetAccess_params*>(p);
+      uint64_t mask = 0;
+      for (size_t i = 0; q->desc != nullptr && i < q->count; ++i) {
+        const CUmemAccessDesc& d = q->desc[i];
+        if (d.location.type == CU_MEM_LOCATION_TYPE_DEVICE && d.flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            d.location.id >= 0 && d.location.id < 64) {
+          mask |= 1ull << d.location.id;
+        }
+      }
+      if (mask != 0) allocations_.GrantAccess(q->ptr, q->size, mask);
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: {
+      auto* q = static_cast<const cuMemAddressFree_params*>(p);
+      allocations_.EraseRange(q->ptr, q->size);
+      break;
+    }
+    // Modules: attribute images loaded during the call to the handle it made.
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary: {
+      // All four parameter structs start with `CUmodule* module`.
+      CUmodule mod = *static_cast<const cuModuleLoadData_params*>(p)->module;
+      for (uint32_t id : modules_.TakePending()) {
+        modules_.NoteHandle(reinterpret_cast<uint64_t>(mod), id);
+      }
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
+      streams_capturing_.fetch_add(1);
+      break;
+    default:
+      break;
+  }
+}
+
+void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* cb,
+                              CaptureTransport* t) {
+  AgentScope scope;
+  auto hold_shared = [&] {
+    gate_.EnterShared();
+    *cb->correlationData = kGateShared;
+  };
+  std::optional<LaunchCall> call = DecodeLaunch(cbid, cb->functionParams);
+  if (!call || call->function == nullptr) return hold_shared();
+  const int device = DeviceOf(cb->context);
+  std::shared_ptr<const KernelInfo> info = kernels_.Get(call->function, cb->symbolName);
+  std::optional<CaptureTicket> ticket =
+      t->ShouldCapture(KernelMatchInfo{info->mangled_name, info->demangled_name, device});
+  if (!ticket) return hold_shared();
+
+  const std::string& kname = info->demangled_name;
+  auto skip = [&](const std::string& why) {
+    ++captures_failed_;
+    KC_ALOG(kWarn, "dispatch %llu of arm %s (%s) not captured: %s",
+            static_cast<unsigned long long>(ticket->dispatch_index), ticket->arm_id.c_str(),
+            kname.c_str(), why.c_str());
+  };
+
+  // Never synchronize while any stream is being captured into a graph: the
+  // sync fails (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates the
+  // application's capture (measured).
+  CUstream stream = call->stream;
+  if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult cr = cuStreamIsCapturing(stream, &capture_status);
+  if (cr != CUDA_SUCCESS || capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    skip("the launch stream is being captured into a CUDA graph (the kernel does not run now)");
+    return hold_shared();
+  }
+  if (streams_capturing_.load() > 0) {
+    skip("another stream of the process is capturing a CUDA graph; synchronizing would break it");
+    return hold_shared();
+  }
+
+  // A thread that checked "armed" just before the arm arrived may still be
+  // between its check and the driver enqueueing its work; give such calls a
+  // moment to land before the gate is closed and the device drained.
+  int64_t since = NowNs() - armed_seen_ns_.load();
+  int64_t grace = static_cast<int64_t>(config_.arm_grace_ms) * 1000000;
+  if (since < grace) std::this_thread::sleep_for(std::chrono::nanoseconds(grace - since));
+
+  if (!gate_.TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
+    skip("other threads stayed inside CUDA calls for longer than KERNCAP_AGENT_GATE_TIMEOUT_MS");
+    return;
+  }
+
+  // Everything below runs with the process quiesced (gate held exclusively).
+  auto fail = [&](const std::string& why) {
+    gate_.ExitExclusive();
+    skip(why);
+  };
+  auto blob = AssembleParamBlob(call->kernel_params, call->extra, info->params);
+  if (!info->params_known && call->kernel_params != nullptr) {
+    return fail("the parameter layout is unknown (cuFuncGetParamInfo needs driver >= 12.4)");
+  }
+  if (!blob.ok()) return fail("argument blob: " + blob.error());
+
+  // The real CUfunction in this context (cudart passes CUkernel handles), and
+  // its module. Forcing the load makes a lazily loaded image show up now.
+  const DriverApi& api = Driver();
+  CUfunction f = call->function;
+  if (info->is_kernel_handle && api.KernelGetFunction != nullptr) {
+    CUfunction real = nullptr;
+    if (api.KernelGetFunction(&real, reinterpret_cast<CUkernel>(call->function)) == CUDA_SUCCESS) {
+      f = real;
+    }
+  }
+  if (api.FuncLoad != nullptr) api.FuncLoad(f);
+  CUmodule module = nullptr;
+  if (cuFuncGetModule(&module, f) != CUDA_SUCCESS) module = nullptr;
+  for (uint32_t id : modules_.TakePending()) {
+    if (module != nullptr) modules_.NoteHandle(reinterpret_cast<uint64_t>(module), id);
+  }
+
+  CaptureHeader header;
+  header.arm_id = ticket->arm_id;
+  header.dispatch_index = ticket->dispatch_index;
+  header.kernel.mangled_name = info->mangled_name;
+  header.kernel.demangled_name = info->demangled_name;
+  header.kernel.platform = Platform::kCuda;
+  header.device = DescribeDevice(device);
+  header.kernel.arch = header.device.arch;
+  header.driver.driver_version = DriverVersionString();
+  uint32_t cupti_version = 0;
+  cuptiGetVersion(&cupti_version);
+  header.driver.tool_version = "cupti-" + std::to_string(cupti_version);
+  header.launch = call->desc;
+  AddFunctionAttributes(f, &header.launch.attributes);
+  for (const ParamInfo& pi : info->params) {
+    ArgumentDesc a;
+    a.offset = pi.offset;
+    a.size = pi.size;
+    a.kind = 1;
+    if (pi.size == 8 && pi.offset + 8 <= blob->size()) {
+      uint64_t v;
+      std::memcpy(&v, blob->data() + pi.offset, 8);
+      if (allocations_.Lookup(v).has_value()) a.kind = 2;  // points into a tracked allocation
+    }
+    header.arguments.push_back(a);
+  }
+
+  DispatchTarget target;
+  target.device = device;
+  target.stream = stream;
+  target.module = module;
+  target.module_record = modules_.FindForKernel(reinterpret_cast<uint64_t>(module), info->mangled_name);
+  target.host_regions = config_.host_regions;
+
+  KC_ALOG(kInfo, "capturing dispatch %llu of arm %s: %s on device %d",
+          static_cast<unsigned long long>(ticket->dispatch_index), ticket->arm_id.c_str(),
+          kname.c_str(), device);
+  CaptureOrchestrator orchestrator(t);
+  auto pending = orchestrator.Before(std::make_unique<CudaDispatchSource>(&allocations_, target),
+                                     header, *blob);
+  if (!pending.ok()) return fail(pending.error());
+  auto* lc = new LaunchCapture{std::move(pending.value()), kname};
+  *cb->correlationData = reinterpret_cast<uint64_t>(lc);
+}
+
+void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb) {
+  AgentScope scope;
+  std::unique_ptr<LaunchCapture> lc(reinterpret_cast<LaunchCapture*>(*cb->correlationData));
+  *cb->correlationData = 0;
+  CaptureTransport* t = transport_.load(std::memory_order_acquire);
+  const CaptureHeader header = lc->pending->header();
+  CaptureOrchestrator orchestrator(t);
+  auto stats = orchestrator.After(std::move(lc->pending), Succeeded(cb));
+  gate_.ExitExclusive();  // the application continues
+  if (stats.ok()) {
+    ++captures_ok_;
+    KC_ALOG(kInfo,
+            "captured %s (dispatch %llu): %llu regions, %.1f MiB pre, %.1f MiB post, quiesce "
+            "%.3fs pre %.3fs post %.3fs",
+            lc->kernel.c_str(), static_cast<unsigned long long>(header.dispatch_index),
+            static_cast<unsigned long long>(stats->regions), stats->pre_bytes / 1048576.0,
+            stats->post_bytes / 1048576.0, stats->quiesce_seconds, stats->pre_seconds,
+            stats->post_seconds);
+  } else {
+    ++captures_failed_;
+    KC_ALOG(kWarn, "capture of %s (dispatch %llu) failed: %s", lc->kernel.c_str(),
+            static_cast<unsigned long long>(header.dispatch_index), stats.error().c_str());
+  }
+}
+
+void CudaAgent::StartLink() {
+  std::call_once(link_once_, [this] {
+    if (!config_.connect || transport_.load() != nullptr) return;
+#ifdef KERNCAP_AGENT_HAVE_LINK
+    AgentScope scope;
+    AgentLinkClientOptions options;
+    options.identity.platform = link::kPlatformCuda;
+    options.identity.agent_version = "0.1.0";
+    int count = 0;
+    if (cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+      for (int i = 0; i < count; ++i) {
+        DeviceDesc d = DescribeDevice(i);
+        link::DeviceInfo di;
+        di.ordinal = static_cast<uint32_t>(i);
+        di.name = d.name;
+        di.arch = d.arch;
+        di.uuid = d.uuid;
+        di.total_memory = d.total_memory;
+        di.pci_bus_id = d.pci_bus_id;
+        options.identity.devices.push_back(di);
+      }
+    }
+    options.identity.driver.driver_version = DriverVersionString();
+    int rt = 0;
+    cuDriverGetVersion(&rt);
+    options.identity.driver.runtime_version = std::to_string(rt / 1000) + "." + std::to_string((rt % 1000) / 10);
+    uint32_t cupti_version = 0;
+    cuptiGetVersion(&cupti_version);
+    options.identity.driver.tool_version = "cupti-" + std::to_string(cupti_version);
+    // Leaked on purpose (like the agent): the link thread may outlive static
+    // destruction of the application.
+    auto* client = new AgentLinkClient(std::move(options));
+    client->Start();
+    SetTransport(new LinkTransport(client));
+#else
+    KC_ALOG(kWarn, "built without the agent link; tracking only");
+#endif
+  });
+}
+
+}  // namespace kerncap::agent::cuda

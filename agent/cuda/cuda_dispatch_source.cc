@@ -1,0 +1,107 @@
+#include "agent/cuda/cuda_dispatch_source.h"
+
+#include <cstring>
+
+#include "agent/core/log.h"
+#include "agent/cuda/driver_api.h"
+
+namespace kerncap::agent::cuda {
+
+RegionKind RegionKindFor(AllocationKind kind) {
+  switch (kind) {
+    case AllocationKind::kDevice:
+    case AllocationKind::kDeviceAsync: return RegionKind::kDevice;
+    case AllocationKind::kVmmMapping: return RegionKind::kDeviceVmm;
+    case AllocationKind::kManaged: return RegionKind::kManaged;
+    case AllocationKind::kHostPinned:
+    case AllocationKind::kHostRegistered: return RegionKind::kHostPinned;
+  }
+  return RegionKind::kDevice;
+}
+
+CudaDispatchSource::~CudaDispatchSource() {
+  for (void* p : pinned_) cuMemHostUnregister(p);
+}
+
+Status CudaDispatchSource::Quiesce() {
+  CUresult r = cuCtxSynchronize();
+  if (r != CUDA_SUCCESS) return Error("cuCtxSynchronize: " + CuErrorString(r));
+  return OkStatus();
+}
+
+Result<std::vector<RegionDesc>> CudaDispatchSource::Regions() {
+  std::vector<RegionDesc> out;
+  const uint64_t my_bit = target_.device < 64 ? (1ull << target_.device) : 0;
+  for (const Allocation& a : allocations_->ListForDevice(target_.device, /*include_shared=*/true)) {
+    if (IsHostKind(a.kind) && !target_.host_regions) continue;
+    if (a.kind == AllocationKind::kVmmMapping && (a.access_mask & my_bit) == 0) {
+      // Mapped but not (yet) accessible from this device: the kernel cannot
+      // touch it either, and a copy would fail.
+      KC_ALOG(kDebug, "skipping VMM mapping 0x%llx+%llu: no access from device %d",
+              static_cast<unsigned long long>(a.va), static_cast<unsigned long long>(a.size),
+              target_.device);
+      continue;
+    }
+    out.push_back(RegionDesc{a.va, a.size, RegionKindFor(a.kind),
+                             a.device == kAnyDevice ? target_.device : a.device, ""});
+  }
+  // Module-scope variables of the kernel's module.
+  if (target_.module != nullptr && target_.module_record && target_.module_record->info) {
+    for (const CubinVariable& v : target_.module_record->info->variables) {
+      CUdeviceptr dptr = 0;
+      size_t bytes = 0;
+      CUresult r = cuModuleGetGlobal(&dptr, &bytes, target_.module, v.name.c_str());
+      if (r != CUDA_SUCCESS) {
+        KC_ALOG(kWarn, "module variable %s not resolvable (%s); not captured", v.name.c_str(),
+                CuErrorString(r).c_str());
+        continue;
+      }
+      out.push_back(RegionDesc{dptr, bytes,
+                               v.constant ? RegionKind::kConstant : RegionKind::kModuleGlobal,
+                               target_.device, v.name});
+    }
+  }
+  return out;
+}
+
+Result<std::vector<CodeObjectRef>> CudaDispatchSource::CodeObjects() {
+  std::vector<CodeObjectRef> out;
+  if (target_.module_record) {
+    out.push_back(target_.module_record->code);
+  } else {
+    KC_ALOG(kWarn, "the kernel's code image was not seen at module load; capture has no code object");
+  }
+  return out;
+}
+
+Status CudaDispatchSource::ReadRegion(const RegionDesc& region, uint64_t offset, void* dst,
+                                      size_t size) {
+  if (region.kind == RegionKind::kHostPinned) {
+    // Under UVA the device address of pinned host memory is its host address.
+    std::memcpy(dst, reinterpret_cast<const void*>(region.va + offset), size);
+    return OkStatus();
+  }
+  CUresult r = cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(region.va + offset), size);
+  if (r != CUDA_SUCCESS) return Error("cuMemcpyDtoH: " + CuErrorString(r));
+  return OkStatus();
+}
+
+Status CudaDispatchSource::WaitForDispatch() {
+  CUresult r = cuStreamSynchronize(target_.stream);
+  if (r != CUDA_SUCCESS) return Error("cuStreamSynchronize: " + CuErrorString(r));
+  return OkStatus();
+}
+
+void CudaDispatchSource::OnSlot(void* data, size_t capacity) {
+  if (pinned_.count(data) || unpinnable_.count(data)) return;
+  CUresult r = cuMemHostRegister(data, capacity, 0);
+  if (r == CUDA_SUCCESS) {
+    pinned_.insert(data);
+  } else {
+    unpinnable_.insert(data);
+    KC_ALOG(kInfo, "ring slot not pinned (%s); copying through pageable memory",
+            CuErrorString(r).c_str());
+  }
+}
+
+}  // namespace kerncap::agent::cuda

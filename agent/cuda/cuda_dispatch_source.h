@@ -1,0 +1,57 @@
+// cuda_dispatch_source.h: DispatchSource for one CUDA launch (see
+// agent/core/capture_orchestrator.h): quiesce with cuCtxSynchronize, copy
+// device memory with cuMemcpyDtoH straight into ring slots (pinned with
+// cuMemHostRegister for the duration of the capture, so the copies run at
+// PCIe speed; unpinned copies are the fallback), wait with cuStreamSynchronize.
+//
+// All calls run on the application thread that is launching, inside the
+// CUPTI callback, with the application's context current.
+#ifndef KERNCAP_AGENT_CUDA_CUDA_DISPATCH_SOURCE_H_
+#define KERNCAP_AGENT_CUDA_CUDA_DISPATCH_SOURCE_H_
+
+#include <cuda.h>
+
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "agent/core/allocation_table.h"
+#include "agent/core/capture_orchestrator.h"
+#include "agent/cuda/module_registry.h"
+
+namespace kerncap::agent::cuda {
+
+struct DispatchTarget {
+  int device = 0;
+  CUstream stream = nullptr;        // already resolved (per-thread default stream)
+  CUmodule module = nullptr;        // the kernel's module in this context, if known
+  std::shared_ptr<ModuleRecord> module_record;  // its image, if known
+  bool host_regions = true;
+};
+
+// Maps an allocation table entry to the manifest's region kind.
+RegionKind RegionKindFor(AllocationKind kind);
+
+class CudaDispatchSource : public DispatchSource {
+ public:
+  CudaDispatchSource(const AllocationTable* allocations, DispatchTarget target)
+      : allocations_(allocations), target_(std::move(target)) {}
+  ~CudaDispatchSource() override;
+
+  Status Quiesce() override;
+  Result<std::vector<RegionDesc>> Regions() override;
+  Result<std::vector<CodeObjectRef>> CodeObjects() override;
+  Status ReadRegion(const RegionDesc& region, uint64_t offset, void* dst, size_t size) override;
+  Status WaitForDispatch() override;
+  void OnSlot(void* data, size_t capacity) override;
+
+ private:
+  const AllocationTable* allocations_;
+  DispatchTarget target_;
+  std::set<void*> pinned_;      // slots registered by this capture
+  std::set<void*> unpinnable_;  // slots whose registration failed (not retried)
+};
+
+}  // namespace kerncap::agent::cuda
+
+#endif  // KERNCAP_AGENT_CUDA_CUDA_DISPATCH_SOURCE_H_

@@ -1,0 +1,79 @@
+// injection.cc: the only exported symbols of libkerncap_agent.so.
+//
+//   InitializeInjection   called by the CUDA driver during cuInit when the
+//                         library is named in CUDA_INJECTION64_PATH.
+//   ELF constructor       initializes under LD_PRELOAD, before the
+//                         application's first cuInit (and harmlessly again
+//                         under injection: initialization is idempotent).
+//   kerncap_agent_*       a small C API for the Python shim and tests.
+//
+// Everything else is hidden (-fvisibility=hidden + agent.map version script)
+// so the agent cannot clash with the application's own libraries.
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "agent/cuda/cuda_agent.h"
+
+#define KC_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using kerncap::agent::cuda::CudaAgent;
+
+std::atomic<bool> g_atfork_installed{false};
+
+void ForkChild() { CudaAgent::Instance().ResetAfterFork(); }
+
+bool InitOnce(const char* how) {
+  bool ok = CudaAgent::Instance().Initialize(how);
+  if (ok && !g_atfork_installed.exchange(true)) pthread_atfork(nullptr, nullptr, &ForkChild);
+  return ok;
+}
+
+__attribute__((constructor)) void KerncapAgentConstructor() {
+  try {
+    // Under CUDA_INJECTION64_PATH the driver dlopen()s us inside cuInit, so
+    // this runs first there too; InitializeInjection then finds us active.
+    InitOnce("library constructor (LD_PRELOAD or CUDA_INJECTION64_PATH)");
+  } catch (...) {
+    // Never let anything escape into the application's loader.
+  }
+}
+
+}  // namespace
+
+KC_EXPORT int InitializeInjection(void) {
+  try {
+    InitOnce("CUDA_INJECTION64_PATH");
+  } catch (...) {
+  }
+  // 1 tells the driver the injection library initialized; an inactive agent
+  // still returns 1 so the application is never affected.
+  return 1;
+}
+
+// 1 when the agent is subscribed to CUPTI and tracking; 0 otherwise.
+KC_EXPORT int kerncap_agent_active(void) { return CudaAgent::Instance().active() ? 1 : 0; }
+
+// "0.1.0"
+KC_EXPORT const char* kerncap_agent_version(void) { return "0.1.0"; }
+
+struct kerncap_agent_stats_t {
+  uint64_t tracked_allocations;
+  uint64_t tracked_modules;
+  uint64_t captures_committed;
+  uint64_t captures_failed;
+};
+
+// Fills *out; returns 0 (nonzero only for a null pointer).
+KC_EXPORT int kerncap_agent_get_stats(kerncap_agent_stats_t* out) {
+  if (out == nullptr) return 1;
+  CudaAgent& a = CudaAgent::Instance();
+  out->tracked_allocations = a.tracked_allocations();
+  out->tracked_modules = a.tracked_modules();
+  out->captures_committed = a.captures_committed();
+  out->captures_failed = a.captures_failed();
+  return 0;
+}

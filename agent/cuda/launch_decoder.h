@@ -1,0 +1,35 @@
+// launch_decoder.h: turns the parameter struct of a CUPTI launch callback
+// (generated_cuda_meta.h) into one backend-level description of the launch.
+// Pure data conversion, unit-tested without a GPU.
+#ifndef KERNCAP_AGENT_CUDA_LAUNCH_DECODER_H_
+#define KERNCAP_AGENT_CUDA_LAUNCH_DECODER_H_
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <optional>
+
+#include "agent/core/capture_types.h"
+
+namespace kerncap::agent::cuda {
+
+struct LaunchCall {
+  CUfunction function = nullptr;
+  CUstream stream = nullptr;
+  bool per_thread_stream = false;  // a _ptsz entry point: stream 0 = per-thread default
+  void** kernel_params = nullptr;
+  void** extra = nullptr;
+  LaunchDesc desc;  // grid, block, shared memory, cluster, cooperative, launch attributes
+};
+
+// True for the kernel launch entry points the agent captures.
+bool IsKernelLaunch(CUpti_CallbackId cbid);
+// True for cuGraphLaunch(_ptsz): kernels inside are not visible (refused for now).
+bool IsGraphLaunch(CUpti_CallbackId cbid);
+
+// nullopt when cbid is not a kernel launch.
+std::optional<LaunchCall> DecodeLaunch(CUpti_CallbackId cbid, const void* params);
+
+}  // namespace kerncap::agent::cuda
+
+#endif  // KERNCAP_AGENT_CUDA_LAUNCH_DECODER_H_

@@ -1,0 +1,732 @@
+#include "agent/link/agent_link_client.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <new>
+#include <set>
+#include <sstream>
+
+#include "common/agent_link/ring.h"
+#include "common/agent_link/socket_path.h"
+#include "common/agent_link/wire.h"
+
+namespace kerncap::agent {
+
+using link::Frame;
+using link::MessageType;
+using link::UniqueFd;
+using Clock = std::chrono::steady_clock;
+
+namespace internal {
+
+// One handshaken connection to the daemon. Shared by the reader thread and
+// capture sessions, so a session keeps valid slot memory even if the link
+// dies under it. Mutable state is guarded by the owning client's mu_.
+struct ClientLink {
+  UniqueFd fd;
+  std::string agent_id;
+  link::RingLayout layout;
+  uint64_t chunk_size = 0;
+  uint64_t max_payload = 0;  // 0: unknown (no check)
+  link::RingMapping ring;
+  std::mutex send_mu;  // serializes frame writers
+
+  // Guarded by AgentLinkClient::mu_.
+  bool alive = true;
+  std::deque<uint32_t> free_slots;
+  std::vector<bool> daemon_owns;
+  uint64_t current_token = 0;  // capture in flight, 0 when none
+  std::optional<link::CaptureResultMsg> result;
+
+  std::function<void(uint8_t*, uint64_t)> on_unmap;
+  ~ClientLink() {
+    if (on_unmap && ring.base() != nullptr) on_unmap(ring.base(), ring.layout().bytes());
+  }
+
+  template <typename M>
+  LinkStatus Send(const M& msg, std::string_view payload = {}) {
+    std::lock_guard<std::mutex> lock(send_mu);
+    LinkStatus status = link::SendMessage(fd.get(), msg, payload);
+    // A half-written frame desynchronizes the stream: drop the link (the
+    // reader thread then sees EOF and cleans up).
+    if (!status.ok()) ::shutdown(fd.get(), SHUT_RDWR);
+    return status;
+  }
+};
+
+}  // namespace internal
+
+namespace {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string ReadSmallFile(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void FillIdentity(link::HelloMsg* h) {
+  h->pid = static_cast<uint32_t>(::getpid());
+  h->protocol_version = link::kProtocolVersion;
+  if (h->hostname.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0) h->hostname = host;
+  }
+  if (h->cmdline.empty()) {
+    std::string raw = ReadSmallFile("/proc/self/cmdline");
+    size_t start = 0;
+    while (start < raw.size()) {
+      size_t end = raw.find('\0', start);
+      if (end == std::string::npos) end = raw.size();
+      h->cmdline.push_back(raw.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  if (h->process_name.empty()) {
+    std::string comm = ReadSmallFile("/proc/self/comm");
+    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    h->process_name = comm;
+  }
+  if (h->platform.empty()) h->platform = link::kPlatformSynthetic;
+}
+
+// Registry of live clients for the fork handlers.
+std::mutex* g_clients_mu = new std::mutex;  // leaked: usable during exit
+std::set<AgentLinkClient*>* g_clients = new std::set<AgentLinkClient*>;
+std::once_flag g_atfork_once;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// AgentLinkClient
+
+AgentLinkClient::AgentLinkClient(AgentLinkClientOptions options)
+    : options_(std::move(options)) {
+  socket_path_ =
+      options_.socket_path.empty() ? link::ResolveAgentSocketPath() : options_.socket_path;
+  std::call_once(g_atfork_once,
+                 [] { ::pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild); });
+  std::lock_guard<std::mutex> lock(*g_clients_mu);
+  g_clients->insert(this);
+}
+
+AgentLinkClient::~AgentLinkClient() {
+  Stop();
+  std::lock_guard<std::mutex> lock(*g_clients_mu);
+  g_clients->erase(this);
+}
+
+void AgentLinkClient::Start() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (started_) return;
+  started_ = true;
+  stop_ = false;
+  StartThreadLocked();
+  cv_.wait_for(lock, std::chrono::milliseconds(options_.initial_wait_ms),
+               [this] { return first_attempt_done_ || stop_; });
+}
+
+void AgentLinkClient::StartThreadLocked() {
+  try {
+    thread_ = new std::thread([this] { Run(); });
+  } catch (const std::exception& e) {
+    thread_ = nullptr;
+    last_error_ = std::string("cannot start agent link thread: ") + e.what();
+    first_attempt_done_ = true;
+  }
+}
+
+void AgentLinkClient::Stop() {
+  std::thread* thread = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_) return;
+    started_ = false;
+    stop_ = true;
+    if (link_) ::shutdown(link_->fd.get(), SHUT_RDWR);
+    if (connecting_fd_ >= 0) ::shutdown(connecting_fd_, SHUT_RDWR);
+    thread = thread_;
+    thread_ = nullptr;
+    cv_.notify_all();
+  }
+  if (thread != nullptr) {
+    if (thread->joinable()) thread->join();
+    delete thread;
+  }
+}
+
+void AgentLinkClient::Run() {
+  int backoff = options_.retry_initial_ms;
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
+    std::string error;
+    std::shared_ptr<Link> link = Connect(&error);
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      first_attempt_done_ = true;
+      cv_.notify_all();
+      if (link == nullptr) {
+        last_error_ = error;
+        cv_.wait_for(lock, std::chrono::milliseconds(backoff), [this] { return stop_; });
+        backoff = std::min(backoff * 2, options_.retry_max_ms);
+        continue;
+      }
+      if (stop_) return;
+    }
+    Clock::time_point connected_at = Clock::now();
+    ReadLoop(link);
+    // A daemon that keeps dropping us right after the handshake must not
+    // turn this thread into a busy loop: back off unless the link was stable.
+    if (Clock::now() - connected_at > std::chrono::milliseconds(options_.retry_max_ms)) {
+      backoff = options_.retry_initial_ms;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff), [this] { return stop_; });
+    backoff = std::min(backoff * 2, options_.retry_max_ms);
+  }
+}
+
+std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* error) {
+  LinkResult<UniqueFd> fd = link::ConnectUnix(socket_path_);
+  if (!fd.ok()) {
+    *error = fd.error();
+    return nullptr;
+  }
+  auto link = std::make_shared<Link>();
+  link->fd = std::move(fd).value();
+  {
+    // Lets Stop() interrupt a handshake with an unresponsive daemon.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return nullptr;
+    connecting_fd_ = link->fd.get();
+  }
+  struct ClearConnecting {
+    AgentLinkClient* self;
+    ~ClearConnecting() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->connecting_fd_ = -1;
+    }
+  } clear_connecting{this};
+  (void)link::SetSendTimeout(link->fd.get(), options_.send_timeout_ms);
+  timeval tv{options_.handshake_timeout_ms / 1000, (options_.handshake_timeout_ms % 1000) * 1000};
+  ::setsockopt(link->fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+  link::HelloMsg hello = options_.identity;
+  try {
+    FillIdentity(&hello);
+  } catch (const std::exception& e) {
+    *error = std::string("collecting identity: ") + e.what();
+    return nullptr;
+  }
+  LinkStatus status = link->Send(hello);
+  if (!status.ok()) {
+    *error = "sending Hello: " + status.message();
+    return nullptr;
+  }
+  LinkResult<Frame> frame = link::RecvFrame(link->fd.get(), link::FrameLimits());
+  if (!frame.ok()) {
+    *error = "waiting for Welcome: " + frame.error();
+    return nullptr;
+  }
+  if (frame->type == MessageType::kError) {
+    link::ErrorMsg err;
+    (void)link::DecodeBody(*frame, &err);
+    *error = "daemon refused: " + err.message;
+    return nullptr;
+  }
+  link::WelcomeMsg welcome;
+  status = link::DecodeBody(*frame, &welcome);
+  if (!status.ok()) {
+    *error = status.message();
+    return nullptr;
+  }
+  link->layout = {welcome.slot_size, welcome.slot_count};
+  link->chunk_size = welcome.chunk_size;
+  link->max_payload = welcome.max_payload;
+  std::string bad = link::ValidateRingLayout(link->layout, welcome.chunk_size);
+  if (!bad.empty() || frame->fds.size() != 1) {
+    *error = "bad Welcome: " + (bad.empty() ? std::string("no ring fd") : bad);
+    return nullptr;
+  }
+  status = link::CheckRingFd(frame->fds[0].get(), link->layout);
+  if (!status.ok()) {
+    *error = status.message();
+    return nullptr;
+  }
+  LinkResult<link::RingMapping> ring =
+      link::RingMapping::Map(frame->fds[0].get(), link->layout, /*writable=*/true);
+  if (!ring.ok()) {
+    *error = ring.error();
+    return nullptr;
+  }
+  link->ring = std::move(ring).value();
+  if (options_.on_ring_mapped) options_.on_ring_mapped(link->ring.base(), link->layout.bytes());
+  link->on_unmap = options_.on_ring_unmapping;
+  link->agent_id = welcome.agent_id;
+  tv = {0, 0};
+  ::setsockopt(link->fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return nullptr;
+  for (uint32_t i = 0; i < link->layout.slot_count; ++i) link->free_slots.push_back(i);
+  link->daemon_owns.assign(link->layout.slot_count, false);
+  arms_.clear();
+  for (const link::ArmMsg& arm : welcome.arms) AddArmLocked(arm);
+  RecomputeArmedLocked();
+  link_ = link;
+  ++generation_;
+  last_error_.clear();
+  cv_.notify_all();
+  return link;
+}
+
+void AgentLinkClient::ReadLoop(const std::shared_ptr<Link>& link) {
+  std::string why;
+  while (true) {
+    LinkResult<Frame> frame = link::RecvFrame(link->fd.get(), link::FrameLimits());
+    if (!frame.ok()) {
+      why = frame.error();
+      break;
+    }
+    LinkStatus status = HandleFrame(link, *frame);
+    if (!status.ok()) {
+      why = status.message();
+      link::ErrorMsg err;
+      err.message = why;
+      (void)link->Send(err);
+      break;
+    }
+  }
+  ::shutdown(link->fd.get(), SHUT_RDWR);
+  std::lock_guard<std::mutex> lock(mu_);
+  link->alive = false;
+  if (link_ == link) link_ = nullptr;
+  // No daemon, no capture: a stale arm must not fire while disconnected.
+  arms_.clear();
+  RecomputeArmedLocked();
+  if (!stop_) last_error_ = "disconnected: " + why;
+  cv_.notify_all();
+}
+
+LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame& frame) {
+  if (!frame.fds.empty()) return LinkStatus::Error("unexpected file descriptors from daemon");
+  switch (frame.type) {
+    case MessageType::kArm: {
+      link::ArmMsg arm;
+      LinkStatus status = link::DecodeBody(frame, &arm);
+      if (!status.ok()) return status;
+      std::lock_guard<std::mutex> lock(mu_);
+      AddArmLocked(arm);
+      RecomputeArmedLocked();
+      cv_.notify_all();
+      return LinkStatus::Ok();
+    }
+    case MessageType::kDisarm: {
+      link::DisarmMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      std::lock_guard<std::mutex> lock(mu_);
+      std::erase_if(arms_, [&](const LocalArm& a) { return a.arm_id == msg.arm_id; });
+      RecomputeArmedLocked();
+      cv_.notify_all();
+      return LinkStatus::Ok();
+    }
+    case MessageType::kSlotFree: {
+      link::SlotFreeMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (msg.slot >= link->daemon_owns.size() || !link->daemon_owns[msg.slot]) {
+        return LinkStatus::Error("SlotFree for slot " + std::to_string(msg.slot) +
+                                 " the daemon does not hold");
+      }
+      link->daemon_owns[msg.slot] = false;
+      link->free_slots.push_back(msg.slot);
+      cv_.notify_all();
+      return LinkStatus::Ok();
+    }
+    case MessageType::kCaptureResult: {
+      link::CaptureResultMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      std::lock_guard<std::mutex> lock(mu_);
+      // Results of abandoned (aborted) captures are dropped.
+      if (msg.token == link->current_token && link->current_token != 0) link->result = msg;
+      cv_.notify_all();
+      return LinkStatus::Ok();
+    }
+    case MessageType::kError: {
+      link::ErrorMsg msg;
+      (void)link::DecodeBody(frame, &msg);
+      return LinkStatus::Error("daemon error: " + msg.message);
+    }
+    default:
+      return LinkStatus::Error(std::string("unexpected ") + link::MessageTypeName(frame.type) +
+                               " from daemon");
+  }
+}
+
+void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
+  LinkResult<link::Selector> selector = link::SelectorFromArm(msg);
+  if (!selector.ok()) {
+    last_error_ = "ignoring arm " + msg.arm_id + ": " + selector.error();
+    return;
+  }
+  if (!link::MatchesProcess(*selector, static_cast<uint32_t>(::getpid()),
+                            options_.identity.process_name.empty()
+                                ? std::string_view(ReadSmallFile("/proc/self/comm"))
+                                : std::string_view(options_.identity.process_name))) {
+    return;
+  }
+  LinkResult<link::NameMatcher> matcher =
+      link::NameMatcher::Compile(selector->kernel, selector->match);
+  if (!matcher.ok()) {
+    last_error_ = "ignoring arm " + msg.arm_id + ": " + matcher.error();
+    return;
+  }
+  for (const LocalArm& a : arms_) {
+    if (a.arm_id == msg.arm_id) return;
+  }
+  arms_.push_back(LocalArm{msg.arm_id, *selector, std::move(matcher).value(),
+                           link::DispatchCounter(*selector)});
+}
+
+void AgentLinkClient::RecomputeArmedLocked() {
+  armed_.store(!arms_.empty(), std::memory_order_release);
+}
+
+std::optional<ArmMatch> AgentLinkClient::ShouldCapture(std::string_view demangled,
+                                                       std::string_view mangled,
+                                                       int32_t device) {
+  if (!armed_.load(std::memory_order_acquire)) return std::nullopt;
+  try {
+    return ShouldCaptureSlow(demangled, mangled, device);
+  } catch (const std::exception&) {
+    return std::nullopt;  // e.g. bad_alloc: never into the application
+  }
+}
+
+std::optional<ArmMatch> AgentLinkClient::ShouldCaptureSlow(std::string_view demangled,
+                                                           std::string_view mangled,
+                                                           int32_t device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<ArmMatch> result;
+  int64_t now = NowUnixMs();
+  // Arms are considered in arming order; a dispatch is taken by at most one
+  // arm, and arms after it do not count it.
+  for (LocalArm& arm : arms_) {
+    if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
+    if (!link::MatchesDevice(arm.selector, device)) continue;
+    if (!arm.matcher.Matches(demangled, mangled)) continue;
+    if (std::optional<uint64_t> index = arm.counter.OnMatch()) {
+      result = ArmMatch{arm.arm_id, *index};
+      break;
+    }
+  }
+  std::erase_if(arms_, [now](const LocalArm& a) {
+    return a.counter.done() || link::IsExpired(a.selector, now);
+  });
+  RecomputeArmedLocked();
+  return result;
+}
+
+LinkResult<std::unique_ptr<CaptureSession>> AgentLinkClient::BeginCapture(
+    link::CaptureBeginMsg begin, std::string_view argument_blob, int timeout_ms) {
+  try {
+    return BeginCaptureImpl(std::move(begin), argument_blob, timeout_ms);
+  } catch (const std::exception& e) {
+    return LinkStatus::Error(std::string("BeginCapture: ") + e.what());
+  }
+}
+
+LinkResult<std::unique_ptr<CaptureSession>> AgentLinkClient::BeginCaptureImpl(
+    link::CaptureBeginMsg begin, std::string_view argument_blob, int timeout_ms) {
+  std::shared_ptr<Link> link;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                           [this] { return !capture_active_ || link_ == nullptr; });
+    if (link_ == nullptr) return LinkStatus::Error("not connected to kerncapd");
+    if (!ok) return LinkStatus::Error("timed out waiting for the previous capture");
+    link = link_;
+    capture_active_ = true;
+    begin.token = ++next_token_;
+    link->current_token = begin.token;
+    link->result.reset();
+  }
+  std::unique_ptr<CaptureSession> session(new CaptureSession(this, link, begin.token));
+  LinkStatus status = link->Send(begin, argument_blob);
+  if (!status.ok()) {
+    session->finished_ = true;
+    session->Finish();
+    return LinkStatus::Error("sending CaptureBegin: " + status.message());
+  }
+  return session;
+}
+
+bool AgentLinkClient::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return link_ != nullptr;
+}
+
+std::string AgentLinkClient::agent_id() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return link_ ? link_->agent_id : std::string();
+}
+
+uint64_t AgentLinkClient::connection_generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+bool AgentLinkClient::WaitConnected(uint64_t after_generation, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return generation_ > after_generation && link_ != nullptr;
+  });
+}
+
+bool AgentLinkClient::WaitArms(size_t n, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return arms_.size() >= n; });
+}
+
+size_t AgentLinkClient::active_arms() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return arms_.size();
+}
+
+std::string AgentLinkClient::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
+// ---------------------------------------------------------------------------
+// Fork handling. prepare: take every client's lock so the child inherits
+// consistent state; parent: release; child: the background thread does not
+// exist there, so rebuild the locks, drop (leak) the parent's connection,
+// detach the child from the shared ring, and reconnect as a new agent.
+
+void AgentLinkClient::ForkPrepare() {
+  g_clients_mu->lock();
+  for (AgentLinkClient* c : *g_clients) c->mu_.lock();
+}
+
+void AgentLinkClient::ForkParent() {
+  for (AgentLinkClient* c : *g_clients) c->mu_.unlock();
+  g_clients_mu->unlock();
+}
+
+void AgentLinkClient::ForkChild() {
+  for (AgentLinkClient* c : *g_clients) c->ResetInChild();
+  g_clients_mu->unlock();
+}
+
+void AgentLinkClient::ResetInChild() {
+  // Locks and condition variables may reference threads that do not exist in
+  // the child; start over with fresh ones (the old ones are abandoned).
+  new (&mu_) std::mutex();
+  new (&cv_) std::condition_variable();
+  thread_ = nullptr;  // the parent's thread object is intentionally leaked
+  if (link_ != nullptr) {
+    std::shared_ptr<Link>* leaked = new std::shared_ptr<Link>(std::move(link_));
+    Link& old = **leaked;
+    ::close(old.fd.release());  // our copy only; the parent's link is untouched
+    // Replace the shared ring with private memory at the same address: a
+    // session in the forking thread keeps valid pointers but can no longer
+    // scribble over the parent's slots.
+    if (old.ring.base() != nullptr) {
+      ::mmap(old.ring.base(), old.ring.layout().bytes(), PROT_READ | PROT_WRITE,
+             MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
+    old.alive = false;
+    old.on_unmap = nullptr;  // the registration belongs to the parent
+  }
+  link_ = nullptr;
+  connecting_fd_ = -1;  // the parent's handshake, not ours
+  arms_.clear();
+  armed_.store(false, std::memory_order_release);
+  capture_active_ = false;
+  first_attempt_done_ = false;
+  if (started_ && !stop_) StartThreadLocked();
+}
+
+// ---------------------------------------------------------------------------
+// CaptureSession
+
+CaptureSession::CaptureSession(AgentLinkClient* client,
+                               std::shared_ptr<internal::ClientLink> link, uint64_t token)
+    : client_(client), link_(std::move(link)), token_(token) {}
+
+CaptureSession::~CaptureSession() {
+  if (!finished_) Abort("capture session dropped");
+}
+
+uint64_t CaptureSession::chunk_size() const { return link_->chunk_size; }
+uint64_t CaptureSession::slot_size() const { return link_->layout.slot_size; }
+
+LinkStatus CaptureSession::CheckUsable() {
+  if (finished_) return LinkStatus::Error("capture session already ended");
+  std::lock_guard<std::mutex> lock(client_->mu_);
+  if (!link_->alive) return LinkStatus::Error("connection to kerncapd lost");
+  if (link_->result.has_value() && !link_->result->error.empty()) {
+    return LinkStatus::Error("daemon failed the capture: " + link_->result->error);
+  }
+  return LinkStatus::Ok();
+}
+
+LinkResult<uint32_t> CaptureSession::AddRegion(link::RegionBeginMsg region) {
+  LinkStatus status = CheckUsable();
+  if (!status.ok()) return status;
+  region.token = token_;
+  region.region = regions_;
+  status = link_->Send(region);
+  if (!status.ok()) return status;
+  return regions_++;
+}
+
+LinkResult<CaptureSession::Slot> CaptureSession::AcquireSlot(int timeout_ms) {
+  if (finished_) return LinkStatus::Error("capture session already ended");
+  std::unique_lock<std::mutex> lock(client_->mu_);
+  auto ready = [this] {
+    return !link_->free_slots.empty() || !link_->alive ||
+           (link_->result.has_value() && !link_->result->error.empty());
+  };
+  if (timeout_ms < 0) {
+    client_->cv_.wait(lock, ready);
+  } else if (!client_->cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    return LinkStatus::Error("timed out waiting for a free ring slot");
+  }
+  if (!link_->alive) return LinkStatus::Error("connection to kerncapd lost");
+  if (link_->result.has_value() && !link_->result->error.empty()) {
+    return LinkStatus::Error("daemon failed the capture: " + link_->result->error);
+  }
+  Slot slot;
+  slot.index = link_->free_slots.front();
+  link_->free_slots.pop_front();
+  slot.data = link_->ring.slot(slot.index);
+  slot.capacity = link_->layout.slot_size;
+  return slot;
+}
+
+void CaptureSession::ReturnSlot(const Slot& slot) {
+  std::lock_guard<std::mutex> lock(client_->mu_);
+  link_->free_slots.push_front(slot.index);
+  client_->cv_.notify_all();
+}
+
+LinkStatus CaptureSession::SubmitSlot(const Slot& slot, uint32_t region, uint64_t offset,
+                                      uint64_t length) {
+  LinkStatus status = CheckUsable();
+  if (!status.ok()) {
+    ReturnSlot(slot);
+    return status;
+  }
+  if (slot.index >= link_->layout.slot_count || length == 0 || length > slot.capacity) {
+    ReturnSlot(slot);
+    return LinkStatus::Error("invalid slot submission");
+  }
+  {
+    std::lock_guard<std::mutex> lock(client_->mu_);
+    link_->daemon_owns[slot.index] = true;
+  }
+  link::SlotFilledMsg msg;
+  msg.token = token_;
+  msg.slot = slot.index;
+  msg.region = region;
+  msg.offset = offset;
+  msg.length = length;
+  return link_->Send(msg);
+}
+
+LinkStatus CaptureSession::WriteRegion(uint32_t region, const void* data, uint64_t size) {
+  const uint8_t* bytes = static_cast<const uint8_t*>(data);
+  uint64_t step = slot_size();
+  for (uint64_t offset = 0; offset < size; offset += step) {
+    LinkResult<Slot> slot = AcquireSlot();
+    if (!slot.ok()) return slot.status();
+    uint64_t n = std::min(step, size - offset);
+    std::memcpy(slot->data, bytes + offset, n);
+    LinkStatus status = SubmitSlot(*slot, region, offset, n);
+    if (!status.ok()) return status;
+  }
+  return LinkStatus::Ok();
+}
+
+LinkStatus CaptureSession::AddCodeObject(const std::string& format, const std::string& name,
+                                         const void* data, size_t size) {
+  LinkStatus status = CheckUsable();
+  if (!status.ok()) return status;
+  if (link_->max_payload != 0 && size > link_->max_payload) {
+    return LinkStatus::Error("code object of " + std::to_string(size) +
+                             " bytes exceeds the daemon's limit of " +
+                             std::to_string(link_->max_payload));
+  }
+  link::CodeObjectMsg msg;
+  msg.token = token_;
+  msg.format = format;
+  msg.name = name;
+  return link_->Send(msg, std::string_view(static_cast<const char*>(data), size));
+}
+
+LinkResult<std::string> CaptureSession::End(bool post_complete, int timeout_ms) {
+  if (finished_) return LinkStatus::Error("capture session already ended");
+  link::CaptureEndMsg msg;
+  msg.token = token_;
+  msg.post_complete = post_complete;
+  LinkStatus status = link_->Send(msg);
+  std::optional<link::CaptureResultMsg> result;
+  {
+    std::unique_lock<std::mutex> lock(client_->mu_);
+    client_->cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                          [this] { return link_->result.has_value() || !link_->alive; });
+    result = link_->result;
+  }
+  finished_ = true;
+  Finish();
+  if (result.has_value()) {
+    if (!result->error.empty()) return LinkStatus::Error(result->error);
+    return result->capture_id;
+  }
+  if (!status.ok()) return LinkStatus::Error("sending CaptureEnd: " + status.message());
+  return LinkStatus::Error("no capture result from kerncapd (connection lost or timed out)");
+}
+
+void CaptureSession::Abort(const std::string& reason) {
+  if (finished_) return;
+  finished_ = true;
+  link::CaptureAbortMsg msg;
+  msg.token = token_;
+  msg.reason = reason;
+  (void)link_->Send(msg);
+  Finish();
+}
+
+void CaptureSession::Finish() {
+  std::lock_guard<std::mutex> lock(client_->mu_);
+  link_->current_token = 0;
+  link_->result.reset();
+  client_->capture_active_ = false;
+  client_->cv_.notify_all();
+}
+
+}  // namespace kerncap::agent

@@ -1,0 +1,224 @@
+// agent_link_client.h: the agent's side of the agent link (see
+// common/agent_link/messages.h for the conversation and wire.h for bytes).
+//
+// Loaded into arbitrary applications, so: std-only (no Abseil/protobuf/gRPC),
+// no exceptions escape, no exit()/abort(), and a missing or dying daemon never
+// disturbs the application — every call degrades to "not armed" or an error.
+//
+//   AgentLinkClient client(options);
+//   client.Start();                       // returns promptly even without kerncapd
+//   ...
+//   if (auto arm = client.ShouldCapture(demangled, mangled, device)) {  // 1 atomic load when unarmed
+//     auto session = client.BeginCapture(begin_info, arg_blob);
+//     uint32_t r = session->AddRegion(region).value();
+//     auto slot = session->AcquireSlot();   // blocks for a free ring slot
+//     ... fill slot->data (D2H copy) ...
+//     session->SubmitSlot(*slot, r, offset, length);
+//     std::string capture_id = session->End().value();
+//   }
+//
+// Connection management: a background thread connects, sends Hello, applies
+// Arm/Disarm, recycles slots (SlotFree) and collects CaptureResults. When the
+// daemon goes away, arms are dropped and the thread retries with exponential
+// backoff, reconnecting as a new agent when the daemon returns. After fork(),
+// the child's copy of every client is reset (pthread_atfork) and reconnects
+// as a new agent with its own pid; the parent is unaffected.
+//
+// Thread-safety: all methods are thread-safe. Captures are serialized: one
+// CaptureSession per client at a time (BeginCapture waits for the previous
+// one). A CaptureSession must not outlive its client.
+#ifndef KERNCAP_AGENT_LINK_AGENT_LINK_CLIENT_H_
+#define KERNCAP_AGENT_LINK_AGENT_LINK_CLIENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/agent_link/messages.h"
+#include "common/agent_link/result.h"
+#include "common/agent_link/selector.h"
+
+namespace kerncap::agent {
+
+using link::LinkResult;
+using link::LinkStatus;
+
+struct AgentLinkClientOptions {
+  // Empty: $KERNCAP_AGENT_SOCKET, else the default path (socket_path.h).
+  std::string socket_path;
+  // Identity sent in Hello. pid is always the current pid at connect time;
+  // empty hostname / cmdline / process_name are filled from the system.
+  link::HelloMsg identity;
+  // Start() waits at most this long for the first handshake, so that arms
+  // active at startup apply to the first kernels the application launches.
+  int initial_wait_ms = 500;
+  int retry_initial_ms = 100;   // backoff between connection attempts ...
+  int retry_max_ms = 5000;      // ... doubling up to this
+  int send_timeout_ms = 5000;   // a daemon that stops reading drops the link
+  int handshake_timeout_ms = 5000;
+  // Called on the link thread right after a ring is mapped, and just before
+  // it is unmapped (when the last session using a dead link lets go). The
+  // CUDA agent registers the ring here (cudaHostRegister) so device-to-host
+  // copies land directly in slots. Must not call back into the client.
+  std::function<void(uint8_t* base, uint64_t bytes)> on_ring_mapped;
+  std::function<void(uint8_t* base, uint64_t bytes)> on_ring_unmapping;
+};
+
+struct ArmMatch {
+  std::string arm_id;
+  uint64_t dispatch_index = 0;  // 1-based index among this arm's matching dispatches
+};
+
+class AgentLinkClient;
+namespace internal {
+struct ClientLink;  // one live connection; defined in the .cc
+}  // namespace internal
+
+// One capture in flight. Obtained from AgentLinkClient::BeginCapture; ends
+// with End() or Abort() (the destructor aborts a session that did neither).
+class CaptureSession {
+ public:
+  struct Slot {
+    uint32_t index = 0;
+    uint8_t* data = nullptr;   // slot memory, valid until submitted
+    uint64_t capacity = 0;     // == slot_size()
+  };
+
+  ~CaptureSession();
+  CaptureSession(const CaptureSession&) = delete;
+  CaptureSession& operator=(const CaptureSession&) = delete;
+
+  uint64_t token() const { return token_; }
+  uint64_t chunk_size() const;
+  uint64_t slot_size() const;
+
+  // Declares a region (image "pre" or "post"; region.token/region.region are
+  // filled in). Returns its index for SubmitSlot. All pre regions first.
+  LinkResult<uint32_t> AddRegion(link::RegionBeginMsg region);
+  // Waits for a free ring slot (timeout_ms < 0: no limit). Fails if the
+  // daemon is gone or has already failed this capture.
+  LinkResult<Slot> AcquireSlot(int timeout_ms = -1);
+  // Hands `length` bytes at the start of `slot` to the daemon as bytes
+  // [offset, offset+length) of `region`. offset must be a multiple of
+  // chunk_size(), and length too unless it reaches the end of the region.
+  LinkStatus SubmitSlot(const Slot& slot, uint32_t region, uint64_t offset, uint64_t length);
+  // Gives back a slot that was acquired but not submitted.
+  void ReturnSlot(const Slot& slot);
+  // Convenience for host-resident data: copies `size` bytes into slots and
+  // submits them as the whole of `region`.
+  LinkStatus WriteRegion(uint32_t region, const void* data, uint64_t size);
+  LinkStatus AddCodeObject(const std::string& format, const std::string& name, const void* data,
+                           size_t size);
+  // Ends the capture and waits for the daemon's verdict: the capture id, or
+  // the reason it failed.
+  LinkResult<std::string> End(bool post_complete = true, int timeout_ms = 120000);
+  void Abort(const std::string& reason);
+
+ private:
+  friend class AgentLinkClient;
+  CaptureSession(AgentLinkClient* client, std::shared_ptr<internal::ClientLink> link,
+                 uint64_t token);
+  LinkStatus CheckUsable();
+  void Finish();
+
+  AgentLinkClient* client_;
+  std::shared_ptr<internal::ClientLink> link_;
+  uint64_t token_;
+  uint32_t regions_ = 0;
+  bool finished_ = false;
+};
+
+class AgentLinkClient {
+ public:
+  explicit AgentLinkClient(AgentLinkClientOptions options);
+  ~AgentLinkClient();  // Stop()
+  AgentLinkClient(const AgentLinkClient&) = delete;
+  AgentLinkClient& operator=(const AgentLinkClient&) = delete;
+
+  // Starts the background connection thread and waits up to
+  // options.initial_wait_ms for the first handshake. Idempotent.
+  void Start();
+  // Disconnects and joins the background thread. Idempotent.
+  void Stop();
+
+  // Hot path. With no active arm this is a single atomic load.
+  std::optional<ArmMatch> ShouldCapture(std::string_view demangled, std::string_view mangled,
+                                        int32_t device);
+  bool armed() const { return armed_.load(std::memory_order_acquire); }
+
+  // Starts a capture (serialized with other captures of this client). The
+  // token in `begin` is assigned here; `argument_blob` is the raw kernarg
+  // buffer.
+  LinkResult<std::unique_ptr<CaptureSession>> BeginCapture(link::CaptureBeginMsg begin,
+                                                           std::string_view argument_blob,
+                                                           int timeout_ms = 60000);
+
+  // Introspection (tests, diagnostics).
+  bool connected() const;
+  std::string agent_id() const;
+  // Increments on every successful handshake.
+  uint64_t connection_generation() const;
+  // Waits until connection_generation() > `after` (and connected).
+  bool WaitConnected(uint64_t after_generation, int timeout_ms);
+  // Waits until at least `n` arms are active.
+  bool WaitArms(size_t n, int timeout_ms);
+  size_t active_arms() const;
+  std::string last_error() const;
+
+ private:
+  friend class CaptureSession;
+  using Link = internal::ClientLink;
+  struct LocalArm {
+    std::string arm_id;
+    link::Selector selector;
+    link::NameMatcher matcher;
+    link::DispatchCounter counter;
+  };
+
+  std::optional<ArmMatch> ShouldCaptureSlow(std::string_view demangled, std::string_view mangled,
+                                            int32_t device);
+  LinkResult<std::unique_ptr<CaptureSession>> BeginCaptureImpl(link::CaptureBeginMsg begin,
+                                                               std::string_view argument_blob,
+                                                               int timeout_ms);
+  void Run();
+  std::shared_ptr<Link> Connect(std::string* error);
+  void ReadLoop(const std::shared_ptr<Link>& link);
+  LinkStatus HandleFrame(const std::shared_ptr<Link>& link, link::Frame& frame);
+  void AddArmLocked(const link::ArmMsg& arm);
+  void RecomputeArmedLocked();
+  void StartThreadLocked();
+  static void ForkPrepare();
+  static void ForkParent();
+  static void ForkChild();
+  void ResetInChild();
+
+  const AgentLinkClientOptions options_;
+  std::string socket_path_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;
+  bool stop_ = false;
+  std::thread* thread_ = nullptr;  // raw: leaked (not joined) in a fork child
+  std::shared_ptr<Link> link_;      // current connection, null when disconnected
+  int connecting_fd_ = -1;          // socket of a handshake in progress
+  uint64_t generation_ = 0;
+  bool first_attempt_done_ = false;
+  bool capture_active_ = false;
+  uint64_t next_token_ = 0;
+  std::vector<LocalArm> arms_;
+  std::string last_error_;
+  std::atomic<bool> armed_{false};
+};
+
+}  // namespace kerncap::agent
+
+#endif  // KERNCAP_AGENT_LINK_AGENT_LINK_CLIENT_H_

@@ -1,0 +1,219 @@
+// synthetic_agent: a stand-in for libkerncap_agent.so in tests. It connects to
+// kerncapd's agent socket, "launches" fake kernels in a loop, and captures
+// the ones the daemon arms, sending deterministic region contents (see
+// synthetic_content.h) through the real ring protocol.
+//
+//   synthetic_agent --socket=PATH --kernels=matmul,softmax --dispatches=10
+//                   --region-mib=4,0.5 --seed=7 --mutate --wait-arm-ms=2000
+//
+// Dispatch i launches kernels[i % K] on device 0. Region r of dispatch i has
+// pre-image SyntheticBytes(seed, r, i, size) and post-image version i+1 with
+// --mutate (an in-place kernel), else version i. Prints one JSON line per
+// capture attempt: {"capture_id":...,"kernel":...,"dispatch":...,"arm_id":...}
+// or {"error":...,"kernel":...,"dispatch":...}, and exits 0 (2 on bad flags).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "agent/link/agent_link_client.h"
+#include "agent/testing/synthetic_content.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using kerncap::agent::AgentLinkClient;
+using kerncap::agent::AgentLinkClientOptions;
+using kerncap::agent::CaptureSession;
+namespace st = kerncap::agent::testing;
+namespace link = kerncap::link;
+
+struct Flags {
+  std::string socket;
+  std::vector<std::string> kernels = {"synthetic_kernel"};
+  uint64_t dispatches = 1;
+  std::vector<uint64_t> region_bytes = {1ull << 20};
+  uint64_t seed = 1;
+  bool mutate = false;
+  int wait_arm_ms = 0;
+};
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > start) out.push_back(s.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool ParseFlags(int argc, char** argv, Flags* f, std::string* error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string key = arg, value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      key = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    char* end = nullptr;
+    if (key == "--socket") {
+      f->socket = value;
+    } else if (key == "--kernels") {
+      f->kernels = Split(value);
+      if (f->kernels.empty()) {
+        *error = "--kernels needs at least one name";
+        return false;
+      }
+    } else if (key == "--dispatches") {
+      f->dispatches = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0') {
+        *error = "bad --dispatches";
+        return false;
+      }
+    } else if (key == "--region-mib") {
+      f->region_bytes.clear();
+      for (const std::string& v : Split(value)) {
+        double mib = std::strtod(v.c_str(), &end);
+        if (*end != '\0' || !(mib > 0) || mib > 65536) {
+          *error = "bad --region-mib value '" + v + "'";
+          return false;
+        }
+        f->region_bytes.push_back(static_cast<uint64_t>(std::llround(mib * (1 << 20))));
+      }
+    } else if (key == "--seed") {
+      f->seed = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0') {
+        *error = "bad --seed";
+        return false;
+      }
+    } else if (key == "--mutate") {
+      f->mutate = value.empty() || value == "true" || value == "1";
+    } else if (key == "--wait-arm-ms") {
+      f->wait_arm_ms = std::atoi(value.c_str());
+    } else {
+      *error = "unknown flag " + key;
+      return false;
+    }
+  }
+  return true;
+}
+
+// Writes one image of region r through ring slots, generating the bytes
+// straight into slot memory (the zero-copy path a GPU agent uses).
+link::LinkStatus SendImage(CaptureSession& s, uint32_t handle, uint32_t r, uint64_t size,
+                           uint64_t seed, uint64_t version) {
+  for (uint64_t offset = 0; offset < size; offset += s.slot_size()) {
+    auto slot = s.AcquireSlot(30000);
+    if (!slot.ok()) return slot.status();
+    uint64_t n = std::min(s.slot_size(), size - offset);
+    st::FillSynthetic(seed, r, version, offset, n, slot->data);
+    link::LinkStatus status = s.SubmitSlot(*slot, handle, offset, n);
+    if (!status.ok()) return status;
+  }
+  return link::LinkStatus::Ok();
+}
+
+nlohmann::json Capture(AgentLinkClient& client, const Flags& f, const std::string& kernel,
+                       uint64_t dispatch, const kerncap::agent::ArmMatch& arm) {
+  nlohmann::json line = {{"kernel", kernel}, {"dispatch", dispatch}, {"arm_id", arm.arm_id}};
+  link::CaptureBeginMsg begin;
+  begin.arm_id = arm.arm_id;
+  begin.mangled_name = st::SyntheticMangled(kernel);
+  begin.demangled_name = kernel;
+  begin.platform = link::kPlatformSynthetic;
+  begin.arch = "synthetic";
+  begin.launch.grid = {static_cast<uint32_t>(dispatch + 1), 1, 1};
+  begin.launch.block = {128, 1, 1};
+  begin.device = 0;
+  begin.dispatch_index = arm.dispatch_index;
+  std::string blob;
+  for (uint32_t r = 0; r < f.region_bytes.size(); ++r) {
+    uint64_t va = st::SyntheticVa(r);
+    blob.append(reinterpret_cast<const char*>(&va), sizeof(va));
+    begin.arguments.push_back({r * 8, 8, "pointer", "buf" + std::to_string(r), "void*", ""});
+  }
+  auto session = client.BeginCapture(begin, blob);
+  if (!session.ok()) {
+    line["error"] = session.error();
+    return line;
+  }
+  CaptureSession& s = **session;
+  link::LinkStatus status;
+  uint64_t post_version = f.mutate ? dispatch + 1 : dispatch;
+  for (int image = 0; image < 2 && status.ok(); ++image) {
+    for (uint32_t r = 0; r < f.region_bytes.size() && status.ok(); ++r) {
+      link::RegionBeginMsg region;
+      region.image = image == 0 ? link::kImagePre : link::kImagePost;
+      region.va = st::SyntheticVa(r);
+      region.size = f.region_bytes[r];
+      region.kind = "device";
+      region.name = "buf" + std::to_string(r);
+      auto handle = s.AddRegion(region);
+      if (!handle.ok()) {
+        status = handle.status();
+        break;
+      }
+      status = SendImage(s, *handle, r, f.region_bytes[r], f.seed,
+                         image == 0 ? dispatch : post_version);
+    }
+  }
+  if (status.ok()) {
+    std::string code = "KCSYNTH\n" + kernel;
+    status = s.AddCodeObject("cubin", kernel + ".cubin", code.data(), code.size());
+  }
+  if (!status.ok()) {
+    s.Abort(status.message());
+    line["error"] = status.message();
+    return line;
+  }
+  auto id = s.End(/*post_complete=*/true);
+  if (id.ok()) {
+    line["capture_id"] = *id;
+  } else {
+    line["error"] = id.error();
+  }
+  return line;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  std::string error;
+  if (!ParseFlags(argc, argv, &flags, &error)) {
+    std::fprintf(stderr, "synthetic_agent: %s\n", error.c_str());
+    return 2;
+  }
+  AgentLinkClientOptions options;
+  options.socket_path = flags.socket;
+  options.identity.platform = link::kPlatformSynthetic;
+  options.identity.agent_version = "synthetic-0.1";
+  link::DeviceInfo device;
+  device.name = "Synthetic Device";
+  device.arch = "synthetic";
+  device.total_memory = 1ull << 34;
+  options.identity.devices.push_back(device);
+  options.initial_wait_ms = 5000;
+  AgentLinkClient client(options);
+  client.Start();
+  if (flags.wait_arm_ms > 0 && !client.WaitArms(1, flags.wait_arm_ms)) {
+    std::fprintf(stderr, "synthetic_agent: no arm within %d ms (%s)\n", flags.wait_arm_ms,
+                 client.last_error().c_str());
+  }
+  for (uint64_t i = 0; i < flags.dispatches; ++i) {
+    const std::string& kernel = flags.kernels[i % flags.kernels.size()];
+    auto arm = client.ShouldCapture(kernel, st::SyntheticMangled(kernel), 0);
+    if (!arm.has_value()) continue;
+    nlohmann::json line = Capture(client, flags, kernel, i, *arm);
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+  }
+  client.Stop();
+  return 0;
+}

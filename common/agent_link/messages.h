@@ -1,0 +1,278 @@
+// messages.h: the JSON bodies of agent-link frames (framing in wire.h).
+//
+// Every frame's JSON body is one object; the fields of each message type are
+// the members of the struct below with the same name (unknown fields are
+// ignored, missing ones take the default shown, so fields can be added
+// without a version bump). Enumerations travel as lower-case strings.
+//
+// Conversation (A = agent, D = daemon):
+//   A: Hello                      D: Welcome (+ ring memfd via SCM_RIGHTS)
+//   D: Arm / Disarm               at any time
+//   A: CaptureBegin{token} (+ argument blob as payload)
+//   A: RegionBegin{token, region=0,1,...}   regions numbered by the agent in
+//      declaration order; all "pre" regions come before any "post" region
+//   A: SlotFilled{token, slot, region, offset, length}   ring slot handed over
+//   D: SlotFree{slot}             slot handed back once its bytes are consumed
+//   A: CodeObject{token} (+ image as payload)
+//   A: CaptureEnd{token} | CaptureAbort{token, reason}
+//   D: CaptureResult{token, capture_id | error}   exactly one per CaptureBegin;
+//      it may come early (a rejected capture), in which case the daemon frees
+//      further slots of that capture at once and ignores its other frames.
+//   One capture at a time per connection. EOF means the agent is gone: the
+//   daemon aborts its in-flight capture. Error{message} may precede a drop.
+#ifndef KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
+#define KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/agent_link/result.h"
+#include "common/agent_link/selector.h"
+#include "common/agent_link/wire.h"
+#include "nlohmann/json.hpp"
+
+namespace kerncap::link {
+
+// Platform strings (Hello.platform, CaptureBegin.platform).
+inline constexpr char kPlatformCuda[] = "cuda";
+inline constexpr char kPlatformHsa[] = "hsa";
+inline constexpr char kPlatformSynthetic[] = "synthetic";
+// RegionBegin.image
+inline constexpr char kImagePre[] = "pre";
+inline constexpr char kImagePost[] = "post";
+// RegionBegin.kind: "device", "device_vmm", "managed", "host_pinned",
+// "module_global", "constant", "kernarg".
+// ArgumentInfo.kind: "value", "pointer", "hidden".
+// CodeObjectMsg.format: "cubin", "fatbin", "ptx", "hsaco".
+
+struct DeviceInfo {
+  uint32_t ordinal = 0;
+  std::string name;
+  std::string arch;
+  std::string uuid;
+  uint64_t total_memory = 0;
+  std::string pci_bus_id;
+};
+
+struct DriverInfo {
+  std::string driver_version;
+  std::string runtime_version;
+  std::string tool_version;
+};
+
+struct HelloMsg {
+  static constexpr MessageType kType = MessageType::kHello;
+  uint32_t protocol_version = kProtocolVersion;
+  uint32_t pid = 0;
+  std::string hostname;
+  std::vector<std::string> cmdline;
+  std::string process_name;
+  std::string platform;
+  std::vector<DeviceInfo> devices;
+  DriverInfo driver;
+  std::string agent_version;
+};
+
+struct ArmMsg {
+  static constexpr MessageType kType = MessageType::kArm;
+  std::string arm_id;
+  std::string kernel;
+  std::string match = "substring";  // substring | glob | regex | mangled
+  uint32_t pid = 0;
+  std::string process_name;
+  int32_t device = -1;
+  uint64_t skip = 0;
+  uint64_t nth = 0;
+  uint32_t count = 0;
+  int64_t expires_unix_ms = 0;
+};
+
+struct WelcomeMsg {
+  static constexpr MessageType kType = MessageType::kWelcome;
+  std::string agent_id;
+  uint64_t chunk_size = 0;
+  uint64_t slot_size = 0;
+  uint32_t slot_count = 0;
+  uint64_t max_payload = 0;  // largest payload the daemon accepts
+  std::vector<ArmMsg> arms;  // arms active at connect time
+};
+
+struct DisarmMsg {
+  static constexpr MessageType kType = MessageType::kDisarm;
+  std::string arm_id;
+  std::string reason;  // "done" | "expired" | "disarmed"
+};
+
+struct LaunchInfo {
+  std::vector<uint32_t> grid;
+  std::vector<uint32_t> block;
+  uint32_t shared_mem_bytes = 0;
+  uint32_t private_mem_bytes = 0;
+  std::vector<uint32_t> cluster;
+  bool cooperative = false;
+  uint64_t stream = 0;
+  std::map<std::string, int64_t> attributes;
+};
+
+struct ArgumentInfo {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+  std::string kind;
+  std::string name;
+  std::string type_name;
+  std::string value_kind;
+};
+
+struct CaptureBeginMsg {
+  static constexpr MessageType kType = MessageType::kCaptureBegin;
+  uint64_t token = 0;
+  std::string arm_id;
+  std::string mangled_name;
+  std::string demangled_name;
+  std::string platform;
+  std::string arch;
+  LaunchInfo launch;
+  std::vector<ArgumentInfo> arguments;
+  uint32_t device = 0;
+  uint64_t dispatch_index = 0;
+  std::string jit_metadata_json;
+};
+
+struct RegionBeginMsg {
+  static constexpr MessageType kType = MessageType::kRegionBegin;
+  uint64_t token = 0;
+  uint32_t region = 0;  // == number of RegionBegin frames before it
+  std::string image = kImagePre;
+  uint64_t va = 0;
+  uint64_t size = 0;
+  std::string kind = "device";
+  uint32_t device = 0;
+  std::string name;
+};
+
+struct SlotFilledMsg {
+  static constexpr MessageType kType = MessageType::kSlotFilled;
+  uint64_t token = 0;
+  uint32_t slot = 0;
+  uint32_t region = 0;
+  uint64_t offset = 0;  // multiple of chunk_size
+  uint64_t length = 0;  // <= slot_size; multiple of chunk_size unless it ends the region
+};
+
+struct SlotFreeMsg {
+  static constexpr MessageType kType = MessageType::kSlotFree;
+  uint32_t slot = 0;
+};
+
+struct CodeObjectMsg {
+  static constexpr MessageType kType = MessageType::kCodeObject;
+  uint64_t token = 0;
+  std::string format;
+  std::string name;
+};
+
+struct CaptureEndMsg {
+  static constexpr MessageType kType = MessageType::kCaptureEnd;
+  uint64_t token = 0;
+  bool post_complete = true;
+};
+
+struct CaptureAbortMsg {
+  static constexpr MessageType kType = MessageType::kCaptureAbort;
+  uint64_t token = 0;
+  std::string reason;
+};
+
+struct CaptureResultMsg {
+  static constexpr MessageType kType = MessageType::kCaptureResult;
+  uint64_t token = 0;
+  std::string capture_id;  // set on success
+  std::string error;       // set on failure
+};
+
+struct ErrorMsg {
+  static constexpr MessageType kType = MessageType::kError;
+  std::string message;
+};
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceInfo, ordinal, name, arch, uuid,
+                                                total_memory, pci_bus_id)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DriverInfo, driver_version, runtime_version,
+                                                tool_version)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid, hostname,
+                                                cmdline, process_name, platform, devices, driver,
+                                                agent_version)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
+                                                device, skip, nth, count, expires_unix_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
+                                                slot_count, max_payload, arms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DisarmMsg, arm_id, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LaunchInfo, grid, block, shared_mem_bytes,
+                                                private_mem_bytes, cluster, cooperative, stream,
+                                                attributes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArgumentInfo, offset, size, kind, name,
+                                                type_name, value_kind)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureBeginMsg, token, arm_id, mangled_name,
+                                                demangled_name, platform, arch, launch, arguments,
+                                                device, dispatch_index, jit_metadata_json)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RegionBeginMsg, token, region, image, va, size,
+                                                kind, device, name)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFilledMsg, token, slot, region, offset,
+                                                length)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFreeMsg, slot)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CodeObjectMsg, token, format, name)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureEndMsg, token, post_complete)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureAbortMsg, token, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureResultMsg, token, capture_id, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
+
+// "substring" | "glob" | "regex" | "mangled" <-> NameMatch.
+const char* NameMatchToString(NameMatch match);
+bool NameMatchFromString(std::string_view name, NameMatch* match);
+// Arm <-> Selector. ToSelector fails only on an unknown match string.
+ArmMsg ArmFromSelector(std::string arm_id, const Selector& selector);
+LinkResult<Selector> SelectorFromArm(const ArmMsg& arm);
+
+// Serializes a message body. Invalid UTF-8 (a cmdline can hold anything) is
+// replaced rather than failing the frame.
+template <typename M>
+std::string EncodeBody(const M& msg) {
+  nlohmann::json j = msg;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Parses `frame`'s body as message M. Never throws.
+LinkStatus DecodeBodyJson(const Frame& frame, MessageType expected, nlohmann::json* out);
+template <typename M>
+LinkStatus DecodeBody(const Frame& frame, M* msg) {
+  nlohmann::json j;
+  LinkStatus status = DecodeBodyJson(frame, M::kType, &j);
+  if (!status.ok()) return status;
+  try {
+    *msg = j.get<M>();
+  } catch (const std::exception& e) {
+    return LinkStatus::Error(std::string("bad ") + MessageTypeName(M::kType) + " body: " +
+                             e.what());
+  }
+  return LinkStatus::Ok();
+}
+
+template <typename M>
+LinkStatus SendMessage(int sock, const M& msg, std::string_view payload = {},
+                       const int* fds = nullptr, size_t fd_count = 0) {
+  std::string body;
+  try {
+    body = EncodeBody(msg);
+  } catch (const std::exception& e) {
+    return LinkStatus::Error(std::string("encoding ") + MessageTypeName(M::kType) + ": " +
+                             e.what());
+  }
+  return SendFrame(sock, M::kType, body, payload, fds, fd_count);
+}
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_

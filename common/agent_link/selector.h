@@ -1,0 +1,117 @@
+// selector.h: which dispatches an arm captures. One implementation shared by
+// the daemon (validation when arming) and the agent (matching at launch time),
+// so both sides agree on the meaning of every field. Std-only (agent side).
+//
+// Semantics (mirrors kerncap.v1.Selector):
+//   kernel/match  kSubstring: `kernel` occurs in the demangled name (empty
+//                 matches everything); kGlob: fnmatch(3) on the demangled name;
+//                 kRegex: ECMAScript std::regex_search on the demangled name;
+//                 kMangled: exact equality with the mangled name.
+//                 When an agent has no demangled name, the mangled one is used.
+//   pid           0: any process.
+//   process_name  substring of the process name; empty: any.
+//   device        -1: any device; else the device ordinal.
+//   skip          the first `skip` matching dispatches (per process) pass.
+//   nth           >0: capture only matching dispatch number skip+nth (1-based).
+//   count         captures before the arm is done (0 means 1). The daemon
+//                 counts across all agents; each agent also stops after
+//                 `count` captures of its own.
+//   expires       unix ms after which the arm is dead; 0: never.
+#ifndef KERNCAP_COMMON_AGENT_LINK_SELECTOR_H_
+#define KERNCAP_COMMON_AGENT_LINK_SELECTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "common/agent_link/result.h"
+
+namespace kerncap::link {
+
+enum class NameMatch : int { kSubstring = 0, kGlob = 1, kRegex = 2, kMangled = 3 };
+
+struct Selector {
+  std::string kernel;
+  NameMatch match = NameMatch::kSubstring;
+  uint32_t pid = 0;
+  std::string process_name;
+  int32_t device = -1;
+  uint64_t skip = 0;
+  uint64_t nth = 0;
+  uint32_t count = 0;
+  int64_t expires_unix_ms = 0;
+};
+
+// Empty when valid; otherwise a message naming the bad field, e.g.
+// "selector.kernel: invalid regex '(': ...".
+std::string ValidateSelector(const Selector& selector);
+
+inline uint32_t EffectiveCount(const Selector& s) { return s.count == 0 ? 1 : s.count; }
+
+bool MatchesProcess(const Selector& selector, uint32_t pid, std::string_view process_name);
+inline bool MatchesDevice(const Selector& s, int32_t device) {
+  return s.device < 0 || s.device == device;
+}
+inline bool IsExpired(const Selector& s, int64_t now_unix_ms) {
+  return s.expires_unix_ms != 0 && now_unix_ms >= s.expires_unix_ms;
+}
+
+// Matches kernel names against one selector, caching the answer per name so a
+// hot launch path pays one hash lookup after the first dispatch of a kernel.
+// Not thread-safe: the owner serializes calls.
+class NameMatcher {
+ public:
+  static LinkResult<NameMatcher> Compile(const std::string& pattern, NameMatch match);
+
+  bool Matches(std::string_view demangled, std::string_view mangled);
+  size_t cache_size() const { return cache_.size(); }
+
+ private:
+  NameMatcher() = default;
+  bool MatchUncached(std::string_view demangled, std::string_view mangled) const;
+
+  // Bounds memory in processes that generate endless distinct kernel names
+  // (JIT); losing the cache only costs a re-match.
+  static constexpr size_t kMaxCacheEntries = 1u << 16;
+
+  std::string pattern_;
+  NameMatch match_ = NameMatch::kSubstring;
+  std::shared_ptr<const std::regex> regex_;  // kRegex only
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, bool, Hash, std::equal_to<>> cache_;
+};
+
+// Per-process dispatch accounting of one arm: decides which of the matching
+// dispatches is captured (skip / nth / count). Not thread-safe.
+class DispatchCounter {
+ public:
+  explicit DispatchCounter(const Selector& selector)
+      : skip_(selector.skip), nth_(selector.nth), count_(EffectiveCount(selector)) {}
+
+  // Called for each dispatch that matches the selector. Returns the 1-based
+  // index of this matching dispatch when it is to be captured.
+  std::optional<uint64_t> OnMatch();
+  // True once this process can take no more captures for the arm.
+  bool done() const;
+  uint64_t matched() const { return matched_; }
+  uint32_t captured() const { return captured_; }
+
+ private:
+  uint64_t skip_;
+  uint64_t nth_;
+  uint32_t count_;
+  uint64_t matched_ = 0;
+  uint32_t captured_ = 0;
+};
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_COMMON_AGENT_LINK_SELECTOR_H_

@@ -1,0 +1,115 @@
+// wire.h: framing of the agent link, the Unix stream socket between an
+// in-process agent (libkerncap_agent.so) and kerncapd.
+//
+// Std-only (no Abseil/protobuf): this file is compiled into the agent.
+//
+// Byte format of one frame (all integers little-endian):
+//
+//   offset size  field
+//   0      4     magic           0x4C41434B, the bytes "KCAL"
+//   4      2     version         kProtocolVersion (1)
+//   6      2     type            MessageType
+//   8      4     json_length     bytes of the JSON body, 1..limits.max_json
+//   12     4     fd_count        file descriptors attached (0..kMaxFdsPerFrame)
+//   16     8     payload_length  bytes of the binary payload, 0..limits.max_payload
+//   24     json_length     JSON object (UTF-8), the message fields (messages.h)
+//   ...    payload_length  opaque bytes (argument blob, code object image)
+//
+// File descriptors travel as SCM_RIGHTS ancillary data attached to the first
+// byte of the frame's header, so a reader gets them with the header. A frame
+// whose received descriptor count differs from fd_count is malformed.
+//
+// Any malformed frame (bad magic or version, oversize lengths, missing or
+// extra descriptors, truncation) is a protocol error: the receiver drops the
+// connection, because the stream can no longer be re-synchronized.
+#ifndef KERNCAP_COMMON_AGENT_LINK_WIRE_H_
+#define KERNCAP_COMMON_AGENT_LINK_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/agent_link/result.h"
+
+namespace kerncap::link {
+
+inline constexpr uint32_t kFrameMagic = 0x4C41434Bu;  // "KCAL" in memory order
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderSize = 24;
+// The only descriptor the protocol sends is the ring memfd; a few spare slots
+// leave room for later (per-device rings) without a version bump.
+inline constexpr uint32_t kMaxFdsPerFrame = 4;
+
+enum class MessageType : uint16_t {
+  kHello = 1,          // agent -> daemon
+  kWelcome = 2,        // daemon -> agent, carries the ring memfd
+  kArm = 3,            // daemon -> agent
+  kDisarm = 4,         // daemon -> agent
+  kCaptureBegin = 5,   // agent -> daemon, payload: kernel argument blob
+  kRegionBegin = 6,    // agent -> daemon
+  kSlotFilled = 7,     // agent -> daemon
+  kSlotFree = 8,       // daemon -> agent
+  kCodeObject = 9,     // agent -> daemon, payload: code object image
+  kCaptureEnd = 10,    // agent -> daemon
+  kCaptureAbort = 11,  // agent -> daemon
+  kCaptureResult = 12, // daemon -> agent, exactly one per CaptureBegin
+  kError = 13,         // either way, sent just before dropping the link
+};
+inline constexpr uint16_t kMaxMessageType = 13;
+
+const char* MessageTypeName(MessageType type);
+
+struct FrameLimits {
+  // JSON bodies are small (a Hello with a long cmdline is the largest).
+  uint32_t max_json = 1u << 20;
+  // Code objects are the largest payload; a fatbin of a big library can be
+  // hundreds of MiB. Payloads are read incrementally, so a lying header costs
+  // the receiver nothing until the bytes actually arrive.
+  uint64_t max_payload = 1ull << 30;
+};
+
+struct FrameHeader {
+  uint32_t magic = kFrameMagic;
+  uint16_t version = kProtocolVersion;
+  uint16_t type = 0;
+  uint32_t json_length = 0;
+  uint32_t fd_count = 0;
+  uint64_t payload_length = 0;
+};
+
+void EncodeFrameHeader(const FrameHeader& header, uint8_t out[kFrameHeaderSize]);
+// Decodes and validates a header against `limits`.
+LinkStatus DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], const FrameLimits& limits,
+                             FrameHeader* header);
+
+struct Frame {
+  MessageType type = MessageType::kError;
+  std::string json;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+};
+
+// Writes one frame to a connected stream socket (MSG_NOSIGNAL: a dead peer is
+// an error, never SIGPIPE in the application). Honors SO_SNDTIMEO. Not
+// thread-safe per socket: callers serialize senders.
+LinkStatus SendFrame(int sock, MessageType type, std::string_view json,
+                     std::string_view payload = {}, const int* fds = nullptr,
+                     size_t fd_count = 0);
+
+// Reads one frame. On an orderly EOF before the first header byte, returns an
+// error and sets *clean_eof (if given) to true.
+LinkResult<Frame> RecvFrame(int sock, const FrameLimits& limits, bool* clean_eof = nullptr);
+
+// Connects to a Unix stream socket without blocking on a full backlog
+// (EAGAIN is reported as an error: the caller retries later). The returned
+// socket is blocking and close-on-exec.
+LinkResult<UniqueFd> ConnectUnix(const std::string& path);
+
+// Sets SO_SNDTIMEO so a peer that stops reading cannot block a sender forever.
+LinkStatus SetSendTimeout(int sock, int timeout_ms);
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_COMMON_AGENT_LINK_WIRE_H_

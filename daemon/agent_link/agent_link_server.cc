@@ -1,0 +1,1011 @@
+#include "daemon/agent_link/agent_link_server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/agent_link/messages.h"
+#include "common/errno_status.h"
+#include "common/file_util.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "daemon/agent_link/wire_convert.h"
+
+namespace kerncap::link {
+namespace {
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+std::string RandomId(absl::string_view prefix) {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = nullptr;
+  absl::MutexLock lock(&mu);
+  if (rng == nullptr) {
+    std::random_device rd;
+    rng = new std::mt19937_64((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                              static_cast<uint64_t>(absl::GetCurrentTimeNanos()));
+  }
+  return absl::StrFormat("%s%016x", prefix, (*rng)());
+}
+
+bool ArmFinished(const v1::ArmInfo& arm) { return arm.state() != v1::ARM_ACTIVE; }
+
+const char* DisarmReason(v1::ArmState state) {
+  switch (state) {
+    case v1::ARM_DONE: return "done";
+    case v1::ARM_EXPIRED: return "expired";
+    default: return "disarmed";
+  }
+}
+
+void SetRecvTimeout(int fd, absl::Duration d) {
+  timeval tv = absl::ToTimeval(d);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+}  // namespace
+
+// One connected agent. The reader thread (Serve) owns the capture state; the
+// slot table and the socket's write side are shared with ingest callbacks and
+// Arm pushes and have their own locks.
+class AgentLinkServer::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(AgentLinkServer* server, UniqueFd fd) : server_(server), fd_(std::move(fd)) {}
+
+  ~Connection() {
+    // The ingest (and with it any slot callbacks) must go before the ring.
+    capture_.reset();
+  }
+
+  // Sends one message; a failed send kicks the connection (the reader then
+  // cleans up), because a half-written frame desynchronizes the stream.
+  template <typename M>
+  LinkStatus Send(const M& msg, std::string_view payload = {}, const int* fds = nullptr,
+                  size_t fd_count = 0) {
+    absl::MutexLock lock(&send_mu_);
+    if (send_failed_) return LinkStatus::Error("connection already failed");
+    LinkStatus status = SendMessage(fd_.get(), msg, payload, fds, fd_count);
+    if (!status.ok()) {
+      send_failed_ = true;
+      Kick();
+    }
+    return status;
+  }
+
+  void Kick() { ::shutdown(fd_.get(), SHUT_RDWR); }
+
+  // Returns a slot to the agent. Idempotent per hand-over.
+  void ReleaseSlot(uint32_t slot) {
+    {
+      absl::MutexLock lock(&slot_mu_);
+      if (slot >= daemon_owns_.size() || !daemon_owns_[slot]) return;
+      daemon_owns_[slot] = false;
+    }
+    SlotFreeMsg msg;
+    msg.slot = slot;
+    (void)Send(msg);
+  }
+
+  std::string agent_id() const { return agent_id_; }
+  v1::AgentInfo info() {
+    absl::MutexLock lock(&info_mu_);
+    return info_;
+  }
+
+  // The capture in progress (reader thread only).
+  struct RegionState {
+    ImageKind image;
+    int handle;
+    uint64_t size;
+  };
+  struct Capture {
+    uint64_t token = 0;
+    bool failed = false;  // CaptureResult already sent; ignore until End/Abort
+    std::string capture_id;
+    std::string arm_id;
+    bool arm_reserved = false;
+    std::unique_ptr<CaptureIngest> ingest;
+    v1::CaptureManifest manifest;
+    std::vector<RegionState> regions;
+    bool saw_post = false;
+    uint64_t declared = 0;
+    uint64_t received = 0;
+    absl::Time last_progress;
+  };
+
+  LinkStatus Handshake();
+  LinkStatus ServeFrames();
+  void Cleanup();
+
+ private:
+  friend class AgentLinkServer;
+
+  LinkStatus OnCaptureBegin(const Frame& frame);
+  LinkStatus OnRegionBegin(const Frame& frame);
+  LinkStatus OnSlotFilled(const Frame& frame);
+  LinkStatus OnCodeObject(const Frame& frame);
+  LinkStatus OnCaptureEnd(const Frame& frame);
+  LinkStatus OnCaptureAbort(const Frame& frame);
+  // Fails the current capture (not the connection): aborts the ingest, tells
+  // the agent, publishes capture_failed. Later frames of it are ignored.
+  void FailCapture(const std::string& reason);
+  // Ends an ingest's life (commit or abort) for the in-flight accounting.
+  void DropIngest(const std::string& abort_reason);
+  LinkStatus CheckToken(uint64_t token, const char* what);
+  void PublishProgress(bool force);
+
+  AgentLinkServer* server_;
+  UniqueFd fd_;
+  std::thread thread_;
+  std::string agent_id_;  // set once in Handshake, then immutable
+  HelloMsg hello_;
+  std::shared_ptr<RingMapping> ring_;
+  RingLayout layout_;
+  bool registered_ = false;
+
+  absl::Mutex send_mu_;
+  bool send_failed_ ABSL_GUARDED_BY(send_mu_) = false;
+  absl::Mutex slot_mu_;
+  std::vector<bool> daemon_owns_ ABSL_GUARDED_BY(slot_mu_);
+  absl::Mutex info_mu_;
+  v1::AgentInfo info_ ABSL_GUARDED_BY(info_mu_);
+
+  std::optional<Capture> capture_;
+};
+
+namespace {
+
+// Held by a WriteRegion callback: gives the slot back when the sink calls the
+// callback, or when the sink drops it without calling (an aborted ingest), so
+// an agent never waits forever for a slot. Keeps the ring mapped meanwhile.
+class SlotLease {
+ public:
+  SlotLease(std::weak_ptr<AgentLinkServer::Connection> conn, std::shared_ptr<RingMapping> ring,
+            uint32_t slot)
+      : conn_(std::move(conn)), ring_(std::move(ring)), slot_(slot) {}
+  ~SlotLease() { Release(); }
+  void Release();
+
+ private:
+  std::weak_ptr<AgentLinkServer::Connection> conn_;
+  std::shared_ptr<RingMapping> ring_;
+  uint32_t slot_;
+  std::atomic<bool> released_{false};
+};
+
+}  // namespace
+
+void SlotLease::Release() {
+  if (released_.exchange(true)) return;
+  if (auto conn = conn_.lock()) conn->ReleaseSlot(slot_);
+}
+
+// ---------------------------------------------------------------------------
+// Connection: handshake and frame dispatch.
+
+LinkStatus AgentLinkServer::Connection::Handshake() {
+  const AgentLinkServerOptions& opt = server_->options_;
+  SetRecvTimeout(fd_.get(), opt.hello_timeout);
+  (void)SetSendTimeout(fd_.get(), opt.send_timeout_ms);
+  LinkResult<Frame> frame = RecvFrame(fd_.get(), opt.limits);
+  if (!frame.ok()) return LinkStatus::Error("no Hello: " + frame.error());
+  SetRecvTimeout(fd_.get(), absl::ZeroDuration());
+  LinkStatus status = DecodeBody(*frame, &hello_);
+  if (!status.ok()) return status;
+  if (hello_.protocol_version != kProtocolVersion) {
+    return LinkStatus::Error("agent speaks protocol " + std::to_string(hello_.protocol_version) +
+                             ", daemon " + std::to_string(kProtocolVersion));
+  }
+  layout_.slot_size = opt.slot_size;
+  layout_.slot_count = opt.slot_count;
+  LinkResult<UniqueFd> ring_fd = CreateRingMemfd(layout_, "kerncap-ring");
+  if (!ring_fd.ok()) return LinkStatus::Error("creating ring: " + ring_fd.error());
+  LinkResult<RingMapping> mapping = RingMapping::Map(ring_fd->get(), layout_, false);
+  if (!mapping.ok()) return LinkStatus::Error("mapping ring: " + mapping.error());
+  ring_ = std::make_shared<RingMapping>(std::move(mapping).value());
+  {
+    absl::MutexLock lock(&slot_mu_);
+    daemon_owns_.assign(layout_.slot_count, false);
+  }
+  agent_id_ = RandomId("agt-");
+  {
+    absl::MutexLock lock(&info_mu_);
+    info_ = AgentInfoFromHello(hello_, agent_id_, NowMs());
+  }
+
+  WelcomeMsg welcome;
+  welcome.agent_id = agent_id_;
+  welcome.chunk_size = opt.chunk_size;
+  welcome.slot_size = layout_.slot_size;
+  welcome.slot_count = layout_.slot_count;
+  welcome.max_payload = opt.limits.max_payload;
+  // Registration and the Welcome's arm snapshot happen under send_mu_, so an
+  // Arm() racing with this handshake is either in the snapshot or pushed
+  // after the Welcome, never lost and never before it.
+  absl::MutexLock send_lock(&send_mu_);
+  {
+    absl::MutexLock lock(&server_->mu_);
+    if (server_->stopping_) return LinkStatus::Error("daemon shutting down");
+    for (auto& [id, arm] : server_->arms_) {
+      if (ArmFinished(arm.info)) continue;
+      if (!MatchesProcess(arm.selector, hello_.pid, hello_.process_name)) continue;
+      welcome.arms.push_back(ArmFromSelector(id, arm.selector));
+    }
+    server_->agents_[agent_id_] = shared_from_this();
+    registered_ = true;
+  }
+  int fd = ring_fd->get();
+  status = SendMessage(fd_.get(), welcome, {}, &fd, 1);
+  if (!status.ok()) {
+    send_failed_ = true;
+    return status;
+  }
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentLinkServer::Connection::ServeFrames() {
+  const FrameLimits& limits = server_->options_.limits;
+  while (true) {
+    bool eof = false;
+    LinkResult<Frame> frame = RecvFrame(fd_.get(), limits, &eof);
+    if (!frame.ok()) {
+      if (eof) return LinkStatus::Ok();
+      return frame.status();
+    }
+    if (!frame->fds.empty()) return LinkStatus::Error("unexpected file descriptors from agent");
+    LinkStatus status;
+    switch (frame->type) {
+      case MessageType::kCaptureBegin: status = OnCaptureBegin(*frame); break;
+      case MessageType::kRegionBegin: status = OnRegionBegin(*frame); break;
+      case MessageType::kSlotFilled: status = OnSlotFilled(*frame); break;
+      case MessageType::kCodeObject: status = OnCodeObject(*frame); break;
+      case MessageType::kCaptureEnd: status = OnCaptureEnd(*frame); break;
+      case MessageType::kCaptureAbort: status = OnCaptureAbort(*frame); break;
+      case MessageType::kError: {
+        ErrorMsg err;
+        (void)DecodeBody(*frame, &err);
+        log::Warn("agent_link.agent_error", {{"agent", agent_id_}, {"message", err.message}});
+        return LinkStatus::Ok();
+      }
+      default:
+        status = LinkStatus::Error(std::string("unexpected ") + MessageTypeName(frame->type) +
+                                   " from agent");
+    }
+    if (!status.ok()) return status;
+  }
+}
+
+LinkStatus AgentLinkServer::Connection::CheckToken(uint64_t token, const char* what) {
+  if (!capture_.has_value()) {
+    return LinkStatus::Error(std::string(what) + " without CaptureBegin");
+  }
+  if (capture_->token != token) {
+    return LinkStatus::Error(std::string(what) + " for token " + std::to_string(token) +
+                             ", capture in flight is " + std::to_string(capture_->token));
+  }
+  return LinkStatus::Ok();
+}
+
+void AgentLinkServer::Connection::DropIngest(const std::string& abort_reason) {
+  if (!capture_.has_value() || capture_->ingest == nullptr) return;
+  if (!abort_reason.empty()) capture_->ingest->Abort(abort_reason);
+  capture_->ingest.reset();
+  server_->IngestFinished();
+}
+
+void AgentLinkServer::Connection::FailCapture(const std::string& reason) {
+  Capture& c = *capture_;
+  if (c.failed) return;
+  c.failed = true;
+  DropIngest(reason);
+  if (c.arm_reserved) {
+    server_->ReleaseArm(c.arm_id, c.capture_id, /*committed=*/false);
+    c.arm_reserved = false;
+  }
+  log::Warn("capture.failed",
+            {{"capture", c.capture_id}, {"agent", agent_id_}, {"reason", reason}});
+  v1::Event event;
+  v1::CaptureFailed* f = event.mutable_capture_failed();
+  f->set_capture_id(c.capture_id);
+  f->set_agent_id(agent_id_);
+  f->set_reason(reason);
+  server_->events_->Publish(std::move(event));
+  CaptureResultMsg result;
+  result.token = c.token;
+  result.error = reason;
+  (void)Send(result);
+}
+
+LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
+  CaptureBeginMsg begin;
+  LinkStatus status = DecodeBody(frame, &begin);
+  if (!status.ok()) return status;
+  if (capture_.has_value()) {
+    return LinkStatus::Error("CaptureBegin while capture " + std::to_string(capture_->token) +
+                             " is in flight");
+  }
+  capture_.emplace();
+  Capture& c = *capture_;
+  c.token = begin.token;
+  c.capture_id = RandomId("cap-");
+  c.arm_id = begin.arm_id;
+  c.last_progress = absl::Now();
+  FillManifest(hello_, begin, frame.payload, &c.manifest);
+  c.manifest.set_capture_id(c.capture_id);
+  c.manifest.set_created_unix_ms(NowMs());
+
+  if (server_->draining_) {
+    FailCapture("daemon is shutting down");
+    return LinkStatus::Ok();
+  }
+  if (!c.arm_id.empty()) {
+    std::string why = server_->ReserveArm(c.arm_id);
+    if (!why.empty()) {
+      FailCapture(why);
+      return LinkStatus::Ok();
+    }
+    c.arm_reserved = true;
+    absl::MutexLock lock(&server_->mu_);
+    auto it = server_->arms_.find(c.arm_id);
+    if (it != server_->arms_.end()) {
+      for (const auto& [k, v] : it->second.info.tags()) (*c.manifest.mutable_tags())[k] = v;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<CaptureIngest>> ingest = server_->sink_->BeginCapture();
+  if (!ingest.ok()) {
+    FailCapture(absl::StrCat("store refused capture: ", ingest.status().ToString()));
+    return LinkStatus::Ok();
+  }
+  c.ingest = std::move(ingest).value();
+  server_->ingests_in_flight_.fetch_add(1);
+  log::Info("capture.started", {{"capture", c.capture_id},
+                                {"agent", agent_id_},
+                                {"kernel", begin.demangled_name},
+                                {"arm", c.arm_id}});
+  v1::Event event;
+  v1::CaptureStarted* s = event.mutable_capture_started();
+  s->set_capture_id(c.capture_id);
+  s->set_agent_id(agent_id_);
+  s->set_kernel(begin.demangled_name.empty() ? begin.mangled_name : begin.demangled_name);
+  s->set_arm_id(c.arm_id);
+  server_->events_->Publish(std::move(event));
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
+  RegionBeginMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "RegionBegin");
+  if (!status.ok()) return status;
+  Capture& c = *capture_;
+  if (msg.region != c.regions.size()) {
+    return LinkStatus::Error("RegionBegin numbered " + std::to_string(msg.region) + ", expected " +
+                             std::to_string(c.regions.size()));
+  }
+  ImageKind image;
+  if (msg.image == kImagePre) {
+    if (c.saw_post) return LinkStatus::Error("pre-image region after a post-image region");
+    image = ImageKind::kPre;
+  } else if (msg.image == kImagePost) {
+    c.saw_post = true;
+    image = ImageKind::kPost;
+  } else {
+    return LinkStatus::Error("RegionBegin with unknown image '" + msg.image + "'");
+  }
+  c.regions.push_back({image, -1, msg.size});
+  if (c.failed) return LinkStatus::Ok();
+  v1::Region region;
+  region.set_va(msg.va);
+  region.set_kind(RegionKindFromWire(msg.kind));
+  region.set_device(msg.device);
+  region.set_name(msg.name);
+  region.mutable_data()->set_size(msg.size);
+  region.mutable_data()->set_chunk_size(server_->options_.chunk_size);
+  absl::StatusOr<int> handle = c.ingest->AddRegion(image, region);
+  if (!handle.ok()) {
+    FailCapture(absl::StrCat("adding region: ", handle.status().ToString()));
+    return LinkStatus::Ok();
+  }
+  c.regions.back().handle = *handle;
+  c.declared += msg.size;
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentLinkServer::Connection::OnSlotFilled(const Frame& frame) {
+  SlotFilledMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "SlotFilled");
+  if (!status.ok()) return status;
+  Capture& c = *capture_;
+  if (msg.slot >= layout_.slot_count) {
+    return LinkStatus::Error("slot " + std::to_string(msg.slot) + " out of range");
+  }
+  if (msg.region >= c.regions.size()) {
+    return LinkStatus::Error("SlotFilled for undeclared region " + std::to_string(msg.region));
+  }
+  const RegionState& region = c.regions[msg.region];
+  const uint64_t chunk = server_->options_.chunk_size;
+  if (msg.length == 0 || msg.length > layout_.slot_size) {
+    return LinkStatus::Error("slot length " + std::to_string(msg.length) + " invalid");
+  }
+  if (msg.offset > region.size || msg.length > region.size - msg.offset) {
+    return LinkStatus::Error("write [" + std::to_string(msg.offset) + ", +" +
+                             std::to_string(msg.length) + ") overflows region " +
+                             std::to_string(msg.region) + " of " + std::to_string(region.size) +
+                             " bytes");
+  }
+  if (msg.offset % chunk != 0 ||
+      (msg.length % chunk != 0 && msg.offset + msg.length != region.size)) {
+    return LinkStatus::Error("write [" + std::to_string(msg.offset) + ", +" +
+                             std::to_string(msg.length) + ") not aligned to chunk size " +
+                             std::to_string(chunk));
+  }
+  {
+    absl::MutexLock lock(&slot_mu_);
+    if (daemon_owns_[msg.slot]) {
+      return LinkStatus::Error("slot " + std::to_string(msg.slot) +
+                               " filled while the daemon still holds it");
+    }
+    daemon_owns_[msg.slot] = true;
+  }
+  if (c.failed) {
+    ReleaseSlot(msg.slot);
+    return LinkStatus::Ok();
+  }
+  auto lease = std::make_shared<SlotLease>(weak_from_this(), ring_, msg.slot);
+  absl::Status write = c.ingest->WriteRegion(region.handle, msg.offset, ring_->slot(msg.slot),
+                                             msg.length, [lease]() { lease->Release(); });
+  if (!write.ok()) {
+    lease->Release();
+    FailCapture(absl::StrCat("writing region: ", write.ToString()));
+    return LinkStatus::Ok();
+  }
+  c.received += msg.length;
+  PublishProgress(false);
+  return LinkStatus::Ok();
+}
+
+void AgentLinkServer::Connection::PublishProgress(bool force) {
+  Capture& c = *capture_;
+  absl::Time now = absl::Now();
+  if (!force && now - c.last_progress < server_->options_.progress_interval) return;
+  c.last_progress = now;
+  v1::Event event;
+  v1::CaptureProgress* p = event.mutable_capture_progress();
+  p->set_capture_id(c.capture_id);
+  p->set_done_bytes(c.received);
+  p->set_total_bytes(c.declared);
+  server_->events_->Publish(std::move(event));
+}
+
+LinkStatus AgentLinkServer::Connection::OnCodeObject(const Frame& frame) {
+  CodeObjectMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "CodeObject");
+  if (!status.ok()) return status;
+  if (capture_->failed) return LinkStatus::Ok();
+  v1::CodeObject meta;
+  meta.set_format(CodeObjectFormatFromWire(msg.format));
+  meta.set_name(msg.name);
+  absl::Status add =
+      capture_->ingest->AddCodeObject(meta, frame.payload.data(), frame.payload.size());
+  if (!add.ok()) FailCapture(absl::StrCat("adding code object: ", add.ToString()));
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentLinkServer::Connection::OnCaptureEnd(const Frame& frame) {
+  CaptureEndMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "CaptureEnd");
+  if (!status.ok()) return status;
+  Capture& c = *capture_;
+  if (!c.failed) {
+    PublishProgress(true);
+    c.manifest.set_post_complete(msg.post_complete);
+    v1::CaptureManifest manifest = c.manifest;
+    absl::StatusOr<std::string> id = c.ingest->Commit(std::move(manifest));
+    if (!id.ok()) {
+      FailCapture(absl::StrCat("commit: ", id.status().ToString()));
+    } else {
+      c.ingest.reset();
+      server_->IngestFinished();
+      {
+        absl::MutexLock lock(&info_mu_);
+        info_.set_captures(info_.captures() + 1);
+      }
+      log::Info("capture.committed",
+                {{"capture", *id}, {"agent", agent_id_}, {"bytes", c.received}});
+      v1::Event event;
+      v1::CaptureSummary* s = event.mutable_capture_committed();
+      const v1::CaptureManifest& m = c.manifest;
+      s->set_capture_id(*id);
+      s->set_created_unix_ms(m.created_unix_ms());
+      s->set_kernel(m.kernel().demangled_name());
+      s->set_mangled_name(m.kernel().mangled_name());
+      s->set_platform(m.kernel().platform());
+      s->set_pid(m.process().pid());
+      s->set_hostname(m.process().hostname());
+      s->set_process_name(m.process().process_name());
+      s->set_device(m.device().name());
+      uint32_t pre_regions = 0;
+      for (const RegionState& r : c.regions) pre_regions += r.image == ImageKind::kPre;
+      s->set_regions(pre_regions);
+      s->set_logical_bytes(c.declared);
+      s->set_source(v1::SOURCE_AGENT);
+      *s->mutable_tags() = m.tags();
+      server_->events_->Publish(std::move(event));
+      // After capture_committed, so watchers see the capture before the arm
+      // that it completed turns DONE.
+      if (c.arm_reserved) {
+        server_->ReleaseArm(c.arm_id, *id, /*committed=*/true);
+        c.arm_reserved = false;
+      }
+      CaptureResultMsg result;
+      result.token = c.token;
+      result.capture_id = *id;
+      (void)Send(result);
+    }
+  }
+  capture_.reset();
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentLinkServer::Connection::OnCaptureAbort(const Frame& frame) {
+  CaptureAbortMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "CaptureAbort");
+  if (!status.ok()) return status;
+  if (!capture_->failed) FailCapture("aborted by agent: " + msg.reason);
+  capture_.reset();
+  return LinkStatus::Ok();
+}
+
+void AgentLinkServer::Connection::Cleanup() {
+  if (capture_.has_value() && !capture_->failed) {
+    Capture& c = *capture_;
+    c.failed = true;
+    DropIngest("agent disconnected");
+    if (c.arm_reserved) server_->ReleaseArm(c.arm_id, c.capture_id, false);
+    v1::Event event;
+    v1::CaptureFailed* f = event.mutable_capture_failed();
+    f->set_capture_id(c.capture_id);
+    f->set_agent_id(agent_id_);
+    f->set_reason("agent disconnected");
+    server_->events_->Publish(std::move(event));
+  }
+  capture_.reset();
+  Kick();
+}
+
+// ---------------------------------------------------------------------------
+// Server.
+
+AgentLinkServer::AgentLinkServer() = default;
+
+AgentLinkServer::~AgentLinkServer() { Shutdown(/*discard_in_flight=*/true); }
+
+absl::Status AgentLinkServer::Start(const AgentLinkServerOptions& options, CaptureSink& sink,
+                                    EventBus& events) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("agent link server already started");
+  }
+  if (options.socket_path.empty()) return absl::InvalidArgumentError("agent socket path empty");
+  RingLayout layout{options.slot_size, options.slot_count};
+  std::string bad = ValidateRingLayout(layout, options.chunk_size);
+  if (!bad.empty()) return absl::InvalidArgumentError(bad);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (options.socket_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("agent socket path too long: ", options.socket_path));
+  }
+  memcpy(addr.sun_path, options.socket_path.data(), options.socket_path.size());
+  KC_RETURN_IF_ERROR(MakeDirs(DirName(options.socket_path), 0755));
+
+  struct stat st;
+  if (::lstat(options.socket_path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options.socket_path, " exists and is not a socket"));
+    }
+    LinkResult<UniqueFd> probe = ConnectUnix(options.socket_path);
+    if (probe.ok()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("another daemon is serving agents on ", options.socket_path));
+    }
+    // Nobody listens: a dead daemon's leftover.
+    log::Info("agent_link.stale_socket", {{"path", options.socket_path}});
+    if (::unlink(options.socket_path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoError(errno, absl::StrCat("unlink ", options.socket_path));
+    }
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoError(errno, "socket");
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return ErrnoError(errno, absl::StrCat("bind ", options.socket_path));
+  }
+  if (::chmod(options.socket_path.c_str(), options.socket_mode) != 0 ||
+      ::lstat(options.socket_path.c_str(), &st) != 0) {
+    int err = errno;
+    ::unlink(options.socket_path.c_str());
+    return ErrnoError(err, absl::StrCat("chmod ", options.socket_path));
+  }
+  if (::listen(fd.get(), 128) != 0) {
+    int err = errno;
+    ::unlink(options.socket_path.c_str());
+    return ErrnoError(err, "listen");
+  }
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return ErrnoError(errno, "eventfd");
+
+  options_ = options;
+  sink_ = &sink;
+  events_ = &events;
+  listen_fd_ = std::move(fd);
+  wake_fd_ = std::move(wake);
+  socket_dev_ = st.st_dev;
+  socket_ino_ = st.st_ino;
+  {
+    absl::MutexLock lock(&mu_);
+    started_ = true;
+  }
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  log::Info("agent_link.listening", {{"path", options_.socket_path},
+                                     {"slot_size", options_.slot_size},
+                                     {"slot_count", options_.slot_count}});
+  return absl::OkStatus();
+}
+
+void AgentLinkServer::Wake() {
+  uint64_t one = 1;
+  if (wake_fd_.valid()) (void)!::write(wake_fd_.get(), &one, sizeof(one));
+}
+
+void AgentLinkServer::AcceptLoop() {
+  while (!stopping_) {
+    int timeout_ms = 1000;
+    {
+      absl::MutexLock lock(&mu_);
+      int64_t now = NowMs();
+      for (const auto& [id, arm] : arms_) {
+        if (ArmFinished(arm.info) || arm.info.expires_unix_ms() == 0) continue;
+        int64_t left = std::max<int64_t>(0, arm.info.expires_unix_ms() - now);
+        timeout_ms = static_cast<int>(std::min<int64_t>(timeout_ms, left + 1));
+      }
+    }
+    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+    int n = ::poll(fds, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      log::Error("agent_link.poll_failed", {{"error", strerror(errno)}});
+      break;
+    }
+    if (fds[1].revents & POLLIN) {
+      uint64_t v;
+      (void)!::read(wake_fd_.get(), &v, sizeof(v));
+    }
+    ExpireArms();
+    ReapFinished();
+    if (stopping_) break;
+    if (n <= 0 || !(fds[0].revents & POLLIN)) continue;
+    UniqueFd client(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!client.valid()) continue;
+    auto conn = std::make_shared<Connection>(this, std::move(client));
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(all_connections_.size()) >= options_.max_agents) {
+      log::Warn("agent_link.refused", {{"reason", "too many agents"}});
+      ErrorMsg err;
+      err.message = "too many agents connected";
+      (void)SetSendTimeout(conn->fd_.get(), 100);
+      (void)conn->Send(err);
+      continue;
+    }
+    all_connections_.push_back(conn);
+    conn->thread_ = std::thread([this, conn] { Serve(conn); });
+  }
+}
+
+void AgentLinkServer::Serve(std::shared_ptr<Connection> conn) {
+  LinkStatus status = conn->Handshake();
+  if (status.ok()) {
+    v1::Event joined;
+    *joined.mutable_agent_joined() = conn->info();
+    events_->Publish(std::move(joined));
+    log::Info("agent_link.joined", {{"agent", conn->agent_id()},
+                                    {"pid", conn->hello_.pid},
+                                    {"process", conn->hello_.process_name}});
+    status = conn->ServeFrames();
+  }
+  if (!status.ok() && !stopping_) {
+    log::Warn("agent_link.disconnect",
+              {{"agent", conn->agent_id()}, {"reason", status.message()}});
+    ErrorMsg err;
+    err.message = status.message();
+    (void)conn->Send(err);
+  }
+  conn->Cleanup();
+  bool was_registered = conn->registered_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (was_registered) agents_.erase(conn->agent_id());
+    finished_.push_back(conn);
+  }
+  if (was_registered) {
+    v1::Event left;
+    *left.mutable_agent_left() = conn->info();
+    events_->Publish(std::move(left));
+    log::Info("agent_link.left", {{"agent", conn->agent_id()}});
+  }
+  Wake();
+}
+
+void AgentLinkServer::ReapFinished() {
+  std::vector<std::shared_ptr<Connection>> done;
+  {
+    absl::MutexLock lock(&mu_);
+    done.swap(finished_);
+    for (const auto& c : done) {
+      all_connections_.erase(std::remove(all_connections_.begin(), all_connections_.end(), c),
+                             all_connections_.end());
+    }
+  }
+  for (auto& c : done) {
+    if (c->thread_.joinable()) c->thread_.join();
+  }
+}
+
+void AgentLinkServer::IngestFinished() {
+  absl::MutexLock lock(&mu_);  // Shutdown awaits the counter under mu_
+  ingests_in_flight_.fetch_sub(1);
+}
+
+void AgentLinkServer::Shutdown(bool discard_in_flight) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_ || shut_down_) return;
+    shut_down_ = true;
+  }
+  draining_ = true;
+  if (!discard_in_flight) {
+    absl::MutexLock lock(&mu_);
+    auto idle = [this]() { return ingests_in_flight_.load() == 0; };
+    mu_.AwaitWithTimeout(absl::Condition(&idle), options_.drain_timeout);
+  }
+  stopping_ = true;
+  Wake();
+  if (accept_thread_.joinable()) accept_thread_.join();
+  // Unlink only our own socket file (a newer daemon may already own the path).
+  struct stat st;
+  if (::lstat(options_.socket_path.c_str(), &st) == 0 && st.st_dev == socket_dev_ &&
+      st.st_ino == socket_ino_) {
+    ::unlink(options_.socket_path.c_str());
+  }
+  listen_fd_.reset();
+  std::vector<std::shared_ptr<Connection>> conns;
+  {
+    absl::MutexLock lock(&mu_);
+    conns = all_connections_;
+  }
+  for (auto& c : conns) c->Kick();
+  for (auto& c : conns) {
+    if (c->thread_.joinable()) c->thread_.join();
+  }
+  absl::MutexLock lock(&mu_);
+  all_connections_.clear();
+  finished_.clear();
+  agents_.clear();
+}
+
+std::vector<std::shared_ptr<AgentLinkServer::Connection>> AgentLinkServer::ConnectionsSnapshot() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Connection>> out;
+  out.reserve(agents_.size());
+  for (auto& [id, c] : agents_) out.push_back(c);
+  return out;
+}
+
+std::vector<v1::AgentInfo> AgentLinkServer::ListAgents() {
+  std::vector<v1::AgentInfo> out;
+  for (auto& c : ConnectionsSnapshot()) out.push_back(c->info());
+  return out;
+}
+
+int AgentLinkServer::IngestsInFlight() { return ingests_in_flight_.load(); }
+
+absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) {
+  int64_t now = NowMs();
+  int64_t expires = request.expires_unix_ms();
+  if (expires == 0 && request.ttl_ms() > 0) {
+    expires = now + static_cast<int64_t>(std::min<uint64_t>(request.ttl_ms(), 1ull << 50));
+  }
+  if (request.expires_unix_ms() < 0) {
+    return absl::InvalidArgumentError("expires_unix_ms must not be negative");
+  }
+  if (expires != 0 && expires <= now) {
+    return absl::InvalidArgumentError("arm would already be expired (expires_unix_ms in the past)");
+  }
+  Selector selector = SelectorFromProto(request.selector(), expires);
+  std::string bad = ValidateSelector(selector);
+  if (!bad.empty()) return absl::InvalidArgumentError(bad);
+
+  ArmEntry entry;
+  entry.selector = selector;
+  v1::ArmInfo& info = entry.info;
+  info.set_arm_id(RandomId("arm-"));
+  *info.mutable_selector() = request.selector();
+  info.set_state(v1::ARM_ACTIVE);
+  info.set_created_unix_ms(now);
+  info.set_expires_unix_ms(expires);
+  *info.mutable_tags() = request.tags();
+  ArmMsg push = ArmFromSelector(info.arm_id(), selector);
+  std::vector<std::shared_ptr<Connection>> targets;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
+    arms_[info.arm_id()] = entry;
+    for (auto& [id, c] : agents_) {
+      if (MatchesProcess(selector, c->hello_.pid, c->hello_.process_name)) targets.push_back(c);
+    }
+  }
+  for (auto& c : targets) (void)c->Send(push);
+  log::Info("arm.created", {{"arm", info.arm_id()},
+                            {"kernel", selector.kernel},
+                            {"agents", targets.size()}});
+  v1::Event event;
+  *event.mutable_arm_changed() = info;
+  events_->Publish(std::move(event));
+  Wake();  // the accept loop tracks expiry deadlines
+  return info;
+}
+
+void AgentLinkServer::FinishArmLocked(ArmEntry& arm, v1::ArmState state,
+                                      std::vector<std::pair<std::string, v1::ArmInfo>>* out) {
+  arm.info.set_state(state);
+  finished_arm_order_.push_back(arm.info.arm_id());
+  out->emplace_back(DisarmReason(state), arm.info);
+}
+
+void AgentLinkServer::TrimFinishedArmsLocked() {
+  while (finished_arm_order_.size() > options_.max_finished_arms) {
+    auto it = arms_.find(finished_arm_order_.front());
+    // An arm with captures still committing stays until they settle.
+    if (it != arms_.end() && it->second.pending > 0) break;
+    if (it != arms_.end()) arms_.erase(it);
+    finished_arm_order_.erase(finished_arm_order_.begin());
+  }
+}
+
+void AgentLinkServer::PushDisarms(
+    const std::vector<std::pair<std::string, v1::ArmInfo>>& finished) {
+  if (finished.empty()) return;
+  auto conns = ConnectionsSnapshot();
+  for (const auto& [reason, info] : finished) {
+    DisarmMsg msg;
+    msg.arm_id = info.arm_id();
+    msg.reason = reason;
+    for (auto& c : conns) (void)c->Send(msg);
+    log::Info("arm.finished", {{"arm", info.arm_id()}, {"reason", reason}});
+    v1::Event event;
+    *event.mutable_arm_changed() = info;
+    events_->Publish(std::move(event));
+  }
+}
+
+absl::StatusOr<std::vector<v1::ArmInfo>> AgentLinkServer::Disarm(
+    const v1::DisarmRequest& request) {
+  if (request.arm_id().empty() && !request.all()) {
+    return absl::InvalidArgumentError("disarm needs arm_id or all");
+  }
+  std::vector<std::pair<std::string, v1::ArmInfo>> finished;
+  std::vector<v1::ArmInfo> out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!request.all()) {
+      auto it = arms_.find(request.arm_id());
+      if (it == arms_.end()) {
+        return absl::NotFoundError(absl::StrCat("no arm ", request.arm_id()));
+      }
+      if (!ArmFinished(it->second.info)) {
+        FinishArmLocked(it->second, v1::ARM_DISARMED, &finished);
+      }
+      out.push_back(it->second.info);
+    } else {
+      for (auto& [id, arm] : arms_) {
+        if (ArmFinished(arm.info)) continue;
+        FinishArmLocked(arm, v1::ARM_DISARMED, &finished);
+        out.push_back(arm.info);
+      }
+    }
+    TrimFinishedArmsLocked();
+  }
+  PushDisarms(finished);
+  return out;
+}
+
+std::vector<v1::ArmInfo> AgentLinkServer::ListArms(bool include_finished) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::ArmInfo> out;
+  for (const auto& [id, arm] : arms_) {
+    if (include_finished || !ArmFinished(arm.info)) out.push_back(arm.info);
+  }
+  std::sort(out.begin(), out.end(), [](const v1::ArmInfo& a, const v1::ArmInfo& b) {
+    return a.created_unix_ms() < b.created_unix_ms();
+  });
+  return out;
+}
+
+void AgentLinkServer::ExpireArms() {
+  std::vector<std::pair<std::string, v1::ArmInfo>> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    int64_t now = NowMs();
+    for (auto& [id, arm] : arms_) {
+      if (ArmFinished(arm.info)) continue;
+      if (IsExpired(arm.selector, now)) FinishArmLocked(arm, v1::ARM_EXPIRED, &finished);
+    }
+    TrimFinishedArmsLocked();
+  }
+  PushDisarms(finished);
+}
+
+std::string AgentLinkServer::ReserveArm(const std::string& arm_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = arms_.find(arm_id);
+  if (it == arms_.end()) return "unknown arm " + arm_id;
+  ArmEntry& arm = it->second;
+  if (ArmFinished(arm.info) || IsExpired(arm.selector, NowMs())) {
+    return "arm " + arm_id + " is no longer active";
+  }
+  if (arm.info.captured() + arm.pending >= EffectiveCount(arm.selector)) {
+    return "arm " + arm_id + " already has its captures";
+  }
+  ++arm.pending;
+  return "";
+}
+
+void AgentLinkServer::ReleaseArm(const std::string& arm_id, const std::string& capture_id,
+                                 bool committed) {
+  std::vector<std::pair<std::string, v1::ArmInfo>> finished;
+  std::optional<v1::ArmInfo> changed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = arms_.find(arm_id);
+    if (it == arms_.end()) return;
+    ArmEntry& arm = it->second;
+    if (arm.pending > 0) --arm.pending;
+    if (!committed) return;
+    arm.info.set_captured(arm.info.captured() + 1);
+    arm.info.add_capture_ids(capture_id);
+    if (!ArmFinished(arm.info) && arm.info.captured() >= EffectiveCount(arm.selector)) {
+      FinishArmLocked(arm, v1::ARM_DONE, &finished);
+      TrimFinishedArmsLocked();
+    } else {
+      changed = arm.info;
+    }
+  }
+  if (changed.has_value()) {
+    v1::Event event;
+    *event.mutable_arm_changed() = *changed;
+    events_->Publish(std::move(event));
+  }
+  PushDisarms(finished);
+}
+
+}  // namespace kerncap::link

@@ -1,0 +1,154 @@
+// agent_link_server.h: kerncapd's side of the agent link. Listens on the
+// agent socket (a Unix stream socket, separate from the gRPC socket), serves
+// each connected agent on its own thread, keeps the registry of live agents
+// and of arms, and turns agent capture streams into CaptureSink ingests.
+//
+// Protocol: common/agent_link/{wire,messages,ring}.h. Per agent:
+//   Hello -> Welcome(+ring memfd) -> [Arm/Disarm pushes] -> captures ...
+// A misbehaving agent (malformed frame, wrong slot, region overflow, frames
+// out of order) is disconnected with a logged reason; its in-flight capture is
+// aborted (nothing half-visible) and other agents are unaffected. Failures of
+// the sink (store full, ...) fail the capture but keep the agent connected.
+//
+// Capture ids are assigned here when a capture begins ("cap-" + 16 hex digits)
+// and passed to CaptureIngest::Commit in the manifest, so capture_started,
+// capture_progress and capture_failed events carry the same id as the commit.
+//
+// Thread-safety: all public methods are thread-safe.
+#ifndef KERNCAP_DAEMON_AGENT_LINK_AGENT_LINK_SERVER_H_
+#define KERNCAP_DAEMON_AGENT_LINK_AGENT_LINK_SERVER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/agent_link/ring.h"
+#include "common/agent_link/selector.h"
+#include "common/agent_link/wire.h"
+#include "daemon/agent_link/agent_control.h"
+#include "daemon/capture_sink.h"
+#include "daemon/event_bus.h"
+#include "kerncap/v1/control.pb.h"
+
+namespace kerncap::link {
+
+struct AgentLinkServerOptions {
+  std::string socket_path;  // required; its directory is created if missing
+  int socket_mode = 0660;
+  // Ring per agent connection (pre-faulted in the daemon: slot_size *
+  // slot_count bytes of memory per connected agent).
+  uint64_t slot_size = kDefaultSlotSize;
+  uint32_t slot_count = kDefaultSlotCount;
+  // Must equal the store's chunk size: WriteRegion offsets are multiples of it.
+  uint32_t chunk_size = 1u << 20;
+  int max_agents = 256;  // one thread each; further connections are refused
+  FrameLimits limits;
+  // An agent that stops reading for this long is disconnected (protects the
+  // Arm RPC and ingest callbacks from blocking on a stuck application).
+  int send_timeout_ms = 5000;
+  absl::Duration hello_timeout = absl::Seconds(5);
+  // Shutdown(false) waits at most this long for in-flight captures.
+  absl::Duration drain_timeout = absl::Seconds(30);
+  absl::Duration progress_interval = absl::Milliseconds(250);
+  size_t max_finished_arms = 1000;  // finished arms kept for ListArms(true)
+};
+
+class AgentLinkServer : public AgentControl {
+ public:
+  AgentLinkServer();
+  ~AgentLinkServer() override;  // Shutdown(/*discard_in_flight=*/true)
+  AgentLinkServer(const AgentLinkServer&) = delete;
+  AgentLinkServer& operator=(const AgentLinkServer&) = delete;
+
+  // Binds the socket and starts serving. A stale socket file left by a dead
+  // daemon is replaced; a live one is AlreadyExists. `sink` and `events` must
+  // outlive the server (until Shutdown returns).
+  absl::Status Start(const AgentLinkServerOptions& options, CaptureSink& sink,
+                     EventBus& events);
+
+  // Stops accepting agents and unlinks the socket. With discard_in_flight,
+  // in-flight captures are aborted; otherwise they may finish (new ones are
+  // refused) for up to options.drain_timeout. Then every agent is
+  // disconnected and all threads joined. Idempotent.
+  void Shutdown(bool discard_in_flight);
+
+  // AgentControl:
+  std::vector<v1::AgentInfo> ListAgents() override;
+  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request) override;
+  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
+  std::vector<v1::ArmInfo> ListArms(bool include_finished) override;
+  int IngestsInFlight() override;
+
+  const std::string& socket_path() const { return options_.socket_path; }
+
+  class Connection;  // one agent; defined in the .cc
+
+ private:
+  struct ArmEntry {
+    v1::ArmInfo info;
+    Selector selector;
+    uint32_t pending = 0;  // captures begun but not yet committed/failed
+  };
+
+  void AcceptLoop();
+  void Serve(std::shared_ptr<Connection> conn);
+  void ReapFinished() ABSL_LOCKS_EXCLUDED(mu_);
+  void IngestFinished() ABSL_LOCKS_EXCLUDED(mu_);
+  void ExpireArms() ABSL_LOCKS_EXCLUDED(mu_);
+  // Finishes an arm (DONE/EXPIRED/DISARMED): pushes Disarm to agents and
+  // publishes arm_changed.
+  void FinishArmLocked(ArmEntry& arm, v1::ArmState state,
+                       std::vector<std::pair<std::string, v1::ArmInfo>>* to_push)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushDisarms(const std::vector<std::pair<std::string, v1::ArmInfo>>& finished);
+  void TrimFinishedArmsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::shared_ptr<Connection>> ConnectionsSnapshot() ABSL_LOCKS_EXCLUDED(mu_);
+  void Wake();
+
+  // Arm accounting used by connections.
+  // Reserves one capture of `arm_id`; error message when the arm cannot take it.
+  std::string ReserveArm(const std::string& arm_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseArm(const std::string& arm_id, const std::string& capture_id, bool committed)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  friend class Connection;
+
+  AgentLinkServerOptions options_;
+  CaptureSink* sink_ = nullptr;
+  EventBus* events_ = nullptr;
+  UniqueFd listen_fd_;
+  UniqueFd wake_fd_;  // eventfd: wakes the accept loop (new arm, shutdown)
+  dev_t socket_dev_ = 0;
+  ino_t socket_ino_ = 0;
+  std::thread accept_thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<int> ingests_in_flight_{0};
+
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::shared_ptr<Connection>> agents_ ABSL_GUARDED_BY(mu_);
+  // Connections whose thread has ended and awaits join.
+  std::vector<std::shared_ptr<Connection>> finished_ ABSL_GUARDED_BY(mu_);
+  // Every connection whose thread is not yet joined (including handshaking
+  // ones); bounded by options.max_agents.
+  std::vector<std::shared_ptr<Connection>> all_connections_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ArmEntry> arms_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> finished_arm_order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_DAEMON_AGENT_LINK_AGENT_LINK_SERVER_H_

@@ -1,0 +1,42 @@
+// wire_convert.h: conversions between agent-link wire messages (std-only
+// structs, common/agent_link/messages.h) and kerncap.v1 protos. Daemon side.
+#ifndef KERNCAP_DAEMON_AGENT_LINK_WIRE_CONVERT_H_
+#define KERNCAP_DAEMON_AGENT_LINK_WIRE_CONVERT_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/agent_link/messages.h"
+#include "common/agent_link/result.h"
+#include "common/agent_link/selector.h"
+#include "kerncap/v1/control.pb.h"
+#include "kerncap/v1/manifest.pb.h"
+
+namespace kerncap::link {
+
+// InvalidArgument carrying the link error message (ok for an ok status).
+absl::Status ToAbslStatus(const LinkStatus& status);
+
+v1::Platform PlatformFromWire(absl::string_view platform);
+// Unknown strings map to *_UNSPECIFIED (a newer agent may send new kinds).
+v1::RegionKind RegionKindFromWire(absl::string_view kind);
+v1::CodeObjectFormat CodeObjectFormatFromWire(absl::string_view format);
+v1::ArgumentKind ArgumentKindFromWire(absl::string_view kind);
+
+v1::DeviceIdentity DeviceFromWire(const DeviceInfo& device);
+v1::AgentInfo AgentInfoFromHello(const HelloMsg& hello, const std::string& agent_id,
+                                 int64_t connected_unix_ms);
+
+// v1.Selector (+ request expiry) -> link selector. Does not validate.
+Selector SelectorFromProto(const v1::Selector& selector, int64_t expires_unix_ms);
+
+// Fills the identity parts of a manifest from the agent's Hello and the
+// capture's CaptureBegin (argument blob from the frame payload).
+void FillManifest(const HelloMsg& hello, const CaptureBeginMsg& begin,
+                  const std::string& argument_blob, v1::CaptureManifest* manifest);
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_DAEMON_AGENT_LINK_WIRE_CONVERT_H_
