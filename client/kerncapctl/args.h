@@ -1,0 +1,37 @@
+// args.h: parsers for kerncapctl's argument values (durations, tags, name
+// matching modes), kept apart from CLI11 wiring so they can be tested alone.
+#ifndef KERNCAP_CLIENT_KERNCAPCTL_ARGS_H_
+#define KERNCAP_CLIENT_KERNCAPCTL_ARGS_H_
+
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "kerncap/v1/control.pb.h"
+
+namespace kerncap::ctl {
+
+// "30s", "5m", "1h30m", "250ms", "2d" or a bare number of seconds ("90").
+// Must be positive.
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
+
+// "key=value" (value may be empty, may contain '='; key may not be empty).
+absl::StatusOr<std::pair<std::string, std::string>> ParseTag(absl::string_view text);
+
+// "substring" | "glob" | "regex" | "mangled".
+absl::StatusOr<v1::NameMatch> ParseNameMatch(absl::string_view text);
+
+// Where kerncapctl talks to: "unix:/path", "/path" (a Unix socket) or
+// "host:port" / "[v6]:port" (TCP). Returns the gRPC target string.
+struct Endpoint {
+  std::string target;  // "unix:/path" or "host:port"
+  bool is_unix = false;
+  std::string unix_path;
+};
+absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text);
+
+}  // namespace kerncap::ctl
+
+#endif  // KERNCAP_CLIENT_KERNCAPCTL_ARGS_H_

@@ -1,0 +1,58 @@
+#include "client/kerncapctl/args.h"
+
+#include "gtest/gtest.h"
+
+namespace kerncap::ctl {
+namespace {
+
+TEST(ParseDurationTest, Units) {
+  EXPECT_EQ(*ParseDuration("30s"), absl::Seconds(30));
+  EXPECT_EQ(*ParseDuration("5m"), absl::Minutes(5));
+  EXPECT_EQ(*ParseDuration("1h30m"), absl::Minutes(90));
+  EXPECT_EQ(*ParseDuration("250ms"), absl::Milliseconds(250));
+  EXPECT_EQ(*ParseDuration("2d"), absl::Hours(48));
+  EXPECT_EQ(*ParseDuration("90"), absl::Seconds(90));
+}
+
+TEST(ParseDurationTest, RejectsGarbageZeroAndNegative) {
+  for (const char* bad : {"", "abc", "5x", "0", "-5s", "0s", "inf", "d"}) {
+    EXPECT_FALSE(ParseDuration(bad).ok()) << bad;
+  }
+}
+
+TEST(ParseTagTest, KeyValue) {
+  auto kv = ParseTag("run=base=1");
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->first, "run");
+  EXPECT_EQ(kv->second, "base=1");
+  EXPECT_EQ(ParseTag("k=")->second, "");
+  EXPECT_FALSE(ParseTag("novalue").ok());
+  EXPECT_FALSE(ParseTag("=v").ok());
+}
+
+TEST(ParseNameMatchTest, Names) {
+  EXPECT_EQ(*ParseNameMatch("substring"), v1::NAME_SUBSTRING);
+  EXPECT_EQ(*ParseNameMatch("GLOB"), v1::NAME_GLOB);
+  EXPECT_EQ(*ParseNameMatch("regex"), v1::NAME_REGEX);
+  EXPECT_EQ(*ParseNameMatch("mangled"), v1::NAME_MANGLED);
+  EXPECT_FALSE(ParseNameMatch("fuzzy").ok());
+}
+
+TEST(ParseEndpointTest, UnixAndTcp) {
+  auto u = ParseEndpoint("unix:/run/k.sock");
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->is_unix);
+  EXPECT_EQ(u->target, "unix:/run/k.sock");
+  EXPECT_EQ(ParseEndpoint("/tmp/x.sock")->unix_path, "/tmp/x.sock");
+  auto t = ParseEndpoint("node17:7443");
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->is_unix);
+  EXPECT_EQ(t->target, "node17:7443");
+  EXPECT_TRUE(ParseEndpoint("[::1]:7443").ok());
+  for (const char* bad : {"node17", "node17:0", "node17:99999", ":80", "unix:rel.sock"}) {
+    EXPECT_FALSE(ParseEndpoint(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kerncap::ctl

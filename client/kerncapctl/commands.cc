@@ -1,0 +1,629 @@
+#include "client/kerncapctl/commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/kerncapctl/args.h"
+#include "client/kerncapctl/json_output.h"
+#include "client/kerncapctl/output.h"
+#include "client/kerncapctl/progress.h"
+#include "common/digest.h"
+#include "common/status_macros.h"
+#include "daemon/service/manifest_util.h"
+
+namespace kerncap::ctl {
+namespace {
+
+std::string Tags(const google::protobuf::Map<std::string, std::string>& tags) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : tags) parts.push_back(absl::StrCat(k, "=", v));
+  std::sort(parts.begin(), parts.end());
+  return parts.empty() ? "-" : absl::StrJoin(parts, ",");
+}
+
+std::string Or(const std::string& s, const char* fallback = "-") {
+  return s.empty() ? fallback : s;
+}
+
+std::string PlatformName(v1::Platform p) {
+  switch (p) {
+    case v1::PLATFORM_CUDA:
+      return "cuda";
+    case v1::PLATFORM_HSA:
+      return "hsa";
+    case v1::PLATFORM_SYNTHETIC:
+      return "synthetic";
+    default:
+      return "-";
+  }
+}
+
+std::string MatchName(v1::NameMatch m) {
+  switch (m) {
+    case v1::NAME_GLOB:
+      return "glob";
+    case v1::NAME_REGEX:
+      return "regex";
+    case v1::NAME_MANGLED:
+      return "mangled";
+    default:
+      return "substring";
+  }
+}
+
+std::string ArmStateName(v1::ArmState s) {
+  switch (s) {
+    case v1::ARM_ACTIVE:
+      return "active";
+    case v1::ARM_DONE:
+      return "done";
+    case v1::ARM_EXPIRED:
+      return "expired";
+    case v1::ARM_DISARMED:
+      return "disarmed";
+    default:
+      return "-";
+  }
+}
+
+std::string RegionKindName(v1::RegionKind k) {
+  switch (k) {
+    case v1::REGION_DEVICE:
+      return "device";
+    case v1::REGION_DEVICE_VMM:
+      return "device-vmm";
+    case v1::REGION_MANAGED:
+      return "managed";
+    case v1::REGION_HOST_PINNED:
+      return "host-pinned";
+    case v1::REGION_MODULE_GLOBAL:
+      return "global";
+    case v1::REGION_CONSTANT:
+      return "constant";
+    case v1::REGION_KERNARG:
+      return "kernarg";
+    default:
+      return "-";
+  }
+}
+
+std::string SourceName(v1::CaptureSource s) {
+  switch (s) {
+    case v1::SOURCE_AGENT:
+      return "agent";
+    case v1::SOURCE_REFERENCE_IMPORT:
+      return "reference-import";
+    case v1::SOURCE_IMPORT:
+      return "import";
+    default:
+      return "-";
+  }
+}
+
+std::string CodeObjectFormatName(v1::CodeObjectFormat f) {
+  switch (f) {
+    case v1::CODE_OBJECT_CUBIN:
+      return "cubin";
+    case v1::CODE_OBJECT_FATBIN:
+      return "fatbin";
+    case v1::CODE_OBJECT_PTX:
+      return "ptx";
+    case v1::CODE_OBJECT_HSACO:
+      return "hsaco";
+    default:
+      return "-";
+  }
+}
+
+std::string Dims(const google::protobuf::RepeatedField<uint32_t>& d) {
+  if (d.empty()) return "-";
+  return absl::StrJoin(d, "x");
+}
+
+std::string ArmSelector(const v1::Selector& s) {
+  std::string text = absl::StrCat(MatchName(s.match()), " \"", s.kernel(), "\"");
+  if (s.pid() != 0) absl::StrAppend(&text, " pid=", s.pid());
+  if (!s.process_name().empty()) absl::StrAppend(&text, " process=", s.process_name());
+  if (s.has_device()) absl::StrAppend(&text, " device=", s.device());
+  if (s.skip() != 0) absl::StrAppend(&text, " skip=", s.skip());
+  if (s.nth() != 0) absl::StrAppend(&text, " nth=", s.nth());
+  return text;
+}
+
+std::string ArgValue(const v1::Argument& a, const std::string& blob) {
+  if (a.size() == 0 || static_cast<uint64_t>(a.offset()) + a.size() > blob.size()) return "-";
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(blob.data()) + a.offset();
+  if (a.size() <= 8) {
+    uint64_t v = 0;
+    for (int i = static_cast<int>(a.size()) - 1; i >= 0; --i) v = (v << 8) | p[i];
+    if (a.kind() == v1::ARG_POINTER) return Hex(v);
+    return absl::StrCat(v, " (", Hex(v), ")");
+  }
+  std::string hex;
+  for (uint32_t i = 0; i < std::min<uint32_t>(a.size(), 16); ++i) {
+    absl::StrAppend(&hex, absl::Hex(p[i], absl::kZeroPad2));
+  }
+  if (a.size() > 16) absl::StrAppend(&hex, "...");
+  return hex;
+}
+
+void PrintJson(Output o, const google::protobuf::Message& m) { o.out << ProtoToJson(m) << "\n"; }
+
+}  // namespace
+
+absl::Status CmdStatus(Connection& c, Output o) {
+  v1::DaemonStatus st;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().GetStatus(ctx.get(), v1::GetStatusRequest(), &st)));
+  if (o.json) {
+    PrintJson(o, st);
+    return absl::OkStatus();
+  }
+  const v1::StoreStats& s = st.store();
+  absl::Duration up = absl::Now() - absl::FromUnixMillis(st.started_unix_ms());
+  o.out << "kerncapd " << st.version() << "  pid " << st.pid() << " on " << st.hostname() << ", up "
+        << absl::FormatDuration(absl::Trunc(up, absl::Seconds(1))) << "\n";
+  Table t({"", ""});
+  t.AddRow({"control socket", Or(st.unix_socket())});
+  t.AddRow({"tcp listen", Or(st.tcp_listen())});
+  t.AddRow({"agent socket", Or(st.agent_socket())});
+  t.AddRow({"store", s.path()});
+  t.AddRow({"captures", absl::StrCat(s.captures())});
+  t.AddRow({"unique chunks",
+            absl::StrCat(s.unique_chunks(), " (", HumanBytes(s.chunk_size()), " each)")});
+  t.AddRow({"logical size", HumanBytes(s.logical_bytes())});
+  t.AddRow({"raw unique", HumanBytes(s.raw_bytes())});
+  t.AddRow({"stored",
+            absl::StrCat(HumanBytes(s.stored_bytes()), " in ", s.pack_files(), " pack files")});
+  if (s.stored_bytes() > 0) {
+    t.AddRow(
+        {"saved", absl::StrCat(absl::StrFormat("%.2fx", static_cast<double>(s.logical_bytes()) /
+                                                            static_cast<double>(s.stored_bytes())),
+                               " (logical / stored)")});
+  }
+  t.AddRow({"agents", absl::StrCat(st.agents())});
+  t.AddRow({"active arms", absl::StrCat(st.active_arms())});
+  t.AddRow({"ingests in flight", absl::StrCat(st.ingests_in_flight())});
+  // The header row of a two-column key/value table is empty: skip it.
+  std::ostringstream tmp;
+  t.Print(tmp);
+  std::string text = tmp.str();
+  o.out << text.substr(text.find('\n') + 1);
+  return absl::OkStatus();
+}
+
+absl::Status CmdAgents(Connection& c, Output o) {
+  v1::ListAgentsResponse resp;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().ListAgents(ctx.get(), v1::ListAgentsRequest(), &resp)));
+  if (o.json) {
+    PrintJson(o, resp);
+    return absl::OkStatus();
+  }
+  if (resp.agents().empty()) {
+    o.out << "no agents connected (start an application with the kerncap agent loaded)\n";
+    return absl::OkStatus();
+  }
+  Table t({"AGENT", "PID", "PROCESS", "HOST", "PLATFORM", "DEVICES", "CONNECTED", "CAPTURES"});
+  t.AlignRight(1);
+  t.AlignRight(7);
+  for (const v1::AgentInfo& a : resp.agents()) {
+    std::vector<std::string> devs;
+    for (const auto& d : a.devices()) devs.push_back(absl::StrCat(d.ordinal(), ":", d.name()));
+    t.AddRow({a.agent_id(), absl::StrCat(a.process().pid()), Or(a.process().process_name()),
+              Or(a.process().hostname()), PlatformName(a.platform()),
+              devs.empty() ? "-" : absl::StrJoin(devs, ","), FormatTime(a.connected_unix_ms()),
+              absl::StrCat(a.captures())});
+  }
+  t.Print(o.out);
+  return absl::OkStatus();
+}
+
+absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
+  v1::ArmRequest req;
+  v1::Selector* s = req.mutable_selector();
+  s->set_kernel(opts.kernel);
+  KC_ASSIGN_OR_RETURN(v1::NameMatch match, ParseNameMatch(opts.match));
+  s->set_match(match);
+  s->set_pid(opts.pid);
+  s->set_process_name(opts.process);
+  if (opts.device >= 0) {
+    s->set_device(opts.device);
+    s->set_has_device(true);
+  }
+  s->set_skip(opts.skip);
+  s->set_nth(opts.nth);
+  s->set_count(opts.count);
+  if (!opts.ttl.empty()) {
+    KC_ASSIGN_OR_RETURN(absl::Duration ttl, ParseDuration(opts.ttl));
+    req.set_ttl_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(ttl)));
+  }
+  for (const std::string& tag : opts.tags) {
+    KC_ASSIGN_OR_RETURN(auto kv, ParseTag(tag));
+    (*req.mutable_tags())[kv.first] = kv.second;
+  }
+  v1::ArmInfo info;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().Arm(ctx.get(), req, &info)));
+  if (o.json) {
+    PrintJson(o, info);
+    return absl::OkStatus();
+  }
+  o.out << "armed " << info.arm_id() << ": " << ArmSelector(info.selector()) << ", count "
+        << std::max<uint32_t>(1, info.selector().count());
+  if (info.expires_unix_ms() != 0) o.out << ", expires " << FormatTime(info.expires_unix_ms());
+  o.out << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status CmdDisarm(Connection& c, Output o, const std::string& arm_id, bool all) {
+  v1::DisarmRequest req;
+  req.set_arm_id(arm_id);
+  req.set_all(all);
+  v1::DisarmResponse resp;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().Disarm(ctx.get(), req, &resp)));
+  if (o.json) {
+    PrintJson(o, resp);
+    return absl::OkStatus();
+  }
+  if (resp.disarmed().empty()) o.out << "no active arms\n";
+  for (const auto& a : resp.disarmed()) o.out << "disarmed " << a.arm_id() << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status CmdArms(Connection& c, Output o, bool all) {
+  v1::ListArmsRequest req;
+  req.set_include_finished(all);
+  v1::ListArmsResponse resp;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().ListArms(ctx.get(), req, &resp)));
+  if (o.json) {
+    PrintJson(o, resp);
+    return absl::OkStatus();
+  }
+  if (resp.arms().empty()) {
+    o.out << (all ? "no arms\n" : "no active arms (--all shows finished ones)\n");
+    return absl::OkStatus();
+  }
+  Table t({"ARM", "STATE", "SELECTOR", "CAPTURED", "CREATED", "EXPIRES", "TAGS", "CAPTURES"});
+  t.AlignRight(3);
+  for (const v1::ArmInfo& a : resp.arms()) {
+    t.AddRow({a.arm_id(), ArmStateName(a.state()), ArmSelector(a.selector()),
+              absl::StrCat(a.captured(), "/", std::max<uint32_t>(1, a.selector().count())),
+              FormatTime(a.created_unix_ms()), FormatTime(a.expires_unix_ms()), Tags(a.tags()),
+              a.capture_ids().empty() ? "-" : absl::StrJoin(a.capture_ids(), ",")});
+  }
+  t.Print(o.out);
+  return absl::OkStatus();
+}
+
+absl::Status CmdCaptures(Connection& c, Output o, const CapturesOptions& opts) {
+  v1::ListCapturesRequest req;
+  req.set_kernel_contains(opts.kernel);
+  req.set_pid(opts.pid);
+  req.set_tag(opts.tag);
+  req.set_limit(opts.limit);
+  if (!opts.tag.empty()) KC_RETURN_IF_ERROR(ParseTag(opts.tag).status());
+  v1::ListCapturesResponse resp;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().ListCaptures(ctx.get(), req, &resp)));
+  if (o.json) {
+    PrintJson(o, resp);
+    return absl::OkStatus();
+  }
+  if (resp.captures().empty()) {
+    o.out << "no captures\n";
+    return absl::OkStatus();
+  }
+  Table t({"CAPTURE", "CREATED", "KERNEL", "PID", "PROCESS", "DEVICE", "REGIONS", "LOGICAL",
+           "NEW STORED", "SOURCE", "TAGS"});
+  for (size_t col : {3, 6, 7, 8}) t.AlignRight(col);
+  for (const v1::CaptureSummary& s : resp.captures()) {
+    std::string kernel = s.kernel();
+    if (kernel.size() > 48) kernel = kernel.substr(0, 45) + "...";
+    t.AddRow({s.capture_id(), FormatTime(s.created_unix_ms()), Or(kernel),
+              s.pid() == 0 ? "-" : absl::StrCat(s.pid()), Or(s.process_name()), Or(s.device()),
+              absl::StrCat(s.regions()), HumanBytes(s.logical_bytes()),
+              HumanBytes(s.new_stored_bytes()), SourceName(s.source()), Tags(s.tags())});
+  }
+  t.Print(o.out);
+  return absl::OkStatus();
+}
+
+absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
+  v1::GetCaptureRequest req;
+  req.set_capture_id(capture);
+  v1::CaptureDetail d;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().GetCapture(ctx.get(), req, &d)));
+  if (o.json) {
+    PrintJson(o, d);
+    return absl::OkStatus();
+  }
+  const v1::CaptureManifest& m = d.manifest();
+  std::ostream& out = o.out;
+  Table head({"", ""});
+  head.AddRow({"capture", m.capture_id()});
+  head.AddRow(
+      {"created", absl::StrCat(FormatTime(m.created_unix_ms()), "  source ", SourceName(m.source()),
+                               "  arm ", Or(m.arm_id()), "  dispatch #", m.dispatch_index())});
+  head.AddRow({"kernel", Or(m.kernel().demangled_name())});
+  head.AddRow({"mangled", Or(m.kernel().mangled_name())});
+  head.AddRow({"platform", absl::StrCat(PlatformName(m.kernel().platform()), "  arch ",
+                                        Or(m.kernel().arch()))});
+  head.AddRow(
+      {"process", absl::StrCat("pid ", m.process().pid(), "  ", Or(m.process().process_name()),
+                               "  on ", Or(m.process().hostname()))});
+  if (!m.process().cmdline().empty()) {
+    head.AddRow({"cmdline", absl::StrJoin(m.process().cmdline(), " ")});
+  }
+  head.AddRow(
+      {"device", absl::StrCat("#", m.device().ordinal(), " ", Or(m.device().name()), " (",
+                              Or(m.device().arch()), ")  driver ", Or(m.driver().driver_version()),
+                              "  runtime ", Or(m.driver().runtime_version()))});
+  const v1::LaunchConfig& l = m.launch();
+  head.AddRow({"launch",
+               absl::StrCat("grid ", Dims(l.grid()), "  block ", Dims(l.block()), "  shared ",
+                            HumanBytes(l.shared_mem_bytes()), "  private ",
+                            HumanBytes(l.private_mem_bytes()), "  cluster ", Dims(l.cluster()),
+                            l.cooperative() ? "  cooperative" : "", "  stream ", Hex(l.stream()))});
+  head.AddRow({"tags", Tags(m.tags())});
+  std::ostringstream tmp;
+  head.Print(tmp);
+  out << tmp.str().substr(tmp.str().find('\n') + 1);
+
+  out << "\narguments (" << m.arguments_size() << ", blob " << HumanBytes(m.argument_blob().size())
+      << ")\n";
+  if (m.arguments_size() > 0) {
+    Table args({"  OFFSET", "SIZE", "KIND", "NAME", "TYPE", "VALUE"});
+    args.AlignRight(0);
+    args.AlignRight(1);
+    for (const v1::Argument& a : m.arguments()) {
+      std::string kind = a.kind() == v1::ARG_POINTER    ? "pointer"
+                         : a.kind() == v1::ARG_BY_VALUE ? "value"
+                         : a.kind() == v1::ARG_HIDDEN   ? "hidden"
+                                                        : "-";
+      args.AddRow({absl::StrCat(a.offset()), absl::StrCat(a.size()), kind, Or(a.name()),
+                   Or(a.type_name().empty() ? a.value_kind() : a.type_name()),
+                   ArgValue(a, m.argument_blob())});
+    }
+    args.Print(out);
+  }
+
+  std::vector<const v1::Region*> pre;
+  for (const auto& r : m.pre().regions()) pre.push_back(&r);
+  std::sort(pre.begin(), pre.end(), [](auto* a, auto* b) { return a->va() < b->va(); });
+  uint64_t pre_bytes = 0;
+  for (auto* r : pre) pre_bytes += r->data().size();
+  out << "\nmemory map, pre-dispatch (" << pre.size() << " regions, " << HumanBytes(pre_bytes)
+      << ")\n";
+  if (!pre.empty()) {
+    Table map({"  VA START", "VA END", "KIND", "DEV", "SIZE", "ZERO", "NAME"});
+    map.AlignRight(4);
+    map.AlignRight(5);
+    for (auto* r : pre) {
+      map.AddRow({"  " + Hex(r->va()), Hex(r->va() + r->data().size()), RegionKindName(r->kind()),
+                  absl::StrCat(r->device()), HumanBytes(r->data().size()),
+                  Percent(service::ZeroBytes(*r), r->data().size()), Or(r->name())});
+    }
+    map.Print(out);
+  }
+  std::vector<const v1::Region*> post;
+  for (const auto& r : m.post().regions()) post.push_back(&r);
+  std::sort(post.begin(), post.end(), [](auto* a, auto* b) { return a->va() < b->va(); });
+  out << "\npost-dispatch (" << (m.post_complete() ? "complete" : "not taken or partial") << ", "
+      << post.size() << " regions)\n";
+  if (!post.empty()) {
+    Table map({"  VA START", "KIND", "SIZE", "CHANGED CHUNKS", "NAME"});
+    map.AlignRight(2);
+    for (auto* r : post) {
+      const uint32_t cs = r->data().chunk_size();
+      const uint64_t n = cs == 0 ? 0 : (r->data().size() + cs - 1) / cs;
+      std::string changed =
+          r->diff() ? absl::StrCat(r->changed_chunks_size(), " of ", n) : absl::StrCat("all ", n);
+      map.AddRow({"  " + Hex(r->va()), RegionKindName(r->kind()), HumanBytes(r->data().size()),
+                  changed, Or(r->name())});
+    }
+    map.Print(out);
+  }
+  if (m.code_objects_size() > 0) {
+    out << "\ncode objects\n";
+    Table co({"  NAME", "FORMAT", "SIZE", "DIGEST"});
+    co.AlignRight(2);
+    for (const auto& obj : m.code_objects()) {
+      auto dg = Digest::FromBytes(obj.digest());
+      co.AddRow({"  " + Or(obj.name()), CodeObjectFormatName(obj.format()),
+                 HumanBytes(obj.data().size()), dg.ok() ? dg->ToHex().substr(0, 16) : "-"});
+    }
+    co.Print(out);
+  }
+  const v1::CaptureStats& s = m.stats();
+  out << "\nsizes\n";
+  Table sz({"", "", ""});
+  sz.AlignRight(1);
+  sz.AddRow({"  logical", HumanBytes(s.logical_bytes()), "pre + post diff"});
+  sz.AddRow({"  zero", HumanBytes(s.zero_bytes()),
+             absl::StrCat(Percent(s.zero_bytes(), s.logical_bytes()), " never stored")});
+  sz.AddRow({"  dedup", HumanBytes(s.dedup_bytes()),
+             absl::StrCat(Percent(s.dedup_bytes(), s.logical_bytes()), " already in the store")});
+  sz.AddRow({"  new raw", HumanBytes(s.new_raw_bytes()), "chunks this capture added"});
+  sz.AddRow({"  new stored", HumanBytes(s.new_stored_bytes()),
+             s.new_stored_bytes() == 0
+                 ? std::string("after zstd")
+                 : absl::StrFormat("after zstd (%.2fx compression)",
+                                   static_cast<double>(s.new_raw_bytes()) /
+                                       static_cast<double>(s.new_stored_bytes()))});
+  sz.AddRow({"  chunks", absl::StrCat(s.chunk_count()),
+             absl::StrFormat("ingest %.2f s", s.ingest_seconds())});
+  sz.AddRow({"  footprint", HumanBytes(d.exclusive_raw_bytes()),
+             "raw bytes only this capture references (freed by rm + gc)"});
+  sz.AddRow({"  stored", HumanBytes(d.stored_bytes()), "stored size of all its chunks"});
+  std::ostringstream tmp2;
+  sz.Print(tmp2);
+  out << tmp2.str().substr(tmp2.str().find('\n') + 1);
+  return absl::OkStatus();
+}
+
+absl::Status CmdRm(Connection& c, Output o, const std::string& capture) {
+  v1::DeleteCaptureRequest req;
+  req.set_capture_id(capture);
+  v1::DeleteCaptureResponse resp;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().DeleteCapture(ctx.get(), req, &resp)));
+  if (o.json) {
+    PrintJson(o, resp);
+  } else {
+    o.out << "deleted " << resp.capture_id() << " (run `kerncapctl gc` to reclaim space)\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CmdGc(Connection& c, Output o, bool dry_run) {
+  v1::RunGcRequest req;
+  req.set_dry_run(dry_run);
+  v1::GcReport r;
+  auto ctx = c.NewContext(false);  // GC of a large store can take a while
+  KC_RETURN_IF_ERROR(c.Check(c.stub().RunGc(ctx.get(), req, &r)));
+  if (o.json) {
+    PrintJson(o, r);
+    return absl::OkStatus();
+  }
+  o.out << (r.dry_run() ? "gc (dry run): would reclaim " : "gc: reclaimed ")
+        << HumanBytes(r.reclaimed_bytes()) << "\n";
+  Table t({"", ""});
+  t.AlignRight(1);
+  t.AddRow({"  live chunks", absl::StrCat(r.live_chunks())});
+  t.AddRow({"  dead chunks", absl::StrCat(r.dead_chunks())});
+  t.AddRow({"  packs deleted", absl::StrCat(r.packs_deleted())});
+  t.AddRow({"  packs rewritten", absl::StrCat(r.packs_rewritten())});
+  t.AddRow({"  seconds", absl::StrFormat("%.2f", r.seconds())});
+  std::ostringstream tmp;
+  t.Print(tmp);
+  o.out << tmp.str().substr(tmp.str().find('\n') + 1);
+  return absl::OkStatus();
+}
+
+absl::Status CmdVerify(Connection& c, Output o, const std::string& capture, bool rehash) {
+  v1::VerifyStoreRequest req;
+  req.set_capture_id(capture);
+  req.set_rehash(rehash);
+  auto ctx = c.NewContext(false);
+  auto reader = c.stub().VerifyStore(ctx.get(), req);
+  ProgressBar bar("verify", 0, /*bytes=*/false);
+  v1::VerifyProgress p;
+  uint64_t checked = 0;
+  uint64_t total = 0;
+  std::vector<v1::VerifyProblem> problems;
+  while (reader->Read(&p)) {
+    checked = p.chunks_checked();
+    total = p.chunks_total();
+    bar.SetTotal(total);
+    bar.Update(checked);
+    for (const auto& pr : p.problems()) problems.push_back(pr);
+  }
+  KC_RETURN_IF_ERROR(c.Check(reader->Finish()));
+  bar.Finish();
+  if (o.json) {
+    nlohmann::json j = {{"chunks_checked", checked},
+                        {"chunks_total", total},
+                        {"problems", nlohmann::json::array()}};
+    for (const auto& pr : problems) j["problems"].push_back(ProtoToJsonValue(pr));
+    o.out << j.dump() << "\n";
+  } else {
+    o.out << "verified " << checked << " chunks" << (rehash ? " (rehashed)" : "") << ": "
+          << (problems.empty() ? "no problems" : absl::StrCat(problems.size(), " problems"))
+          << "\n";
+    if (!problems.empty()) {
+      Table t({"  CAPTURE", "CHUNK", "PACK", "PROBLEM"});
+      for (const auto& pr : problems) {
+        auto dg = Digest::FromBytes(pr.chunk_digest());
+        t.AddRow({"  " + Or(pr.capture_id()), dg.ok() ? dg->ToHex().substr(0, 16) : "-",
+                  Or(pr.pack()), pr.what()});
+      }
+      t.Print(o.out);
+    }
+  }
+  if (!problems.empty()) {
+    return absl::DataLossError(absl::StrCat("verify found ", problems.size(), " problems"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CmdWatch(Connection& c, Output o) {
+  auto ctx = c.NewContext(false);
+  auto reader = c.stub().WatchEvents(ctx.get(), v1::WatchEventsRequest());
+  v1::Event e;
+  while (reader->Read(&e)) {
+    if (o.json) {
+      o.out << ProtoToJson(e) << std::endl;
+      continue;
+    }
+    std::string when = FormatTime(e.unix_ms());
+    std::string line;
+    switch (e.kind_case()) {
+      case v1::Event::kAgentJoined:
+        line = absl::StrCat("agent.joined     ", e.agent_joined().agent_id(), " pid ",
+                            e.agent_joined().process().pid(), " ",
+                            e.agent_joined().process().process_name());
+        break;
+      case v1::Event::kAgentLeft:
+        line = absl::StrCat("agent.left       ", e.agent_left().agent_id(), " pid ",
+                            e.agent_left().process().pid());
+        break;
+      case v1::Event::kCaptureStarted:
+        line = absl::StrCat("capture.started  ", e.capture_started().capture_id(), " ",
+                            e.capture_started().kernel(), " (",
+                            HumanBytes(e.capture_started().total_bytes()), ")");
+        break;
+      case v1::Event::kCaptureProgress:
+        line = absl::StrCat("capture.progress ", e.capture_progress().capture_id(), " ",
+                            HumanBytes(e.capture_progress().done_bytes()), "/",
+                            HumanBytes(e.capture_progress().total_bytes()));
+        break;
+      case v1::Event::kCaptureCommitted:
+        line = absl::StrCat("capture.committed ", e.capture_committed().capture_id(), " ",
+                            e.capture_committed().kernel(), " ",
+                            HumanBytes(e.capture_committed().logical_bytes()));
+        break;
+      case v1::Event::kCaptureFailed:
+        line = absl::StrCat("capture.failed   ", e.capture_failed().capture_id(), ": ",
+                            e.capture_failed().reason());
+        break;
+      case v1::Event::kArmChanged:
+        line = absl::StrCat("arm.changed      ", e.arm_changed().arm_id(), " ",
+                            ArmStateName(e.arm_changed().state()), " captured ",
+                            e.arm_changed().captured());
+        break;
+      default:
+        line = "unknown event";
+    }
+    o.out << when << "  " << line << std::endl;
+  }
+  return c.Check(reader->Finish());
+}
+
+absl::Status CmdRepro(Connection& c, Output o, const std::string& capture,
+                      const std::string& out_dir) {
+  v1::GenerateReproducerRequest req;
+  req.set_capture_id(capture);
+  req.set_out_dir(out_dir);
+  auto ctx = c.NewContext(false);
+  auto reader = c.stub().GenerateReproducer(ctx.get(), req);
+  v1::ReproducerFile f;
+  while (reader->Read(&f)) {
+    if (!f.written_to().empty() && !o.json)
+      o.out << "reproducer written to " << f.written_to() << "\n";
+  }
+  return c.Check(reader->Finish());
+}
+
+}  // namespace kerncap::ctl

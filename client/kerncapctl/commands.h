@@ -1,0 +1,62 @@
+// commands.h: kerncapctl's subcommands. Each takes a connected Connection and
+// its parsed options, writes human or --json output to `out`, and returns a
+// status that main() turns into the exit code (connection.h).
+#ifndef KERNCAP_CLIENT_KERNCAPCTL_COMMANDS_H_
+#define KERNCAP_CLIENT_KERNCAPCTL_COMMANDS_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "client/kerncapctl/connection.h"
+
+namespace kerncap::ctl {
+
+struct Output {
+  std::ostream& out;
+  bool json = false;
+};
+
+struct ArmOptions {
+  std::string kernel;
+  std::string match = "substring";
+  uint32_t pid = 0;
+  std::string process;
+  int device = -1;
+  uint64_t skip = 0;
+  uint64_t nth = 0;
+  uint32_t count = 1;
+  std::string ttl;
+  std::vector<std::string> tags;
+};
+
+struct CapturesOptions {
+  std::string kernel;
+  uint32_t pid = 0;
+  std::string tag;
+  uint32_t limit = 0;
+};
+
+absl::Status CmdStatus(Connection& c, Output o);
+absl::Status CmdAgents(Connection& c, Output o);
+absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts);
+absl::Status CmdDisarm(Connection& c, Output o, const std::string& arm_id, bool all);
+absl::Status CmdArms(Connection& c, Output o, bool all);
+absl::Status CmdCaptures(Connection& c, Output o, const CapturesOptions& opts);
+absl::Status CmdShow(Connection& c, Output o, const std::string& capture);
+absl::Status CmdRm(Connection& c, Output o, const std::string& capture);
+absl::Status CmdGc(Connection& c, Output o, bool dry_run);
+absl::Status CmdVerify(Connection& c, Output o, const std::string& capture, bool rehash);
+absl::Status CmdImport(Connection& c, Output o, const std::string& path);
+absl::Status CmdExport(Connection& c, Output o, const std::string& capture,
+                       const std::string& out_file);
+absl::Status CmdPull(Connection& source, Connection& dest, Output o, const std::string& capture);
+absl::Status CmdWatch(Connection& c, Output o);
+absl::Status CmdRepro(Connection& c, Output o, const std::string& capture,
+                      const std::string& out_dir);
+
+}  // namespace kerncap::ctl
+
+#endif  // KERNCAP_CLIENT_KERNCAPCTL_COMMANDS_H_

@@ -1,0 +1,206 @@
+#include "client/kerncapctl/kcap_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/digest.h"
+#include "common/errno_status.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+
+namespace kerncap::kcap {
+namespace {
+
+void PutU32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void PutU64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+// ---- writer ----
+
+absl::StatusOr<std::unique_ptr<KcapWriter>> KcapWriter::Create(const std::string& path) {
+  std::string dir = DirName(path);
+  std::string base =
+      path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  std::string tmp = absl::StrCat(dir, "/.", base, ".tmp-XXXXXX");
+  int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("create a temp file next to ", path));
+  ::fchmod(fd, 0644);
+  std::unique_ptr<KcapWriter> w(new KcapWriter(path, tmp, fd));
+  char header[kKcapHeaderBytes];
+  std::memcpy(header, kKcapMagic, 8);
+  PutU32(header + 8, kKcapVersion);
+  PutU32(header + 12, 0);
+  KC_RETURN_IF_ERROR(WriteAll(fd, header, sizeof(header), tmp));
+  w->bytes_written_ = sizeof(header);
+  return w;
+}
+
+KcapWriter::~KcapWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) ::unlink(tmp_path_.c_str());
+}
+
+absl::Status KcapWriter::Append(const v1::TransferFrame& frame) {
+  if (finished_) return absl::FailedPreconditionError("kcap writer already finished");
+  std::string payload;
+  if (!frame.SerializeToString(&payload)) {
+    return absl::InternalError("cannot serialize a transfer frame");
+  }
+  if (payload.empty() || payload.size() > kMaxKcapRecordBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transfer frame of ", payload.size(), " bytes cannot be a kcap record"));
+  }
+  char head[kKcapRecordHeaderBytes];
+  PutU32(head, static_cast<uint32_t>(payload.size()));
+  PutU64(head + 4, Xxh3(payload.data(), payload.size()));
+  KC_RETURN_IF_ERROR(WriteAll(fd_, head, sizeof(head), tmp_path_));
+  KC_RETURN_IF_ERROR(WriteAll(fd_, payload.data(), payload.size(), tmp_path_));
+  bytes_written_ += sizeof(head) + payload.size();
+  ++records_;
+  return absl::OkStatus();
+}
+
+absl::Status KcapWriter::Finish() {
+  if (finished_) return absl::FailedPreconditionError("kcap writer already finished");
+  if (records_ == 0) return absl::FailedPreconditionError("a kcap file needs a manifest record");
+  char trailer[kKcapTrailerBytes];
+  PutU32(trailer, 0);
+  PutU64(trailer + 4, records_);
+  std::memcpy(trailer + 12, kKcapEndMagic, 8);
+  KC_RETURN_IF_ERROR(WriteAll(fd_, trailer, sizeof(trailer), tmp_path_));
+  bytes_written_ += sizeof(trailer);
+  if (::fsync(fd_) != 0) return ErrnoError(errno, absl::StrCat("fsync ", tmp_path_));
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return ErrnoError(errno, absl::StrCat("close ", tmp_path_));
+  }
+  fd_ = -1;
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("rename ", tmp_path_, " to ", path_));
+  }
+  finished_ = true;
+  return FsyncDir(DirName(path_));
+}
+
+// ---- reader ----
+
+absl::StatusOr<std::unique_ptr<KcapReader>> KcapReader::Open(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return ErrnoError(errno, absl::StrCat("open ", path));
+  struct stat st;
+  if (::fstat(::fileno(f), &st) != 0) {
+    int err = errno;
+    std::fclose(f);
+    return ErrnoError(err, absl::StrCat("stat ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    std::fclose(f);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
+  std::unique_ptr<KcapReader> r(new KcapReader(path, f, static_cast<uint64_t>(st.st_size)));
+  char header[kKcapHeaderBytes];
+  if (r->file_size_ < kKcapHeaderBytes) {
+    return r->Corrupt(absl::StrCat("only ", r->file_size_, " bytes, not a kcap file"));
+  }
+  KC_RETURN_IF_ERROR(r->Read(header, sizeof(header), "header"));
+  if (std::memcmp(header, kKcapMagic, 8) != 0) {
+    return r->Corrupt("bad magic: not a kcap file");
+  }
+  uint32_t version = GetU32(header + 8);
+  if (version != kKcapVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": kcap format version ", version, "; this kerncapctl reads version ", kKcapVersion));
+  }
+  return r;
+}
+
+KcapReader::~KcapReader() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+absl::Status KcapReader::Corrupt(const std::string& what) const {
+  return absl::DataLossError(
+      absl::StrCat(path_, ": ", what, " (at byte ", offset_, " of ", file_size_, ")"));
+}
+
+absl::Status KcapReader::Read(void* out, size_t size, const char* what) {
+  if (size > file_size_ - std::min(offset_, file_size_)) {
+    return Corrupt(absl::StrCat("truncated: ", what, " needs ", size, " bytes, the file ends ",
+                                file_size_ - offset_, " bytes later"));
+  }
+  if (std::fread(out, 1, size, file_) != size) {
+    if (std::ferror(file_)) return ErrnoError(errno, absl::StrCat("read ", path_));
+    return Corrupt(absl::StrCat("truncated while reading ", what));
+  }
+  offset_ += size;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> KcapReader::Next(v1::TransferFrame* frame) {
+  if (done_) return false;
+  char len_buf[4];
+  if (offset_ == file_size_) {
+    return Corrupt(absl::StrCat("truncated after ", records_, " records: no trailer"));
+  }
+  KC_RETURN_IF_ERROR(Read(len_buf, sizeof(len_buf), "record length"));
+  uint32_t length = GetU32(len_buf);
+  if (length == 0) {
+    char rest[kKcapTrailerBytes - 4];
+    KC_RETURN_IF_ERROR(Read(rest, sizeof(rest), "trailer"));
+    if (std::memcmp(rest + 8, kKcapEndMagic, 8) != 0) return Corrupt("bad trailer magic");
+    uint64_t count = GetU64(rest);
+    if (count != records_) {
+      return Corrupt(absl::StrCat("trailer says ", count, " records, the file has ", records_));
+    }
+    if (records_ == 0) return Corrupt("no manifest record");
+    if (offset_ != file_size_) {
+      return Corrupt(absl::StrCat(file_size_ - offset_, " unexpected bytes after the trailer"));
+    }
+    done_ = true;
+    return false;
+  }
+  if (length > kMaxKcapRecordBytes) {
+    return Corrupt(absl::StrCat("record ", records_ + 1, " claims ", length, " bytes"));
+  }
+  char sum_buf[8];
+  KC_RETURN_IF_ERROR(Read(sum_buf, sizeof(sum_buf), "record checksum"));
+  buffer_.resize(length);
+  KC_RETURN_IF_ERROR(Read(buffer_.data(), length, "record payload"));
+  if (Xxh3(buffer_.data(), buffer_.size()) != GetU64(sum_buf)) {
+    return Corrupt(absl::StrCat("record ", records_ + 1, " checksum mismatch"));
+  }
+  if (!frame->ParseFromString(buffer_)) {
+    return Corrupt(absl::StrCat("record ", records_ + 1, " is not a TransferFrame"));
+  }
+  ++records_;
+  if (records_ == 1 && !frame->has_manifest()) {
+    return Corrupt("the first record does not carry a manifest");
+  }
+  if (records_ > 1 && !frame->has_chunk()) {
+    return Corrupt(absl::StrCat("record ", records_, " does not carry a chunk"));
+  }
+  return true;
+}
+
+}  // namespace kerncap::kcap

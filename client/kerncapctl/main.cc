@@ -1,0 +1,237 @@
+// kerncapctl: command-line client of kerncapd (see --help).
+#include <unistd.h>
+
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "client/kerncapctl/commands.h"
+#include "client/kerncapctl/connection.h"
+#include "daemon/service/default_paths.h"
+#include "nlohmann/json.hpp"
+
+namespace kerncap::ctl {
+namespace {
+
+constexpr char kFooter[] = R"(
+Examples:
+  kerncapctl status                               daemon, store and agent summary
+  kerncapctl arm --kernel=matmul --count=1        capture the next matmul dispatch
+  kerncapctl arm --kernel='gemm_*' --match=glob --pid=4242 --ttl=10m --tag run=base
+  kerncapctl captures --kernel=matmul --limit=20  list captures (newest first)
+  kerncapctl show cap-7f3a                        details, memory map, sizes, dedup
+  kerncapctl export cap-7f3a --out matmul.kcap    a portable single-file copy
+  kerncapctl import matmul.kcap                   ...and back into any store
+  kerncapctl import ./ref_capture_dir             a reference-Kerncap capture folder
+  kerncapctl pull cap-7f3a --from node17:7443 --tls-ca ca.pem --token-file tok
+  kerncapctl watch --json | jq .                  live events as JSON lines
+  kerncapctl --host node17:7443 --tls-ca ca.pem status
+
+Connection: --socket (default $KERNCAP_SOCKET, else $XDG_RUNTIME_DIR/kerncap/kerncapd.sock,
+/tmp/kerncap-$UID/kerncapd.sock without XDG_RUNTIME_DIR, /run/kerncap/kerncapd.sock for root),
+or --host HOST:PORT with TLS (--tls-ca; --tls-cert/--tls-key for mutual TLS; --token-file
+for daemons started with --token-file; --insecure only for daemons with --insecure-tcp).
+
+Exit codes:
+  0 ok   1 error   2 usage or invalid argument   3 not found
+  4 daemon unavailable or not answering   5 data loss / verify found problems
+  6 permission denied or authentication failed
+)";
+
+int Fail(const absl::Status& status, bool json) {
+  int code = ExitCodeFor(status);
+  if (json) {
+    nlohmann::json j = {{"error",
+                         {{"code", absl::StatusCodeToString(status.code())},
+                          {"message", std::string(status.message())},
+                          {"exit_code", code}}}};
+    std::cerr << j.dump() << std::endl;
+  } else {
+    std::cerr << "kerncapctl: " << status.message() << std::endl;
+  }
+  return code;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "kerncapctl: control kerncapd — arm kernel captures, list and inspect them, "
+      "move them between stores."};
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.set_version_flag("--version", "kerncapctl 0.1.0");
+
+  service::PathEnv env = service::PathEnv::FromProcess();
+  ConnectionOptions conn;
+  conn.socket = service::DefaultClientSocketPath(env);
+  bool json = false;
+  app.add_option("--socket", conn.socket, "kerncapd Unix socket")->capture_default_str();
+  app.add_option("--host", conn.host, "kerncapd TCP endpoint HOST:PORT (TLS)");
+  app.add_option("--tls-ca", conn.tls_ca, "PEM CA bundle to verify the daemon (TCP)");
+  app.add_option("--tls-cert", conn.tls_cert, "client certificate PEM (mutual TLS)");
+  app.add_option("--tls-key", conn.tls_key, "client key PEM (mutual TLS)");
+  app.add_option("--token-file", conn.token_file, "file holding the bearer token (TCP)");
+  app.add_flag("--insecure", conn.insecure, "plaintext TCP (daemon started with --insecure-tcp)");
+  app.add_flag("--json", json, "machine-readable JSON output (stable snake_case field names)");
+  app.add_option("--timeout", conn.timeout_s, "seconds to wait for unary calls (0: forever)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+
+  // The chosen command, run once the connection is open.
+  std::function<absl::Status(Connection&, Output)> action;
+  std::string from;  // pull's source
+
+  app.add_subcommand("status", "daemon version, sockets, store size, agents, arms")->callback([&] {
+    action = [](Connection& c, Output o) { return CmdStatus(c, o); };
+  });
+  app.add_subcommand("agents", "list connected agents (applications with the agent loaded)")
+      ->callback([&] { action = [](Connection& c, Output o) { return CmdAgents(c, o); }; });
+
+  auto arm_opts = std::make_shared<ArmOptions>();
+  CLI::App* arm = app.add_subcommand("arm", "capture the next dispatch(es) of a kernel");
+  arm->add_option("--kernel", arm_opts->kernel, "kernel name (matched per --match)")->required();
+  arm->add_option("--match", arm_opts->match, "substring | glob | regex | mangled")
+      ->capture_default_str();
+  arm->add_option("--pid", arm_opts->pid, "only this process");
+  arm->add_option("--process", arm_opts->process, "only processes whose name contains this");
+  arm->add_option("--device", arm_opts->device, "only this device ordinal")
+      ->check(CLI::NonNegativeNumber);
+  arm->add_option("--skip", arm_opts->skip, "let this many matching dispatches pass first");
+  arm->add_option("--nth", arm_opts->nth, "capture only the nth matching dispatch (1-based)");
+  arm->add_option("--count", arm_opts->count, "captures to take before the arm is done")
+      ->capture_default_str();
+  arm->add_option("--ttl", arm_opts->ttl, "expire after this long (30s, 5m, 2h, 1d)");
+  arm->add_option("--tag", arm_opts->tags, "k=v tag copied to every capture (repeatable)");
+  arm->callback(
+      [&] { action = [arm_opts](Connection& c, Output o) { return CmdArm(c, o, *arm_opts); }; });
+
+  auto disarm_id = std::make_shared<std::string>();
+  auto disarm_all = std::make_shared<bool>(false);
+  CLI::App* disarm = app.add_subcommand("disarm", "cancel an arm (or all of them)");
+  disarm->add_option("ARM", *disarm_id, "arm id");
+  disarm->add_flag("--all", *disarm_all, "disarm every active arm");
+  disarm->callback([&] {
+    if (disarm_id->empty() == !*disarm_all) {
+      throw CLI::ValidationError("disarm", "give an ARM id or --all (not both)");
+    }
+    action = [disarm_id, disarm_all](Connection& c, Output o) {
+      return CmdDisarm(c, o, *disarm_id, *disarm_all);
+    };
+  });
+
+  auto arms_all = std::make_shared<bool>(false);
+  CLI::App* arms = app.add_subcommand("arms", "list arms");
+  arms->add_flag("--all", *arms_all, "include done, expired and disarmed arms");
+  arms->callback(
+      [&] { action = [arms_all](Connection& c, Output o) { return CmdArms(c, o, *arms_all); }; });
+
+  auto cap_opts = std::make_shared<CapturesOptions>();
+  CLI::App* caps = app.add_subcommand("captures", "list captures in the store");
+  caps->add_option("--kernel", cap_opts->kernel, "kernel name contains");
+  caps->add_option("--pid", cap_opts->pid, "captured from this process id");
+  caps->add_option("--tag", cap_opts->tag, "has tag k=v");
+  caps->add_option("--limit", cap_opts->limit, "at most this many (0: all)");
+  caps->callback([&] {
+    action = [cap_opts](Connection& c, Output o) { return CmdCaptures(c, o, *cap_opts); };
+  });
+
+  auto cap_id = std::make_shared<std::string>();
+  CLI::App* show = app.add_subcommand(
+      "show", "one capture: kernel, launch, arguments, memory map, sizes, dedup, footprint");
+  show->add_option("CAPTURE", *cap_id, "capture id or unique prefix")->required();
+  show->callback(
+      [&] { action = [cap_id](Connection& c, Output o) { return CmdShow(c, o, *cap_id); }; });
+
+  CLI::App* rm = app.add_subcommand("rm", "delete a capture (space is reclaimed by gc)");
+  rm->add_option("CAPTURE", *cap_id, "capture id or unique prefix")->required();
+  rm->callback(
+      [&] { action = [cap_id](Connection& c, Output o) { return CmdRm(c, o, *cap_id); }; });
+
+  auto gc_dry = std::make_shared<bool>(false);
+  CLI::App* gc = app.add_subcommand("gc", "garbage-collect chunks no capture references");
+  gc->add_flag("--dry-run", *gc_dry, "report only");
+  gc->callback(
+      [&] { action = [gc_dry](Connection& c, Output o) { return CmdGc(c, o, *gc_dry); }; });
+
+  auto rehash = std::make_shared<bool>(false);
+  CLI::App* verify = app.add_subcommand(
+      "verify", "check stored chunks (one capture or the whole store); exit 5 on problems");
+  verify->add_option("CAPTURE", *cap_id, "capture id (default: whole store)");
+  verify->add_flag("--rehash", *rehash, "recompute SHA-256 of every chunk (slow, thorough)");
+  verify->callback([&] {
+    action = [cap_id, rehash](Connection& c, Output o) {
+      return CmdVerify(c, o, *cap_id, *rehash);
+    };
+  });
+
+  auto path = std::make_shared<std::string>();
+  CLI::App* imp =
+      app.add_subcommand("import", "import a .kcap file, or a reference-Kerncap capture folder");
+  imp->add_option("PATH", *path, "FILE.kcap or capture folder")->required();
+  imp->callback(
+      [&] { action = [path](Connection& c, Output o) { return CmdImport(c, o, *path); }; });
+
+  CLI::App* exp = app.add_subcommand("export", "write a capture to a portable .kcap file");
+  exp->add_option("CAPTURE", *cap_id, "capture id or unique prefix")->required();
+  exp->add_option("--out,-o", *path, "output FILE.kcap")->required();
+  exp->callback([&] {
+    action = [cap_id, path](Connection& c, Output o) { return CmdExport(c, o, *cap_id, *path); };
+  });
+
+  CLI::App* pull = app.add_subcommand(
+      "pull", "copy a capture from another kerncapd, sending only chunks this one lacks");
+  pull->add_option("CAPTURE", *cap_id, "capture id or unique prefix on the source")->required();
+  pull->add_option("--from", from, "source kerncapd: HOST:PORT or unix:PATH")->required();
+  pull->callback([&] {
+    action = [&, cap_id](Connection& dest, Output o) -> absl::Status {
+      auto source = Connection::Open(conn, from);
+      if (!source.ok()) return source.status();
+      return CmdPull(**source, dest, o, *cap_id);
+    };
+  });
+
+  app.add_subcommand("watch", "stream daemon events until interrupted")->callback([&] {
+    action = [](Connection& c, Output o) { return CmdWatch(c, o); };
+  });
+
+  CLI::App* repro =
+      app.add_subcommand("repro", "generate a reproducer project (not implemented yet: exits 1)");
+  repro->add_option("CAPTURE", *cap_id, "capture id or unique prefix")->required();
+  repro->add_option("--out,-o", *path, "project directory (on the daemon host)")->required();
+  repro->callback([&] {
+    action = [cap_id, path](Connection& c, Output o) {
+      char abs[PATH_MAX];
+      std::string dir = *path;
+      if (::realpath(path->c_str(), abs) != nullptr)
+        dir = abs;
+      else if (!dir.empty() && dir[0] != '/') {
+        char cwd[PATH_MAX];
+        if (::getcwd(cwd, sizeof(cwd)) != nullptr) dir = absl::StrCat(cwd, "/", dir);
+      }
+      return CmdRepro(c, o, *cap_id, dir);
+    };
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  if (!action) return kExitUsage;
+
+  auto connection = Connection::Open(conn);
+  if (!connection.ok()) return Fail(connection.status(), json);
+  absl::Status status = action(**connection, Output{std::cout, json});
+  std::cout.flush();
+  if (!status.ok()) return Fail(status, json);
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace kerncap::ctl
+
+int main(int argc, char** argv) { return kerncap::ctl::Main(argc, argv); }

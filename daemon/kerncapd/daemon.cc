@@ -1,0 +1,295 @@
+#include "daemon/kerncapd/daemon.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/errno_status.h"
+#include "common/file_util.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "daemon/import/reference_capture.h"
+#include "daemon/service/limits.h"
+
+#ifndef KERNCAP_VERSION
+#define KERNCAP_VERSION "0.0.0"
+#endif
+
+namespace kerncap::kerncapd {
+namespace {
+
+// In-flight gRPC calls (an import mid-stream) get this long after SIGTERM
+// before they are cancelled; a cancelled import commits nothing.
+constexpr auto kGrpcShutdownGrace = std::chrono::seconds(5);
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+bool SocketAnswers(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Creates the socket's directory (0750) and clears a stale socket file.
+// AlreadyExists when a live daemon answers on `path`.
+absl::Status PrepareUnixSocket(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than the ",
+                                                   sizeof(sockaddr_un{}.sun_path) - 1,
+                                                   " bytes Unix sockets allow"));
+  }
+  std::string dir = DirName(path);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    KC_RETURN_IF_ERROR(MakeDirs(dir, 0750));
+    if (::chmod(dir.c_str(), 0750) != 0) return ErrnoError(errno, absl::StrCat("chmod ", dir));
+  } else if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    // E.g. /tmp/kerncap-<uid> created by someone else to intercept the socket.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "socket directory ", dir, " is owned by uid ", st.st_uid, ", not by this user (uid ",
+        ::geteuid(), ") or root; remove it or choose another --socket"));
+  }
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, " exists and is not a socket; remove it or choose another --socket"));
+    }
+    if (SocketAnswers(path)) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("another kerncapd is already serving on ", path));
+    }
+    ::unlink(path.c_str());  // stale: its daemon is gone
+  }
+  return absl::OkStatus();
+}
+
+service::ReferenceImporter MakeReferenceImporter() {
+  return [](const std::string& folder, CaptureSink& sink) {
+    return import::ImportReferenceCapture(folder, sink);
+  };
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config, std::vector<std::string> argv)
+    : config_(std::move(config)), argv_(std::move(argv)) {}
+
+Daemon::~Daemon() { Shutdown(); }
+
+int Daemon::Start() {
+  started_unix_ms_ = absl::ToUnixMillis(absl::Now());
+  store::StoreOptions opts;
+  opts.dir = config_.store_dir;
+  opts.chunk_size = static_cast<uint32_t>(config_.chunk_size);
+  opts.workers = config_.workers;
+  auto store = store::Store::Open(opts);
+  if (!store.ok()) {
+    const bool busy = store.status().code() == absl::StatusCode::kFailedPrecondition;
+    log::Error(busy ? "kerncapd.store_busy" : "kerncapd.store_open_failed",
+               {{"store", config_.store_dir}, {"error", std::string(store.status().message())}});
+    return busy ? kExitStoreBusy : kExitFailure;
+  }
+  store_ = std::move(*store);
+
+  if (!config_.token_file.empty()) {
+    auto token = service::ReadTokenFile(config_.token_file);
+    if (!token.ok()) {
+      log::Error("kerncapd.token_failed", {{"error", std::string(token.status().message())}});
+      return kExitFailure;
+    }
+    authorizer_.SetToken(*token);
+  }
+
+  if (absl::Status st = StartAgentLink(); !st.ok()) {
+    log::Error("kerncapd.agent_link_failed",
+               {{"socket", config_.agent_socket}, {"error", std::string(st.message())}});
+    return st.code() == absl::StatusCode::kAlreadyExists ? kExitStoreBusy : kExitFailure;
+  }
+  if (absl::Status st = StartGrpc(); !st.ok()) {
+    log::Error("kerncapd.grpc_failed", {{"socket", config_.socket},
+                                        {"listen", config_.listen},
+                                        {"error", std::string(st.message())}});
+    return st.code() == absl::StatusCode::kAlreadyExists ? kExitStoreBusy : kExitFailure;
+  }
+  log::Info(
+      "kerncapd.ready",
+      {{"version", KERNCAP_VERSION},
+       {"pid", ::getpid()},
+       {"socket", config_.socket},
+       {"agent_socket", config_.agent_socket},
+       {"listen", config_.listen.empty() ? std::string()
+                                         : absl::StrCat(config_.listen, " (port ", tcp_port_, ")")},
+       {"store", config_.store_dir},
+       {"chunk_size", store_->chunk_size()},
+       {"tls", !config_.tls_cert.empty()},
+       {"token", authorizer_.enabled()}});
+  return kExitOk;
+}
+
+absl::Status Daemon::StartAgentLink() {
+  link::AgentLinkServerOptions opts;
+  opts.socket_path = config_.agent_socket;
+  opts.socket_mode = 0660;
+  opts.slot_size = config_.ring_slot_mib << 20;
+  opts.slot_count = config_.ring_slots;
+  opts.chunk_size = store_->chunk_size();
+  opts.drain_timeout = absl::Seconds(config_.drain_timeout_s);
+  agent_link_ = std::make_unique<link::AgentLinkServer>();
+  return agent_link_->Start(opts, *store_, bus_);
+}
+
+absl::Status Daemon::StartGrpc() {
+  KC_RETURN_IF_ERROR(PrepareUnixSocket(config_.socket));
+  service::ControlServiceOptions options;
+  options.info.version = KERNCAP_VERSION;
+  options.info.started_unix_ms = started_unix_ms_;
+  options.info.pid = static_cast<uint32_t>(::getpid());
+  options.info.hostname = Hostname();
+  options.info.unix_socket = config_.socket;
+  options.info.tcp_listen = config_.listen;
+  options.info.agent_socket = config_.agent_socket;
+  options.reference_importer = MakeReferenceImporter();
+  options.authorizer = &authorizer_;
+  service_ = std::make_unique<service::ControlService>(*store_, *agent_link_, bus_, options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + config_.socket, grpc::InsecureServerCredentials());
+  if (!config_.listen.empty()) {
+    std::shared_ptr<grpc::ServerCredentials> creds;
+    if (!config_.tls_cert.empty()) {
+      grpc::SslServerCredentialsOptions ssl(
+          config_.require_client_cert
+              ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+              : (config_.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                               : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY));
+      grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+      KC_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(config_.tls_cert));
+      KC_ASSIGN_OR_RETURN(pair.private_key, ReadFile(config_.tls_key));
+      ssl.pem_key_cert_pairs.push_back(std::move(pair));
+      if (!config_.tls_client_ca.empty()) {
+        KC_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(config_.tls_client_ca));
+      }
+      creds = grpc::SslServerCredentials(ssl);
+    } else {
+      log::Warn("kerncapd.insecure_tcp",
+                {{"listen", config_.listen},
+                 {"note", "plaintext TCP: anyone on the network can control this daemon"}});
+      creds = grpc::InsecureServerCredentials();
+    }
+    builder.AddListeningPort(config_.listen, creds, &tcp_port_);
+  }
+  builder.SetMaxReceiveMessageSize(service::kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(service::kMaxMessageBytes);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on unix:", config_.socket,
+                                               config_.listen.empty() ? "" : " or ",
+                                               config_.listen));
+  }
+  if (!config_.listen.empty() && tcp_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen));
+  }
+  if (::chmod(config_.socket.c_str(), 0660) != 0) {
+    return ErrnoError(errno, absl::StrCat("chmod ", config_.socket));
+  }
+  if (auto* health = server_->GetHealthCheckService(); health != nullptr) {
+    health->SetServingStatus(true);
+  }
+  return absl::OkStatus();
+}
+
+void Daemon::RequestStop(int signo) {
+  absl::MutexLock lock(&mu_);
+  if (stop_requested_) {
+    log::Warn("kerncapd.stop_already_requested", {{"signal", signo}});
+    return;
+  }
+  stop_requested_ = true;
+  stop_signal_ = signo;
+}
+
+void Daemon::Run() {
+  int signo = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&stop_requested_));
+    signo = stop_signal_;
+  }
+  log::Info("kerncapd.stopping",
+            {{"signal", signo == 0 ? std::string("none") : std::string(strsignal(signo))},
+             {"ingests_in_flight", agent_link_ ? agent_link_->IngestsInFlight() : 0}});
+  Shutdown();
+  log::Info("kerncapd.stopped", {});
+}
+
+void Daemon::Reload() {
+  std::ostringstream out, err;
+  ParseOutcome p = ParseDaemonConfig(argv_, out, err);
+  if (!p.run) {
+    log::Error("kerncapd.reload_failed",
+               {{"config", config_.config_file}, {"error", err.str()}, {"kept", "old settings"}});
+    return;
+  }
+  log::SetMinLevel(p.config.log_level);
+  std::string token_state = "none";
+  if (!p.config.token_file.empty()) {
+    auto token = service::ReadTokenFile(p.config.token_file);
+    if (!token.ok()) {
+      log::Error("kerncapd.reload_failed",
+                 {{"error", std::string(token.status().message())}, {"kept", "old token"}});
+      return;
+    }
+    authorizer_.SetToken(*token);
+    token_state = "set";
+  } else {
+    authorizer_.SetToken("");
+  }
+  log::Info("kerncapd.reloaded", {{"config", p.config.config_file},
+                                  {"log_level", p.config.log_level_name},
+                                  {"token", token_state},
+                                  {"note", "other settings apply at the next restart"}});
+}
+
+void Daemon::Shutdown() {
+  if (server_ != nullptr) {
+    if (auto* health = server_->GetHealthCheckService(); health != nullptr) {
+      health->SetServingStatus(false);
+    }
+    service_->BeginShutdown();
+    server_->Shutdown(std::chrono::system_clock::now() + kGrpcShutdownGrace);
+  }
+  if (agent_link_ != nullptr) agent_link_->Shutdown(/*discard_in_flight=*/false);
+  if (server_ != nullptr) {
+    server_->Wait();
+    ::unlink(config_.socket.c_str());
+  }
+  bus_.Shutdown();
+  server_.reset();
+  service_.reset();
+  agent_link_.reset();
+  store_.reset();
+}
+
+}  // namespace kerncap::kerncapd

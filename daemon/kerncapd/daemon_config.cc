@@ -1,0 +1,137 @@
+#include "daemon/kerncapd/daemon_config.h"
+
+#include "CLI/CLI.hpp"
+#include "common/agent_link/socket_path.h"
+#include "daemon/service/default_paths.h"
+
+#ifndef KERNCAP_VERSION
+#define KERNCAP_VERSION "0.0.0"
+#endif
+
+namespace kerncap::kerncapd {
+namespace {
+
+constexpr char kFooter[] = R"(
+Defaults: store /var/lib/kerncap/store as root, else $XDG_DATA_HOME/kerncap/store
+(~/.local/share/kerncap/store); control socket /run/kerncap/kerncapd.sock as root, else
+$XDG_RUNTIME_DIR/kerncap/kerncapd.sock (/tmp/kerncap-$UID/ without XDG_RUNTIME_DIR); agent socket
+agent.sock in the same directory ($KERNCAP_AGENT_SOCKET overrides). Sockets are mode 0660 in a
+0750 directory.
+
+Remote access: --listen HOST:PORT needs --tls-cert and --tls-key (add --tls-client-ca and
+--require-client-cert for mutual TLS, --token-file for a bearer token). Plain TCP is refused
+unless --insecure-tcp.
+
+Signals: SIGTERM/SIGINT stop gracefully (in-flight captures get --drain-timeout seconds, then
+are discarded; nothing half-written becomes visible). SIGHUP re-reads the config file and
+applies log-level and the token file's contents; other settings need a restart.
+
+Examples:
+  kerncapd                                              per-user daemon, default paths
+  kerncapd --store=/data/kerncap --log-level=debug
+  kerncapd --listen=0.0.0.0:7443 --tls-cert=node.pem --tls-key=node.key --token-file=/etc/kerncap/token
+  kerncapd --config=/etc/kerncap/kerncapd.toml
+
+Exit codes: 0 clean shutdown, 1 could not start, 2 store or socket in use by another kerncapd,
+64 bad flags or config file.
+)";
+
+}  // namespace
+
+ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostream& out,
+                               std::ostream& err) {
+  ParseOutcome outcome;
+  DaemonConfig& c = outcome.config;
+  service::PathEnv env = service::PathEnv::FromProcess();
+  c.store_dir = service::DefaultStoreDir(env);
+  c.socket = service::DefaultSocketPath(env);
+  c.agent_socket = link::ResolveAgentSocketPath();
+
+  CLI::App app{
+      "kerncapd: the kerncap daemon — agent registry, arming, capture ingest into a "
+      "deduplicated store, gRPC control API."};
+  app.footer(kFooter);
+  app.set_version_flag("--version", "kerncapd " KERNCAP_VERSION);
+  app.set_config("--config", "", "TOML/INI config file (keys are the long option names)");
+  app.add_option("--store", c.store_dir, "store directory")->capture_default_str();
+  app.add_option("--socket", c.socket, "gRPC control Unix socket")->capture_default_str();
+  app.add_option("--agent-socket", c.agent_socket, "agent link Unix socket")->capture_default_str();
+  app.add_option("--listen", c.listen, "also serve gRPC on TCP HOST:PORT (TLS)");
+  app.add_option("--tls-cert", c.tls_cert, "server certificate chain (PEM)");
+  app.add_option("--tls-key", c.tls_key, "server private key (PEM)");
+  app.add_option("--tls-client-ca", c.tls_client_ca, "CA bundle to verify client certificates");
+  app.add_flag("--require-client-cert", c.require_client_cert,
+               "reject TCP clients without a certificate signed by --tls-client-ca");
+  app.add_option("--token-file", c.token_file,
+                 "file with a bearer token TCP clients must send (re-read on SIGHUP)");
+  app.add_flag("--insecure-tcp", c.insecure_tcp, "allow --listen without TLS (testing only)");
+  app.add_option("--log-level", c.log_level_name, "debug | info | warn | error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  app.add_option("--chunk-size", c.chunk_size,
+                 "store chunk size for a new store: power of two, 64KiB..4MiB")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  app.add_option("--workers", c.workers, "ingest worker threads (0: one per CPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--ring-slot-mib", c.ring_slot_mib, "agent ring slot size in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--ring-slots", c.ring_slots, "agent ring slots per agent")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 256));
+  app.add_option("--drain-timeout", c.drain_timeout_s,
+                 "seconds in-flight captures may take to finish at shutdown")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+
+  std::vector<const char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(cargv.size()), cargv.data());
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e, out, err);
+    outcome.exit_code = rc == 0 ? kExitOk : kExitUsage;
+    return outcome;
+  }
+  if (CLI::Option* cfg = app.get_config_ptr(); cfg != nullptr && cfg->count() > 0) {
+    c.config_file = cfg->as<std::string>();
+  }
+  log::ParseLevel(c.log_level_name, &c.log_level);
+
+  auto fail = [&](const std::string& message) {
+    err << "kerncapd: " << message << "\n";
+    outcome.exit_code = kExitUsage;
+    return outcome;
+  };
+  if (c.chunk_size < (64u << 10) || c.chunk_size > (4u << 20) ||
+      (c.chunk_size & (c.chunk_size - 1)) != 0) {
+    return fail("--chunk-size must be a power of two between 64KiB and 4MiB");
+  }
+  for (const std::string* p : {&c.store_dir, &c.socket, &c.agent_socket}) {
+    if (p->empty()) return fail("--store, --socket and --agent-socket must not be empty");
+  }
+  if (c.socket == c.agent_socket) return fail("--socket and --agent-socket must differ");
+  if (!c.listen.empty()) {
+    if (c.listen.rfind(':') == std::string::npos) return fail("--listen wants HOST:PORT");
+    const bool tls = !c.tls_cert.empty() || !c.tls_key.empty();
+    if (tls && (c.tls_cert.empty() || c.tls_key.empty())) {
+      return fail("--tls-cert and --tls-key go together");
+    }
+    if (!tls && !c.insecure_tcp) {
+      return fail(
+          "refusing to serve TCP without TLS: give --tls-cert and --tls-key, or "
+          "--insecure-tcp for a trusted test network");
+    }
+  } else if (!c.tls_cert.empty() || !c.tls_key.empty() || c.require_client_cert) {
+    return fail("TLS options need --listen");
+  }
+  if (c.require_client_cert && c.tls_client_ca.empty()) {
+    return fail("--require-client-cert needs --tls-client-ca");
+  }
+  outcome.run = true;
+  return outcome;
+}
+
+}  // namespace kerncap::kerncapd

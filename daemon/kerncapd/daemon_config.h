@@ -1,0 +1,56 @@
+// daemon_config.h: kerncapd's command line and config file (CLI11; a config
+// file given with --config is TOML or INI with the long option names as keys,
+// e.g. `log-level = "debug"`). Command-line values win over the file.
+#ifndef KERNCAP_DAEMON_KERNCAPD_DAEMON_CONFIG_H_
+#define KERNCAP_DAEMON_KERNCAPD_DAEMON_CONFIG_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+
+namespace kerncap::kerncapd {
+
+// Exit codes of kerncapd.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;    // could not start (socket, TLS files, ...)
+inline constexpr int kExitStoreBusy = 2;  // the store is locked by another kerncapd
+inline constexpr int kExitUsage = 64;     // bad flags or config file (EX_USAGE)
+
+struct DaemonConfig {
+  std::string store_dir;
+  std::string socket;
+  std::string agent_socket;
+  std::string listen;  // HOST:PORT; empty: no TCP
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  bool require_client_cert = false;
+  std::string token_file;
+  bool insecure_tcp = false;
+  std::string config_file;
+  log::Level log_level = log::Level::kInfo;
+  std::string log_level_name = "info";
+  uint64_t chunk_size = 1u << 20;
+  int workers = 0;
+  uint64_t ring_slot_mib = 8;
+  uint32_t ring_slots = 8;
+  double drain_timeout_s = 30;
+};
+
+struct ParseOutcome {
+  bool run = false;  // false: exit with exit_code (help, version, error)
+  int exit_code = kExitOk;
+  DaemonConfig config;
+};
+
+// Parses argv (argv[0] is the program name). Help and version go to `out`,
+// errors to `err`.
+ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostream& out,
+                               std::ostream& err);
+
+}  // namespace kerncap::kerncapd
+
+#endif  // KERNCAP_DAEMON_KERNCAPD_DAEMON_CONFIG_H_

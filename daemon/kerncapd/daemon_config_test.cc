@@ -1,0 +1,88 @@
+#include "daemon/kerncapd/daemon_config.h"
+
+#include <unistd.h>
+
+#include <sstream>
+
+#include "common/file_util.h"
+#include "gtest/gtest.h"
+
+namespace kerncap::kerncapd {
+namespace {
+
+ParseOutcome Parse(std::vector<std::string> args, std::string* err_text = nullptr) {
+  args.insert(args.begin(), "kerncapd");
+  std::ostringstream out, err;
+  ParseOutcome p = ParseDaemonConfig(args, out, err);
+  if (err_text != nullptr) *err_text = err.str();
+  return p;
+}
+
+TEST(DaemonConfigTest, DefaultsRun) {
+  ParseOutcome p = Parse({});
+  ASSERT_TRUE(p.run);
+  EXPECT_FALSE(p.config.store_dir.empty());
+  EXPECT_NE(p.config.socket.find("kerncapd.sock"), std::string::npos);
+  EXPECT_NE(p.config.agent_socket.find("agent.sock"), std::string::npos);
+  EXPECT_EQ(p.config.chunk_size, 1u << 20);
+}
+
+TEST(DaemonConfigTest, FlagsAndSizes) {
+  ParseOutcome p = Parse({"--store=/tmp/s", "--socket=/tmp/s.sock", "--agent-socket=/tmp/a.sock",
+                          "--chunk-size=256KiB", "--log-level=debug", "--workers=3"});
+  ASSERT_TRUE(p.run);
+  EXPECT_EQ(p.config.store_dir, "/tmp/s");
+  EXPECT_EQ(p.config.chunk_size, 256u << 10);
+  EXPECT_EQ(p.config.log_level, log::Level::kDebug);
+  EXPECT_EQ(p.config.workers, 3);
+}
+
+TEST(DaemonConfigTest, RejectsBadValues) {
+  std::string err;
+  EXPECT_EQ(Parse({"--chunk-size=1000"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("power of two"), std::string::npos) << err;
+  EXPECT_EQ(Parse({"--log-level=loud"}).exit_code, kExitUsage);
+  EXPECT_EQ(Parse({"--no-such-flag"}).exit_code, kExitUsage);
+  EXPECT_EQ(Parse({"--socket=/tmp/x", "--agent-socket=/tmp/x"}).exit_code, kExitUsage);
+}
+
+TEST(DaemonConfigTest, TcpNeedsTlsUnlessInsecure) {
+  std::string err;
+  ParseOutcome p = Parse({"--listen=0.0.0.0:7443"}, &err);
+  EXPECT_FALSE(p.run);
+  EXPECT_EQ(p.exit_code, kExitUsage);
+  EXPECT_NE(err.find("without TLS"), std::string::npos) << err;
+  EXPECT_TRUE(Parse({"--listen=127.0.0.1:7443", "--insecure-tcp"}).run);
+  EXPECT_TRUE(Parse({"--listen=:7443", "--tls-cert=c.pem", "--tls-key=k.pem"}).run);
+  EXPECT_FALSE(Parse({"--listen=:7443", "--tls-cert=c.pem"}).run);
+  EXPECT_FALSE(
+      Parse({"--listen=:7443", "--tls-cert=c", "--tls-key=k", "--require-client-cert"}).run);
+  EXPECT_FALSE(Parse({"--tls-cert=c", "--tls-key=k"}).run);  // TLS without --listen
+}
+
+TEST(DaemonConfigTest, ConfigFileAndCommandLinePrecedence) {
+  std::string path = testing::TempDir() + "/kerncapd-" + std::to_string(::getpid()) + ".toml";
+  ASSERT_TRUE(WriteFileAtomic(path,
+                              "store = \"/srv/kerncap\"\n"
+                              "log-level = \"warn\"\n"
+                              "ring-slots = 16\n")
+                  .ok());
+  ParseOutcome p = Parse({"--config=" + path, "--log-level=error"});
+  ASSERT_TRUE(p.run);
+  EXPECT_EQ(p.config.store_dir, "/srv/kerncap");
+  EXPECT_EQ(p.config.ring_slots, 16u);
+  EXPECT_EQ(p.config.log_level, log::Level::kError);  // the command line wins
+  EXPECT_EQ(p.config.config_file, path);
+  ::unlink(path.c_str());
+  EXPECT_EQ(Parse({"--config=" + path}).exit_code, kExitUsage);  // missing file
+}
+
+TEST(DaemonConfigTest, HelpAndVersionExitZero) {
+  ParseOutcome p = Parse({"--help"});
+  EXPECT_FALSE(p.run);
+  EXPECT_EQ(p.exit_code, kExitOk);
+  EXPECT_EQ(Parse({"--version"}).exit_code, kExitOk);
+}
+
+}  // namespace
+}  // namespace kerncap::kerncapd

@@ -1,0 +1,75 @@
+#include "daemon/service/auth.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+
+namespace kerncap::service {
+namespace {
+
+// Compares without an early exit so the time taken does not reveal how many
+// leading bytes of a guess were right.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+void TokenAuthorizer::SetToken(std::string token) {
+  absl::MutexLock lock(&mu_);
+  token_ = std::move(token);
+}
+
+bool TokenAuthorizer::enabled() const {
+  absl::MutexLock lock(&mu_);
+  return !token_.empty();
+}
+
+bool TokenAuthorizer::IsUnixPeer(absl::string_view peer) {
+  return absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:");
+}
+
+absl::Status TokenAuthorizer::CheckPeer(absl::string_view peer,
+                                        const std::string* authorization) const {
+  if (IsUnixPeer(peer)) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (token_.empty()) return absl::OkStatus();
+  if (authorization == nullptr) {
+    return absl::UnauthenticatedError(
+        "this kerncapd requires a token on TCP: send \"authorization: Bearer <token>\" "
+        "(kerncapctl --token-file)");
+  }
+  absl::string_view value = *authorization;
+  if (!absl::ConsumePrefix(&value, "Bearer ") || !ConstantTimeEquals(value, token_)) {
+    return absl::UnauthenticatedError("invalid bearer token");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TokenAuthorizer::Check(const grpc::ServerContext& context) const {
+  const auto& md = context.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) return CheckPeer(context.peer(), nullptr);
+  std::string value(it->second.data(), it->second.size());
+  return CheckPeer(context.peer(), &value);
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  KC_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  absl::string_view first = text;
+  if (size_t nl = first.find('\n'); nl != absl::string_view::npos) first = first.substr(0, nl);
+  first = absl::StripAsciiWhitespace(first);
+  if (first.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
+  }
+  return std::string(first);
+}
+
+}  // namespace kerncap::service

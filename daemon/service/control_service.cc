@@ -1,0 +1,461 @@
+#include "daemon/service/control_service.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "daemon/service/grpc_status.h"
+#include "daemon/service/limits.h"
+#include "daemon/service/manifest_util.h"
+#include "daemon/service/request_validation.h"
+
+namespace kerncap::service {
+namespace {
+
+// How often a WatchEvents stream looks at cancellation and shutdown.
+constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(200);
+
+absl::Status Cancelled(absl::string_view what) {
+  return absl::CancelledError(absl::StrCat(what, " cancelled by the client"));
+}
+
+}  // namespace
+
+ControlService::ControlService(store::Store& store, AgentControl& agents, EventBus& bus,
+                               ControlServiceOptions options)
+    : store_(store), agents_(agents), bus_(bus), options_(std::move(options)) {}
+
+absl::Status ControlService::Authorize(const grpc::ServerContext& context) const {
+  if (options_.authorizer == nullptr) return absl::OkStatus();
+  return options_.authorizer->Check(context);
+}
+
+grpc::Status ControlService::Finish(const char* method, const grpc::ServerContext& context,
+                                    const absl::Status& status) const {
+  if (!status.ok()) {
+    const bool quiet = status.code() == absl::StatusCode::kNotFound ||
+                       status.code() == absl::StatusCode::kCancelled ||
+                       status.code() == absl::StatusCode::kUnimplemented;
+    log::Write(quiet ? log::Level::kDebug : log::Level::kWarn, "rpc.error",
+               {{"method", method},
+                {"code", absl::StatusCodeToString(status.code())},
+                {"message", std::string(status.message())},
+                {"peer", context.peer()}});
+  }
+  return ToGrpcStatus(status);
+}
+
+void ControlService::PublishCommitted(const v1::CaptureManifest& manifest) {
+  v1::Event event;
+  *event.mutable_capture_committed() = SummaryFromManifest(manifest);
+  bus_.Publish(std::move(event));
+}
+
+// ---- status and agents ----
+
+grpc::Status ControlService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
+                                       v1::DaemonStatus* response) {
+  absl::Status status = Authorize(*context);
+  if (status.ok()) {
+    const DaemonInfo& info = options_.info;
+    response->set_version(info.version);
+    response->set_started_unix_ms(info.started_unix_ms);
+    response->set_pid(info.pid);
+    response->set_hostname(info.hostname);
+    response->set_unix_socket(info.unix_socket);
+    response->set_tcp_listen(info.tcp_listen);
+    response->set_agent_socket(info.agent_socket);
+    *response->mutable_store() = store_.Stats();
+    response->set_agents(static_cast<uint32_t>(agents_.ListAgents().size()));
+    response->set_active_arms(static_cast<uint32_t>(agents_.ListArms(false).size()));
+    response->set_ingests_in_flight(
+        static_cast<uint32_t>(std::max(store_.ingests_in_flight(), agents_.IngestsInFlight())));
+  }
+  return Finish("GetStatus", *context, status);
+}
+
+grpc::Status ControlService::ListAgents(grpc::ServerContext* context, const v1::ListAgentsRequest*,
+                                        v1::ListAgentsResponse* response) {
+  absl::Status status = Authorize(*context);
+  if (status.ok()) {
+    for (v1::AgentInfo& a : agents_.ListAgents()) *response->add_agents() = std::move(a);
+  }
+  return Finish("ListAgents", *context, status);
+}
+
+// ---- arms ----
+
+grpc::Status ControlService::Arm(grpc::ServerContext* context, const v1::ArmRequest* request,
+                                 v1::ArmInfo* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateArm(*request, absl::ToUnixMillis(absl::Now())));
+    KC_ASSIGN_OR_RETURN(*response, agents_.Arm(*request));
+    log::Info("arm.created", {{"arm", response->arm_id()},
+                              {"kernel", request->selector().kernel()},
+                              {"peer", context->peer()}});
+    return absl::OkStatus();
+  }();
+  return Finish("Arm", *context, status);
+}
+
+grpc::Status ControlService::Disarm(grpc::ServerContext* context, const v1::DisarmRequest* request,
+                                    v1::DisarmResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateDisarm(*request));
+    KC_ASSIGN_OR_RETURN(std::vector<v1::ArmInfo> arms, agents_.Disarm(*request));
+    for (v1::ArmInfo& a : arms) *response->add_disarmed() = std::move(a);
+    return absl::OkStatus();
+  }();
+  return Finish("Disarm", *context, status);
+}
+
+grpc::Status ControlService::ListArms(grpc::ServerContext* context,
+                                      const v1::ListArmsRequest* request,
+                                      v1::ListArmsResponse* response) {
+  absl::Status status = Authorize(*context);
+  if (status.ok()) {
+    for (v1::ArmInfo& a : agents_.ListArms(request->include_finished())) {
+      *response->add_arms() = std::move(a);
+    }
+  }
+  return Finish("ListArms", *context, status);
+}
+
+// ---- captures ----
+
+grpc::Status ControlService::ListCaptures(grpc::ServerContext* context,
+                                          const v1::ListCapturesRequest* request,
+                                          v1::ListCapturesResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateListCaptures(*request));
+    KC_ASSIGN_OR_RETURN(std::vector<v1::CaptureSummary> rows, store_.ListCaptures(*request));
+    for (v1::CaptureSummary& row : rows) *response->add_captures() = std::move(row);
+    return absl::OkStatus();
+  }();
+  return Finish("ListCaptures", *context, status);
+}
+
+grpc::Status ControlService::GetCapture(grpc::ServerContext* context,
+                                        const v1::GetCaptureRequest* request,
+                                        v1::CaptureDetail* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
+    KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request->capture_id()));
+    KC_ASSIGN_OR_RETURN(*response->mutable_manifest(), store_.GetManifest(id));
+    *response->mutable_summary() = SummaryFromManifest(response->manifest());
+    KC_ASSIGN_OR_RETURN(auto footprint, store_.CaptureFootprint(id));
+    response->set_exclusive_raw_bytes(footprint.first);
+    response->set_stored_bytes(footprint.second);
+    return absl::OkStatus();
+  }();
+  return Finish("GetCapture", *context, status);
+}
+
+grpc::Status ControlService::DeleteCapture(grpc::ServerContext* context,
+                                           const v1::DeleteCaptureRequest* request,
+                                           v1::DeleteCaptureResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
+    KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request->capture_id()));
+    KC_RETURN_IF_ERROR(store_.DeleteCapture(id));
+    response->set_capture_id(id);
+    log::Info("capture.deleted", {{"capture", id}, {"peer", context->peer()}});
+    return absl::OkStatus();
+  }();
+  return Finish("DeleteCapture", *context, status);
+}
+
+// ---- events ----
+
+grpc::Status ControlService::WatchEvents(grpc::ServerContext* context,
+                                         const v1::WatchEventsRequest*,
+                                         grpc::ServerWriter<v1::Event>* writer) {
+  absl::Status status = Authorize(*context);
+  if (!status.ok()) return Finish("WatchEvents", *context, status);
+  std::unique_ptr<EventBus::Subscription> sub = bus_.Subscribe();
+  // Tells the client the subscription exists: events published after it
+  // sees the initial metadata are delivered.
+  writer->SendInitialMetadata();
+  uint64_t reported_dropped = 0;
+  while (!context->IsCancelled() && !shutting_down_.load()) {
+    absl::Time start = absl::Now();
+    std::optional<v1::Event> event = sub->Next(kWatchPollInterval);
+    if (!event.has_value()) {
+      // Next() returns early with nothing only when the bus shut down.
+      if (absl::Now() - start < kWatchPollInterval / 2) break;
+      continue;
+    }
+    if (!writer->Write(*event)) break;  // client went away
+    if (uint64_t dropped = sub->dropped(); dropped != reported_dropped) {
+      log::Warn("watch.dropped", {{"peer", context->peer()}, {"events", dropped}});
+      reported_dropped = dropped;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+// ---- reproducers ----
+
+grpc::Status ControlService::GenerateReproducer(grpc::ServerContext* context,
+                                                const v1::GenerateReproducerRequest* request,
+                                                grpc::ServerWriter<v1::ReproducerFile>*) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
+    KC_RETURN_IF_ERROR(store_.ResolveCaptureId(request->capture_id()).status());
+    return absl::UnimplementedError(kReproducerUnimplementedMessage);
+  }();
+  return Finish("GenerateReproducer", *context, status);
+}
+
+// ---- transfer between stores ----
+
+absl::Status ControlService::DoExport(grpc::ServerContext* context,
+                                      const v1::ExportCaptureRequest& request,
+                                      grpc::ServerWriter<v1::TransferFrame>* writer) {
+  KC_RETURN_IF_ERROR(ValidateId(request.capture_id(), "capture_id"));
+  KC_ASSIGN_OR_RETURN(std::vector<Digest> skip_list,
+                      ParseDigests(request.skip_digests(), kMaxSkipDigests, "skip_digests"));
+  absl::flat_hash_set<Digest> skip(skip_list.begin(), skip_list.end());
+  skip_list.clear();
+  KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request.capture_id()));
+  KC_ASSIGN_OR_RETURN(v1::CaptureManifest manifest, store_.GetManifest(id));
+  KC_ASSIGN_OR_RETURN(std::vector<ChunkRef> chunks, ManifestChunks(manifest));
+  std::vector<ChunkRef> to_send;
+  uint64_t bytes_total = 0;
+  if (!request.manifest_only()) {
+    for (const ChunkRef& c : chunks) {
+      if (skip.contains(c.digest)) continue;
+      to_send.push_back(c);
+      bytes_total += c.raw_size;
+    }
+  }
+
+  v1::TransferFrame frame;
+  *frame.mutable_manifest() = std::move(manifest);
+  frame.set_chunks_total(to_send.size());
+  frame.set_bytes_total(bytes_total);
+  if (!writer->Write(frame)) return Cancelled("export");
+  for (const ChunkRef& c : to_send) {
+    if (context->IsCancelled()) return Cancelled("export");
+    KC_ASSIGN_OR_RETURN(store::StoredChunk stored, store_.ReadStoredChunk(c.digest));
+    frame.Clear();
+    v1::TransferChunk* chunk = frame.mutable_chunk();
+    chunk->set_digest(c.digest.ToBytes());
+    chunk->set_codec(stored.codec);
+    chunk->set_raw_size(stored.raw_size);
+    chunk->set_data(std::move(stored.data));
+    if (!writer->Write(frame)) return Cancelled("export");
+  }
+  log::Info("capture.exported", {{"capture", id},
+                                 {"chunks", to_send.size()},
+                                 {"skipped", chunks.size() - to_send.size()},
+                                 {"peer", context->peer()}});
+  return absl::OkStatus();
+}
+
+grpc::Status ControlService::ExportCapture(grpc::ServerContext* context,
+                                           const v1::ExportCaptureRequest* request,
+                                           grpc::ServerWriter<v1::TransferFrame>* writer) {
+  absl::Status status = Authorize(*context);
+  if (status.ok()) status = DoExport(context, *request, writer);
+  return Finish("ExportCapture", *context, status);
+}
+
+grpc::Status ControlService::FindMissingChunks(grpc::ServerContext* context,
+                                               const v1::FindMissingChunksRequest* request,
+                                               v1::FindMissingChunksResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(std::vector<Digest> digests,
+                        ParseDigests(request->digests(), kMaxDigestsPerRequest, "digests"));
+    absl::flat_hash_set<Digest> reported;
+    for (const Digest& d : digests) {
+      if (!store_.HasChunk(d) && reported.insert(d).second) response->add_missing(d.ToBytes());
+    }
+    return absl::OkStatus();
+  }();
+  return Finish("FindMissingChunks", *context, status);
+}
+
+absl::Status ControlService::DoImport(grpc::ServerContext* context,
+                                      grpc::ServerReader<v1::TransferFrame>* reader,
+                                      v1::ImportCaptureResponse* response) {
+  v1::TransferFrame frame;
+  if (!reader->Read(&frame)) {
+    return absl::InvalidArgumentError(
+        "empty import stream: the first frame must carry the manifest");
+  }
+  if (!frame.has_manifest()) {
+    return absl::InvalidArgumentError("the first frame of an import must carry the manifest");
+  }
+  v1::CaptureManifest manifest = std::move(*frame.mutable_manifest());
+  const uint64_t chunks_total = frame.chunks_total();
+  KC_RETURN_IF_ERROR(ValidateImportedManifest(manifest));
+  KC_ASSIGN_OR_RETURN(std::vector<ChunkRef> refs, ManifestChunks(manifest));
+  absl::flat_hash_map<Digest, uint32_t> expected;  // digest -> raw size
+  for (const ChunkRef& r : refs) expected.emplace(r.digest, r.raw_size);
+  if (chunks_total > expected.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("chunks_total ", chunks_total, " exceeds the ",
+                                                   expected.size(),
+                                                   " chunks the manifest references"));
+  }
+
+  absl::flat_hash_set<Digest> seen;
+  uint64_t received = 0;
+  uint64_t present = 0;
+  while (reader->Read(&frame)) {
+    const uint64_t n = seen.size() + 1;
+    if (frame.has_manifest()) {
+      return absl::InvalidArgumentError(absl::StrCat("frame ", n, " carries a second manifest"));
+    }
+    if (!frame.has_chunk()) {
+      return absl::InvalidArgumentError(absl::StrCat("frame ", n, " carries no chunk"));
+    }
+    const v1::TransferChunk& c = frame.chunk();
+    if (c.digest().size() != Digest::kSize) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk frame ", n, ": digest is ", c.digest().size(), " bytes, not 32"));
+    }
+    KC_ASSIGN_OR_RETURN(Digest digest, Digest::FromBytes(c.digest()));
+    auto it = expected.find(digest);
+    if (it == expected.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunk ", digest.ToHex(), " is not referenced by the manifest; nothing committed"));
+    }
+    if (!seen.insert(digest).second) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", digest.ToHex(), " sent twice"));
+    }
+    if (seen.size() > chunks_total) {
+      return absl::InvalidArgumentError(absl::StrCat("more chunk frames than the announced ",
+                                                     chunks_total, "; nothing committed"));
+    }
+    if (c.codec() != v1::CODEC_RAW && c.codec() != v1::CODEC_ZSTD) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", digest.ToHex(), ": unknown codec ", c.codec()));
+    }
+    if (c.raw_size() != it->second) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", digest.ToHex(), ": raw_size ",
+                                                     c.raw_size(), ", the manifest implies ",
+                                                     it->second));
+    }
+    if (c.data().size() > kMaxChunkBytes + (kMaxChunkBytes >> 4)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chunk ", digest.ToHex(), ": ", c.data().size(), " bytes of data"));
+    }
+    if (store_.HasChunk(digest)) {
+      ++present;
+      continue;
+    }
+    store::StoredChunk stored;
+    stored.codec = c.codec();
+    stored.raw_size = c.raw_size();
+    stored.data = std::move(*frame.mutable_chunk()->mutable_data());
+    absl::Status put = store_.PutStoredChunk(digest, stored);
+    if (!put.ok()) {
+      return absl::Status(put.code(), absl::StrCat(put.message(), "; nothing committed"));
+    }
+    ++received;
+  }
+  if (context->IsCancelled()) return Cancelled("import (nothing committed)");
+  if (seen.size() != chunks_total) {
+    return absl::InvalidArgumentError(absl::StrCat("import stream ended after ", seen.size(),
+                                                   " of ", chunks_total,
+                                                   " chunks; nothing committed"));
+  }
+  manifest.set_source(v1::SOURCE_IMPORT);
+  KC_ASSIGN_OR_RETURN(std::string id, store_.CommitImportedManifest(manifest));
+  manifest.set_capture_id(id);
+  response->set_capture_id(id);
+  response->set_chunks_received(received);
+  response->set_chunks_already_present(present);
+  log::Info("capture.imported", {{"capture", id},
+                                 {"chunks_received", received},
+                                 {"chunks_present", present},
+                                 {"peer", context->peer()}});
+  PublishCommitted(manifest);
+  return absl::OkStatus();
+}
+
+grpc::Status ControlService::ImportCapture(grpc::ServerContext* context,
+                                           grpc::ServerReader<v1::TransferFrame>* reader,
+                                           v1::ImportCaptureResponse* response) {
+  absl::Status status = Authorize(*context);
+  if (status.ok()) status = DoImport(context, reader, response);
+  return Finish("ImportCapture", *context, status);
+}
+
+grpc::Status ControlService::ImportReferenceCapture(
+    grpc::ServerContext* context, const v1::ImportReferenceCaptureRequest* request,
+    v1::ImportCaptureResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateReferenceFolder(request->path()));
+    if (!options_.reference_importer) {
+      return absl::UnimplementedError("this kerncapd was built without the reference importer");
+    }
+    KC_ASSIGN_OR_RETURN(std::string id, options_.reference_importer(request->path(), store_));
+    KC_ASSIGN_OR_RETURN(v1::CaptureManifest manifest, store_.GetManifest(id));
+    response->set_capture_id(id);
+    response->set_chunks_received(manifest.stats().chunk_count());
+    log::Info("capture.imported_reference",
+              {{"capture", id}, {"path", request->path()}, {"peer", context->peer()}});
+    PublishCommitted(manifest);
+    return absl::OkStatus();
+  }();
+  return Finish("ImportReferenceCapture", *context, status);
+}
+
+// ---- maintenance ----
+
+grpc::Status ControlService::RunGc(grpc::ServerContext* context, const v1::RunGcRequest* request,
+                                   v1::GcReport* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(*response, store_.RunGc(request->dry_run()));
+    log::Info("gc.done", {{"dry_run", request->dry_run()},
+                          {"dead_chunks", response->dead_chunks()},
+                          {"reclaimed_bytes", response->reclaimed_bytes()}});
+    return absl::OkStatus();
+  }();
+  return Finish("RunGc", *context, status);
+}
+
+grpc::Status ControlService::VerifyStore(grpc::ServerContext* context,
+                                         const v1::VerifyStoreRequest* request,
+                                         grpc::ServerWriter<v1::VerifyProgress>* writer) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    std::string id;
+    if (!request->capture_id().empty()) {
+      KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
+      KC_ASSIGN_OR_RETURN(id, store_.ResolveCaptureId(request->capture_id()));
+    }
+    bool client_gone = false;
+    uint64_t problems = 0;
+    KC_RETURN_IF_ERROR(
+        store_.Verify(id, request->rehash(), [&](const v1::VerifyProgress& progress) {
+          problems += progress.problems_size();
+          if (!client_gone && !writer->Write(progress)) client_gone = true;
+        }));
+    log::Info("verify.done",
+              {{"capture", id}, {"rehash", request->rehash()}, {"problems", problems}});
+    if (client_gone) return Cancelled("verify");
+    return absl::OkStatus();
+  }();
+  return Finish("VerifyStore", *context, status);
+}
+
+}  // namespace kerncap::service

@@ -1,0 +1,705 @@
+// ControlService over a real Store on a temp Unix socket, with a fake
+// AgentControl. Covers every RPC's happy path and its bad-input errors.
+#include "daemon/service/control_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/service/limits.h"
+#include "daemon/service/manifest_util.h"
+#include "daemon/store/store_test_util.h"
+#include "gtest/gtest.h"
+
+namespace kerncap::service {
+namespace {
+
+using store::testing::IngestCapture;
+using store::testing::RandomBytes;
+using store::testing::TestRegion;
+using store::testing::TextBytes;
+
+class FakeAgentControl : public AgentControl {
+ public:
+  std::vector<v1::AgentInfo> ListAgents() override {
+    v1::AgentInfo a;
+    a.set_agent_id("agent-1");
+    a.mutable_process()->set_pid(4242);
+    return {a};
+  }
+  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    v1::ArmInfo info;
+    info.set_arm_id(absl::StrCat("arm-", ++next_));
+    *info.mutable_selector() = request.selector();
+    info.set_state(v1::ARM_ACTIVE);
+    *info.mutable_tags() = request.tags();
+    arms_.push_back(info);
+    return info;
+  }
+  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<v1::ArmInfo> out;
+    for (auto& a : arms_) {
+      if (a.state() == v1::ARM_ACTIVE && (request.all() || a.arm_id() == request.arm_id())) {
+        a.set_state(v1::ARM_DISARMED);
+        out.push_back(a);
+      }
+    }
+    if (!request.all() && out.empty()) return absl::NotFoundError("no arm " + request.arm_id());
+    return out;
+  }
+  std::vector<v1::ArmInfo> ListArms(bool include_finished) override {
+    absl::MutexLock lock(&mu_);
+    std::vector<v1::ArmInfo> out;
+    for (const auto& a : arms_) {
+      if (include_finished || a.state() == v1::ARM_ACTIVE) out.push_back(a);
+    }
+    return out;
+  }
+  int IngestsInFlight() override { return 0; }
+
+  int arm_calls() {
+    absl::MutexLock lock(&mu_);
+    return next_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::ArmInfo> arms_ ABSL_GUARDED_BY(mu_);
+};
+
+// One in-process daemon: store + bus + fake agents + service on a Unix socket
+// (and optionally a loopback TCP port guarded by a token).
+struct TestDaemon {
+  explicit TestDaemon(const std::string& dir, ReferenceImporter importer = nullptr,
+                      const std::string& token = "") {
+    auto s = store::Store::Open(store::testing::SmallOptions(dir + "/store"));
+    EXPECT_TRUE(s.ok()) << s.status();
+    store = std::move(*s);
+    socket = dir + "/kerncapd.sock";
+    ControlServiceOptions options;
+    options.info.version = "test";
+    options.info.pid = static_cast<uint32_t>(::getpid());
+    options.info.unix_socket = socket;
+    options.reference_importer = std::move(importer);
+    authorizer.SetToken(token);
+    options.authorizer = &authorizer;
+    service = std::make_unique<ControlService>(*store, agents, bus, options);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+    if (!token.empty()) {
+      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tcp_port);
+    }
+    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    builder.SetMaxSendMessageSize(kMaxMessageBytes);
+    builder.RegisterService(service.get());
+    server = builder.BuildAndStart();
+    EXPECT_NE(server, nullptr);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    args.SetMaxSendMessageSize(kMaxMessageBytes);
+    stub = v1::KerncapControl::NewStub(
+        grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args));
+  }
+  ~TestDaemon() {
+    service->BeginShutdown();
+    bus.Shutdown();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server->Wait();
+  }
+
+  std::unique_ptr<store::Store> store;
+  EventBus bus;
+  FakeAgentControl agents;
+  TokenAuthorizer authorizer;
+  std::unique_ptr<ControlService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<v1::KerncapControl::Stub> stub;
+  std::string socket;
+  int tcp_port = 0;
+};
+
+class ControlServiceTest : public testing::Test {
+ protected:
+  void SetUp() override { daemon_ = std::make_unique<TestDaemon>(tmp_.path()); }
+
+  v1::KerncapControl::Stub& stub() { return *daemon_->stub; }
+  store::Store& store() { return *daemon_->store; }
+
+  std::string Ingest(uint64_t seed, v1::CaptureManifest m = {}) {
+    std::vector<TestRegion> pre = {{0x10000, TextBytes(200 << 10, seed)},
+                                   {0x90000, RandomBytes(100 << 10, seed)},
+                                   {0xA0000, std::string(128 << 10, '\0')}};
+    std::vector<TestRegion> post = {{0x10000, TextBytes(200 << 10, seed + 1)}};
+    auto id = IngestCapture(store(), pre, post, std::move(m));
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : "";
+  }
+
+  store::testing::TempDir tmp_;
+  std::unique_ptr<TestDaemon> daemon_;
+};
+
+std::vector<v1::TransferFrame> Export(v1::KerncapControl::Stub& stub,
+                                      const v1::ExportCaptureRequest& req, grpc::Status* status) {
+  grpc::ClientContext ctx;
+  auto reader = stub.ExportCapture(&ctx, req);
+  std::vector<v1::TransferFrame> frames;
+  v1::TransferFrame f;
+  while (reader->Read(&f)) frames.push_back(f);
+  *status = reader->Finish();
+  return frames;
+}
+
+grpc::Status Import(v1::KerncapControl::Stub& stub, const std::vector<v1::TransferFrame>& frames,
+                    v1::ImportCaptureResponse* resp) {
+  grpc::ClientContext ctx;
+  auto writer = stub.ImportCapture(&ctx, resp);
+  for (const auto& f : frames) {
+    if (!writer->Write(f)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
+size_t CaptureCount(v1::KerncapControl::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::ListCapturesResponse resp;
+  EXPECT_TRUE(stub.ListCaptures(&ctx, v1::ListCapturesRequest(), &resp).ok());
+  return resp.captures_size();
+}
+
+TEST_F(ControlServiceTest, GetStatusReportsDaemonStoreAndAgents) {
+  Ingest(1);
+  grpc::ClientContext ctx;
+  v1::DaemonStatus st;
+  ASSERT_TRUE(stub().GetStatus(&ctx, v1::GetStatusRequest(), &st).ok());
+  EXPECT_EQ(st.version(), "test");
+  EXPECT_EQ(st.pid(), static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(st.unix_socket(), daemon_->socket);
+  EXPECT_EQ(st.agents(), 1u);
+  EXPECT_EQ(st.store().captures(), 1u);
+  EXPECT_EQ(st.store().chunk_size(), 64u << 10);
+  EXPECT_GT(st.store().unique_chunks(), 0u);
+}
+
+TEST_F(ControlServiceTest, AgentsAndArmsDelegate) {
+  {
+    grpc::ClientContext ctx;
+    v1::ListAgentsResponse resp;
+    ASSERT_TRUE(stub().ListAgents(&ctx, v1::ListAgentsRequest(), &resp).ok());
+    ASSERT_EQ(resp.agents_size(), 1);
+    EXPECT_EQ(resp.agents(0).agent_id(), "agent-1");
+  }
+  v1::ArmInfo armed;
+  {
+    grpc::ClientContext ctx;
+    v1::ArmRequest req;
+    req.mutable_selector()->set_kernel("matmul");
+    (*req.mutable_tags())["run"] = "base";
+    ASSERT_TRUE(stub().Arm(&ctx, req, &armed).ok());
+    EXPECT_EQ(armed.selector().kernel(), "matmul");
+    EXPECT_EQ(armed.tags().at("run"), "base");
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListArmsResponse resp;
+    ASSERT_TRUE(stub().ListArms(&ctx, v1::ListArmsRequest(), &resp).ok());
+    ASSERT_EQ(resp.arms_size(), 1);
+    EXPECT_EQ(resp.arms(0).arm_id(), armed.arm_id());
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DisarmRequest req;
+    req.set_arm_id(armed.arm_id());
+    v1::DisarmResponse resp;
+    ASSERT_TRUE(stub().Disarm(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.disarmed_size(), 1);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListArmsRequest req;
+    v1::ListArmsResponse resp;
+    ASSERT_TRUE(stub().ListArms(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.arms_size(), 0);
+    grpc::ClientContext ctx2;
+    req.set_include_finished(true);
+    ASSERT_TRUE(stub().ListArms(&ctx2, req, &resp).ok());
+    EXPECT_EQ(resp.arms_size(), 1);
+  }
+}
+
+TEST_F(ControlServiceTest, ArmAndDisarmRejectBadInput) {
+  auto arm = [&](v1::ArmRequest req) {
+    grpc::ClientContext ctx;
+    v1::ArmInfo info;
+    return stub().Arm(&ctx, req, &info).error_code();
+  };
+  v1::ArmRequest regex_without_pattern;
+  regex_without_pattern.mutable_selector()->set_match(v1::NAME_REGEX);
+  EXPECT_EQ(arm(regex_without_pattern), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::ArmRequest both_expiry;
+  both_expiry.mutable_selector()->set_kernel("k");
+  both_expiry.set_ttl_ms(1000);
+  both_expiry.set_expires_unix_ms(1);
+  EXPECT_EQ(arm(both_expiry), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(daemon_->agents.arm_calls(), 0) << "invalid arms must not reach the agents";
+
+  auto disarm = [&](v1::DisarmRequest req) {
+    grpc::ClientContext ctx;
+    v1::DisarmResponse resp;
+    return stub().Disarm(&ctx, req, &resp).error_code();
+  };
+  EXPECT_EQ(disarm(v1::DisarmRequest()), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::DisarmRequest unknown;
+  unknown.set_arm_id("arm-999");
+  EXPECT_EQ(disarm(unknown), grpc::StatusCode::NOT_FOUND);
+  v1::DisarmRequest traversal;
+  traversal.set_arm_id("../arm");
+  EXPECT_EQ(disarm(traversal), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ControlServiceTest, ListAndGetCaptures) {
+  v1::CaptureManifest tagged;
+  (*tagged.mutable_tags())["run"] = "a";
+  tagged.mutable_kernel()->set_demangled_name("matmul(float*)");
+  std::string a = Ingest(1, tagged);
+  std::string b = Ingest(2);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(CaptureCount(stub()), 2u);
+  {
+    grpc::ClientContext ctx;
+    v1::ListCapturesRequest req;
+    req.set_limit(1);
+    v1::ListCapturesResponse resp;
+    ASSERT_TRUE(stub().ListCaptures(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.captures_size(), 1);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ListCapturesRequest req;
+    req.set_tag("run=a");
+    v1::ListCapturesResponse resp;
+    ASSERT_TRUE(stub().ListCaptures(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.captures_size(), 1);
+    EXPECT_EQ(resp.captures(0).capture_id(), a);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::GetCaptureRequest req;
+    req.set_capture_id(a);
+    v1::CaptureDetail d;
+    ASSERT_TRUE(stub().GetCapture(&ctx, req, &d).ok());
+    EXPECT_EQ(d.summary().capture_id(), a);
+    EXPECT_EQ(d.summary().kernel(), "matmul(float*)");
+    EXPECT_EQ(d.manifest().pre().regions_size(), 3);
+    EXPECT_GT(d.stored_bytes(), 0u);
+    EXPECT_GT(d.exclusive_raw_bytes(), 0u);
+  }
+}
+
+TEST_F(ControlServiceTest, CaptureRpcsRejectBadIds) {
+  Ingest(1);
+  struct Case {
+    std::string id;
+    grpc::StatusCode code;
+  };
+  for (const Case& c : {Case{"", grpc::StatusCode::INVALID_ARGUMENT},
+                        Case{"../../etc/passwd", grpc::StatusCode::INVALID_ARGUMENT},
+                        Case{"cap-x/y", grpc::StatusCode::INVALID_ARGUMENT},
+                        Case{std::string(500, 'a'), grpc::StatusCode::INVALID_ARGUMENT},
+                        Case{"cap-ffffffffffff", grpc::StatusCode::NOT_FOUND}}) {
+    grpc::ClientContext c1, c2, c3;
+    v1::GetCaptureRequest get;
+    get.set_capture_id(c.id);
+    v1::CaptureDetail detail;
+    EXPECT_EQ(stub().GetCapture(&c1, get, &detail).error_code(), c.code) << c.id;
+    v1::DeleteCaptureRequest del;
+    del.set_capture_id(c.id);
+    v1::DeleteCaptureResponse del_resp;
+    EXPECT_EQ(stub().DeleteCapture(&c2, del, &del_resp).error_code(), c.code) << c.id;
+    v1::ExportCaptureRequest exp;
+    exp.set_capture_id(c.id);
+    auto reader = stub().ExportCapture(&c3, exp);
+    v1::TransferFrame f;
+    EXPECT_FALSE(reader->Read(&f));
+    EXPECT_EQ(reader->Finish().error_code(), c.code) << c.id;
+  }
+  grpc::ClientContext ctx;
+  v1::ListCapturesRequest absurd;
+  absurd.set_limit(kMaxListLimit + 1);
+  v1::ListCapturesResponse resp;
+  EXPECT_EQ(stub().ListCaptures(&ctx, absurd, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::ClientContext ctx2;
+  v1::ListCapturesRequest bad_tag;
+  bad_tag.set_tag("novalue");
+  EXPECT_EQ(stub().ListCaptures(&ctx2, bad_tag, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // ... and the daemon still serves.
+  EXPECT_EQ(CaptureCount(stub()), 1u);
+}
+
+TEST_F(ControlServiceTest, DeleteCaptureByPrefix) {
+  std::string id = Ingest(1);
+  grpc::ClientContext ctx;
+  v1::DeleteCaptureRequest req;
+  req.set_capture_id(id.substr(0, 10));
+  v1::DeleteCaptureResponse resp;
+  ASSERT_TRUE(stub().DeleteCapture(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.capture_id(), id);
+  EXPECT_EQ(CaptureCount(stub()), 0u);
+}
+
+TEST_F(ControlServiceTest, ExportImportBetweenStoresSendsOnlyMissingChunks) {
+  std::string first = Ingest(7);
+  std::string second = Ingest(7);  // same bytes: shares every chunk with `first`
+  TestDaemon dest(tmp_.Sub("dest"));
+
+  grpc::Status st;
+  v1::ExportCaptureRequest req;
+  req.set_capture_id(first);
+  auto frames = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_GE(frames.size(), 2u);
+  ASSERT_TRUE(frames[0].has_manifest());
+  EXPECT_EQ(frames[0].chunks_total(), frames.size() - 1);
+  EXPECT_GT(frames[0].bytes_total(), 0u);
+  v1::ImportCaptureResponse resp;
+  st = Import(*dest.stub, frames, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.capture_id(), first);
+  EXPECT_EQ(resp.chunks_received(), frames.size() - 1);
+
+  // The pull protocol for the second capture: manifest only, ask what is
+  // missing, export the rest.
+  req.set_capture_id(second);
+  req.set_manifest_only(true);
+  auto manifest_frames = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(manifest_frames.size(), 1u);
+  auto refs = ManifestChunks(manifest_frames[0].manifest());
+  ASSERT_TRUE(refs.ok());
+  v1::FindMissingChunksRequest find;
+  for (const auto& r : *refs) find.add_digests(r.digest.ToBytes());
+  v1::FindMissingChunksResponse missing;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(dest.stub->FindMissingChunks(&ctx, find, &missing).ok());
+  }
+  EXPECT_EQ(missing.missing_size(), 0);
+  req.set_manifest_only(false);
+  for (const auto& d : find.digests()) req.add_skip_digests(d);
+  frames = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(frames.size(), 1u) << "dedup: no chunk should be sent";
+  EXPECT_EQ(frames[0].chunks_total(), 0u);
+  st = Import(*dest.stub, frames, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.chunks_received(), 0u);
+  EXPECT_EQ(CaptureCount(*dest.stub), 2u);
+
+  // The bytes arrived intact.
+  auto src_manifest = store().GetManifest(first);
+  auto dst_manifest = dest.store->GetManifest(first);
+  ASSERT_TRUE(src_manifest.ok() && dst_manifest.ok());
+  EXPECT_EQ(dst_manifest->source(), v1::SOURCE_IMPORT);
+  for (int i = 0; i < src_manifest->pre().regions_size(); ++i) {
+    EXPECT_EQ(store::testing::ReadPre(store(), *src_manifest, i),
+              store::testing::ReadPre(*dest.store, *dst_manifest, i));
+  }
+}
+
+TEST_F(ControlServiceTest, ImportRejectsCorruptChunkAndCommitsNothing) {
+  std::string id = Ingest(3);
+  grpc::Status st;
+  v1::ExportCaptureRequest req;
+  req.set_capture_id(id);
+  auto frames = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok());
+  ASSERT_GE(frames.size(), 3u);
+  std::string* data = frames[2].mutable_chunk()->mutable_data();
+  (*data)[data->size() / 2] ^= 0x5a;
+  TestDaemon dest(tmp_.Sub("dest"));
+  v1::ImportCaptureResponse resp;
+  st = Import(*dest.stub, frames, &resp);
+  EXPECT_TRUE(st.error_code() == grpc::StatusCode::DATA_LOSS ||
+              st.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
+      << st.error_code() << " " << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "nothing committed")) << st.error_message();
+  EXPECT_EQ(CaptureCount(*dest.stub), 0u);
+}
+
+TEST_F(ControlServiceTest, ImportRejectsMalformedStreams) {
+  std::string id = Ingest(4);
+  grpc::Status st;
+  v1::ExportCaptureRequest req;
+  req.set_capture_id(id);
+  const auto good = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok());
+  ASSERT_GE(good.size(), 3u);
+  TestDaemon dest(tmp_.Sub("dest"));
+  auto expect_invalid = [&](std::vector<v1::TransferFrame> frames, const char* what) {
+    v1::ImportCaptureResponse resp;
+    grpc::Status s = Import(*dest.stub, frames, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << what << ": " << s.error_message();
+  };
+  expect_invalid({}, "empty stream");
+  expect_invalid({good[1], good[0]}, "chunk before manifest");
+  expect_invalid({good.begin(), good.end() - 1}, "truncated stream");
+  auto dup = good;
+  dup.push_back(good[0]);
+  expect_invalid(dup, "second manifest");
+  auto short_digest = good;
+  short_digest[1].mutable_chunk()->set_digest("12345");
+  expect_invalid(short_digest, "short digest");
+  auto foreign = good;
+  foreign[1].mutable_chunk()->set_digest(Sha256("not in the manifest").ToBytes());
+  expect_invalid(foreign, "foreign chunk");
+  auto bad_id = good;
+  bad_id[0].mutable_manifest()->set_capture_id("../escape");
+  expect_invalid(bad_id, "bad capture id");
+  EXPECT_EQ(CaptureCount(*dest.stub), 0u);
+  // The daemon keeps serving; the good stream still imports.
+  v1::ImportCaptureResponse resp;
+  ASSERT_TRUE(Import(*dest.stub, good, &resp).ok());
+  EXPECT_EQ(CaptureCount(*dest.stub), 1u);
+}
+
+TEST_F(ControlServiceTest, FindMissingChunksValidatesInput) {
+  std::string id = Ingest(5);
+  auto manifest = store().GetManifest(id);
+  ASSERT_TRUE(manifest.ok());
+  auto refs = ManifestChunks(*manifest);
+  ASSERT_TRUE(refs.ok());
+  v1::FindMissingChunksRequest req;
+  req.add_digests((*refs)[0].digest.ToBytes());
+  req.add_digests(Sha256("absent").ToBytes());
+  req.add_digests(Sha256("absent").ToBytes());
+  v1::FindMissingChunksResponse resp;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub().FindMissingChunks(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.missing_size(), 1);
+    EXPECT_EQ(resp.missing(0), Sha256("absent").ToBytes());
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::FindMissingChunksRequest bad;
+    bad.add_digests("short");
+    EXPECT_EQ(stub().FindMissingChunks(&ctx, bad, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::FindMissingChunksRequest huge;
+    std::string d = Sha256("x").ToBytes();
+    for (size_t i = 0; i <= kMaxDigestsPerRequest; ++i) huge.add_digests(d);
+    grpc::Status s = stub().FindMissingChunks(&ctx, huge, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_TRUE(absl::StrContains(s.error_message(), "at most")) << s.error_message();
+  }
+}
+
+TEST_F(ControlServiceTest, WatchEventsDeliversPublishedAndImportEvents) {
+  grpc::ClientContext ctx;
+  auto reader = stub().WatchEvents(&ctx, v1::WatchEventsRequest());
+  reader->WaitForInitialMetadata();  // subscribed from here on
+  v1::Event arm_event;
+  arm_event.mutable_arm_changed()->set_arm_id("arm-77");
+  daemon_->bus.Publish(arm_event);
+  v1::Event got;
+  ASSERT_TRUE(reader->Read(&got));
+  EXPECT_EQ(got.arm_changed().arm_id(), "arm-77");
+  EXPECT_GT(got.unix_ms(), 0);
+
+  // An import publishes capture_committed.
+  std::string id = Ingest(6);
+  TestDaemon dest(tmp_.Sub("dest"));
+  grpc::ClientContext dctx;
+  auto dest_reader = dest.stub->WatchEvents(&dctx, v1::WatchEventsRequest());
+  dest_reader->WaitForInitialMetadata();
+  grpc::Status st;
+  v1::ExportCaptureRequest req;
+  req.set_capture_id(id);
+  auto frames = Export(stub(), req, &st);
+  v1::ImportCaptureResponse resp;
+  ASSERT_TRUE(Import(*dest.stub, frames, &resp).ok());
+  ASSERT_TRUE(dest_reader->Read(&got));
+  EXPECT_EQ(got.capture_committed().capture_id(), id);
+  dctx.TryCancel();
+  (void)dest_reader->Finish();
+
+  ctx.TryCancel();
+  EXPECT_FALSE(reader->Read(&got));
+  (void)reader->Finish();
+}
+
+TEST_F(ControlServiceTest, WatchEventsEndsOnShutdown) {
+  grpc::ClientContext ctx;
+  auto reader = stub().WatchEvents(&ctx, v1::WatchEventsRequest());
+  reader->WaitForInitialMetadata();
+  daemon_->service->BeginShutdown();
+  v1::Event got;
+  EXPECT_FALSE(reader->Read(&got));
+  EXPECT_TRUE(reader->Finish().ok());
+}
+
+TEST_F(ControlServiceTest, GenerateReproducerIsHonestlyUnimplemented) {
+  std::string id = Ingest(8);
+  grpc::ClientContext ctx;
+  v1::GenerateReproducerRequest req;
+  req.set_capture_id(id);
+  req.set_out_dir("/tmp/x");
+  auto reader = stub().GenerateReproducer(&ctx, req);
+  v1::ReproducerFile f;
+  EXPECT_FALSE(reader->Read(&f));
+  grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(st.error_message(), kReproducerUnimplementedMessage);
+  grpc::ClientContext ctx2;
+  req.set_capture_id("cap-000000000000");
+  auto reader2 = stub().GenerateReproducer(&ctx2, req);
+  EXPECT_FALSE(reader2->Read(&f));
+  EXPECT_EQ(reader2->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ControlServiceTest, GcAndVerify) {
+  std::string id = Ingest(9);
+  {
+    grpc::ClientContext ctx;
+    v1::RunGcRequest req;
+    req.set_dry_run(true);
+    v1::GcReport report;
+    ASSERT_TRUE(stub().RunGc(&ctx, req, &report).ok());
+    EXPECT_TRUE(report.dry_run());
+    EXPECT_EQ(report.dead_chunks(), 0u);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::VerifyStoreRequest req;
+    req.set_rehash(true);
+    auto reader = stub().VerifyStore(&ctx, req);
+    v1::VerifyProgress p;
+    v1::VerifyProgress last;
+    int problems = 0;
+    while (reader->Read(&p)) {
+      problems += p.problems_size();
+      last = p;
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_TRUE(last.done());
+    EXPECT_GT(last.chunks_checked(), 0u);
+    EXPECT_EQ(problems, 0);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::VerifyStoreRequest req;
+    req.set_capture_id("cap-000000000000");
+    auto reader = stub().VerifyStore(&ctx, req);
+    v1::VerifyProgress p;
+    EXPECT_FALSE(reader->Read(&p));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    // Deleting then collecting reclaims the capture's chunks.
+    grpc::ClientContext c1, c2;
+    v1::DeleteCaptureRequest del;
+    del.set_capture_id(id);
+    v1::DeleteCaptureResponse dresp;
+    ASSERT_TRUE(stub().DeleteCapture(&c1, del, &dresp).ok());
+    v1::GcReport report;
+    ASSERT_TRUE(stub().RunGc(&c2, v1::RunGcRequest(), &report).ok());
+    EXPECT_GT(report.dead_chunks(), 0u);
+  }
+}
+
+TEST(ControlServiceImportReferenceTest, PathRulesAndImporter) {
+  store::testing::TempDir tmp;
+  std::string seen_folder;
+  TestDaemon d(tmp.path(),
+               [&](const std::string& folder, CaptureSink& sink) -> absl::StatusOr<std::string> {
+                 seen_folder = folder;
+                 auto& st = static_cast<store::Store&>(sink);
+                 return IngestCapture(st, {{0x1000, TextBytes(70 << 10, 1)}}, {});
+               });
+  auto call = [&](const std::string& path, v1::ImportCaptureResponse* resp) {
+    grpc::ClientContext ctx;
+    v1::ImportReferenceCaptureRequest req;
+    req.set_path(path);
+    return d.stub->ImportReferenceCapture(&ctx, req, resp);
+  };
+  v1::ImportCaptureResponse resp;
+  EXPECT_EQ(call("", &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(call("relative/dir", &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(call(tmp.path() + "/../x", &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(call(tmp.path() + "/missing", &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(call(d.socket, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // not a dir
+  EXPECT_TRUE(seen_folder.empty());
+  std::string folder = tmp.Sub("ref");
+  std::filesystem::create_directories(folder);
+  grpc::Status st = call(folder, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(seen_folder, folder);
+  EXPECT_FALSE(resp.capture_id().empty());
+  EXPECT_EQ(CaptureCount(*d.stub), 1u);
+}
+
+TEST(ControlServiceImportReferenceTest, WithoutImporterIsUnimplemented) {
+  store::testing::TempDir tmp;
+  TestDaemon d(tmp.path());
+  grpc::ClientContext ctx;
+  v1::ImportReferenceCaptureRequest req;
+  req.set_path(tmp.path());
+  v1::ImportCaptureResponse resp;
+  EXPECT_EQ(d.stub->ImportReferenceCapture(&ctx, req, &resp).error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST(ControlServiceAuthTest, TcpNeedsTokenUnixDoesNot) {
+  store::testing::TempDir tmp;
+  TestDaemon d(tmp.path(), nullptr, "t0ken");
+  ASSERT_GT(d.tcp_port, 0);
+  auto tcp = v1::KerncapControl::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", d.tcp_port),
+                                                             grpc::InsecureChannelCredentials()));
+  v1::DaemonStatus st;
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(tcp->GetStatus(&ctx, v1::GetStatusRequest(), &st).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer wrong");
+    EXPECT_EQ(tcp->GetStatus(&ctx, v1::GetStatusRequest(), &st).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer t0ken");
+    EXPECT_TRUE(tcp->GetStatus(&ctx, v1::GetStatusRequest(), &st).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(d.stub->GetStatus(&ctx, v1::GetStatusRequest(), &st).ok());
+  }
+  {
+    // Streaming RPCs are guarded too.
+    grpc::ClientContext ctx;
+    auto reader = tcp->WatchEvents(&ctx, v1::WatchEventsRequest());
+    v1::Event e;
+    EXPECT_FALSE(reader->Read(&e));
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+}
+
+}  // namespace
+}  // namespace kerncap::service
