@@ -9,6 +9,10 @@ PACKAGES=(
   libabsl-dev libzstd-dev zstd libxxhash-dev libsqlite3-dev libssl-dev openssl
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  # ROCm/HSA backend (issue 4): HSA headers, HIP headers and device libraries
+  # for compiling the test kernels, clang/lld/LLVM 15 (code objects, LLVM's
+  # ELF + msgpack static libraries, libFuzzer).
+  libhsa-runtime-dev libamdhip64-dev rocm-device-libs clang-15 lld-15 llvm-15-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

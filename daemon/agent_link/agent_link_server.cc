@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/agent_link/messages.h"
+#include "common/capture_id.h"
 #include "common/errno_status.h"
 #include "common/file_util.h"
 #include "common/log.h"
@@ -339,7 +340,7 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
   capture_.emplace();
   Capture& c = *capture_;
   c.token = begin.token;
-  c.capture_id = RandomId("cap-");
+  c.capture_id = NewCaptureId();
   c.arm_id = begin.arm_id;
   c.last_progress = absl::Now();
   FillManifest(hello_, begin, frame.payload, &c.manifest);

@@ -10,7 +10,7 @@
 // aborted (nothing half-visible) and other agents are unaffected. Failures of
 // the sink (store full, ...) fail the capture but keep the agent connected.
 //
-// Capture ids are assigned here when a capture begins ("cap-" + 16 hex digits)
+// Capture ids are assigned here when a capture begins (common/capture_id.h)
 // and passed to CaptureIngest::Commit in the manifest, so capture_started,
 // capture_progress and capture_failed events carry the same id as the commit.
 //

@@ -6,6 +6,8 @@
 //   <dir>/manifests/<xx>/<sha256-hex>   CaptureManifest protobufs, by digest
 //   <dir>/refs/captures/<capture id>    text: manifest digest hex + "\n"
 //   <dir>/catalog.sqlite        query index, rebuildable from refs
+//   <dir>/STORE                 "format=1\nchunk_size=<n>\n" (fixed at creation)
+//   <dir>/packs/quarantine/     packs whose trailer was invalid at Open
 //   tmp-* files anywhere are leftovers of interrupted writes, removed on Open.
 //
 // A capture exists iff its ref exists; the ref is written last (after packs
@@ -31,6 +33,8 @@
 
 namespace kerncap::store {
 
+class IngestImpl;  // ingest.h
+
 struct StoreOptions {
   std::string dir;
   // Power of two in [64 KiB, 4 MiB]. Fixed when the store is created;
@@ -42,6 +46,13 @@ struct StoreOptions {
   // Bytes of chunk data allowed in flight inside the ingest pipeline before
   // WriteRegion blocks (backpressure).
   uint64_t max_inflight_bytes = 256ull << 20;
+  // GC rewrites a pack when more than this fraction of its blob bytes is
+  // dead (restic prunes at 5 %, borg compacts at 10 %).
+  double gc_rewrite_threshold = 0.10;
+  // Test-only: called at named points of the write protocol
+  // ("pack.chunk_appended", "pack.before_rename", "commit.before_ref", ...)
+  // so fault tests can kill the process at an exact step. Null in production.
+  std::function<void(absl::string_view point)> test_hook;
 };
 
 // A chunk as it sits in a pack: what export sends and import receives.
@@ -107,6 +118,7 @@ class Store : public CaptureSink {
   int ingests_in_flight() const;
 
  private:
+  friend class IngestImpl;
   class Impl;
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -83,7 +83,7 @@ void RemoveTree(const std::string& path) {
       FTW_DEPTH | FTW_PHYS);
 }
 
-RunResult Run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+RunResult RunProcess(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
               const std::map<std::string, std::string>& extra_env) {
   Background proc(argv, extra_env);
   RunResult result;

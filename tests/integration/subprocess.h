@@ -29,7 +29,7 @@ struct RunResult {
 };
 
 // Runs argv to completion (killing it after `timeout`), capturing output.
-RunResult Run(const std::vector<std::string>& argv,
+RunResult RunProcess(const std::vector<std::string>& argv,
               std::chrono::milliseconds timeout = std::chrono::seconds(60),
               const std::map<std::string, std::string>& extra_env = {});
 

@@ -1,0 +1,585 @@
+#include "daemon/store/ingest.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/digest.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace kerncap::store {
+namespace {
+
+// What a worker found out about one chunk.
+struct ChunkResult {
+  Digest digest;            // all-zero: zero chunk
+  uint32_t new_stored = 0;  // > 0: this worker wrote it
+  uint64_t pack_seq = 0;    // > 0: lives in a pack that may not be durable yet
+  absl::Status status;
+};
+
+bool IsZeroDigest(const Digest& d) { return d == Digest{}; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Worker pool and pack appends (Store::Impl).
+
+void Store::Impl::Submit(ChunkTask task) {
+  absl::MutexLock l(&queue_mu_);
+  // Admit at least one chunk even when it alone exceeds the budget.
+  while (!stopping_ && queued_bytes_ > 0 && queued_bytes_ + task.size > opts_.max_inflight_bytes) {
+    queue_cv_.Wait(&queue_mu_);
+  }
+  queued_bytes_ += task.size;
+  queue_.push_back(std::move(task));
+  queue_cv_.SignalAll();
+}
+
+void Store::Impl::WorkerLoop() {
+  ChunkCompressor compressor(opts_.zstd_level);
+  std::string scratch;
+  while (true) {
+    ChunkTask task;
+    {
+      absl::MutexLock l(&queue_mu_);
+      while (queue_.empty() && !stopping_) queue_cv_.Wait(&queue_mu_);
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    ProcessChunk(task, compressor, scratch);
+    {
+      absl::MutexLock l(&queue_mu_);
+      queued_bytes_ -= task.size;
+      queue_cv_.SignalAll();
+    }
+  }
+}
+
+bool Store::Impl::FindStored(const Digest& d, uint64_t* pending_seq) {
+  *pending_seq = 0;
+  if (index_.Contains(d)) return true;
+  {
+    absl::MutexLock l(&write_mu_);
+    auto it = pending_.find(d);
+    if (it != pending_.end()) {
+      *pending_seq = it->second;
+      return true;
+    }
+  }
+  // A seal may have moved it from pending to the index between the checks
+  // (seals insert into the index before erasing from pending_).
+  return index_.Contains(d);
+}
+
+void Store::Impl::ProcessChunk(const ChunkTask& t, ChunkCompressor& compressor,
+                               std::string& scratch) {
+  ChunkResult r;
+  IngestImpl* in = t.ingest;
+  if (in->Dead()) {
+    // Nothing to do; the ingest will fail anyway.
+  } else if (IsAllZero(t.data, t.size)) {
+    // Zero chunks are never stored: r.digest stays all-zero.
+  } else {
+    r.digest = Sha256(t.data, t.size);
+    // Pin before looking up: a GC sweep that runs after this cannot free it,
+    // and one that ran before has already removed it from the index.
+    NoteReference(in, r.digest);
+    if (!FindStored(r.digest, &r.pack_seq)) {
+      {
+        absl::MutexLock l(&inflight_mu_);
+        while (inflight_.contains(r.digest)) inflight_cv_.Wait(&inflight_mu_);
+        inflight_.insert(r.digest);
+      }
+      // Someone may have finished writing it while we waited for the claim.
+      if (!FindStored(r.digest, &r.pack_seq)) {
+        auto codec = compressor.Encode(absl::string_view(t.data, t.size), &scratch);
+        if (!codec.ok()) {
+          r.status = codec.status();
+        } else {
+          auto seq =
+              AppendChunk(r.digest, *codec, scratch, t.size, Xxh3(scratch.data(), scratch.size()));
+          if (seq.ok()) {
+            r.pack_seq = *seq;
+            r.new_stored = static_cast<uint32_t>(scratch.size());
+          } else {
+            r.status = seq.status();
+          }
+        }
+      }
+      absl::MutexLock l(&inflight_mu_);
+      inflight_.erase(r.digest);
+      inflight_cv_.SignalAll();
+    }
+  }
+  // The caller's bytes are no longer needed: release them before telling the
+  // ingest, so Commit returns only after every on_consumed ran.
+  if (t.group) t.group->Done();
+  in->ChunkDone(t.slot, t.chunk, r.digest, t.size, r.new_stored, r.pack_seq, r.status);
+}
+
+absl::StatusOr<uint64_t> Store::Impl::AppendChunk(const Digest& d, uint8_t codec,
+                                                  absl::string_view stored, uint32_t raw_len,
+                                                  uint64_t xxh3) {
+  absl::MutexLock l(&write_mu_);
+  if (!open_pack_) {
+    // Called from Append, i.e. with write_mu_ held.
+    auto writeback = [this](int fd, uint64_t off, uint64_t len)
+                         ABSL_NO_THREAD_SAFETY_ANALYSIS { QueueWritebackLocked(fd, off, len); };
+    KC_ASSIGN_OR_RETURN(open_pack_, PackWriter::Create(packs_dir_, opts_.test_hook, writeback));
+  }
+  auto entry = open_pack_->Append(d, codec, stored, raw_len, xxh3);
+  if (!entry.ok()) {
+    FailOpenPackLocked(entry.status());
+    return entry.status();
+  }
+  const uint64_t seq = open_seq_;
+  pending_[d] = seq;
+  if (open_pack_->bytes() >= opts_.pack_target_bytes) {
+    uint64_t sealing_seq;
+    auto pack = DetachOpenPackLocked(&sealing_seq);
+    SealJob job;
+    job.seq = sealing_seq;
+    job.pack = std::move(pack);
+    seal_queue_.push_back(std::move(job));
+    sealed_cv_.SignalAll();  // wakes the sealer
+  }
+  return seq;
+}
+
+void Store::Impl::FailOpenPackLocked(const absl::Status& why) {
+  if (!open_pack_) return;
+  log::Error("store.pack_failed", {{"pack", open_pack_->name()}, {"error", why.ToString()}});
+  failed_packs_[open_seq_] = why;
+  for (const PackEntry& e : open_pack_->entries()) pending_.erase(e.digest);
+  open_pack_.reset();  // unlinks the temp file
+  ++open_seq_;
+}
+
+std::unique_ptr<PackWriter> Store::Impl::DetachOpenPackLocked(uint64_t* seq) {
+  *seq = open_seq_++;
+  sealing_.insert(*seq);
+  return std::move(open_pack_);
+}
+
+absl::Status Store::Impl::SealDetached(std::unique_ptr<PackWriter> pack, uint64_t seq) {
+  absl::Status st = pack->Finish();
+  std::unique_ptr<PackReader> reader;
+  if (st.ok()) {
+    auto r = PackReader::Open(pack->path(), pack->name());
+    if (r.ok()) {
+      reader = std::move(*r);
+    } else {
+      st = r.status();
+    }
+  }
+  absl::MutexLock l(&write_mu_);
+  if (!st.ok()) {
+    log::Error("store.pack_failed", {{"pack", pack->name()}, {"error", st.ToString()}});
+    failed_packs_[seq] = st;
+    for (const PackEntry& e : pack->entries()) pending_.erase(e.digest);
+  } else {
+    // Durable now: publish to the index, then drop from pending (in that
+    // order, see FindStored).
+    const uint32_t id = AddPack(std::move(reader));
+    for (const PackEntry& e : pack->entries()) {
+      index_.InsertIfAbsent(e.digest,
+                            ChunkLocation{id, e.stored_len, e.offset, e.raw_len, e.codec, e.xxh3});
+      pending_.erase(e.digest);
+    }
+    log::Debug(
+        "store.pack_sealed",
+        {{"pack", pack->name()}, {"bytes", pack->bytes()}, {"chunks", pack->entries().size()}});
+  }
+  sealing_.erase(seq);
+  sealed_cv_.SignalAll();
+  return st;
+}
+
+void Store::Impl::QueueWritebackLocked(int fd, uint64_t offset, uint64_t len) {
+  SealJob job;
+  job.wb_fd = ::dup(fd);
+  if (job.wb_fd < 0) return;  // best effort: fdatasync at seal still syncs it
+  job.wb_offset = offset;
+  job.wb_len = len;
+  seal_queue_.push_back(std::move(job));
+  sealed_cv_.SignalAll();
+}
+
+void Store::Impl::SealerLoop() {
+  while (true) {
+    SealJob job;
+    {
+      absl::MutexLock l(&write_mu_);
+      while (seal_queue_.empty() && !sealer_stop_) sealed_cv_.Wait(&write_mu_);
+      if (seal_queue_.empty()) return;
+      job = std::move(seal_queue_.front());
+      seal_queue_.pop_front();
+    }
+    if (job.wb_fd >= 0) {
+      // Best effort: a write error here resurfaces in the seal's fdatasync.
+      (void)::sync_file_range(job.wb_fd, static_cast<off64_t>(job.wb_offset),
+                              static_cast<off64_t>(job.wb_len), SYNC_FILE_RANGE_WRITE);
+      ::close(job.wb_fd);
+      continue;
+    }
+    // Failures are recorded in failed_packs_ and reach the ingests that
+    // depend on the pack through EnsureDurable.
+    (void)SealDetached(std::move(job.pack), job.seq);
+  }
+}
+
+absl::Status Store::Impl::EnsureDurable(uint64_t seq) {
+  std::unique_ptr<PackWriter> pack;
+  {
+    absl::MutexLock l(&write_mu_);
+    while (sealing_.contains(seq)) sealed_cv_.Wait(&write_mu_);
+    if (auto it = failed_packs_.find(seq); it != failed_packs_.end()) return it->second;
+    if (seq != open_seq_ || !open_pack_) return absl::OkStatus();  // sealed already
+    uint64_t detached;
+    pack = DetachOpenPackLocked(&detached);
+  }
+  return SealDetached(std::move(pack), seq);
+}
+
+absl::Status Store::Impl::SealOpenPack() {
+  uint64_t seq;
+  {
+    absl::MutexLock l(&write_mu_);
+    seq = open_seq_;
+  }
+  return EnsureDurable(seq);
+}
+
+void Store::Impl::NoteReference(const void* ingest, const Digest& d) {
+  absl::MutexLock l(&live_mu_);
+  if (ingest != nullptr) ingest_refs_[ingest].insert(d);
+  if (gc_active_) gc_seen_.insert(d);
+}
+
+void Store::Impl::RegisterIngest(const void* ingest) {
+  absl::MutexLock l(&live_mu_);
+  ingest_refs_[ingest];
+}
+
+void Store::Impl::UnregisterIngest(const void* ingest) {
+  absl::MutexLock l(&live_mu_);
+  auto it = ingest_refs_.find(ingest);
+  if (it == ingest_refs_.end()) return;
+  // A GC that is marking may not have seen this capture's manifest; keep
+  // what it referenced alive for that GC.
+  if (gc_active_) gc_seen_.insert(it->second.begin(), it->second.end());
+  ingest_refs_.erase(it);
+}
+
+// ---------------------------------------------------------------------------
+// IngestImpl.
+
+IngestImpl::IngestImpl(Store::Impl* store)
+    : store_(store), chunk_size_(store->opts_.chunk_size), start_(absl::Now()) {
+  store_->RegisterIngest(this);
+}
+
+IngestImpl::~IngestImpl() {
+  {
+    absl::MutexLock l(&mu_);
+    if (!committed_ && error_.ok()) error_ = absl::AbortedError("capture dropped without Commit");
+    while (outstanding_ > 0) done_cv_.Wait(&mu_);
+  }
+  store_->UnregisterIngest(this);
+}
+
+uint32_t IngestImpl::NumChunks(uint64_t size) const {
+  return static_cast<uint32_t>((size + chunk_size_ - 1) / chunk_size_);
+}
+
+absl::Status IngestImpl::Usable() const {
+  if (!error_.ok()) return error_;
+  if (committed_ || committing_) return absl::FailedPreconditionError("capture already committed");
+  return absl::OkStatus();
+}
+
+bool IngestImpl::Dead() const {
+  absl::MutexLock l(&mu_);
+  return !error_.ok();
+}
+
+absl::StatusOr<int> IngestImpl::AddRegion(ImageKind image, const v1::Region& region) {
+  if (region.data().chunk_digests_size() != 0 || region.changed_chunks_size() != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region at va 0x%x: data.chunk_digests/changed_chunks must be empty", region.va()));
+  }
+  const uint64_t size = region.data().size();
+  if (size / chunk_size_ >= (1ull << 32)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("region at va 0x%x is too large", region.va()));
+  }
+  auto slot = std::make_unique<Slot>();
+  slot->image = image;
+  slot->region = region;
+  slot->size = size;
+  slot->digests.resize(NumChunks(size));
+  slot->received.resize(NumChunks(size));
+  absl::MutexLock l(&mu_);
+  KC_RETURN_IF_ERROR(Usable());
+  slots_.push_back(std::move(slot));
+  progress_.bytes_declared += size;
+  return static_cast<int>(slots_.size() - 1);
+}
+
+absl::Status IngestImpl::WriteRegion(int handle, uint64_t offset, const void* data, size_t size,
+                                     std::function<void()> on_consumed) {
+  absl::Status st;
+  {
+    absl::MutexLock l(&mu_);
+    st = Usable();
+    Slot* s = nullptr;
+    if (st.ok()) {
+      if (handle < 0 || static_cast<size_t>(handle) >= slots_.size() || slots_[handle]->is_code) {
+        st = absl::InvalidArgumentError(absl::StrCat("unknown region handle ", handle));
+      } else {
+        s = slots_[handle].get();
+      }
+    }
+    if (st.ok()) {
+      const uint64_t end = offset + size;
+      if (offset % chunk_size_ != 0 || end > s->size || end < offset ||
+          (size % chunk_size_ != 0 && end != s->size)) {
+        st = absl::InvalidArgumentError(absl::StrFormat(
+            "region at va 0x%x: write [%d, +%d) is not chunk-aligned or exceeds its size %d",
+            s->region.va(), offset, size, s->size));
+      }
+    }
+    if (st.ok() && size > 0) {
+      const uint32_t first = static_cast<uint32_t>(offset / chunk_size_);
+      const uint32_t n = NumChunks(size);
+      for (uint32_t i = first; i < first + n; ++i) {
+        if (s->received[i]) {
+          st = absl::InvalidArgumentError(
+              absl::StrFormat("region at va 0x%x: chunk %d written twice", s->region.va(), i));
+          break;
+        }
+      }
+      if (st.ok()) {
+        for (uint32_t i = first; i < first + n; ++i) s->received[i] = 1;
+        s->received_count += n;
+        outstanding_ += n;
+        progress_.bytes_received += size;
+      }
+    }
+  }
+  if (!st.ok() || size == 0) {
+    // The bytes are not needed (any more); let the producer reuse them.
+    if (on_consumed) on_consumed();
+    return st;
+  }
+  SubmitChunks(handle, offset, static_cast<const char*>(data), size, std::move(on_consumed));
+  return absl::OkStatus();
+}
+
+void IngestImpl::SubmitChunks(int slot, uint64_t offset, const char* data, size_t size,
+                              std::function<void()> on_consumed) {
+  const uint32_t n = NumChunks(size);
+  auto group = std::make_shared<WriteGroup>(static_cast<int>(n), std::move(on_consumed));
+  const uint32_t first = static_cast<uint32_t>(offset / chunk_size_);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t off = static_cast<uint64_t>(i) * chunk_size_;
+    ChunkTask t;
+    t.ingest = this;
+    t.slot = slot;
+    t.chunk = first + i;
+    t.data = data + off;
+    t.size = static_cast<uint32_t>(std::min<uint64_t>(chunk_size_, size - off));
+    t.group = group;
+    store_->Submit(std::move(t));
+  }
+}
+
+absl::Status IngestImpl::AddCodeObject(const v1::CodeObject& meta, const void* data, size_t size) {
+  const Digest d = Sha256(data, size);
+  if (!meta.digest().empty() && meta.digest() != d.ToBytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "code object '", meta.name(), "': digest does not match its bytes (", d.ToHex(), ")"));
+  }
+  // The caller's buffer is only valid during this call: keep a copy until
+  // the pipeline is done with it.
+  auto copy = std::make_shared<std::string>(static_cast<const char*>(data), size);
+  auto slot = std::make_unique<Slot>();
+  slot->is_code = true;
+  slot->code = meta;
+  slot->code.set_digest(d.ToBytes());
+  slot->code.clear_data();
+  slot->size = size;
+  slot->digests.resize(NumChunks(size));
+  slot->received.assign(NumChunks(size), 1);
+  slot->received_count = NumChunks(size);
+  int handle;
+  {
+    absl::MutexLock l(&mu_);
+    KC_RETURN_IF_ERROR(Usable());
+    slots_.push_back(std::move(slot));
+    handle = static_cast<int>(slots_.size() - 1);
+    outstanding_ += NumChunks(size);
+  }
+  if (size > 0) SubmitChunks(handle, 0, copy->data(), size, [copy] {});
+  return absl::OkStatus();
+}
+
+void IngestImpl::ChunkDone(int slot, uint32_t chunk, const Digest& digest, uint32_t raw,
+                           uint32_t new_stored, uint64_t pack_seq, absl::Status status) {
+  absl::MutexLock l(&mu_);
+  if (!status.ok()) {
+    if (error_.ok()) error_ = status;
+  } else {
+    slots_[slot]->digests[chunk] = digest;
+    if (new_stored > 0) written_[digest] = Written{raw, new_stored};
+    if (pack_seq > 0) pack_deps_.insert(pack_seq);
+  }
+  if (--outstanding_ == 0) done_cv_.SignalAll();
+}
+
+void IngestImpl::Abort(absl::string_view reason) {
+  absl::MutexLock l(&mu_);
+  if (committed_ || !error_.ok()) return;
+  error_ = absl::AbortedError(absl::StrCat("capture aborted: ", reason));
+  log::Info("capture.aborted", {{"reason", std::string(reason)}});
+}
+
+IngestProgress IngestImpl::Progress() const {
+  absl::MutexLock l(&mu_);
+  return progress_;
+}
+
+v1::ChunkList IngestImpl::MakeList(const Slot& s, const std::vector<uint32_t>* only) const {
+  v1::ChunkList list;
+  list.set_size(s.size);
+  list.set_chunk_size(chunk_size_);
+  auto add = [&](uint32_t i) {
+    list.add_chunk_digests(IsZeroDigest(s.digests[i]) ? std::string() : s.digests[i].ToBytes());
+  };
+  if (only != nullptr) {
+    for (uint32_t i : *only) add(i);
+  } else {
+    for (uint32_t i = 0; i < s.digests.size(); ++i) add(i);
+  }
+  return list;
+}
+
+absl::StatusOr<std::string> IngestImpl::Commit(v1::CaptureManifest manifest) {
+  std::set<uint64_t> deps;
+  {
+    absl::MutexLock l(&mu_);
+    KC_RETURN_IF_ERROR(Usable());
+    committing_ = true;
+    while (outstanding_ > 0) done_cv_.Wait(&mu_);
+    if (!error_.ok()) return error_;
+    for (const auto& s : slots_) {
+      if (s->received_count != s->digests.size()) {
+        error_ = absl::FailedPreconditionError(
+            absl::StrFormat("region at va 0x%x: only %d of %d chunks were written", s->region.va(),
+                            s->received_count, s->digests.size()));
+        return error_;
+      }
+    }
+    deps = pack_deps_;
+  }
+  // Every chunk this capture names must be durable before its manifest.
+  for (uint64_t seq : deps) {
+    absl::Status st = store_->EnsureDurable(seq);
+    if (!st.ok()) {
+      absl::MutexLock l(&mu_);
+      error_ = st;
+      return st;
+    }
+  }
+
+  absl::MutexLock l(&mu_);
+  manifest.clear_pre();
+  manifest.clear_post();
+  manifest.clear_code_objects();
+  v1::CaptureStats stats;
+  absl::flat_hash_set<Digest> counted;
+  auto count = [&](const Slot& s, uint32_t i) {
+    const uint64_t off = static_cast<uint64_t>(i) * chunk_size_;
+    const uint64_t n = std::min<uint64_t>(chunk_size_, s.size - off);
+    stats.set_logical_bytes(stats.logical_bytes() + n);
+    const Digest& d = s.digests[i];
+    if (IsZeroDigest(d)) {
+      stats.set_zero_bytes(stats.zero_bytes() + n);
+      return;
+    }
+    stats.set_chunk_count(stats.chunk_count() + 1);
+    auto w = written_.find(d);
+    if (w != written_.end() && counted.insert(d).second) {
+      stats.set_new_raw_bytes(stats.new_raw_bytes() + w->second.raw);
+      stats.set_new_stored_bytes(stats.new_stored_bytes() + w->second.stored);
+    } else {
+      stats.set_dedup_bytes(stats.dedup_bytes() + n);
+    }
+  };
+
+  // Pre image first: post regions diff against it.
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, const Slot*> pre_by_va;
+  for (const auto& s : slots_) {
+    if (s->is_code || s->image != ImageKind::kPre) continue;
+    v1::Region* r = manifest.mutable_pre()->add_regions();
+    *r = s->region;
+    *r->mutable_data() = MakeList(*s, nullptr);
+    pre_by_va[{s->region.va(), s->region.device()}] = s.get();
+    for (uint32_t i = 0; i < s->digests.size(); ++i) count(*s, i);
+  }
+  for (const auto& s : slots_) {
+    if (s->is_code || s->image != ImageKind::kPost) continue;
+    v1::Region* r = manifest.mutable_post()->add_regions();
+    *r = s->region;
+    auto pre = pre_by_va.find({s->region.va(), s->region.device()});
+    if (pre != pre_by_va.end() && pre->second->size == s->size) {
+      std::vector<uint32_t> changed;
+      for (uint32_t i = 0; i < s->digests.size(); ++i) {
+        if (s->digests[i] != pre->second->digests[i]) changed.push_back(i);
+      }
+      r->set_diff(true);
+      for (uint32_t i : changed) {
+        r->add_changed_chunks(i);
+        count(*s, i);
+      }
+      *r->mutable_data() = MakeList(*s, &changed);
+    } else {
+      *r->mutable_data() = MakeList(*s, nullptr);
+      for (uint32_t i = 0; i < s->digests.size(); ++i) count(*s, i);
+    }
+  }
+  for (const auto& s : slots_) {
+    if (!s->is_code) continue;
+    v1::CodeObject* c = manifest.add_code_objects();
+    *c = s->code;
+    *c->mutable_data() = MakeList(*s, nullptr);
+  }
+  // New chunks not attributed above (code objects, post chunks equal to pre).
+  for (const auto& [d, w] : written_) {
+    if (counted.insert(d).second) {
+      stats.set_new_raw_bytes(stats.new_raw_bytes() + w.raw);
+      stats.set_new_stored_bytes(stats.new_stored_bytes() + w.stored);
+    }
+  }
+  stats.set_ingest_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+  *manifest.mutable_stats() = stats;
+
+  auto id = store_->PublishManifest(std::move(manifest));
+  if (!id.ok()) {
+    error_ = id.status();
+    return error_;
+  }
+  committed_ = true;
+  // The ref now keeps the chunks alive; stop pinning them.
+  store_->UnregisterIngest(this);
+  return id;
+}
+
+}  // namespace kerncap::store

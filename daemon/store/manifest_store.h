@@ -1,0 +1,59 @@
+// manifest_store.h: capture manifests and the refs that make them visible.
+//
+//   manifests/<xx>/<sha256 hex>   serialized CaptureManifest; the name is the
+//                                 SHA-256 of the file's bytes (checked on read)
+//   refs/captures/<capture id>    "<sha256 hex>\n"
+//
+// Both are written with WriteFileAtomic (tmp-*, fsync, rename, fsync dir).
+// The ref is written last: a capture exists iff its ref exists.
+//
+#ifndef KERNCAP_DAEMON_STORE_MANIFEST_STORE_H_
+#define KERNCAP_DAEMON_STORE_MANIFEST_STORE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/capture_id.h"
+#include "kerncap/v1/manifest.pb.h"
+
+namespace kerncap::store {
+
+// Capture ids are defined once, in common/capture_id.h.
+using ::kerncap::IsValidCaptureId;
+using ::kerncap::IsValidCaptureIdPrefix;
+using ::kerncap::kCaptureIdHexDigits;
+using ::kerncap::kCaptureIdPrefix;
+using ::kerncap::NewCaptureId;
+
+class ManifestStore {
+ public:
+  explicit ManifestStore(std::string root) : root_(std::move(root)) {}
+
+  absl::Status Init();  // creates manifests/ and refs/captures/
+
+  // Serializes and durably writes the manifest; returns its digest (hex).
+  absl::StatusOr<std::string> WriteManifest(const v1::CaptureManifest& manifest);
+  // DataLoss when the file does not hash to its name or does not parse.
+  absl::StatusOr<v1::CaptureManifest> ReadManifest(const std::string& digest_hex);
+  absl::Status DeleteManifest(const std::string& digest_hex);
+
+  absl::Status WriteRef(const std::string& capture_id, const std::string& digest_hex);
+  absl::StatusOr<std::string> ReadRef(const std::string& capture_id);
+  absl::Status DeleteRef(const std::string& capture_id);
+  // Ids of all refs (valid names only; tmp-* and junk are skipped).
+  absl::StatusOr<std::vector<std::string>> ListRefs();
+
+  std::string refs_dir() const { return root_ + "/refs/captures"; }
+  std::string manifests_dir() const { return root_ + "/manifests"; }
+
+ private:
+  std::string ManifestPath(const std::string& digest_hex) const;
+  std::string root_;
+};
+
+}  // namespace kerncap::store
+
+#endif  // KERNCAP_DAEMON_STORE_MANIFEST_STORE_H_

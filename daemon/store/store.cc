@@ -1,0 +1,643 @@
+#include "daemon/store/store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/errno_status.h"
+#include "common/file_util.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "daemon/store/ingest.h"
+#include "daemon/store/store_impl.h"
+
+namespace kerncap::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint32_t kMinChunk = 64u << 10;
+constexpr uint32_t kMaxChunk = 4u << 20;
+constexpr int kStoreFormat = 1;
+
+// Removes tmp-* files anywhere under `root`: leftovers of writes a crash
+// interrupted (they were never renamed, so nothing refers to them).
+int RemoveTempFiles(const std::string& root) {
+  int removed = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec) && absl::StartsWith(it->path().filename().string(), "tmp-")) {
+      std::error_code rm_ec;
+      if (fs::remove(it->path(), rm_ec)) ++removed;
+    }
+  }
+  return removed;
+}
+
+std::string Hex(const Digest& d) { return d.ToHex(); }
+
+}  // namespace
+
+void ForEachManifestChunk(const v1::CaptureManifest& m,
+                          const std::function<void(const Digest&)>& fn) {
+  auto list = [&](const v1::ChunkList& l) {
+    for (const std::string& raw : l.chunk_digests()) {
+      if (raw.empty()) continue;
+      auto d = Digest::FromBytes(raw);
+      if (d.ok()) fn(*d);
+    }
+  };
+  for (const auto& r : m.pre().regions()) list(r.data());
+  for (const auto& r : m.post().regions()) list(r.data());
+  for (const auto& c : m.code_objects()) list(c.data());
+}
+
+// ---------------------------------------------------------------------------
+// Impl: open / close.
+
+Store::Impl::Impl(StoreOptions options)
+    : opts_(std::move(options)),
+      packs_dir_(opts_.dir + "/packs"),
+      manifests_(opts_.dir),
+      catalog_path_(opts_.dir + "/catalog.sqlite") {}
+
+Store::Impl::~Impl() {
+  {
+    absl::MutexLock l(&queue_mu_);
+    stopping_ = true;
+    queue_cv_.SignalAll();
+  }
+  for (std::thread& t : workers_) t.join();
+  {
+    // Only chunks of uncommitted ingests can be in the open pack (Commit
+    // seals what it needs), so it is dropped, not published. Packs already
+    // queued for sealing are finished by the sealer before it stops.
+    absl::MutexLock l(&write_mu_);
+    open_pack_.reset();
+    sealer_stop_ = true;
+    sealed_cv_.SignalAll();
+  }
+  if (sealer_.joinable()) sealer_.join();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+absl::Status Store::Impl::Open() {
+  const uint32_t cs = opts_.chunk_size;
+  if (cs < kMinChunk || cs > kMaxChunk || (cs & (cs - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_size ", cs, " must be a power of two between 64 KiB and 4 MiB"));
+  }
+  if (opts_.dir.empty()) return absl::InvalidArgumentError("store directory is empty");
+  if (opts_.pack_target_bytes == 0) opts_.pack_target_bytes = 1;
+  KC_RETURN_IF_ERROR(MakeDirs(opts_.dir));
+
+  // One daemon per store: flock on LOCK, which also records the holder's pid.
+  const std::string lock_path = opts_.dir + "/LOCK";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return ErrnoError(errno, absl::StrCat("open ", lock_path));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder = "unknown";
+    if (auto content = ReadFile(lock_path); content.ok()) {
+      holder = std::string(absl::StripAsciiWhitespace(*content));
+    }
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("store ", opts_.dir, " is locked by another kerncapd (pid ", holder,
+                       "); only one daemon may own a store"));
+    }
+    return ErrnoError(err, absl::StrCat("flock ", lock_path));
+  }
+  const std::string pid = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) < 0) {
+    return ErrnoError(errno, absl::StrCat("write ", lock_path));
+  }
+
+  const int removed = RemoveTempFiles(opts_.dir);
+
+  // The chunk size is a property of the store: digests depend on it.
+  const std::string config_path = opts_.dir + "/STORE";
+  auto config = ReadFile(config_path);
+  if (config.ok()) {
+    for (absl::string_view line : absl::StrSplit(*config, '\n')) {
+      uint32_t v;
+      if (absl::ConsumePrefix(&line, "chunk_size=") && absl::SimpleAtoi(line, &v) && v != cs) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("store ", opts_.dir, " was created with chunk_size ", v, ", not ", cs));
+      }
+    }
+  } else if (absl::IsNotFound(config.status())) {
+    KC_RETURN_IF_ERROR(WriteFileAtomic(
+        config_path, absl::StrCat("format=", kStoreFormat, "\nchunk_size=", cs, "\n")));
+  } else {
+    return config.status();
+  }
+
+  // Load every published pack's trailer into the index; quarantine packs
+  // whose trailer is missing or damaged (never read them).
+  KC_RETURN_IF_ERROR(MakeDirs(packs_dir_));
+  std::vector<std::pair<std::string, std::string>> pack_files;  // path, name
+  std::error_code ec;
+  for (const auto& sub : fs::directory_iterator(packs_dir_, ec)) {
+    if (!sub.is_directory() || sub.path().filename() == "quarantine") continue;
+    for (const auto& f : fs::directory_iterator(sub.path(), ec)) {
+      const std::string fname = f.path().filename().string();
+      if (!f.is_regular_file() || !absl::EndsWith(fname, ".pack")) continue;
+      pack_files.emplace_back(f.path().string(), fname.substr(0, fname.size() - 5));
+    }
+  }
+  std::sort(pack_files.begin(), pack_files.end());
+  uint64_t chunks = 0;
+  for (const auto& [path, name] : pack_files) {
+    auto reader = PackReader::Open(path, name);
+    if (!reader.ok()) {
+      const std::string qdir = packs_dir_ + "/quarantine";
+      KC_RETURN_IF_ERROR(MakeDirs(qdir));
+      const std::string qpath = absl::StrCat(qdir, "/", name, ".pack");
+      if (::rename(path.c_str(), qpath.c_str()) != 0) {
+        return ErrnoError(errno, absl::StrCat("quarantine ", path));
+      }
+      log::Warn("store.pack_quarantined",
+                {{"pack", name}, {"error", std::string(reader.status().message())}});
+      absl::MutexLock l(&packs_mu_);
+      quarantined_.push_back(absl::StrCat(name, ": ", reader.status().message()));
+      continue;
+    }
+    std::shared_ptr<PackReader> pack = std::move(*reader);
+    const uint32_t id = AddPack(pack);
+    for (const PackEntry& e : pack->entries()) {
+      index_.InsertIfAbsent(e.digest,
+                            ChunkLocation{id, e.stored_len, e.offset, e.raw_len, e.codec, e.xxh3});
+      ++chunks;
+    }
+  }
+
+  KC_RETURN_IF_ERROR(manifests_.Init());
+  KC_ASSIGN_OR_RETURN(std::vector<std::string> refs, manifests_.ListRefs());
+  {
+    absl::MutexLock l(&ids_mu_);
+    ids_.insert(refs.begin(), refs.end());
+  }
+  const int orphans = RemoveOrphanManifests(refs);
+
+  // Catalog: derived from refs; rebuilt when missing, damaged or stale.
+  auto catalog = Catalog::Open(catalog_path_);
+  if (!catalog.ok()) {
+    log::Warn("store.catalog_rebuild", {{"reason", std::string(catalog.status().message())}});
+    Catalog::Remove(catalog_path_);
+    catalog = Catalog::Open(catalog_path_);
+    if (!catalog.ok()) return catalog.status();
+  }
+  catalog_ = std::move(*catalog);
+  KC_ASSIGN_OR_RETURN(std::vector<std::string> cat_ids, catalog_->Ids());
+  std::set<std::string> in_catalog(cat_ids.begin(), cat_ids.end());
+  std::set<std::string> in_refs(refs.begin(), refs.end());
+  for (const std::string& id : in_catalog) {
+    if (!in_refs.contains(id)) KC_RETURN_IF_ERROR(catalog_->Delete(id));
+  }
+  for (const std::string& id : in_refs) {
+    if (in_catalog.contains(id)) continue;
+    auto hex = manifests_.ReadRef(id);
+    auto m = hex.ok() ? manifests_.ReadManifest(*hex) : hex.status();
+    if (!m.ok()) {
+      log::Error("store.manifest_unreadable",
+                 {{"capture", id}, {"error", std::string(m.status().message())}});
+      continue;
+    }
+    KC_RETURN_IF_ERROR(catalog_->Upsert(*m, *hex));
+  }
+
+  int n = opts_.workers > 0 ? opts_.workers
+                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  sealer_ = std::thread([this] { SealerLoop(); });
+  log::Info("store.opened", {{"dir", opts_.dir},
+                             {"packs", pack_files.size()},
+                             {"chunks", chunks},
+                             {"captures", refs.size()},
+                             {"tmp_removed", removed},
+                             {"orphan_manifests_removed", orphans},
+                             {"workers", n}});
+  return absl::OkStatus();
+}
+
+int Store::Impl::RemoveOrphanManifests(const std::vector<std::string>& refs) {
+  // Only safe while no commit is in flight (a commit writes its manifest
+  // before its ref), which is the case during Open.
+  std::set<std::string> live;
+  for (const std::string& id : refs) {
+    if (auto hex = manifests_.ReadRef(id); hex.ok()) live.insert(*hex);
+  }
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& sub : fs::directory_iterator(manifests_.manifests_dir(), ec)) {
+    if (!sub.is_directory()) continue;
+    for (const auto& f : fs::directory_iterator(sub.path(), ec)) {
+      const std::string name = f.path().filename().string();
+      if (name.size() != 64 || live.contains(name)) continue;
+      std::error_code rm_ec;
+      if (fs::remove(f.path(), rm_ec)) ++removed;
+    }
+  }
+  return removed;
+}
+
+uint32_t Store::Impl::AddPack(std::shared_ptr<PackReader> pack) {
+  absl::MutexLock l(&packs_mu_);
+  packs_.push_back(std::move(pack));
+  return static_cast<uint32_t>(packs_.size() - 1);
+}
+
+std::shared_ptr<PackReader> Store::Impl::GetPack(uint32_t id) {
+  absl::MutexLock l(&packs_mu_);
+  return id < packs_.size() ? packs_[id] : nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Impl: reads.
+
+absl::StatusOr<StoredChunk> Store::Impl::ReadStored(const Digest& d, std::string* pack_name) {
+  // A GC may move the chunk between the lookup and the read; retry then.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto loc = index_.Lookup(d);
+    if (!loc) return absl::NotFoundError(absl::StrCat("chunk ", Hex(d), " not found in store"));
+    std::shared_ptr<PackReader> pack = GetPack(loc->pack_id);
+    if (!pack) continue;
+    if (pack_name != nullptr) *pack_name = pack->name();
+    StoredChunk out;
+    absl::Status st = pack->ReadBlob(loc->offset, loc->stored_len, &out.data);
+    if (!st.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("chunk ", Hex(d), " in pack ", pack->name(), ": ", st.message()));
+    }
+    if (Xxh3(out.data.data(), out.data.size()) != loc->xxh3) {
+      return absl::DataLossError(absl::StrCat("chunk ", Hex(d), " in pack ", pack->name(),
+                                              " at offset ", loc->offset,
+                                              ": checksum mismatch (stored bytes are corrupt)"));
+    }
+    out.codec = static_cast<v1::ChunkCodec>(loc->codec);
+    out.raw_size = loc->raw_len;
+    return out;
+  }
+  return absl::UnavailableError(absl::StrCat("chunk ", Hex(d), " kept moving during GC"));
+}
+
+absl::Status Store::Impl::ReadChunkInto(const Digest& d, char* out, uint32_t expected_raw) {
+  std::string pack;
+  KC_ASSIGN_OR_RETURN(StoredChunk c, ReadStored(d, &pack));
+  const std::string what = absl::StrCat("chunk ", Hex(d), " in pack ", pack);
+  if (c.raw_size != expected_raw) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": holds ", c.raw_size, " bytes, expected ", expected_raw));
+  }
+  return DecodeChunk(static_cast<uint8_t>(c.codec), c.data, c.raw_size, out, what);
+}
+
+// ---------------------------------------------------------------------------
+// Impl: captures.
+
+absl::StatusOr<std::string> Store::Impl::Resolve(absl::string_view id_or_prefix) {
+  if (!IsValidCaptureIdPrefix(id_or_prefix)) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed capture id '", id_or_prefix,
+                                                   "': expected cap-<12 hex digits> or a prefix"));
+  }
+  absl::MutexLock l(&ids_mu_);
+  std::vector<std::string> matches;
+  for (auto it = ids_.lower_bound(std::string(id_or_prefix));
+       it != ids_.end() && absl::StartsWith(*it, id_or_prefix) && matches.size() < 5; ++it) {
+    matches.push_back(*it);
+  }
+  if (matches.empty()) {
+    return absl::NotFoundError(absl::StrCat("capture ", id_or_prefix, " not found"));
+  }
+  if (matches.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("capture id prefix '", id_or_prefix,
+                                                   "' is ambiguous (", absl::StrJoin(matches, ", "),
+                                                   matches.size() >= 5 ? ", ..." : "", ")"));
+  }
+  return matches[0];
+}
+
+absl::StatusOr<v1::CaptureManifest> Store::Impl::LoadManifest(const std::string& id) {
+  KC_ASSIGN_OR_RETURN(std::string hex, manifests_.ReadRef(id));
+  auto m = manifests_.ReadManifest(hex);
+  if (!m.ok()) {
+    return absl::Status(m.status().code(),
+                        absl::StrCat("capture ", id, ": ", m.status().message()));
+  }
+  return m;
+}
+
+absl::StatusOr<std::string> Store::Impl::PublishManifest(v1::CaptureManifest manifest) {
+  std::string id = manifest.capture_id();
+  {
+    absl::MutexLock l(&ids_mu_);
+    if (id.empty()) {
+      do {
+        id = NewCaptureId();
+      } while (ids_.contains(id) || reserved_ids_.contains(id));
+    } else if (!IsValidCaptureId(id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed capture id '", id, "': expected cap-<12 hex digits>"));
+    } else if (ids_.contains(id) || reserved_ids_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("capture ", id, " already exists"));
+    }
+    reserved_ids_.insert(id);
+  }
+  manifest.set_capture_id(id);
+  if (manifest.format_version() == 0) manifest.set_format_version(1);
+  if (manifest.created_unix_ms() == 0)
+    manifest.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
+
+  auto write = [&]() -> absl::StatusOr<std::string> {
+    Hook("commit.before_manifest");
+    KC_ASSIGN_OR_RETURN(std::string hex, manifests_.WriteManifest(manifest));
+    Hook("commit.before_ref");
+    KC_RETURN_IF_ERROR(manifests_.WriteRef(id, hex));
+    Hook("commit.ref_written");
+    return hex;
+  };
+  auto hex = write();
+  {
+    absl::MutexLock l(&ids_mu_);
+    reserved_ids_.erase(id);
+    if (hex.ok()) ids_.insert(id);
+  }
+  if (!hex.ok()) return hex.status();
+  // The capture is durable and visible now; a catalog failure only makes the
+  // catalog stale, and the next Open repairs it from the refs.
+  if (absl::Status st = catalog_->Upsert(manifest, *hex); !st.ok()) {
+    log::Error("store.catalog_insert_failed", {{"capture", id}, {"error", st.ToString()}});
+  }
+  const auto& s = manifest.stats();
+  log::Info("capture.committed", {{"capture", id},
+                                  {"manifest", *hex},
+                                  {"logical_bytes", s.logical_bytes()},
+                                  {"new_stored_bytes", s.new_stored_bytes()},
+                                  {"dedup_bytes", s.dedup_bytes()},
+                                  {"seconds", s.ingest_seconds()}});
+  return id;
+}
+
+// ---------------------------------------------------------------------------
+// Store facade.
+
+Store::Store(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Store::~Store() = default;
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  KC_RETURN_IF_ERROR(impl->Open());
+  return std::unique_ptr<Store>(new Store(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<CaptureIngest>> Store::BeginCapture() {
+  return std::unique_ptr<CaptureIngest>(new IngestImpl(impl_.get()));
+}
+
+absl::StatusOr<std::string> Store::ResolveCaptureId(absl::string_view id_or_prefix) {
+  return impl_->Resolve(id_or_prefix);
+}
+
+absl::StatusOr<v1::CaptureManifest> Store::GetManifest(absl::string_view id_or_prefix) {
+  KC_ASSIGN_OR_RETURN(std::string id, impl_->Resolve(id_or_prefix));
+  return impl_->LoadManifest(id);
+}
+
+absl::StatusOr<std::vector<v1::CaptureSummary>> Store::ListCaptures(
+    const v1::ListCapturesRequest& filter) {
+  return impl_->catalog_->List(filter);
+}
+
+absl::Status Store::DeleteCapture(absl::string_view id_or_prefix) {
+  KC_ASSIGN_OR_RETURN(std::string id, impl_->Resolve(id_or_prefix));
+  KC_ASSIGN_OR_RETURN(std::string hex, impl_->manifests_.ReadRef(id));
+  KC_RETURN_IF_ERROR(impl_->manifests_.DeleteRef(id));
+  {
+    absl::MutexLock l(&impl_->ids_mu_);
+    impl_->ids_.erase(id);
+  }
+  if (absl::Status st = impl_->catalog_->Delete(id); !st.ok()) {
+    log::Error("store.catalog_delete_failed", {{"capture", id}, {"error", st.ToString()}});
+  }
+  // The manifest names its capture id, so no other ref can point at it.
+  KC_RETURN_IF_ERROR(impl_->manifests_.DeleteManifest(hex));
+  log::Info("capture.deleted", {{"capture", id}});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<uint64_t, uint64_t>> Store::CaptureFootprint(absl::string_view id_in) {
+  KC_ASSIGN_OR_RETURN(std::string id, impl_->Resolve(id_in));
+  KC_ASSIGN_OR_RETURN(v1::CaptureManifest mine, impl_->LoadManifest(id));
+  absl::flat_hash_set<Digest> own;
+  ForEachManifestChunk(mine, [&](const Digest& d) { own.insert(d); });
+  std::vector<std::string> others;
+  {
+    absl::MutexLock l(&impl_->ids_mu_);
+    others.assign(impl_->ids_.begin(), impl_->ids_.end());
+  }
+  absl::flat_hash_set<Digest> shared;
+  for (const std::string& other : others) {
+    if (other == id) continue;
+    auto m = impl_->LoadManifest(other);
+    if (!m.ok()) continue;  // deleted meanwhile, or unreadable (Verify reports it)
+    ForEachManifestChunk(*m, [&](const Digest& d) {
+      if (own.contains(d)) shared.insert(d);
+    });
+  }
+  uint64_t exclusive = 0, stored = 0;
+  for (const Digest& d : own) {
+    auto loc = impl_->index_.Lookup(d);
+    if (!loc) continue;
+    stored += loc->stored_len;
+    if (!shared.contains(d)) exclusive += loc->raw_len;
+  }
+  return std::make_pair(exclusive, stored);
+}
+
+bool Store::HasChunk(const Digest& digest) { return impl_->index_.Contains(digest); }
+
+absl::StatusOr<std::string> Store::ReadChunk(const Digest& digest) {
+  std::string pack;
+  KC_ASSIGN_OR_RETURN(StoredChunk c, impl_->ReadStored(digest, &pack));
+  std::string out(c.raw_size, '\0');
+  KC_RETURN_IF_ERROR(DecodeChunk(static_cast<uint8_t>(c.codec), c.data, c.raw_size, out.data(),
+                                 absl::StrCat("chunk ", Hex(digest), " in pack ", pack)));
+  return out;
+}
+
+absl::StatusOr<StoredChunk> Store::ReadStoredChunk(const Digest& digest) {
+  return impl_->ReadStored(digest, nullptr);
+}
+
+absl::Status Store::PutStoredChunk(const Digest& digest, const StoredChunk& chunk) {
+  if (impl_->index_.Contains(digest)) return absl::OkStatus();
+  if (chunk.codec != v1::CODEC_RAW && chunk.codec != v1::CODEC_ZSTD) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", Hex(digest), ": unknown codec ", static_cast<int>(chunk.codec)));
+  }
+  if (chunk.raw_size == 0 || chunk.raw_size > kMaxChunk) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", Hex(digest), ": raw size ", chunk.raw_size, " out of range"));
+  }
+  std::string raw(chunk.raw_size, '\0');
+  const std::string what = absl::StrCat("chunk ", Hex(digest));
+  KC_RETURN_IF_ERROR(
+      DecodeChunk(static_cast<uint8_t>(chunk.codec), chunk.data, chunk.raw_size, raw.data(), what));
+  const Digest actual = Sha256(raw);
+  if (actual != digest) {
+    return absl::DataLossError(
+        absl::StrCat(what, ": content does not match its digest (got ", Hex(actual), ")"));
+  }
+  impl_->NoteReference(nullptr, digest);
+  {
+    absl::MutexLock l(&impl_->inflight_mu_);
+    while (impl_->inflight_.contains(digest)) impl_->inflight_cv_.Wait(&impl_->inflight_mu_);
+    impl_->inflight_.insert(digest);
+  }
+  uint64_t seq;
+  absl::Status st;
+  if (!impl_->FindStored(digest, &seq)) {
+    auto r = impl_->AppendChunk(digest, static_cast<uint8_t>(chunk.codec), chunk.data,
+                                chunk.raw_size, Xxh3(chunk.data.data(), chunk.data.size()));
+    st = r.status();
+  }
+  absl::MutexLock l(&impl_->inflight_mu_);
+  impl_->inflight_.erase(digest);
+  impl_->inflight_cv_.SignalAll();
+  return st;
+}
+
+absl::Status Store::ReadChunkList(const v1::ChunkList& list, void* out, size_t out_size) {
+  if (list.chunk_size() == 0 && list.size() > 0) {
+    return absl::InvalidArgumentError("chunk list has chunk_size 0");
+  }
+  if (out_size < list.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output buffer of ", out_size, " bytes is smaller than ", list.size()));
+  }
+  const uint64_t cs = list.chunk_size();
+  const uint64_t n = list.size() == 0 ? 0 : (list.size() + cs - 1) / cs;
+  if (static_cast<uint64_t>(list.chunk_digests_size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk list of ", list.size(), " bytes has ",
+                                                   list.chunk_digests_size(), " digests, expected ",
+                                                   n, " (diff lists must be expanded first)"));
+  }
+  char* base = static_cast<char*>(out);
+  auto read_range = [&](uint64_t begin, uint64_t step) -> absl::Status {
+    for (uint64_t i = begin; i < n; i += step) {
+      const uint64_t off = i * cs;
+      const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(cs, list.size() - off));
+      const std::string& raw = list.chunk_digests(static_cast<int>(i));
+      if (raw.empty()) {
+        std::memset(base + off, 0, len);
+        continue;
+      }
+      KC_ASSIGN_OR_RETURN(Digest d, Digest::FromBytes(raw));
+      absl::Status st = impl_->ReadChunkInto(d, base + off, len);
+      if (absl::IsNotFound(st)) {
+        return absl::DataLossError(absl::StrCat("chunk ", Hex(d), " (chunk ", i,
+                                                " of the list) is missing from the store"));
+      }
+      KC_RETURN_IF_ERROR(st);
+    }
+    return absl::OkStatus();
+  };
+  // Decoding is CPU-bound: use a second thread for large lists.
+  if (n < 16) return read_range(0, 1);
+  absl::Status other;
+  std::thread helper([&] { other = read_range(1, 2); });
+  absl::Status mine = read_range(0, 2);
+  helper.join();
+  KC_RETURN_IF_ERROR(mine);
+  return other;
+}
+
+absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest manifest) {
+  // Pin first (a concurrent GC keeps them), then make everything pending
+  // durable, then require every chunk to be indexed.
+  std::vector<Digest> digests;
+  ForEachManifestChunk(manifest, [&](const Digest& d) { digests.push_back(d); });
+  // Registered like an ingest for the duration of the commit, so a GC that
+  // starts before the ref is written still sees these chunks as live.
+  const int token = 0;
+  impl_->RegisterIngest(&token);
+  struct Unregister {
+    Store::Impl* impl;
+    const void* token;
+    ~Unregister() { impl->UnregisterIngest(token); }
+  } unregister{impl_.get(), &token};
+  for (const Digest& d : digests) impl_->NoteReference(&token, d);
+  KC_RETURN_IF_ERROR(impl_->SealOpenPack());
+  for (const Digest& d : digests) {
+    if (!impl_->index_.Contains(d)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("imported capture references chunk ", Hex(d), " which is not in the store"));
+    }
+  }
+  return impl_->PublishManifest(std::move(manifest));
+}
+
+absl::StatusOr<v1::GcReport> Store::RunGc(bool dry_run) { return impl_->RunGc(dry_run); }
+
+absl::Status Store::Verify(absl::string_view capture_id, bool rehash,
+                           const std::function<void(const v1::VerifyProgress&)>& progress) {
+  return impl_->Verify(capture_id, rehash, progress);
+}
+
+v1::StoreStats Store::Stats() {
+  v1::StoreStats s;
+  s.set_path(impl_->opts_.dir);
+  {
+    absl::MutexLock l(&impl_->ids_mu_);
+    s.set_captures(impl_->ids_.size());
+  }
+  uint64_t raw = 0, chunks = 0;
+  impl_->index_.ForEach([&](const Digest&, const ChunkLocation& loc) {
+    raw += loc.raw_len;
+    ++chunks;
+  });
+  s.set_unique_chunks(chunks);
+  s.set_raw_bytes(raw);
+  uint64_t stored = 0, packs = 0;
+  {
+    absl::MutexLock l(&impl_->packs_mu_);
+    for (const auto& p : impl_->packs_) {
+      if (!p) continue;
+      stored += p->file_size();
+      ++packs;
+    }
+  }
+  s.set_stored_bytes(stored);
+  s.set_pack_files(packs);
+  if (auto logical = impl_->catalog_->TotalLogicalBytes(); logical.ok()) {
+    s.set_logical_bytes(*logical);
+  }
+  s.set_chunk_size(impl_->opts_.chunk_size);
+  return s;
+}
+
+uint32_t Store::chunk_size() const { return impl_->opts_.chunk_size; }
+
+int Store::ingests_in_flight() const {
+  absl::MutexLock l(&impl_->live_mu_);
+  return static_cast<int>(impl_->ingest_refs_.size());
+}
+
+}  // namespace kerncap::store

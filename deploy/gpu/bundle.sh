@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# bundle.sh: builds kerncap here (Debian 12) and packs everything the GPU
+# tests need on the GPU machine (Ubuntu 24.04, CUDA 13 driver) into .bundle/:
+#
+#   .bundle/bin/         kerncapd kerncapctl kerncap-replay
+#   .bundle/lib/         libkerncap_agent.so + every shared library the
+#                        binaries need that the GPU machine may lack
+#   .bundle/lib/cupti/   our libcupti.so.13, used only when the machine has none
+#   .bundle/gpu_tests/   the CUDA test programs (agent/cuda/gpu_tests)
+#   .bundle/tests/       gpu_e2e_test, replay_gpu_test
+#   .bundle/run_gpu_tests.sh   sets LD_LIBRARY_PATH and runs the GPU tests
+#
+# Left out on purpose: glibc (libc, libm, libpthread, libdl, librt, ld-linux),
+# libstdc++ and libgcc_s (newer on Ubuntu 24.04, backward compatible), and
+# libcuda (must be the machine's driver). RUNPATH is not enough for the
+# libraries' own dependencies (research/mechanics.md), hence LD_LIBRARY_PATH.
+#
+# Usage: deploy/gpu/bundle.sh [BUILD_DIR]   (default: build-gpu, configured if absent)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-${KERNCAP_BUILD_DIR:-$ROOT/build-gpu}}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+OUT=$ROOT/.bundle
+TARGETS=(kerncapd kerncapctl kerncap-replay kerncap_agent kerncap_gpu_programs gpu_e2e_test
+         replay_gpu_test)
+
+if [[ ! -f $BUILD/build.ninja ]]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja
+fi
+ninja -C "$BUILD" -j"${JOBS:-2}" "${TARGETS[@]}"
+
+rm -rf "$OUT"
+mkdir -p "$OUT"/{bin,lib/cupti,gpu_tests,tests}
+cp "$BUILD"/bin/{kerncapd,kerncapctl,kerncap-replay} "$OUT"/bin/
+cp "$BUILD"/lib/libkerncap_agent.so "$OUT"/lib/
+find "$BUILD"/gpu_tests -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_tests/ \;
+cp "$BUILD"/tests/{gpu_e2e_test,replay_gpu_test} "$OUT"/tests/
+
+# Shared libraries, resolved by ldd here.
+skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcupti\.so)'
+declare -A seen=()
+for f in "$OUT"/bin/* "$OUT"/lib/libkerncap_agent.so "$OUT"/gpu_tests/* "$OUT"/tests/*; do
+  while read -r name _ path _; do
+    [[ -z ${name:-} || $name =~ $skip_re ]] && continue
+    if [[ ${path:-} == "not" || -z ${path:-} ]]; then
+      echo "bundle.sh: warning: $f needs $name, which ldd cannot resolve here" >&2
+      continue
+    fi
+    [[ -n ${seen[$name]:-} ]] && continue
+    seen[$name]=1
+    cp -L "$path" "$OUT/lib/$name"
+  done < <(ldd "$f" | awk '/=>/ {print $1, $2, $3, $4}')
+done
+
+# CUPTI must match the driver's major version (13 for driver 580); carried as
+# a fallback, used only when the machine has no libcupti.so.13 of its own.
+CUPTI=""
+for c in /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 /usr/local/cuda/lib64/libcupti.so.13 \
+         /usr/local/cuda/targets/x86_64-linux/lib/libcupti.so.13; do
+  [[ -e $c ]] && { CUPTI=$c; break; }
+done
+if [[ -n $CUPTI ]]; then
+  cp -L "$CUPTI" "$OUT"/lib/cupti/libcupti.so.13
+else
+  echo "bundle.sh: warning: no libcupti.so.13 here; the GPU machine must provide it" >&2
+fi
+
+# Debug info (RelWithDebInfo) would make the bundle ~170 MiB; the device
+# tool carries at most 64 MiB.
+find "$OUT"/bin "$OUT"/gpu_tests "$OUT"/tests -type f -exec strip --strip-all {} +
+find "$OUT"/lib -type f -name '*.so*' -exec strip --strip-unneeded {} +
+
+cp "$ROOT"/deploy/gpu/run_gpu_tests.sh "$OUT"/run_gpu_tests.sh
+chmod +x "$OUT"/run_gpu_tests.sh
+echo "bundle.sh: $(find "$OUT"/lib -maxdepth 1 -name '*.so*' | wc -l) libraries, $(du -sh "$OUT" | cut -f1) in $OUT"

@@ -1,0 +1,215 @@
+// kerncap-replay: replays one captured kernel dispatch on a GPU, with every
+// captured buffer at its original virtual address (see replay_session.h).
+//
+//   kerncap-replay validate capture.kcap [--dtype=f32 --rtol=1e-5 ...]
+//   kerncap-replay bench capture.kcap --iterations=200 --cold-l2 --json
+//   kerncap-replay run --daemon=unix:/run/kerncap/kerncapd.sock cap-7f3a
+//
+// Exit codes: 0 ok / validation passed, 1 validation failed, 2 usage,
+// 3 replay error, 77 no CUDA driver or device (the skip code of the tests).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/compare_options.h"
+#include "reproducer/replay/daemon_fetch.h"
+#include "reproducer/replay/replay_session.h"
+
+namespace kerncap::replay {
+namespace {
+
+constexpr int kExitPass = 0;
+constexpr int kExitFail = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitError = 3;
+constexpr int kExitNoDevice = 77;
+
+struct Common {
+  std::string source;  // .kcap path, or capture id with --daemon
+  std::string daemon;
+  int device = -1;
+  bool json = false;
+  bool no_relocate = false;
+  bool force_relocate = false;
+};
+
+int Error(const absl::Status& s, bool json) {
+  // No driver / no device is "skipped" for the GPU tests, not a failure.
+  const bool no_device = absl::StrContains(s.message(), "no CUDA driver") ||
+                         absl::StrContains(s.message(), "no CUDA device") ||
+                         absl::StrContains(s.message(), "CUDA_ERROR_NO_DEVICE");
+  const int code = no_device ? kExitNoDevice : kExitError;
+  if (json) {
+    nlohmann::json j = {{"error",
+                         {{"code", absl::StatusCodeToString(s.code())},
+                          {"message", std::string(s.message())},
+                          {"exit_code", code}}}};
+    std::cout << j.dump(2) << std::endl;
+  }
+  std::cerr << "kerncap-replay: " << s.message() << std::endl;
+  return code;
+}
+
+absl::StatusOr<std::unique_ptr<CaptureSource>> OpenSource(const Common& c) {
+  if (c.daemon.empty()) return CaptureSource::OpenKcap(c.source);
+  std::string tmp = (std::filesystem::temp_directory_path() /
+                     absl::StrCat("kerncap-replay-", ::getpid(), ".kcap"))
+                        .string();
+  auto id = FetchCaptureFromDaemon(c.daemon, c.source, tmp);
+  if (!id.ok()) {
+    std::filesystem::remove(tmp);
+    return id.status();
+  }
+  return CaptureSource::OpenKcap(tmp, /*unlink_after_open=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<ReplaySession>> OpenSession(const Common& c,
+                                                          std::unique_ptr<CaptureSource>* src) {
+  auto s = OpenSource(c);
+  if (!s.ok()) return s.status();
+  *src = std::move(*s);
+  SessionOptions so;
+  so.device = c.device;
+  so.allow_relocation = !c.no_relocate;
+  so.force_relocation = c.force_relocate;
+  return ReplaySession::Create(src->get(), so);
+}
+
+void AddCommon(CLI::App* app, Common* c) {
+  app->add_option("SOURCE", c->source, "capture file (.kcap), or a capture id with --daemon")
+      ->required();
+  app->add_option("--daemon", c->daemon, "read the capture from kerncapd at unix:PATH");
+  app->add_option("--device", c->device, "GPU ordinal (default: the captured one)");
+  app->add_flag("--json", c->json, "print one JSON document on stdout");
+  app->add_flag("--no-relocate", c->no_relocate,
+                "fail instead of relocating when an original address cannot be had");
+  app->add_flag("--force-relocate", c->force_relocate,
+                "map everything at new addresses and patch pointers (tests the fallback)");
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"kerncap-replay: restore a captured kernel dispatch at its original addresses, "
+               "launch it, validate against the captured outputs, benchmark it."};
+  app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 ok/pass, 1 validation failed, 2 usage, 3 replay error, 77 no CUDA "
+      "driver or device.");
+
+  Common run_c, val_c, bench_c;
+  CLI::App* run = app.add_subcommand("run", "restore, launch once, report");
+  AddCommon(run, &run_c);
+
+  CLI::App* val = app.add_subcommand("validate", "launch once and compare with the captured "
+                                                 "post-dispatch memory");
+  AddCommon(val, &val_c);
+  std::string dtype;
+  std::vector<std::string> region_dtypes;
+  CompareOptions cmp;
+  bool nan_unequal = false;
+  val->add_option("--dtype", dtype, "element type of every region (f32, f16, bf16, f64, i32, ...)");
+  val->add_option("--region-dtype", region_dtypes,
+                  "SEL:DTYPE for one region; SEL = 0xVA, pre-image index or variable name "
+                  "(repeatable)");
+  val->add_option("--atol", cmp.tolerance.atol, "absolute tolerance")->check(CLI::NonNegativeNumber);
+  val->add_option("--rtol", cmp.tolerance.rtol, "relative tolerance")->check(CLI::NonNegativeNumber);
+  val->add_option("--ulp", cmp.tolerance.ulp, "tolerance in units in the last place (floats)");
+  val->add_flag("--nan-unequal", nan_unequal, "a NaN never matches (default: NaN matches NaN)");
+
+  CLI::App* bench = app.add_subcommand("bench", "time many launches (device events)");
+  AddCommon(bench, &bench_c);
+  BenchOptions bo;
+  bool samples = false;
+  bench->add_option("--warmup", bo.warmup, "untimed launches first")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  bench->add_option("--iterations", bo.iterations, "timed launches")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench->add_flag("--cold-l2", bo.cold_l2, "overwrite a buffer larger than L2 before each launch");
+  bool restore_on = false, restore_off = false;
+  bench->add_flag("--restore-each", restore_on,
+                  "restore the regions the kernel writes before each launch (default: on when "
+                  "the capture shows writes)");
+  bench->add_flag("--no-restore-each", restore_off, "never restore between launches")
+      ->excludes("--restore-each");
+  bench->add_flag("--samples", samples, "include every sample in the JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+
+  std::unique_ptr<CaptureSource> src;
+  if (run->parsed()) {
+    auto s = OpenSession(run_c, &src);
+    if (!s.ok()) return Error(s.status(), run_c.json);
+    auto ms = (*s)->Launch();
+    if (!ms.ok()) return Error(ms.status(), run_c.json);
+    if (run_c.json) {
+      nlohmann::json j = ReplayInfoJson((*s)->info());
+      j["command"] = "run";
+      std::cout << j.dump(2) << std::endl;
+    } else {
+      std::cout << FormatReplayInfo((*s)->info()) << "launch: " << *ms << " ms\n";
+    }
+    return kExitPass;
+  }
+  if (val->parsed()) {
+    if (!dtype.empty()) {
+      auto t = ParseDType(dtype);
+      if (!t.ok()) {
+        Error(t.status(), val_c.json);
+        return kExitUsage;
+      }
+      cmp.dtype = *t;
+    }
+    for (const std::string& rd : region_dtypes) {
+      auto r = ParseRegionDType(rd);
+      if (!r.ok()) {
+        Error(r.status(), val_c.json);
+        return kExitUsage;
+      }
+      cmp.rules.push_back(*r);
+    }
+    cmp.tolerance.nan_equal = !nan_unequal;
+    auto s = OpenSession(val_c, &src);
+    if (!s.ok()) return Error(s.status(), val_c.json);
+    auto report = (*s)->Validate(cmp);
+    if (!report.ok()) return Error(report.status(), val_c.json);
+    if (val_c.json) {
+      std::cout << ValidationJson(*report).dump(2) << std::endl;
+    } else {
+      std::cout << FormatValidation(*report);
+    }
+    return report->passed() ? kExitPass : kExitFail;
+  }
+  if (bench->parsed()) {
+    if (restore_on) bo.restore_each = 1;
+    if (restore_off) bo.restore_each = 0;
+    auto s = OpenSession(bench_c, &src);
+    if (!s.ok()) return Error(s.status(), bench_c.json);
+    auto report = (*s)->Bench(bo);
+    if (!report.ok()) return Error(report.status(), bench_c.json);
+    if (bench_c.json) {
+      std::cout << BenchJson(*report, samples).dump(2) << std::endl;
+    } else {
+      std::cout << FormatBench(*report);
+    }
+    return kExitPass;
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace kerncap::replay
+
+int main(int argc, char** argv) { return kerncap::replay::Main(argc, argv); }

@@ -1,0 +1,681 @@
+#include "reproducer/replay/replay_session.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace kerncap::replay {
+namespace {
+
+bool IsDeviceKind(v1::RegionKind k) {
+  return k == v1::REGION_DEVICE || k == v1::REGION_DEVICE_VMM || k == v1::REGION_MANAGED ||
+         k == v1::REGION_KIND_UNSPECIFIED;
+}
+bool IsGlobalKind(v1::RegionKind k) {
+  return k == v1::REGION_MODULE_GLOBAL || k == v1::REGION_CONSTANT;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReplaySession>> ReplaySession::Create(
+    const CaptureSource* source, const SessionOptions& options) {
+  KC_ASSIGN_OR_RETURN(const CudaDriver* drv, CudaDriver::Get());
+  const v1::CaptureManifest& m = source->manifest();
+  if (m.kernel().platform() != v1::PLATFORM_CUDA &&
+      m.kernel().platform() != v1::PLATFORM_UNSPECIFIED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("capture ", m.capture_id(), " is not a CUDA capture (platform ",
+                     v1::Platform_Name(m.kernel().platform()), ")"));
+  }
+  if (m.code_objects_size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("capture ", m.capture_id(), " has no code object: cannot launch"));
+  }
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    KC_RETURN_IF_ERROR(CheckRegion(m.pre().regions(i), absl::StrCat("pre[", i, "]")));
+  }
+  for (int i = 0; i < m.post().regions_size(); ++i) {
+    KC_RETURN_IF_ERROR(CheckRegion(m.post().regions(i), absl::StrCat("post[", i, "]")));
+  }
+  std::unique_ptr<ReplaySession> s(new ReplaySession(source, drv, options));
+  s->info_.capture_id = m.capture_id();
+  s->info_.kernel = m.kernel().demangled_name().empty() ? m.kernel().mangled_name()
+                                                        : m.kernel().demangled_name();
+  s->placements_.resize(static_cast<size_t>(m.pre().regions_size()));
+  return s;
+}
+
+ReplaySession::~ReplaySession() {
+  if (ctx_ != nullptr) {
+    cu_.cuCtxSetCurrent(ctx_);
+    cu_.cuCtxSynchronize();
+    if (start_) cu_.cuEventDestroy(start_);
+    if (stop_) cu_.cuEventDestroy(stop_);
+    if (stream_) cu_.cuStreamDestroy(stream_);
+    if (module_) cu_.cuModuleUnload(module_);
+  }
+  for (auto& [va, size] : mapped_) cu_.cuMemUnmap(va, size);
+  for (CUmemGenericAllocationHandle h : handles_) cu_.cuMemRelease(h);
+  for (auto& [va, size] : reservations_) cu_.cuMemAddressFree(va, size);
+  for (auto& [p, size] : host_mmaps_) {
+    cu_.cuMemHostUnregister(p);
+    ::munmap(p, size);
+  }
+  for (void* p : host_allocs_) cu_.cuMemFreeHost(p);
+  if (ctx_ != nullptr) cu_.cuDevicePrimaryCtxRelease(device_);
+}
+
+void ReplaySession::Warn(const std::string& w) {
+  std::fprintf(stderr, "kerncap-replay: warning: %s\n", w.c_str());
+  info_.warnings.push_back(w);
+}
+
+absl::Status ReplaySession::InitDevice() {
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuInit(0), "cuInit"));
+  int count = 0;
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+  if (count == 0) return absl::FailedPreconditionError("no CUDA device");
+  int ordinal = options_.device >= 0 ? options_.device
+                                     : static_cast<int>(src_->manifest().device().ordinal());
+  if (ordinal >= count) {
+    if (options_.device >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--device ", ordinal, ": only ", count,
+                                                     " device(s)"));
+    }
+    Warn(absl::StrCat("captured on device ", ordinal, " but only ", count,
+                      " device(s) here; using device 0"));
+    ordinal = 0;
+  }
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuDeviceGet(&device_, ordinal), "cuDeviceGet"));
+  char name[256] = {};
+  cu_.cuDeviceGetName(name, sizeof(name), device_);
+  int major = 0, minor = 0;
+  cu_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
+  cu_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
+  const std::string arch = absl::StrCat("sm_", major, minor);
+  info_.device = absl::StrCat(ordinal, ": ", name, " (", arch, ")");
+  const std::string& captured_arch = src_->manifest().device().arch();
+  if (!captured_arch.empty() && captured_arch != arch) {
+    Warn(absl::StrCat("captured on ", captured_arch, ", replaying on ", arch,
+                      ": the cubin may not load"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::ReserveAndMap() {
+  const v1::CaptureManifest& m = src_->manifest();
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device_;
+  size_t gran = 0;
+  KC_RETURN_IF_ERROR(cu_.Check(
+      cu_.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+      "cuMemGetAllocationGranularity"));
+  PlanOptions plan = options_.plan;
+  plan.granularity = std::max<uint64_t>(gran, 4096);
+
+  std::vector<PlanInput> inputs;
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    if (IsDeviceKind(r.kind()) && r.data().size() > 0) {
+      inputs.push_back(PlanInput{r.va(), r.data().size(), static_cast<size_t>(i)});
+    } else if (r.kind() == v1::REGION_KERNARG) {
+      Warn(absl::StrFormat("region %d (kernarg at 0x%x) is not restored: the argument blob is "
+                           "passed directly", i, r.va()));
+    }
+  }
+  KC_ASSIGN_OR_RETURN(std::vector<Reservation> reservations, PlanReservations(inputs, plan));
+
+  // Reserve everything first, before the context and any other allocation.
+  // Measured on H200/580 (first GPU run of these tests): with alignment 0 the
+  // driver rounds a hint up to a 32 MiB boundary (0x7f8a64800000 came back as
+  // 0x7f8a66000000), so first ask for a range that starts at a 32 MiB
+  // boundary at or below the wanted base, with an explicit alignment, and
+  // only then for the exact base.
+  constexpr uint64_t kHintAlign = 32ull << 20;
+  std::vector<CUdeviceptr> bases;  // where each planned reservation's va landed
+  uint64_t prev_end = 0;
+  for (const Reservation& res : reservations) {
+    CUdeviceptr got = 0;
+    auto reserve = [&](uint64_t base, uint64_t size) -> absl::Status {
+      got = 0;
+      return cu_.Check(cu_.cuMemAddressReserve(&got, size, plan.granularity, base, 0),
+                       absl::StrFormat("cuMemAddressReserve(%u bytes at 0x%x)", size, base));
+    };
+    if (options_.force_relocation) {
+      KC_RETURN_IF_ERROR(reserve(0, res.size));
+      reservations_.emplace_back(got, res.size);
+      bases.push_back(got);
+      std::fprintf(stderr, "kerncap-replay: RELOCATING: range 0x%llx+%llu forced to 0x%llx\n",
+                   static_cast<unsigned long long>(res.va),
+                   static_cast<unsigned long long>(res.size), static_cast<unsigned long long>(got));
+      continue;
+    }
+    const uint64_t aligned = res.va & ~(kHintAlign - 1);
+    if (aligned != res.va && aligned >= prev_end) {
+      const uint64_t size = res.va + res.size - aligned;
+      KC_RETURN_IF_ERROR(reserve(aligned, size));
+      if (got == aligned) {
+        reservations_.emplace_back(got, size);
+        bases.push_back(res.va);
+        prev_end = aligned + size;
+        continue;
+      }
+      cu_.cuMemAddressFree(got, size);
+    }
+    KC_RETURN_IF_ERROR(reserve(res.va, res.size));
+    reservations_.emplace_back(got, res.size);
+    bases.push_back(got);
+    prev_end = res.va + res.size;
+    if (got != res.va) {
+      if (!options_.allow_relocation) {
+        return absl::UnavailableError(absl::StrFormat(
+            "the driver would not give 0x%x+%u (got 0x%x) and relocation is disabled "
+            "(--no-relocate)", res.va, res.size, got));
+      }
+      std::fprintf(stderr,
+                   "kerncap-replay: RELOCATING: range 0x%llx+%llu not available, mapped at "
+                   "0x%llx; pointers will be patched\n",
+                   static_cast<unsigned long long>(res.va),
+                   static_cast<unsigned long long>(res.size), static_cast<unsigned long long>(got));
+    }
+  }
+  info_.reservations = reservations.size();
+
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuDevicePrimaryCtxRetain(&ctx_, device_),
+                               "cuDevicePrimaryCtxRetain"));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  for (size_t ri = 0; ri < reservations.size(); ++ri) {
+    const Reservation& res = reservations[ri];
+    const uint64_t delta = bases[ri] - res.va;  // wraps; added back below
+    for (const Mapping& mp : res.mappings) {
+      CUmemGenericAllocationHandle h = 0;
+      KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemCreate(&h, mp.size, &prop, 0),
+                                   absl::StrFormat("cuMemCreate(%u bytes)", mp.size)));
+      handles_.push_back(h);
+      const CUdeviceptr at = mp.va + delta;
+      KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemMap(at, mp.size, 0, h, 0),
+                                   absl::StrFormat("cuMemMap(0x%x, %u)", at, mp.size)));
+      mapped_.emplace_back(at, mp.size);
+      KC_RETURN_IF_ERROR(
+          cu_.Check(cu_.cuMemSetAccess(at, mp.size, &access, 1), "cuMemSetAccess"));
+      for (size_t idx : mp.region_indices) {
+        const v1::Region& r = m.pre().regions(static_cast<int>(idx));
+        placements_[idx] = Placement{true, false, r.va() + delta};
+        relocator_.Add(r.va(), r.data().size(), r.va() + delta);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::PlaceHostRegions() {
+  const v1::CaptureManifest& m = src_->manifest();
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    if (r.kind() != v1::REGION_HOST_PINNED || r.data().size() == 0) continue;
+    const uint64_t begin = r.va() & ~(page - 1);
+    const uint64_t end = (r.va() + r.data().size() + page - 1) & ~(page - 1);
+    void* want = reinterpret_cast<void*>(begin);
+    void* got = MAP_FAILED;
+    if (!options_.force_relocation) {
+      got = ::mmap(want, end - begin, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (got != MAP_FAILED && got != want) {  // old kernels ignore the flag
+        ::munmap(got, end - begin);
+        got = MAP_FAILED;
+      }
+    }
+    bool placed = false;
+    if (got != MAP_FAILED) {
+      CUresult cr = cu_.cuMemHostRegister(got, end - begin,
+                                          CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE);
+      CUdeviceptr dptr = 0;
+      if (cr == CUDA_SUCCESS &&
+          cu_.cuMemHostGetDevicePointer(&dptr, reinterpret_cast<void*>(r.va()), 0) == CUDA_SUCCESS &&
+          dptr == r.va()) {
+        host_mmaps_.emplace_back(got, end - begin);
+        placements_[i] = Placement{true, true, r.va()};
+        placed = true;
+      } else {
+        if (cr == CUDA_SUCCESS) cu_.cuMemHostUnregister(got);
+        ::munmap(got, end - begin);
+      }
+    }
+    if (!placed) {
+      if (!options_.allow_relocation) {
+        return absl::UnavailableError(absl::StrFormat(
+            "host region 0x%x+%u cannot be placed at its address and relocation is disabled",
+            r.va(), r.data().size()));
+      }
+      void* p = nullptr;
+      KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAllocHost(&p, r.data().size()), "cuMemAllocHost"));
+      host_allocs_.push_back(p);
+      const uint64_t nva = reinterpret_cast<uint64_t>(p);
+      placements_[i] = Placement{true, true, nva};
+      relocator_.Add(r.va(), r.data().size(), nva);
+      std::fprintf(stderr, "kerncap-replay: RELOCATING: host region 0x%llx+%llu -> 0x%llx\n",
+                   static_cast<unsigned long long>(r.va()),
+                   static_cast<unsigned long long>(r.data().size()),
+                   static_cast<unsigned long long>(nva));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::CopyToReplay(const Placement& p, uint64_t offset,
+                                         const std::string& bytes) {
+  if (p.host) {
+    std::memcpy(reinterpret_cast<void*>(p.replay_va + offset), bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  return cu_.Check(cu_.cuMemcpyHtoD(p.replay_va + offset, bytes.data(), bytes.size()),
+                   absl::StrFormat("cuMemcpyHtoD(0x%x, %u)", p.replay_va + offset, bytes.size()));
+}
+
+absl::Status ReplaySession::CopyFromReplay(const Placement& p, uint64_t offset, size_t size,
+                                           std::string* out) {
+  out->resize(size);
+  if (p.host) {
+    std::memcpy(out->data(), reinterpret_cast<const void*>(p.replay_va + offset), size);
+    return absl::OkStatus();
+  }
+  return cu_.Check(cu_.cuMemcpyDtoH(out->data(), p.replay_va + offset, size),
+                   absl::StrFormat("cuMemcpyDtoH(0x%x, %u)", p.replay_va + offset, size));
+}
+
+absl::Status ReplaySession::UploadRegion(size_t index) {
+  const v1::Region& r = src_->manifest().pre().regions(static_cast<int>(index));
+  const Placement& p = placements_[index];
+  const v1::ChunkList& list = r.data();
+  std::string buf;
+  for (uint64_t i = 0; i < ChunkCount(list); ++i) {
+    const uint64_t off = ChunkOffset(list, i);
+    const uint32_t len = ChunkLength(list, i);
+    const std::string& digest = list.chunk_digests(static_cast<int>(i));
+    if (digest.empty() && !p.host) {
+      KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemsetD8(p.replay_va + off, 0, len), "cuMemsetD8"));
+    } else {
+      KC_RETURN_IF_ERROR(src_->ReadChunk(digest, len, &buf));
+      if (!relocator_.empty()) {
+        info_.patched_words += relocator_.PatchWords(r.va() + off, buf.data(), buf.size());
+      }
+      KC_RETURN_IF_ERROR(CopyToReplay(p, off, buf));
+    }
+    info_.restored_bytes += len;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::LoadCode() {
+  const v1::CaptureManifest& m = src_->manifest();
+  const v1::CodeObject* code = &m.code_objects(0);
+  for (const v1::CodeObject& c : m.code_objects()) {
+    if (!m.kernel().code_object_digest().empty() && c.digest() == m.kernel().code_object_digest()) {
+      code = &c;
+    }
+  }
+  std::string image;
+  image.reserve(code->data().size() + 1);
+  std::string buf;
+  for (uint64_t i = 0; i < ChunkCount(code->data()); ++i) {
+    KC_RETURN_IF_ERROR(src_->ReadChunk(code->data().chunk_digests(static_cast<int>(i)),
+                                       ChunkLength(code->data(), i), &buf));
+    image += buf;
+  }
+  if (code->format() == v1::CODE_OBJECT_PTX) image.push_back('\0');
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleLoadData(&module_, image.data()),
+                               absl::StrCat("cuModuleLoadData(", code->name(), ", ",
+                                            image.size(), " bytes)")));
+  const std::string& name = m.kernel().mangled_name();
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetFunction(&function_, module_, name.c_str()),
+                               absl::StrCat("cuModuleGetFunction(", name, ")")));
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::RestoreGlobals() {
+  const v1::CaptureManifest& m = src_->manifest();
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    if (!IsGlobalKind(r.kind())) continue;
+    CUdeviceptr dptr = 0;
+    size_t bytes = 0;
+    CUresult cr = cu_.cuModuleGetGlobal(&dptr, &bytes, module_, r.name().c_str());
+    if (cr != CUDA_SUCCESS) {
+      Warn(absl::StrCat("module variable '", r.name(), "' not found in the loaded code object (",
+                        cu_.ErrorText(cr), "); not restored"));
+      continue;
+    }
+    if (bytes != r.data().size()) {
+      Warn(absl::StrCat("module variable '", r.name(), "' is ", bytes, " bytes here, ",
+                        r.data().size(), " captured; not restored"));
+      continue;
+    }
+    placements_[static_cast<size_t>(i)] = Placement{true, false, dptr};
+    KC_RETURN_IF_ERROR(UploadRegion(static_cast<size_t>(i)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::ApplyAttributes() {
+  const v1::LaunchConfig& l = src_->manifest().launch();
+  auto attr = [&](const char* key) -> std::optional<int64_t> {
+    auto it = l.attributes().find(absl::StrCat("func.", key));
+    if (it == l.attributes().end()) return std::nullopt;
+    return it->second;
+  };
+  int64_t max_dyn = attr("max_dynamic_shared_size_bytes").value_or(0);
+  max_dyn = std::max<int64_t>(max_dyn, l.shared_mem_bytes());
+  if (max_dyn > 0) {
+    KC_RETURN_IF_ERROR(cu_.Check(
+        cu_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                               static_cast<int>(max_dyn)),
+        absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=", max_dyn, ")")));
+  }
+  // Hints and cluster permissions: failures only warn (the launch may still work).
+  const struct {
+    const char* key;
+    CUfunction_attribute attr;
+  } kOptional[] = {
+      {"preferred_shared_memory_carveout", CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT},
+      {"non_portable_cluster_size_allowed", CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED},
+      {"cluster_scheduling_policy_preference",
+       CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE},
+  };
+  for (const auto& o : kOptional) {
+    std::optional<int64_t> v = attr(o.key);
+    if (!v || *v < 0) continue;
+    int current = 0;
+    if (cu_.cuFuncGetAttribute(&current, o.attr, function_) == CUDA_SUCCESS && current == *v) {
+      continue;
+    }
+    CUresult cr = cu_.cuFuncSetAttribute(function_, o.attr, static_cast<int>(*v));
+    if (cr != CUDA_SUCCESS) {
+      Warn(absl::StrCat("cuFuncSetAttribute(", o.key, "=", *v, "): ", cu_.ErrorText(cr)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::PrepareArguments() {
+  const v1::CaptureManifest& m = src_->manifest();
+  args_ = m.argument_blob();
+  if (!relocator_.empty()) {
+    // The blob is 8-byte aligned on the device; patch every aligned word.
+    info_.patched_words += relocator_.PatchWords(0, args_.data(), args_.size());
+  }
+  // The driver wants CU_LAUNCH_PARAM_BUFFER_SIZE to be the kernel's parameter
+  // size; a blob with trailing padding beyond the last argument is trimmed.
+  uint64_t end = 0;
+  for (const v1::Argument& a : m.arguments()) {
+    end = std::max<uint64_t>(end, static_cast<uint64_t>(a.offset()) + a.size());
+  }
+  if (m.arguments_size() > 0 && end < args_.size()) args_.resize(end);
+  kernel_params_.clear();
+  for (const v1::Argument& a : m.arguments()) {
+    if (static_cast<uint64_t>(a.offset()) + a.size() > args_.size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "argument at offset %u (%u bytes) lies outside the %u-byte argument blob", a.offset(),
+          a.size(), args_.size()));
+    }
+    kernel_params_.push_back(args_.data() + a.offset());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::Prepare() {
+  if (prepared_) return absl::OkStatus();
+  const auto t0 = std::chrono::steady_clock::now();
+  KC_RETURN_IF_ERROR(InitDevice());
+  KC_RETURN_IF_ERROR(ReserveAndMap());
+  KC_RETURN_IF_ERROR(PlaceHostRegions());
+  KC_RETURN_IF_ERROR(relocator_.Finalize());
+  info_.moved = relocator_.ranges();
+  info_.relocated = !relocator_.empty();
+  const v1::CaptureManifest& m = src_->manifest();
+  for (size_t i = 0; i < placements_.size(); ++i) {
+    if (placements_[i].restored) KC_RETURN_IF_ERROR(UploadRegion(i));
+  }
+  KC_RETURN_IF_ERROR(LoadCode());
+  KC_RETURN_IF_ERROR(RestoreGlobals());
+  KC_RETURN_IF_ERROR(ApplyAttributes());
+  KC_RETURN_IF_ERROR(PrepareArguments());
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "restore (cuCtxSynchronize)"));
+  KC_RETURN_IF_ERROR(
+      cu_.Check(cu_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate"));
+  info_.regions = static_cast<uint64_t>(
+      std::count_if(placements_.begin(), placements_.end(), [](const Placement& p) { return p.restored; }));
+  info_.restore_seconds = Seconds(t0);
+  if (info_.relocated) {
+    std::fprintf(stderr,
+                 "kerncap-replay: RELOCATED REPLAY: %zu range(s) moved, %llu pointer word(s) "
+                 "patched; results may differ from a faithful replay\n",
+                 info_.moved.size(), static_cast<unsigned long long>(info_.patched_words));
+  }
+  (void)m;
+  prepared_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::LaunchAsync() {
+  const v1::LaunchConfig& l = src_->manifest().launch();
+  auto dim = [](const google::protobuf::RepeatedField<uint32_t>& v, int i) -> unsigned {
+    return i < v.size() && v.Get(i) != 0 ? v.Get(i) : 1u;
+  };
+  size_t blob_size = args_.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args_.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &blob_size, CU_LAUNCH_PARAM_END};
+  void** extra_ptr = args_.empty() ? nullptr : extra;
+  bool cluster = false;
+  for (int i = 0; i < l.cluster_size(); ++i) cluster |= l.cluster(i) > 1;
+  if (!cluster && !l.cooperative()) {
+    return cu_.Check(cu_.cuLaunchKernel(function_, dim(l.grid(), 0), dim(l.grid(), 1),
+                                        dim(l.grid(), 2), dim(l.block(), 0), dim(l.block(), 1),
+                                        dim(l.block(), 2), l.shared_mem_bytes(), stream_, nullptr,
+                                        extra_ptr),
+                     "cuLaunchKernel");
+  }
+  CUlaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (cluster) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n].value.clusterDim.x = dim(l.cluster(), 0);
+    attrs[n].value.clusterDim.y = dim(l.cluster(), 1);
+    attrs[n].value.clusterDim.z = dim(l.cluster(), 2);
+    ++n;
+  }
+  if (l.cooperative()) {
+    attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[n].value.cooperative = 1;
+    ++n;
+  }
+  CUlaunchConfig cfg = {};
+  cfg.gridDimX = dim(l.grid(), 0);
+  cfg.gridDimY = dim(l.grid(), 1);
+  cfg.gridDimZ = dim(l.grid(), 2);
+  cfg.blockDimX = dim(l.block(), 0);
+  cfg.blockDimY = dim(l.block(), 1);
+  cfg.blockDimZ = dim(l.block(), 2);
+  cfg.sharedMemBytes = l.shared_mem_bytes();
+  cfg.hStream = stream_;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  // Cooperative launches historically accept only kernelParams; use them
+  // whenever the parameter layout is known.
+  if (!kernel_params_.empty()) {
+    return cu_.Check(cu_.cuLaunchKernelEx(&cfg, function_, kernel_params_.data(), nullptr),
+                     "cuLaunchKernelEx");
+  }
+  return cu_.Check(cu_.cuLaunchKernelEx(&cfg, function_, nullptr, extra_ptr), "cuLaunchKernelEx");
+}
+
+absl::StatusOr<double> ReplaySession::Launch() {
+  KC_RETURN_IF_ERROR(Prepare());
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start_, stream_), "cuEventRecord"));
+  KC_RETURN_IF_ERROR(LaunchAsync());
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(stop_, stream_), "cuEventRecord"));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventSynchronize(stop_), "kernel execution"));
+  float ms = 0;
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime"));
+  info_.launch_ms = ms;
+  return static_cast<double>(ms);
+}
+
+absl::StatusOr<ValidationReport> ReplaySession::Validate(const CompareOptions& options) {
+  const v1::CaptureManifest& m = src_->manifest();
+  if (!m.post_complete()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "capture ", m.capture_id(), " has no complete post-dispatch image: nothing to validate"));
+  }
+  KC_RETURN_IF_ERROR(Launch().status());
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize after the launch"));
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, const v1::Region*> post;
+  for (const v1::Region& r : m.post().regions()) post[{r.va(), r.device()}] = &r;
+
+  ValidationReport report;
+  std::string expected, actual;
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    const Placement& p = placements_[static_cast<size_t>(i)];
+    if (!p.restored) continue;
+    auto it = post.find({r.va(), r.device()});
+    const v1::Region* pr = it == post.end() ? nullptr : it->second;
+    if (pr != nullptr && pr->data().size() != r.data().size()) {
+      Warn(absl::StrFormat("region %d at 0x%x changed size in the post image; compared as a "
+                           "full image", i, r.va()));
+    }
+    auto [dtype, tol] = options.For(static_cast<size_t>(i), r.va(), r.name());
+    RegionComparator cmp(dtype, tol);
+    const v1::ChunkList& list = r.data();
+    for (uint64_t c = 0; c < ChunkCount(list); ++c) {
+      const uint64_t off = ChunkOffset(list, c);
+      const uint32_t len = ChunkLength(list, c);
+      KC_RETURN_IF_ERROR(src_->ReadChunk(PostDigest(r, pr, c), len, &expected));
+      if (!relocator_.empty()) relocator_.PatchWords(r.va() + off, expected.data(), expected.size());
+      KC_RETURN_IF_ERROR(CopyFromReplay(p, off, len, &actual));
+      cmp.Compare(off, expected.data(), actual.data(), len);
+    }
+    RegionResult rr;
+    rr.index = static_cast<size_t>(i);
+    rr.va = r.va();
+    rr.replay_va = p.replay_va;
+    rr.kind = RegionKindName(r.kind());
+    rr.name = r.name();
+    rr.size = list.size();
+    rr.dtype = dtype;
+    rr.tolerance = tol;
+    rr.stats = cmp.stats();
+    rr.passed = cmp.passed();
+    report.regions.push_back(std::move(rr));
+  }
+  report.info = info_;
+  return report;
+}
+
+absl::StatusOr<std::vector<ReplaySession::Chunk>> ReplaySession::WrittenChunks() {
+  const v1::CaptureManifest& m = src_->manifest();
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, int> pre;
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    pre[{m.pre().regions(i).va(), m.pre().regions(i).device()}] = i;
+  }
+  std::vector<Chunk> out;
+  for (const v1::Region& pr : m.post().regions()) {
+    auto it = pre.find({pr.va(), pr.device()});
+    if (it == pre.end()) continue;
+    const v1::Region& r = m.pre().regions(it->second);
+    const Placement& p = placements_[static_cast<size_t>(it->second)];
+    if (!p.restored) continue;
+    std::vector<uint64_t> chunks;
+    if (pr.diff()) {
+      chunks.assign(pr.changed_chunks().begin(), pr.changed_chunks().end());
+    } else {
+      for (uint64_t c = 0; c < ChunkCount(r.data()); ++c) chunks.push_back(c);
+    }
+    for (uint64_t c : chunks) {
+      Chunk ch;
+      ch.replay_va = p.replay_va + ChunkOffset(r.data(), c);
+      ch.host = p.host;
+      KC_RETURN_IF_ERROR(src_->ReadChunk(r.data().chunk_digests(static_cast<int>(c)),
+                                         ChunkLength(r.data(), c), &ch.bytes));
+      if (!relocator_.empty()) {
+        relocator_.PatchWords(r.va() + ChunkOffset(r.data(), c), ch.bytes.data(), ch.bytes.size());
+      }
+      out.push_back(std::move(ch));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {
+  KC_RETURN_IF_ERROR(Prepare());
+  BenchReport report;
+  report.warmup = options.warmup;
+  report.cold_l2 = options.cold_l2;
+  KC_ASSIGN_OR_RETURN(std::vector<Chunk> written, WrittenChunks());
+  report.restore_each = options.restore_each < 0 ? !written.empty() : options.restore_each != 0;
+  for (const Chunk& c : written) report.restore_bytes_per_iteration += c.bytes.size();
+  if (!report.restore_each) report.restore_bytes_per_iteration = 0;
+
+  CUdeviceptr flush = 0;
+  size_t flush_words = 0;
+  if (options.cold_l2) {
+    int l2 = 0;
+    cu_.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_);
+    // Twice the L2 so that nothing of the previous iteration survives.
+    const size_t bytes = std::max<size_t>(static_cast<size_t>(l2) * 2, 64u << 20);
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAlloc(&flush, bytes), "cuMemAlloc(L2 flush buffer)"));
+    flush_words = bytes / 4;
+  }
+  absl::Status st;
+  const int total = options.warmup + options.iterations;
+  for (int it = 0; it < total && st.ok(); ++it) {
+    if (report.restore_each) {
+      for (const Chunk& c : written) {
+        st = CopyToReplay(Placement{true, c.host, c.replay_va}, 0, c.bytes);
+        if (!st.ok()) break;
+      }
+      if (!st.ok()) break;
+    }
+    if (flush != 0) {
+      st = cu_.Check(cu_.cuMemsetD32Async(flush, static_cast<unsigned>(it), flush_words, stream_),
+                     "L2 flush");
+      if (!st.ok()) break;
+    }
+    st = cu_.Check(cu_.cuEventRecord(start_, stream_), "cuEventRecord");
+    if (st.ok()) st = LaunchAsync();
+    if (st.ok()) st = cu_.Check(cu_.cuEventRecord(stop_, stream_), "cuEventRecord");
+    if (st.ok()) st = cu_.Check(cu_.cuEventSynchronize(stop_), "kernel execution");
+    float ms = 0;
+    if (st.ok()) st = cu_.Check(cu_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+    if (st.ok() && it >= options.warmup) report.samples_ms.push_back(ms);
+  }
+  if (flush != 0) cu_.cuMemFree(flush);
+  KC_RETURN_IF_ERROR(st);
+  report.stats = ComputeBenchStats(report.samples_ms);
+  if (!report.samples_ms.empty()) info_.launch_ms = report.stats.median_ms;
+  report.info = info_;
+  return report;
+}
+
+}  // namespace kerncap::replay

@@ -1,0 +1,121 @@
+// replay_session.h: one capture replayed on one GPU.
+//
+//   Prepare():  cuInit -> reserve the planned ranges at their original
+//               addresses (before any context exists, so nothing of the
+//               driver's own can take them) -> map physical memory per
+//               mapping -> upload every pre-image region chunk by chunk ->
+//               load the code object -> restore module variables by name ->
+//               re-apply function attributes. Ranges whose address cannot be
+//               had are mapped elsewhere and everything is pointer-patched
+//               (RELOCATED; reported in ReplayInfo).
+//   Launch():   the captured grid/block/shared memory/cluster/cooperative
+//               configuration with the captured argument blob; device time.
+//   Validate(): compares device memory with the captured post-dispatch image.
+//   Bench():    warm-up + timed iterations (optional cold L2, restore of
+//               written regions before each launch).
+#ifndef KERNCAP_REPRODUCER_REPLAY_REPLAY_SESSION_H_
+#define KERNCAP_REPRODUCER_REPLAY_REPLAY_SESSION_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/compare_options.h"
+#include "reproducer/replay/cuda_driver.h"
+#include "reproducer/replay/relocator.h"
+#include "reproducer/replay/report.h"
+#include "reproducer/replay/reservation_planner.h"
+
+namespace kerncap::replay {
+
+struct SessionOptions {
+  int device = -1;                 // -1: the captured device ordinal (0 if absent)
+  bool allow_relocation = true;    // false: fail when an address cannot be had
+  bool force_relocation = false;   // testing: map everything elsewhere
+  PlanOptions plan;                // granularity is taken from the driver
+};
+
+struct BenchOptions {
+  int warmup = 5;
+  int iterations = 50;
+  bool cold_l2 = false;
+  int restore_each = -1;  // -1: automatic (on when the kernel writes memory)
+};
+
+class ReplaySession {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReplaySession>> Create(const CaptureSource* source,
+                                                              const SessionOptions& options);
+  ~ReplaySession();
+
+  absl::Status Prepare();
+  // One launch, synchronized; returns its device time in milliseconds.
+  absl::StatusOr<double> Launch();
+  absl::StatusOr<ValidationReport> Validate(const CompareOptions& options);
+  absl::StatusOr<BenchReport> Bench(const BenchOptions& options);
+
+  const ReplayInfo& info() const { return info_; }
+
+ private:
+  // Where one pre-image region lives in this replay.
+  struct Placement {
+    bool restored = false;
+    bool host = false;       // host memory (pinned/registered)
+    uint64_t replay_va = 0;  // device address (== host address for host regions)
+  };
+  struct Chunk {             // a written chunk's pre-dispatch bytes (bench restore)
+    uint64_t replay_va = 0;
+    bool host = false;
+    std::string bytes;
+  };
+
+  ReplaySession(const CaptureSource* source, const CudaDriver* drv, SessionOptions options)
+      : src_(source), cu_(*drv), options_(std::move(options)) {}
+
+  absl::Status InitDevice();
+  absl::Status ReserveAndMap();
+  absl::Status PlaceHostRegions();
+  absl::Status UploadRegion(size_t index);
+  absl::Status LoadCode();
+  absl::Status RestoreGlobals();
+  absl::Status ApplyAttributes();
+  absl::Status PrepareArguments();
+  absl::Status CopyToReplay(const Placement& p, uint64_t offset, const std::string& bytes);
+  absl::Status CopyFromReplay(const Placement& p, uint64_t offset, size_t size, std::string* out);
+  absl::Status LaunchAsync();
+  absl::StatusOr<std::vector<Chunk>> WrittenChunks();
+  void Warn(const std::string& w);
+
+  const CaptureSource* src_;
+  const CudaDriver& cu_;
+  SessionOptions options_;
+  ReplayInfo info_;
+
+  CUdevice device_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUevent start_ = nullptr;
+  CUevent stop_ = nullptr;
+  std::vector<std::pair<CUdeviceptr, size_t>> reservations_;
+  std::vector<std::pair<CUdeviceptr, size_t>> mapped_;
+  std::vector<CUmemGenericAllocationHandle> handles_;
+  std::vector<std::pair<void*, size_t>> host_mmaps_;
+  std::vector<void*> host_allocs_;
+  std::vector<Placement> placements_;  // per pre region
+  Relocator relocator_;
+  std::string args_;                   // argument blob (patched when relocated)
+  std::vector<void*> kernel_params_;   // pointers into args_ (per argument)
+  bool prepared_ = false;
+};
+
+}  // namespace kerncap::replay
+
+#endif  // KERNCAP_REPRODUCER_REPLAY_REPLAY_SESSION_H_

@@ -1,0 +1,187 @@
+#include "reproducer/replay/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kerncap::replay {
+
+std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+
+bool ValidationReport::passed() const { return failing() == 0; }
+
+size_t ValidationReport::failing() const {
+  return static_cast<size_t>(std::count_if(regions.begin(), regions.end(),
+                                           [](const RegionResult& r) { return !r.passed; }));
+}
+
+BenchStats ComputeBenchStats(std::vector<double> s) {
+  BenchStats b;
+  if (s.empty()) return b;
+  std::sort(s.begin(), s.end());
+  b.iterations = s.size();
+  b.min_ms = s.front();
+  b.max_ms = s.back();
+  const size_t n = s.size();
+  b.median_ms = n % 2 == 1 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  double sum = 0;
+  for (double v : s) sum += v;
+  b.mean_ms = sum / static_cast<double>(n);
+  if (n > 1) {
+    double sq = 0;
+    for (double v : s) sq += (v - b.mean_ms) * (v - b.mean_ms);
+    b.stddev_ms = std::sqrt(sq / static_cast<double>(n - 1));
+  }
+  return b;
+}
+
+namespace {
+
+// JSON has no infinity: report it as a string.
+nlohmann::json Num(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "nan";
+  return v;
+}
+
+}  // namespace
+
+nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
+  nlohmann::json moved = nlohmann::json::array();
+  for (const MovedRange& m : info.moved) {
+    moved.push_back({{"old_va", Hex(m.old_va)}, {"new_va", Hex(m.new_va)}, {"size", m.size}});
+  }
+  return {{"capture_id", info.capture_id},
+          {"kernel", info.kernel},
+          {"device", info.device},
+          {"relocated", info.relocated},
+          {"moved_ranges", moved},
+          {"patched_pointer_words", info.patched_words},
+          {"regions", info.regions},
+          {"restored_bytes", info.restored_bytes},
+          {"reservations", info.reservations},
+          {"restore_seconds", info.restore_seconds},
+          {"launch_ms", info.launch_ms},
+          {"warnings", info.warnings}};
+}
+
+nlohmann::json ValidationJson(const ValidationReport& report) {
+  nlohmann::json j = ReplayInfoJson(report.info);
+  j["command"] = "validate";
+  j["result"] = report.passed() ? "pass" : "fail";
+  j["regions_compared"] = report.regions.size();
+  j["regions_failing"] = report.failing();
+  nlohmann::json regions = nlohmann::json::array();
+  for (const RegionResult& r : report.regions) {
+    const CompareStats& s = r.stats;
+    nlohmann::json rj = {{"index", r.index},
+                         {"va", Hex(r.va)},
+                         {"replay_va", Hex(r.replay_va)},
+                         {"kind", r.kind},
+                         {"name", r.name},
+                         {"size", r.size},
+                         {"dtype", DTypeName(r.dtype)},
+                         {"atol", r.tolerance.atol},
+                         {"rtol", r.tolerance.rtol},
+                         {"ulp", r.tolerance.ulp},
+                         {"passed", r.passed},
+                         {"bytes_differing", s.bytes_differing},
+                         {"elements", s.elements_compared},
+                         {"elements_differing", s.elements_differing},
+                         {"elements_failing", s.elements_failing},
+                         {"nan_mismatches", s.nan_mismatches},
+                         {"max_abs_error", Num(s.max_abs_error)},
+                         {"max_rel_error", Num(s.max_rel_error)},
+                         {"max_ulp_error", s.max_ulp_error},
+                         {"first_diff_offset", s.first_diff_offset},
+                         {"first_fail_offset", s.first_fail_offset}};
+    nlohmann::json samples = nlohmann::json::array();
+    for (const Mismatch& m : s.samples) {
+      samples.push_back({{"offset", m.offset}, {"expected", Num(m.expected)}, {"actual", Num(m.actual)}});
+    }
+    rj["samples"] = samples;
+    regions.push_back(rj);
+  }
+  j["region_results"] = regions;
+  return j;
+}
+
+nlohmann::json BenchJson(const BenchReport& report, bool include_samples) {
+  nlohmann::json j = ReplayInfoJson(report.info);
+  j["command"] = "bench";
+  j["warmup"] = report.warmup;
+  j["iterations"] = report.stats.iterations;
+  j["cold_l2"] = report.cold_l2;
+  j["restore_each"] = report.restore_each;
+  j["restore_bytes_per_iteration"] = report.restore_bytes_per_iteration;
+  j["min_ms"] = report.stats.min_ms;
+  j["median_ms"] = report.stats.median_ms;
+  j["max_ms"] = report.stats.max_ms;
+  j["mean_ms"] = report.stats.mean_ms;
+  j["stddev_ms"] = report.stats.stddev_ms;
+  if (include_samples) j["samples_ms"] = report.samples_ms;
+  return j;
+}
+
+std::string FormatReplayInfo(const ReplayInfo& info) {
+  std::string out = absl::StrFormat("capture %s: %s on %s\n", info.capture_id, info.kernel,
+                                    info.device);
+  absl::StrAppendFormat(&out, "restored %u regions, %.1f MiB in %u reservations, %.3f s\n",
+                        info.regions, info.restored_bytes / 1048576.0, info.reservations,
+                        info.restore_seconds);
+  if (info.relocated) {
+    absl::StrAppendFormat(&out,
+                          "RELOCATED REPLAY: %u range(s) not at their original address; %u "
+                          "pointer word(s) patched (heuristic)\n",
+                          info.moved.size(), info.patched_words);
+    for (const MovedRange& m : info.moved) {
+      absl::StrAppendFormat(&out, "  %s +%u -> %s\n", Hex(m.old_va), m.size, Hex(m.new_va));
+    }
+  } else {
+    out += "address space: every region at its original virtual address\n";
+  }
+  for (const std::string& w : info.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
+  return out;
+}
+
+std::string FormatValidation(const ValidationReport& report) {
+  std::string out = FormatReplayInfo(report.info);
+  absl::StrAppendFormat(&out, "launch: %.3f ms\n", report.info.launch_ms);
+  for (const RegionResult& r : report.regions) {
+    if (r.passed && r.stats.elements_differing == 0) continue;
+    const CompareStats& s = r.stats;
+    absl::StrAppendFormat(&out, "%s region %u %s %s%s%s (%u bytes, %s): ",
+                          r.passed ? "within tolerance" : "DIFFERS", r.index, Hex(r.va), r.kind,
+                          r.name.empty() ? "" : " ", r.name, r.size, DTypeName(r.dtype));
+    absl::StrAppendFormat(&out,
+                          "%u bytes differ, %u of %u elements differ (%u outside tolerance), "
+                          "worst abs %g rel %g ulp %u, first difference at offset %d\n",
+                          s.bytes_differing, s.elements_differing, s.elements_compared,
+                          s.elements_failing, s.max_abs_error, s.max_rel_error, s.max_ulp_error,
+                          s.first_diff_offset);
+    for (const Mismatch& m : s.samples) {
+      absl::StrAppendFormat(&out, "    at +%u: expected %.9g got %.9g\n", m.offset, m.expected,
+                            m.actual);
+    }
+  }
+  absl::StrAppendFormat(&out, "%s: %u regions compared, %u differ\n",
+                        report.passed() ? "PASS" : "FAIL", report.regions.size(),
+                        report.failing());
+  return out;
+}
+
+std::string FormatBench(const BenchReport& r) {
+  std::string out = FormatReplayInfo(r.info);
+  absl::StrAppendFormat(&out, "bench: %d warm-up, %u iterations%s%s\n", r.warmup,
+                        r.stats.iterations, r.cold_l2 ? ", cold L2" : "",
+                        r.restore_each ? ", written regions restored before each launch" : "");
+  absl::StrAppendFormat(&out,
+                        "min %.4f ms  median %.4f ms  max %.4f ms  mean %.4f ms  stddev %.4f ms\n",
+                        r.stats.min_ms, r.stats.median_ms, r.stats.max_ms, r.stats.mean_ms,
+                        r.stats.stddev_ms);
+  return out;
+}
+
+}  // namespace kerncap::replay

@@ -1,0 +1,239 @@
+// End-to-end on a real GPU: for each test program of agent/cuda/gpu_tests,
+// start kerncapd on a temp store, arm the program's documented kernel, run
+// the program under the agent (CUDA_INJECTION64_PATH), wait for the capture,
+// export it to a .kcap and replay it with `kerncap-replay validate`, which
+// must PASS; the application must exit normally.
+//
+// Binaries: $KERNCAP_BUILD_DIR/{bin/kerncapd,bin/kerncapctl,bin/kerncap-replay,
+// lib/libkerncap_agent.so,gpu_tests/<program>} (a build tree or the GPU
+// bundle, deploy/gpu/bundle.sh). With $KERNCAP_GPU_LOG_DIR set, every case's
+// daemon log, program output, capture summary and replay report are kept in
+// $KERNCAP_GPU_LOG_DIR/<case>/. Skips (GTEST_SKIP) without a GPU.
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/subprocess.h"
+
+namespace kerncap {
+namespace {
+
+using std::chrono::seconds;
+namespace fs = std::filesystem;
+
+// Why there is no usable GPU, or "" when there is one.
+std::string NoGpuReason() {
+  void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return absl::StrCat("no libcuda.so.1 (", ::dlerror(), ")");
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int*);
+  auto init = reinterpret_cast<InitFn>(::dlsym(h, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(::dlsym(h, "cuDeviceGetCount"));
+  if (init == nullptr || count == nullptr) return "libcuda.so.1 lacks cuInit";
+  int r = init(0);
+  if (r != 0) return absl::StrCat("cuInit failed (CUresult ", r, ")");
+  int n = 0;
+  if (count(&n) != 0 || n == 0) return "no CUDA device";
+  return "";
+}
+
+std::string BuildDir() {
+  const char* b = std::getenv("KERNCAP_BUILD_DIR");
+  return b != nullptr ? b : "build";
+}
+
+struct Case {
+  std::string name;        // test case name
+  std::string program;     // agent/cuda/gpu_tests/<program>
+  std::vector<std::string> arm;  // kerncapctl arm arguments
+  // Extra validate arguments; "{NAME}" is replaced by the hex pointer the
+  // program printed as "NAME=0x..." (e.g. {sums}).
+  std::vector<std::string> validate;
+  bool also_daemon_path = false;  // replay a second time straight from kerncapd
+  bool bench = false;             // also run kerncap-replay bench
+};
+
+std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
+
+std::vector<Case> Cases() {
+  return {
+      {"vector_add", "vector_add", {"--kernel=vector_add"}, {}, true, true},
+      {"inplace_scale_2nd", "inplace_scale", {"--kernel=inplace_scale", "--nth=2"}, {}, false,
+       true},
+      // Float atomics accumulate in a run-dependent order: sums need a tolerance;
+      // the int counts stay exact.
+      {"histogram_atomics_2nd",
+       "histogram_atomics",
+       {"--kernel=histogram", "--nth=2"},
+       {"--region-dtype={sums}:f32", "--rtol=1e-5", "--atol=1e-6"}},
+      {"batched_pointer_array", "pointer_structs", {"--kernel=batched_axpy"}, {}},
+      {"struct_of_pointers", "pointer_structs", {"--kernel=struct_args"}, {}},
+      {"struct_of_pointers_relocated", "pointer_structs", {"--kernel=struct_args"},
+       {"--force-relocate"}},
+      {"linked_list", "linked_list", {"--kernel=list_sum"}, {}},
+      {"linked_list_relocated", "linked_list", {"--kernel=list_sum"}, {"--force-relocate"}},
+      {"globals_3rd", "globals_update", {"--kernel=apply_globals", "--nth=3"}, {}},
+      {"dynamic_smem_96k", "dynamic_smem", {"--kernel=smem_reverse"}, {}},
+      {"pipeline_stage3_5th", "pipeline", {"--kernel=stage3_normalize", "--nth=5"}, {}},
+      {"cooperative_grid_sync", "cooperative", {"--kernel=coop_reduce"}, {}},
+      {"two_threads_3rd", "two_threads", {"--kernel=target_kernel", "--nth=3"}, {}},
+      {"fork_parent", "fork_app", {"--kernel=parent_kernel"}, {}},
+      {"multi_gpu_device1", "multi_gpu", {"--kernel=per_device_fill", "--device=1"}, {}},
+  };
+}
+
+class GpuEndToEndTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    static const std::string reason = NoGpuReason();
+    if (!reason.empty()) GTEST_SKIP() << "no GPU: " << reason;
+    tmp_ = testing::MakeTempDir("kc_gpu_e2e");
+    const char* logs = std::getenv("KERNCAP_GPU_LOG_DIR");
+    if (logs != nullptr) {
+      log_dir_ = (fs::path(logs) / GetParam().name).string();
+      fs::create_directories(log_dir_);
+    }
+  }
+  void TearDown() override {
+    if (daemon_) daemon_->Stop(SIGTERM);
+    if (daemon_ && !log_dir_.empty()) Keep("kerncapd.log", daemon_->Stderr());
+    daemon_.reset();
+    if (!tmp_.empty()) testing::RemoveTree(tmp_);
+  }
+
+  void Keep(const std::string& file, const std::string& text) {
+    if (log_dir_.empty()) return;
+    std::ofstream(fs::path(log_dir_) / file) << text;
+  }
+  std::string Bin(const std::string& name) { return absl::StrCat(BuildDir(), "/bin/", name); }
+  std::vector<std::string> Ctl(std::vector<std::string> args) {
+    std::vector<std::string> v = {Bin("kerncapctl"), "--socket=" + tmp_ + "/ctl.sock"};
+    v.insert(v.end(), args.begin(), args.end());
+    return v;
+  }
+
+  std::string tmp_;
+  std::string log_dir_;
+  std::unique_ptr<testing::Background> daemon_;
+};
+
+TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
+  const Case& c = GetParam();
+  const std::string program = absl::StrCat(BuildDir(), "/gpu_tests/", c.program);
+  const std::string agent = absl::StrCat(BuildDir(), "/lib/libkerncap_agent.so");
+  ASSERT_TRUE(fs::exists(program)) << program;
+  ASSERT_TRUE(fs::exists(agent)) << agent;
+
+  daemon_ = std::make_unique<testing::Background>(std::vector<std::string>{
+      Bin("kerncapd"), "--store=" + tmp_ + "/store", "--socket=" + tmp_ + "/ctl.sock",
+      "--agent-socket=" + tmp_ + "/agent.sock", "--log-level=debug"});
+  ASSERT_TRUE(testing::WaitFor([&] { return fs::exists(tmp_ + "/ctl.sock"); }, seconds(20)))
+      << "kerncapd did not start: " << daemon_->Stderr();
+
+  std::vector<std::string> arm = {"--json", "arm"};
+  arm.insert(arm.end(), c.arm.begin(), c.arm.end());
+  testing::RunResult armed = testing::RunProcess(Ctl(arm), seconds(30));
+  Keep("arm.json", armed.out + armed.err);
+  ASSERT_EQ(armed.exit_code, 0) << armed.out << armed.err;
+
+  testing::RunResult app = testing::RunProcess(
+      {program}, seconds(180),
+      {{"CUDA_INJECTION64_PATH", agent},
+       {"KERNCAP_AGENT_SOCKET", tmp_ + "/agent.sock"},
+       {"KERNCAP_AGENT_LOG", "debug"}});
+  Keep("program.stdout", app.out);
+  Keep("program.stderr", app.err);
+  if (app.exit_code == 77) GTEST_SKIP() << c.program << ": " << app.out;
+  ASSERT_FALSE(app.timed_out) << c.program << " hung under the agent";
+  ASSERT_EQ(app.exit_code, 0) << c.program << " did not exit normally under the agent (signal "
+                              << app.signal << ")\n" << app.out << app.err;
+
+  std::string capture_id;
+  testing::WaitFor(
+      [&] {
+        testing::RunResult r = testing::RunProcess(Ctl({"--json", "captures"}), seconds(20));
+        if (r.exit_code != 0) return false;
+        auto j = nlohmann::json::parse(r.out, nullptr, false);
+        if (j.is_discarded() || !j.contains("captures") || j["captures"].empty()) return false;
+        capture_id = j["captures"][0].value("capture_id", "");
+        Keep("captures.json", r.out);
+        return !capture_id.empty();
+      },
+      seconds(30));
+  ASSERT_FALSE(capture_id.empty()) << "no capture appeared; program stderr:\n" << app.err;
+
+  testing::RunResult show = testing::RunProcess(Ctl({"show", capture_id}), seconds(30));
+  Keep("show.txt", show.out + show.err);
+  const std::string kcap = tmp_ + "/capture.kcap";
+  testing::RunResult exp = testing::RunProcess(Ctl({"export", capture_id, "--out", kcap}), seconds(120));
+  ASSERT_EQ(exp.exit_code, 0) << exp.out << exp.err;
+
+  std::vector<std::string> val = {Bin("kerncap-replay"), "validate", kcap, "--json"};
+  for (std::string a : c.validate) {
+    std::smatch m;
+    static const std::regex kPlaceholder(R"(\{(\w+)\})");
+    if (std::regex_search(a, m, kPlaceholder)) {
+      std::smatch v;
+      const std::regex printed(m[1].str() + R"(=(0x[0-9a-fA-F]+))");
+      ASSERT_TRUE(std::regex_search(app.out, v, printed))
+          << c.program << " did not print " << m[1].str() << "=0x...";
+      a = std::regex_replace(a, kPlaceholder, v[1].str());
+    }
+    val.push_back(a);
+  }
+  testing::RunResult rep = testing::RunProcess(val, seconds(120));
+  Keep("validate.json", rep.out);
+  Keep("validate.stderr", rep.err);
+  auto report = nlohmann::json::parse(rep.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << "validate printed no JSON:\n" << rep.out << rep.err;
+  EXPECT_EQ(report.value("result", ""), "pass") << absl::StrJoin(val, " ") << "\n" << rep.out
+                                                << rep.err;
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  std::printf("[ %s ] %s: relocated=%s launch %.4f ms, %d regions, restore %.3f s\n",
+              report.value("result", "?").c_str(), c.name.c_str(),
+              report.value("relocated", false) ? "yes" : "no", report.value("launch_ms", 0.0),
+              report.value("regions_compared", 0), report.value("restore_seconds", 0.0));
+
+  if (c.also_daemon_path) {
+    testing::RunResult d = testing::RunProcess({Bin("kerncap-replay"), "validate", "--json",
+                                         "--daemon=unix:" + tmp_ + "/ctl.sock",
+                                         capture_id.substr(0, 10)},
+                                        seconds(120));
+    Keep("validate_daemon.json", d.out + d.err);
+    EXPECT_EQ(d.exit_code, 0) << "validate --daemon: " << d.out << d.err;
+  }
+  if (c.bench) {
+    testing::RunResult b = testing::RunProcess(
+        {Bin("kerncap-replay"), "bench", kcap, "--json", "--warmup=3", "--iterations=20",
+         "--cold-l2"},
+        seconds(120));
+    Keep("bench.json", b.out + b.err);
+    ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+    auto bj = nlohmann::json::parse(b.out, nullptr, false);
+    ASSERT_FALSE(bj.is_discarded());
+    EXPECT_EQ(bj.value("iterations", 0), 20);
+    EXPECT_GT(bj.value("median_ms", 0.0), 0.0);
+    std::printf("[ bench ] %s: median %.4f ms (min %.4f, max %.4f, stddev %.4f), restore_each=%s\n",
+                c.name.c_str(), bj.value("median_ms", 0.0), bj.value("min_ms", 0.0),
+                bj.value("max_ms", 0.0), bj.value("stddev_ms", 0.0),
+                bj.value("restore_each", false) ? "yes" : "no");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, GpuEndToEndTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+}  // namespace
+}  // namespace kerncap
