@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "common/digest.h"
 #include "common/errno_status.h"
@@ -17,22 +18,10 @@
 namespace kerncap::kcap {
 namespace {
 
-void PutU32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void PutU64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
+void PutU32(char* p, uint32_t v) { absl::little_endian::Store32(p, v); }
+void PutU64(char* p, uint64_t v) { absl::little_endian::Store64(p, v); }
+uint32_t GetU32(const char* p) { return absl::little_endian::Load32(p); }
+uint64_t GetU64(const char* p) { return absl::little_endian::Load64(p); }
 
 }  // namespace
 

@@ -15,6 +15,7 @@
 #include "daemon/service/limits.h"
 #include "daemon/service/manifest_util.h"
 #include "daemon/service/request_validation.h"
+#include "daemon/store/catalog.h"
 
 namespace kerncap::service {
 namespace {
@@ -54,7 +55,7 @@ grpc::Status ControlService::Finish(const char* method, const grpc::ServerContex
 
 void ControlService::PublishCommitted(const v1::CaptureManifest& manifest) {
   v1::Event event;
-  *event.mutable_capture_committed() = SummaryFromManifest(manifest);
+  *event.mutable_capture_committed() = store::Catalog::Summarize(manifest);
   bus_.Publish(std::move(event));
 }
 
@@ -153,7 +154,7 @@ grpc::Status ControlService::GetCapture(grpc::ServerContext* context,
     KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
     KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request->capture_id()));
     KC_ASSIGN_OR_RETURN(*response->mutable_manifest(), store_.GetManifest(id));
-    *response->mutable_summary() = SummaryFromManifest(response->manifest());
+    *response->mutable_summary() = store::Catalog::Summarize(response->manifest());
     KC_ASSIGN_OR_RETURN(auto footprint, store_.CaptureFootprint(id));
     response->set_exclusive_raw_bytes(footprint.first);
     response->set_stored_bytes(footprint.second);

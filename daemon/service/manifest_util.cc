@@ -77,26 +77,6 @@ absl::StatusOr<std::vector<ChunkRef>> ManifestChunks(const v1::CaptureManifest& 
   return c.Take();
 }
 
-v1::CaptureSummary SummaryFromManifest(const v1::CaptureManifest& m) {
-  v1::CaptureSummary s;
-  s.set_capture_id(m.capture_id());
-  s.set_created_unix_ms(m.created_unix_ms());
-  s.set_kernel(m.kernel().demangled_name().empty() ? m.kernel().mangled_name()
-                                                   : m.kernel().demangled_name());
-  s.set_mangled_name(m.kernel().mangled_name());
-  s.set_platform(m.kernel().platform());
-  s.set_pid(m.process().pid());
-  s.set_hostname(m.process().hostname());
-  s.set_process_name(m.process().process_name());
-  s.set_device(m.device().name());
-  s.set_regions(static_cast<uint32_t>(m.pre().regions_size()));
-  s.set_logical_bytes(m.stats().logical_bytes());
-  s.set_new_stored_bytes(m.stats().new_stored_bytes());
-  s.set_source(m.source());
-  *s.mutable_tags() = m.tags();
-  return s;
-}
-
 uint64_t ZeroBytes(const v1::Region& region) {
   const v1::ChunkList& list = region.data();
   if (list.chunk_size() == 0) return 0;

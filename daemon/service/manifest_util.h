@@ -25,9 +25,6 @@ struct ChunkRef {
 // size, a changed_chunks index out of range).
 absl::StatusOr<std::vector<ChunkRef>> ManifestChunks(const v1::CaptureManifest& manifest);
 
-// The catalog row for a manifest (what ListCaptures returns for it).
-v1::CaptureSummary SummaryFromManifest(const v1::CaptureManifest& manifest);
-
 // Bytes of `region` that sit in all-zero chunks (for the memory map's zero %).
 uint64_t ZeroBytes(const v1::Region& region);
 

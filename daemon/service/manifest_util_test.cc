@@ -67,20 +67,5 @@ TEST(ManifestUtilTest, ZeroBytesCountsEmptyDigests) {
   EXPECT_EQ(ZeroBytes(m.post().regions(0)), 0u);
 }
 
-TEST(ManifestUtilTest, SummaryPrefersDemangledName) {
-  v1::CaptureManifest m = TwoRegions();
-  m.mutable_kernel()->set_mangled_name("_Z3addPf");
-  EXPECT_EQ(SummaryFromManifest(m).kernel(), "_Z3addPf");
-  m.mutable_kernel()->set_demangled_name("add(float*)");
-  m.mutable_process()->set_pid(42);
-  (*m.mutable_tags())["run"] = "a";
-  v1::CaptureSummary s = SummaryFromManifest(m);
-  EXPECT_EQ(s.kernel(), "add(float*)");
-  EXPECT_EQ(s.mangled_name(), "_Z3addPf");
-  EXPECT_EQ(s.pid(), 42u);
-  EXPECT_EQ(s.regions(), 1u);
-  EXPECT_EQ(s.tags().at("run"), "a");
-}
-
 }  // namespace
 }  // namespace kerncap::service

@@ -73,5 +73,26 @@ TEST(CatalogTest, GarbageFileIsDataLoss) {
   EXPECT_EQ(cat.status().code(), absl::StatusCode::kDataLoss);
 }
 
+v1::CaptureManifest OneRegionManifest() {
+  v1::CaptureManifest m;
+  m.mutable_pre()->add_regions()->set_va(0x1000);
+  return m;
+}
+
+TEST(CatalogTest, SummaryPrefersDemangledName) {
+  v1::CaptureManifest m = OneRegionManifest();
+  m.mutable_kernel()->set_mangled_name("_Z3addPf");
+  EXPECT_EQ(Catalog::Summarize(m).kernel(), "_Z3addPf");
+  m.mutable_kernel()->set_demangled_name("add(float*)");
+  m.mutable_process()->set_pid(42);
+  (*m.mutable_tags())["run"] = "a";
+  v1::CaptureSummary s = Catalog::Summarize(m);
+  EXPECT_EQ(s.kernel(), "add(float*)");
+  EXPECT_EQ(s.mangled_name(), "_Z3addPf");
+  EXPECT_EQ(s.pid(), 42u);
+  EXPECT_EQ(s.regions(), 1u);
+  EXPECT_EQ(s.tags().at("run"), "a");
+}
+
 }  // namespace
 }  // namespace kerncap::store

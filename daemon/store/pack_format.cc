@@ -2,33 +2,25 @@
 
 #include <cstring>
 
+#include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 
 namespace kerncap::store {
 namespace {
 
-// The store only targets little-endian hosts (x86-64, aarch64); these helpers
-// keep the format explicit should that ever change.
+// Fixed-width little-endian fields (Abseil's endian helpers do the byte order).
 void PutU32(std::string* out, uint32_t v) {
   char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  absl::little_endian::Store32(b, v);
   out->append(b, 4);
 }
 void PutU64(std::string* out, uint64_t v) {
   char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  absl::little_endian::Store64(b, v);
   out->append(b, 8);
 }
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
+uint32_t GetU32(const char* p) { return absl::little_endian::Load32(p); }
+uint64_t GetU64(const char* p) { return absl::little_endian::Load64(p); }
 
 }  // namespace
 
