@@ -14,6 +14,7 @@
 #ifndef KERNCAP_AGENT_CORE_CAPTURE_TRANSPORT_H_
 #define KERNCAP_AGENT_CORE_CAPTURE_TRANSPORT_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,9 @@ class TransportSession {
   virtual void ReturnSlot(const Slot& slot) = 0;
   virtual Status AddCodeObject(const CodeObjectRef& code) = 0;
   // Commits the capture. post_complete=false: the post image was not taken.
+  // An asynchronous transport returns as soon as the end is queued (every
+  // byte is already in the ring) and reports the daemon's verdict later; a
+  // synchronous one returns the verdict.
   virtual Status End(bool post_complete) = 0;
   // Abandons the capture; the daemon keeps nothing of it.
   virtual void Abort(std::string_view reason) = 0;
@@ -55,6 +59,18 @@ class CaptureTransport {
   virtual ~CaptureTransport() = default;
   // True while at least one arm may match (cheap; read under the launch gate).
   virtual bool Armed() const = 0;
+  // The flag behind Armed(), when the transport has one that stays valid for
+  // its lifetime: launch hot paths read it directly (one atomic load).
+  virtual const std::atomic<bool>* ArmedFlag() const { return nullptr; }
+  // True when TransportSession::End returns before the daemon's verdict.
+  virtual bool AsyncEnd() const { return false; }
+  // A dispatch that ShouldCapture selected could not be captured (reason in
+  // words). give_back: return the capture to its arm so a later matching
+  // dispatch is taken where the selector allows. Returns whether it was.
+  virtual bool ReportSkipped(const CaptureTicket& /*ticket*/, const KernelMatchInfo& /*info*/,
+                             std::string_view /*reason*/, bool /*give_back*/) {
+    return false;
+  }
   // Selector check: a ticket when this dispatch is to be captured. Counting
   // (nth dispatch, skip, count) happens inside, so call it once per dispatch.
   virtual std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) = 0;

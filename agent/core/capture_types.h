@@ -59,6 +59,8 @@ struct ArgumentDesc {
   uint32_t size = 0;
   int kind = 1;
   std::string name;
+  std::string type_name;   // source type when known ("float*")
+  std::string value_kind;  // HSA metadata value kind ("global_buffer", "hidden_queue_ptr")
 };
 
 struct LaunchDesc {

@@ -24,7 +24,8 @@ const char* PlatformName(Platform p) {
 
 class LinkSession final : public TransportSession {
  public:
-  explicit LinkSession(std::unique_ptr<CaptureSession> s) : s_(std::move(s)) {}
+  LinkSession(std::unique_ptr<CaptureSession> s, bool async_end)
+      : s_(std::move(s)), async_end_(async_end) {}
 
   Result<int> AddRegion(ImageKind image, const RegionDesc& region) override {
     auto r = s_->AddRegion(ToRegionBegin(image, region));
@@ -46,6 +47,11 @@ class LinkSession final : public TransportSession {
                              code.bytes->size());
   }
   Status End(bool post_complete) override {
+    if (async_end_) {
+      Status st = s_->EndAsync(post_complete);
+      if (st.ok()) KC_ALOG(kDebug, "capture handed to kerncapd; its verdict follows");
+      return st;
+    }
     auto id = s_->End(post_complete);
     if (!id.ok()) return id.status();
     KC_ALOG(kInfo, "capture %s committed by kerncapd", id.value().c_str());
@@ -62,6 +68,7 @@ class LinkSession final : public TransportSession {
     return s;
   }
   std::unique_ptr<CaptureSession> s_;
+  bool async_end_;
 };
 
 }  // namespace
@@ -98,6 +105,8 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
     info.size = a.size;
     info.kind = ArgumentKindName(a.kind);
     info.name = a.name;
+    info.type_name = a.type_name;
+    info.value_kind = a.value_kind;
     m.arguments.push_back(std::move(info));
   }
   return m;
@@ -124,7 +133,18 @@ Result<std::unique_ptr<TransportSession>> LinkTransport::Begin(const CaptureHead
                                                                std::string_view arg_blob) {
   auto session = client_->BeginCapture(ToCaptureBegin(header), arg_blob);
   if (!session.ok()) return session.status();
-  return std::unique_ptr<TransportSession>(new LinkSession(std::move(session.value())));
+  return std::unique_ptr<TransportSession>(new LinkSession(std::move(session.value()), async_end_));
+}
+
+bool LinkTransport::ReportSkipped(const CaptureTicket& ticket, const KernelMatchInfo& info,
+                                  std::string_view reason, bool give_back) {
+  link::DispatchSkippedMsg msg;
+  msg.arm_id = ticket.arm_id;
+  msg.dispatch_index = ticket.dispatch_index;
+  msg.kernel = info.demangled_name.empty() ? info.mangled_name : info.demangled_name;
+  msg.device = static_cast<uint32_t>(info.device < 0 ? 0 : info.device);
+  msg.reason = std::string(reason);
+  return client_->ReportSkipped(std::move(msg), give_back);
 }
 
 }  // namespace kerncap::agent

@@ -20,9 +20,17 @@ const char* CodeObjectFormatName(CodeObjectFormat format);
 class LinkTransport final : public CaptureTransport {
  public:
   // `client` must outlive the transport; Start() is the caller's business.
-  explicit LinkTransport(AgentLinkClient* client) : client_(client) {}
+  // async_end: End() returns once the capture's end is queued (the daemon's
+  // verdict goes to the client's on_capture_result), so the application is
+  // released as soon as its bytes are in the ring.
+  explicit LinkTransport(AgentLinkClient* client, bool async_end = false)
+      : client_(client), async_end_(async_end) {}
 
   bool Armed() const override { return client_->armed(); }
+  const std::atomic<bool>* ArmedFlag() const override { return client_->armed_flag(); }
+  bool AsyncEnd() const override { return async_end_; }
+  bool ReportSkipped(const CaptureTicket& ticket, const KernelMatchInfo& info,
+                     std::string_view reason, bool give_back) override;
   std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) override;
   Result<std::unique_ptr<TransportSession>> Begin(const CaptureHeader& header,
                                                   std::string_view arg_blob) override;
@@ -33,6 +41,7 @@ class LinkTransport final : public CaptureTransport {
 
  private:
   AgentLinkClient* client_;
+  bool async_end_;
 };
 
 }  // namespace kerncap::agent

@@ -20,8 +20,9 @@ TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
   h.launch.cooperative = true;
   h.launch.stream = 0x1234;
   h.launch.attributes["func.num_regs"] = 32;
-  h.arguments.push_back(ArgumentDesc{0, 8, 2, ""});
-  h.arguments.push_back(ArgumentDesc{24, 4, 1, ""});
+  h.arguments.push_back(ArgumentDesc{0, 8, 2, "", "", ""});
+  h.arguments.push_back(ArgumentDesc{24, 4, 1, "", "", ""});
+  h.arguments.push_back(ArgumentDesc{32, 8, 3, "", "", "hidden_queue_ptr"});
   link::CaptureBeginMsg m = ToCaptureBegin(h);
   EXPECT_EQ(m.arm_id, "arm-7");
   EXPECT_EQ(m.dispatch_index, 5u);
@@ -33,10 +34,12 @@ TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
   EXPECT_TRUE(m.launch.cooperative);
   EXPECT_EQ(m.launch.shared_mem_bytes, 65536u);
   EXPECT_EQ(m.launch.attributes.at("func.num_regs"), 32);
-  ASSERT_EQ(m.arguments.size(), 2u);
+  ASSERT_EQ(m.arguments.size(), 3u);
   EXPECT_EQ(m.arguments[0].kind, "pointer");
   EXPECT_EQ(m.arguments[1].kind, "value");
   EXPECT_EQ(m.arguments[1].offset, 24u);
+  EXPECT_EQ(m.arguments[2].kind, "hidden");
+  EXPECT_EQ(m.arguments[2].value_kind, "hidden_queue_ptr");
 }
 
 TEST(LinkTransportTest, NoClusterMeansEmptyList) {

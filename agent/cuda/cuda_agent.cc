@@ -14,6 +14,7 @@
 #include "agent/core/log.h"
 #include "agent/cuda/cuda_dispatch_source.h"
 #include "agent/cuda/driver_api.h"
+#include "agent/cuda/driver_identity.h"
 #include "agent/cuda/param_blob.h"
 #ifdef KERNCAP_AGENT_HAVE_LINK
 #include "agent/core/link_transport.h"
@@ -25,6 +26,10 @@ namespace {
 
 constexpr uint64_t kGateShared = 1;
 
+// Targets of CudaAgent::armed_flag_ before a transport is installed.
+std::atomic<bool> g_check_slow_path{true};  // no transport yet: start the link
+std::atomic<bool> g_never_armed{false};     // no link at all (tracking only)
+
 // > 0 while the agent itself is calling the driver on this thread: those
 // calls are neither tracked as the application's nor gated.
 thread_local int t_agent_depth = 0;
@@ -34,10 +39,86 @@ struct AgentScope {
   ~AgentScope() { --t_agent_depth; }
 };
 
+// What this thread's armed ENTERs hold, until their EXIT (see the callback
+// contract in cuda_agent.h). Trivially destructible: callbacks can run while
+// the thread exits. Driver calls do not nest, so one or two entries is usual.
+struct HeldCall {
+  uint32_t correlation_id;
+  uint32_t cbid;
+  uint64_t value;
+};
+constexpr int kMaxHeld = 16;
+thread_local HeldCall t_held[kMaxHeld];
+thread_local int t_held_n = 0;
+
+void PushHeld(const CUpti_CallbackData* cb, CUpti_CallbackId cbid, uint64_t value) {
+  t_held[t_held_n++] = HeldCall{cb->correlationId, static_cast<uint32_t>(cbid), value};
+}
+
+// The value this thread's ENTER recorded for this call, removed; 0 when the
+// ENTER was not seen (callbacks switched on mid-call) or held nothing.
+uint64_t PopHeld(const CUpti_CallbackData* cb, CUpti_CallbackId cbid) {
+  for (int i = t_held_n - 1; i >= 0; --i) {
+    if (t_held[i].correlation_id != cb->correlationId || t_held[i].cbid != cbid) continue;
+    const uint64_t v = t_held[i].value;
+    for (int j = i; j + 1 < t_held_n; ++j) t_held[j] = t_held[j + 1];
+    --t_held_n;
+    return v;
+  }
+  return 0;
+}
+
+// Driver callbacks that stay enabled while unarmed: everything Track() and
+// the stream-capture bookkeeping need. Everything else is armed-only.
+bool AlwaysOnDriverCallback(CUpti_CallbackId cbid) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister:
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemPoolImportPointer:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemCreate:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemMap:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A capture between launch ENTER and EXIT (pointer stored in correlationData).
 struct LaunchCapture {
   std::unique_ptr<PendingCapture> pending;
   std::string kernel;
+  std::chrono::steady_clock::time_point gate_taken;
 };
 
 int64_t NowNs() {
@@ -59,21 +140,14 @@ bool Succeeded(const CUpti_CallbackData* cb) {
 
 std::string DriverVersionString() {
   // The kernel module's version ("580.159.04") is what a GPU engineer knows
-  // the driver by; the driver API only offers the CUDA version it supports.
-  std::ifstream f("/proc/driver/nvidia/version");
-  std::string line;
-  if (std::getline(f, line)) {
-    auto k = line.find("Kernel Module");
-    if (k != std::string::npos) {
-      std::string rest = line.substr(k + 13);
-      size_t b = rest.find_first_not_of(' ');
-      size_t e = rest.find(' ', b);
-      if (b != std::string::npos) return rest.substr(b, e == std::string::npos ? e : e - b);
-    }
-  }
+  // the driver by (driver_identity.h); the CUDA version the driver supports
+  // ("13.0") goes in runtime_version.
+  return NvidiaKernelDriverVersion();
+}
+
+std::string RuntimeVersionString() {
   int v = 0;
-  cuDriverGetVersion(&v);
-  return "cuda-" + std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+  return cuDriverGetVersion(&v) == CUDA_SUCCESS ? CudaVersionString(v) : "";
 }
 
 DeviceDesc DescribeDevice(int ordinal) {
@@ -145,6 +219,26 @@ AgentConfig ConfigFromEnv() {
   return c;
 }
 
+CudaAgent::CudaAgent()
+    : armed_flag_(&g_check_slow_path),
+      toggle_([this](bool on) { return SwitchArmedCallbacks(on); }, &g_check_slow_path) {}
+
+bool CudaAgent::SwitchArmedCallbacks(bool on) {
+  if (subscriber_ == nullptr) return true;
+  if (on) return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS;
+  // One by one, never the whole domain off: an allocation made meanwhile
+  // must still be tracked. Ids the driver does not know fail harmlessly.
+  for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
+    if (!AlwaysOnDriverCallback(id)) cuptiEnableCallback(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  return true;
+}
+
+CudaAgent::LastCapture CudaAgent::last_capture() const {
+  std::lock_guard lock(last_mu_);
+  return last_;
+}
+
 CudaAgent& CudaAgent::Instance() {
   // Leaked on purpose: callbacks can fire during static destruction.
   static CudaAgent* agent = new CudaAgent();
@@ -195,8 +289,12 @@ bool CudaAgent::Initialize(const char* how) {
   return true;
 }
 
-void CudaAgent::SetTransport(CaptureTransport* transport) {
+void CudaAgent::SetTransport(CaptureTransport* transport, bool notifies_arming) {
   transport_.store(transport, std::memory_order_release);
+  const std::atomic<bool>* flag = transport != nullptr ? transport->ArmedFlag() : nullptr;
+  armed_flag_.store(flag != nullptr ? flag : &g_check_slow_path, std::memory_order_release);
+  // Callbacks follow the armed flag only when its changes are reported.
+  toggle_.SetSource(notifies_arming && flag != nullptr ? flag : &g_check_slow_path);
 }
 
 void CudaAgent::ResetAfterFork() {
@@ -208,8 +306,10 @@ void CudaAgent::ResetAfterFork() {
   vmm_handles_.clear();
   streams_capturing_.store(0);
   armed_seen_ns_.store(0);
+  t_held_n = 0;
   CaptureTransport* t = transport_.load();
   if (t != nullptr) t->ResetAfterFork();
+  toggle_.ResetAfterFork();  // after the transport: its armed flag is reset now
 }
 
 void CUPTIAPI CudaAgent::Callback(void* userdata, CUpti_CallbackDomain domain,
@@ -253,32 +353,55 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
   const bool launch = IsKernelLaunch(cbid);
   if (cb->callbackSite == CUPTI_API_ENTER) {
     *cb->correlationData = 0;
+    // The unarmed path (only while the callbacks are still on, just after a
+    // disarm): one atomic load (the link client's armed flag), nothing else.
+    if (!armed_flag_.load(std::memory_order_relaxed)->load(std::memory_order_acquire)) {
+      toggle_.FinishPending();
+      return;
+    }
     CaptureTransport* t = transport_.load(std::memory_order_acquire);
     if (t == nullptr) {
       // No CU_INIT_FINISHED seen (agent attached late): connect on first launch.
       if (launch) StartLink();
       return;
     }
-    // The unarmed path: one check, nothing else.
     if (!t->Armed()) return;
+    // Armed path: counted in flight until EXIT, so the callbacks cannot be
+    // switched off between this ENTER and its EXIT.
+    if (t_held_n >= kMaxHeld || !toggle_.BeginCall()) return;
     if (armed_seen_ns_.load(std::memory_order_relaxed) == 0) armed_seen_ns_.store(NowNs());
     if (launch) {
       OnLaunchEnter(cbid, cb, t);
+      const uint64_t held = *cb->correlationData;
+      if (held != 0) {
+        PushHeld(cb, cbid, held);
+      } else {
+        toggle_.EndCall();
+      }
       return;
     }
     if (IsGraphLaunch(cbid) && !graph_warned_.exchange(true)) {
       KC_ALOG(kWarn,
               "cuGraphLaunch while armed: kernels inside CUDA graphs are not captured yet "
               "(disable CUDA graphs in the application to capture them)");
+      // Which arm the graph's kernels would match is unknown here: report
+      // once, without an arm, so kerncapctl shows why nothing is captured.
+      AgentScope scope;
+      t->ReportSkipped(CaptureTicket{}, KernelMatchInfo{"", "cuGraphLaunch", DeviceOf(cb->context)},
+                       "kernels launched from CUDA graphs are not captured yet (disable CUDA "
+                       "graphs in the application to capture them)",
+                       /*give_back=*/false);
     }
     gate_.EnterShared();
     *cb->correlationData = kGateShared;
+    PushHeld(cb, cbid, kGateShared);
     return;
   }
-  // EXIT
-  const uint64_t corr = *cb->correlationData;
+  // EXIT: only what this thread's ENTER recorded is trusted.
+  const uint64_t corr = t_held_n > 0 ? PopHeld(cb, cbid) : 0;
   if (launch && corr > kGateShared) {
-    OnLaunchExit(cb);
+    OnLaunchExit(cb, corr);  // completes even if disarmed meanwhile
+    toggle_.EndCall();
     return;
   }
   if (!launch && Succeeded(cb)) Track(cbid, cb);
@@ -290,6 +413,11 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     }
   }
   if (corr == kGateShared) gate_.ExitShared();
+  if (corr != 0) {
+    toggle_.EndCall();
+  } else {
+    toggle_.FinishPending();
+  }
 }
 
 int CudaAgent::DeviceOf(CUcontext ctx) {
@@ -488,11 +616,12 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   if (!ticket) return hold_shared();
 
   const std::string& kname = info->demangled_name;
-  auto skip = [&](const std::string& why) {
-    ++captures_failed_;
-    KC_ALOG(kWarn, "dispatch %llu of arm %s (%s) not captured: %s",
-            static_cast<unsigned long long>(ticket->dispatch_index), ticket->arm_id.c_str(),
-            kname.c_str(), why.c_str());
+  const KernelMatchInfo match_info{info->mangled_name, info->demangled_name, device};
+  // Skips that depend on the moment (a graph being recorded, threads inside
+  // CUDA calls) give the capture back to the arm: a later matching dispatch
+  // is taken. Skips due to the kernel itself do not (they would repeat).
+  auto skip = [&](const std::string& why, bool give_back = false) {
+    Skip(t, *ticket, match_info, why, give_back);
   };
 
   // Never synchronize while any stream is being captured into a graph: the
@@ -503,11 +632,13 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult cr = cuStreamIsCapturing(stream, &capture_status);
   if (cr != CUDA_SUCCESS || capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    skip("the launch stream is being captured into a CUDA graph (the kernel does not run now)");
+    skip("the launch stream is being captured into a CUDA graph (the kernel does not run now)",
+         /*give_back=*/true);
     return hold_shared();
   }
   if (streams_capturing_.load() > 0) {
-    skip("another stream of the process is capturing a CUDA graph; synchronizing would break it");
+    skip("another stream of the process is capturing a CUDA graph; synchronizing would break it",
+         /*give_back=*/true);
     return hold_shared();
   }
 
@@ -519,9 +650,11 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   if (since < grace) std::this_thread::sleep_for(std::chrono::nanoseconds(grace - since));
 
   if (!gate_.TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
-    skip("other threads stayed inside CUDA calls for longer than KERNCAP_AGENT_GATE_TIMEOUT_MS");
+    skip("other threads stayed inside CUDA calls for longer than KERNCAP_AGENT_GATE_TIMEOUT_MS",
+         /*give_back=*/true);
     return;
   }
+  const auto gate_taken = std::chrono::steady_clock::now();
 
   // Everything below runs with the process quiesced (gate held exclusively).
   auto fail = [&](const std::string& why) {
@@ -560,6 +693,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   header.device = DescribeDevice(device);
   header.kernel.arch = header.device.arch;
   header.driver.driver_version = DriverVersionString();
+  header.driver.runtime_version = RuntimeVersionString();
   uint32_t cupti_version = 0;
   cuptiGetVersion(&cupti_version);
   header.driver.tool_version = "cupti-" + std::to_string(cupti_version);
@@ -584,6 +718,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   target.module = module;
   target.module_record = modules_.FindForKernel(reinterpret_cast<uint64_t>(module), info->mangled_name);
   target.host_regions = config_.host_regions;
+  target.pinned = &pinned_rings_;
 
   KC_ALOG(kInfo, "capturing dispatch %llu of arm %s: %s on device %d",
           static_cast<unsigned long long>(ticket->dispatch_index), ticket->arm_id.c_str(),
@@ -592,28 +727,43 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   auto pending = orchestrator.Before(std::make_unique<CudaDispatchSource>(&allocations_, target),
                                      header, *blob);
   if (!pending.ok()) return fail(pending.error());
-  auto* lc = new LaunchCapture{std::move(pending.value()), kname};
+  auto* lc = new LaunchCapture{std::move(pending.value()), kname, gate_taken};
   *cb->correlationData = reinterpret_cast<uint64_t>(lc);
 }
 
-void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb) {
+void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr) {
   AgentScope scope;
-  std::unique_ptr<LaunchCapture> lc(reinterpret_cast<LaunchCapture*>(*cb->correlationData));
+  std::unique_ptr<LaunchCapture> lc(reinterpret_cast<LaunchCapture*>(corr));
   *cb->correlationData = 0;
   CaptureTransport* t = transport_.load(std::memory_order_acquire);
   const CaptureHeader header = lc->pending->header();
   CaptureOrchestrator orchestrator(t);
   auto stats = orchestrator.After(std::move(lc->pending), Succeeded(cb));
   gate_.ExitExclusive();  // the application continues
+  const double held =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - lc->gate_taken).count();
   if (stats.ok()) {
-    ++captures_ok_;
+    // With an asynchronous transport the daemon's verdict comes later
+    // (on_capture_result counts it); the application is released now.
+    if (t == nullptr || !t->AsyncEnd()) ++captures_ok_;
+    {
+      std::lock_guard lock(last_mu_);
+      last_.pre_bytes = stats->pre_bytes;
+      last_.post_bytes = stats->post_bytes;
+      last_.regions = stats->regions;
+      last_.quiesce_seconds = stats->quiesce_seconds;
+      last_.pre_seconds = stats->pre_seconds;
+      last_.post_seconds = stats->post_seconds;
+      last_.held_seconds = held;
+    }
     KC_ALOG(kInfo,
             "captured %s (dispatch %llu): %llu regions, %.1f MiB pre, %.1f MiB post, quiesce "
-            "%.3fs pre %.3fs post %.3fs",
+            "%.3fs pre %.3fs post %.3fs, application held %.3fs%s",
             lc->kernel.c_str(), static_cast<unsigned long long>(header.dispatch_index),
             static_cast<unsigned long long>(stats->regions), stats->pre_bytes / 1048576.0,
             stats->post_bytes / 1048576.0, stats->quiesce_seconds, stats->pre_seconds,
-            stats->post_seconds);
+            stats->post_seconds, held,
+            t != nullptr && t->AsyncEnd() ? " (kerncapd commits in the background)" : "");
   } else {
     ++captures_failed_;
     KC_ALOG(kWarn, "capture of %s (dispatch %llu) failed: %s", lc->kernel.c_str(),
@@ -621,9 +771,108 @@ void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb) {
   }
 }
 
+void CudaAgent::Skip(CaptureTransport* t, const CaptureTicket& ticket,
+                     const KernelMatchInfo& info, const std::string& why, bool give_back) {
+  ++captures_failed_;
+  bool retried = t != nullptr && t->ReportSkipped(ticket, info, why, give_back);
+  KC_ALOG(kWarn, "dispatch %llu of arm %s (%s) not captured: %s%s",
+          static_cast<unsigned long long>(ticket.dispatch_index), ticket.arm_id.c_str(),
+          info.demangled_name.c_str(), why.c_str(),
+          retried ? " (the arm takes a later matching dispatch)" : "");
+}
+
+namespace {
+
+// cuMemHostRegister needs a current context; the link thread has none. Borrow
+// an already active primary context (never create one: that would cost the
+// application device memory). Returns false when there is none.
+class BorrowedContext {
+ public:
+  BorrowedContext() {
+    CUcontext cur = nullptr;
+    if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr) {
+      ok_ = true;
+      return;
+    }
+    int n = 0;
+    if (cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
+    for (int i = 0; i < n && !ok_; ++i) {
+      CUdevice dev;
+      unsigned flags = 0;
+      int active = 0;
+      if (cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
+      if (cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+      CUcontext ctx = nullptr;
+      if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) continue;
+      if (cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
+        cuDevicePrimaryCtxRelease(dev);
+        continue;
+      }
+      dev_ = dev;
+      pushed_ = true;
+      ok_ = true;
+    }
+  }
+  ~BorrowedContext() {
+    if (!pushed_) return;
+    CUcontext popped = nullptr;
+    cuCtxPopCurrent(&popped);
+    cuDevicePrimaryCtxRelease(dev_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  bool ok_ = false;
+  bool pushed_ = false;
+  CUdevice dev_ = 0;
+};
+
+}  // namespace
+
+void CudaAgent::RegisterRing(uint8_t* base, uint64_t bytes) {
+  AgentScope scope;  // not the application's allocation: never tracked or captured
+  const auto t0 = std::chrono::steady_clock::now();
+  BorrowedContext ctx;
+  if (!ctx.ok()) {
+    KC_ALOG(kInfo,
+            "capture ring (%.2f GiB) not registered: no active CUDA context yet; captures pin "
+            "its slots as they use them",
+            bytes / 1073741824.0);
+    return;
+  }
+  CUresult r = cuMemHostRegister(base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  if (r != CUDA_SUCCESS) {
+    KC_ALOG(kWarn, "registering the capture ring (%.2f GiB) failed (%s); captures pin slots "
+            "as they use them", bytes / 1073741824.0, CuErrorString(r).c_str());
+    return;
+  }
+  pinned_rings_.Add(base, bytes);
+  {
+    std::lock_guard lock(last_mu_);
+    last_.ring_bytes = bytes;
+  }
+  KC_ALOG(kInfo, "capture ring of %.2f GiB mapped and registered in %.3f s",
+          bytes / 1073741824.0,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void CudaAgent::UnregisterRing(uint8_t* base, uint64_t bytes) {
+  if (!pinned_rings_.Contains(base, bytes)) return;
+  AgentScope scope;
+  pinned_rings_.Remove(base);
+  BorrowedContext ctx;
+  cuMemHostUnregister(base);
+}
+
 void CudaAgent::StartLink() {
   std::call_once(link_once_, [this] {
-    if (!config_.connect || transport_.load() != nullptr) return;
+    if (!config_.connect || transport_.load() != nullptr) {
+      if (transport_.load() == nullptr) {
+        armed_flag_.store(&g_never_armed);
+        toggle_.SetSource(&g_never_armed);  // tracking only: launches never needed
+      }
+      return;
+    }
 #ifdef KERNCAP_AGENT_HAVE_LINK
     AgentScope scope;
     AgentLinkClientOptions options;
@@ -644,18 +893,45 @@ void CudaAgent::StartLink() {
       }
     }
     options.identity.driver.driver_version = DriverVersionString();
-    int rt = 0;
-    cuDriverGetVersion(&rt);
-    options.identity.driver.runtime_version = std::to_string(rt / 1000) + "." + std::to_string((rt % 1000) / 10);
+    options.identity.driver.runtime_version = RuntimeVersionString();
     uint32_t cupti_version = 0;
     cuptiGetVersion(&cupti_version);
     options.identity.driver.tool_version = "cupti-" + std::to_string(cupti_version);
+    // The ring is asked for when an arm applies to this process, and
+    // registered once per connection here (not per capture).
+    options.lazy_ring = true;
+    options.on_ring_mapped = [this](uint8_t* base, uint64_t bytes) { RegisterRing(base, bytes); };
+    options.on_ring_unmapping = [this](uint8_t* base, uint64_t bytes) {
+      UnregisterRing(base, bytes);
+    };
+    // Captures end asynchronously: the application is released once its
+    // bytes are in the ring; kerncapd's verdict arrives here.
+    options.on_capture_result = [this](const CaptureOutcome& o) {
+      if (o.error.empty()) {
+        ++captures_ok_;
+        KC_ALOG(kInfo, "capture %s committed by kerncapd %.3f s after the application resumed",
+                o.capture_id.c_str(), o.seconds_after_end);
+      } else {
+        ++captures_failed_;
+        KC_ALOG(kWarn, "kerncapd did not commit the capture: %s", o.error.c_str());
+      }
+    };
+    // Launch callbacks are on only while an arm applies to this process.
+    options.on_armed_changed = [this] { toggle_.Update(); };
     // Leaked on purpose (like the agent): the link thread may outlive static
     // destruction of the application.
     auto* client = new AgentLinkClient(std::move(options));
+    static AgentLinkClient* exit_client = client;
+    // A capture handed over just before exit must reach kerncapd before the
+    // process goes away (its frames are queued for the link's sender).
+    std::atexit([] {
+      exit_client->FlushOutgoing(EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000));
+    });
     client->Start();
-    SetTransport(new LinkTransport(client));
+    SetTransport(new LinkTransport(client, /*async_end=*/true), /*notifies_arming=*/true);
 #else
+    armed_flag_.store(&g_never_armed);
+    toggle_.SetSource(&g_never_armed);
     KC_ALOG(kWarn, "built without the agent link; tracking only");
 #endif
   });

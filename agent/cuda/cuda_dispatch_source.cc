@@ -19,6 +19,25 @@ RegionKind RegionKindFor(AllocationKind kind) {
   return RegionKind::kDevice;
 }
 
+void PinnedRanges::Add(const void* base, uint64_t size) {
+  std::lock_guard lock(mu_);
+  ranges_.emplace_back(reinterpret_cast<uintptr_t>(base), size);
+}
+
+void PinnedRanges::Remove(const void* base) {
+  std::lock_guard lock(mu_);
+  std::erase_if(ranges_, [&](const auto& r) { return r.first == reinterpret_cast<uintptr_t>(base); });
+}
+
+bool PinnedRanges::Contains(const void* p, uint64_t size) const {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard lock(mu_);
+  for (const auto& [base, len] : ranges_) {
+    if (a >= base && a - base <= len && size <= len - (a - base)) return true;
+  }
+  return false;
+}
+
 CudaDispatchSource::~CudaDispatchSource() {
   for (void* p : pinned_) cuMemHostUnregister(p);
 }
@@ -93,6 +112,10 @@ Status CudaDispatchSource::WaitForDispatch() {
 }
 
 void CudaDispatchSource::OnSlot(void* data, size_t capacity) {
+  // The ring is normally registered once per connection (CudaAgent's
+  // on_ring_mapped); only a ring that could not be registered then is pinned
+  // slot by slot here, for the duration of the capture.
+  if (target_.pinned != nullptr && target_.pinned->Contains(data, capacity)) return;
   if (pinned_.count(data) || unpinnable_.count(data)) return;
   CUresult r = cuMemHostRegister(data, capacity, 0);
   if (r == CUDA_SUCCESS) {

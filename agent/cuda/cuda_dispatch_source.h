@@ -11,8 +11,11 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "agent/core/allocation_table.h"
@@ -21,12 +24,26 @@
 
 namespace kerncap::agent::cuda {
 
+// Host ranges the agent registered once per connection (its ring): slots in
+// them need no per-capture cuMemHostRegister. Thread-safe.
+class PinnedRanges {
+ public:
+  void Add(const void* base, uint64_t size);
+  void Remove(const void* base);
+  bool Contains(const void* p, uint64_t size) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<uintptr_t, uint64_t>> ranges_;
+};
+
 struct DispatchTarget {
   int device = 0;
   CUstream stream = nullptr;        // already resolved (per-thread default stream)
   CUmodule module = nullptr;        // the kernel's module in this context, if known
   std::shared_ptr<ModuleRecord> module_record;  // its image, if known
   bool host_regions = true;
+  const PinnedRanges* pinned = nullptr;  // ranges already registered (the ring)
 };
 
 // Maps an allocation table entry to the manifest's region kind.

@@ -77,3 +77,31 @@ KC_EXPORT int kerncap_agent_get_stats(kerncap_agent_stats_t* out) {
   out->captures_failed = a.captures_failed();
   return 0;
 }
+
+// Figures of the last capture that released the application (benchmarks,
+// diagnostics). Times in seconds; held_seconds is the application's pause.
+struct kerncap_agent_capture_info_t {
+  uint64_t pre_bytes;
+  uint64_t post_bytes;
+  uint64_t regions;
+  uint64_t ring_bytes;
+  double quiesce_seconds;
+  double pre_seconds;
+  double post_seconds;
+  double held_seconds;
+};
+
+// Fills *out; returns 0 (nonzero only for a null pointer).
+KC_EXPORT int kerncap_agent_get_last_capture(kerncap_agent_capture_info_t* out) {
+  if (out == nullptr) return 1;
+  CudaAgent::LastCapture c = CudaAgent::Instance().last_capture();
+  out->pre_bytes = c.pre_bytes;
+  out->post_bytes = c.post_bytes;
+  out->regions = c.regions;
+  out->ring_bytes = c.ring_bytes;
+  out->quiesce_seconds = c.quiesce_seconds;
+  out->pre_seconds = c.pre_seconds;
+  out->post_seconds = c.post_seconds;
+  out->held_seconds = c.held_seconds;
+  return 0;
+}

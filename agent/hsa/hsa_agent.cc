@@ -1,7 +1,10 @@
 #include "agent/hsa/hsa_agent.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "agent/core/capture_orchestrator.h"
 #include "agent/core/log.h"
@@ -56,6 +59,16 @@ hsa_status_t CollectAny(hsa_agent_t agent, void* data) {
   return HSA_STATUS_SUCCESS;
 }
 
+void AtForkChild() { HsaAgent::Instance().ForkChild(); }
+
+// Abandons a container without reading or destroying it (a parent thread may
+// have been modifying it at fork time; its elements may be the data of the
+// parent's intercept handlers) and constructs an empty one in its place.
+template <typename T>
+void Abandon(T* object) {
+  new (object) T();
+}
+
 }  // namespace
 
 AgentConfig ConfigFromEnv() {
@@ -95,6 +108,13 @@ bool HsaAgent::Load(HsaApiTable* table, uint64_t runtime_version) {
   }
   runtime_version_ = runtime_version;
   runtime_info_ = false;
+  static bool atfork_installed = false;  // under mu_
+  if (!atfork_installed) {
+    // No prepare handler: taking mu_ there could deadlock against a thread
+    // that holds mu_ and waits for the link client's lock (which the link
+    // client's own prepare handler takes). The child abandons state instead.
+    atfork_installed = ::pthread_atfork(nullptr, nullptr, &AtForkChild) == 0;
+  }
   kernels_ = std::make_unique<KernelRegistry>(&tables_);
 
   CoreApiTable* core = table->core_;
@@ -122,7 +142,17 @@ bool HsaAgent::Load(HsaApiTable* table, uint64_t runtime_version) {
     tail->hsa_amd_vmem_address_free_fn = &HsaAgent::VmemAddressFree;
   }
   // hsa_amd_queue_create (ROCm 10) is not hooked: its table slot and
-  // descriptor layout are not in any header available to this build.
+  // descriptor layout are not in any header available to this build. Detect
+  // a table larger than the layout we know and say so.
+  unknown_amd_ext_entries_ = UnknownAmdExtEntries(amd);
+  if (unknown_amd_ext_entries_ > 0) {
+    KC_ALOG(kWarn,
+            "the runtime's AmdExtTable has %zu entries beyond the ROCm 6.1 layout this agent "
+            "knows (%u of %zu bytes); they are not hooked. On ROCm >= 10, HIP creates queues "
+            "with hsa_amd_queue_create, which is among them: dispatches on such queues are NOT "
+            "intercepted and cannot be captured",
+            unknown_amd_ext_entries_, amd->version.minor_id, kAmdExtKnownSize);
+  }
   active_.store(true, std::memory_order_release);
   KC_ALOG(kInfo, "HSA tool loaded (runtime version %llu, vmem %s)",
           static_cast<unsigned long long>(runtime_version),
@@ -150,6 +180,35 @@ void HsaAgent::Unload() {
     std::lock_guard vlock(vmem_mu_);
     vmem_handles_.clear();
   }
+}
+
+// --- fork ---------------------------------------------------------------------
+
+void HsaAgent::ForkChild() {
+  // Single-threaded here. The parent's queues and their intercept handler
+  // data are abandoned (not freed: a stale handler call must not touch freed
+  // memory); the runtime re-describes agents and pools at the child's first
+  // queue creation.
+  new (&mu_) std::mutex();
+  new (&vmem_mu_) std::mutex();
+  Abandon(&queues_);
+  Abandon(&locked_);
+  Abandon(&vmem_handles_);
+  Abandon(&pool_device_);
+  Abandon(&gpus_);
+  runtime_info_ = false;
+  tables_.has_loader = false;
+  allocations_.ResetAfterFork();
+  gate_.ResetAfterFork();
+  if (kernels_) {
+    (void)kernels_.release();  // its lock may have been held by a parent thread
+    kernels_ = std::make_unique<KernelRegistry>(&tables_);
+  }
+  packets_.store(0);
+  gating_.store(0);  // parent threads inside the gated path do not exist here
+  captures_ok_.store(0);
+  captures_failed_.store(0);
+  if (CaptureTransport* t = transport_.load()) t->ResetAfterFork();
 }
 
 AgentStats HsaAgent::stats() const {

@@ -17,6 +17,13 @@
 //   post snapshot -> gate released -> forward the rest.
 // Unknown packet types are forwarded untouched. Any failure forwards the
 // packet as if no agent were loaded.
+//
+// fork(): the child gets a fresh agent state (pthread_atfork, installed at the
+// first Load): no queues, allocations, kernels or runtime facts of the parent
+// (a ROCm child cannot use the parent's HSA objects; it re-learns agents and
+// pools at its first queue creation), fresh locks and gate, zeroed counters.
+// The patched tables stay installed. The daemon link client resets itself in
+// the child and reconnects as a new agent. The parent is unaffected.
 #ifndef KERNCAP_AGENT_HSA_HSA_AGENT_H_
 #define KERNCAP_AGENT_HSA_HSA_AGENT_H_
 
@@ -76,6 +83,13 @@ class HsaAgent {
   // Tests: waits until the daemon link has `n` active arms.
   bool WaitArms(size_t n, int timeout_ms);
   const SavedTables& tables() const { return tables_; }
+  // AmdExtTable entries beyond the layout this build knows (see
+  // UnknownAmdExtEntries): nonzero means a newer runtime whose additions,
+  // hsa_amd_queue_create (ROCm 10) among them, are not hooked.
+  size_t unknown_amd_ext_entries() const { return unknown_amd_ext_entries_; }
+
+  // pthread_atfork child handler (public for the C trampoline).
+  void ForkChild();
 
  private:
   HsaAgent() = default;
@@ -134,6 +148,7 @@ class HsaAgent {
   std::mutex mu_;  // tables install/uninstall, runtime info, queues
   SavedTables tables_;
   uint64_t runtime_version_ = 0;
+  size_t unknown_amd_ext_entries_ = 0;
   bool runtime_info_ = false;
   std::vector<hsa_agent_t> gpus_;
   std::string gpu_names_[64];

@@ -13,6 +13,11 @@ AmdExtTableRocm6Tail* Rocm6Tail(AmdExtTable* table) {
                                                  kAmdExtRocm6TailOffset);
 }
 
+size_t UnknownAmdExtEntries(const AmdExtTable* table) {
+  if (table == nullptr || table->version.minor_id <= kAmdExtKnownSize) return 0;
+  return (table->version.minor_id - kAmdExtKnownSize) / sizeof(void*);
+}
+
 bool SaveTables(const HsaApiTable* table, SavedTables* saved, const char** why) {
   if (table == nullptr || table->core_ == nullptr || table->amd_ext_ == nullptr) {
     *why = "the runtime passed no core or AMD extension table";

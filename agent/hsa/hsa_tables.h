@@ -80,6 +80,19 @@ inline constexpr size_t kAmdExtRocm6TailOffset =
 // nullptr (ROCm < 6). Sizes come from table->version.minor_id.
 AmdExtTableRocm6Tail* Rocm6Tail(AmdExtTable* table);
 
+// Size of the newest AmdExtTable layout this build knows (ROCm 6.1: up to
+// hsa_amd_vmem_get_access_fn).
+inline constexpr size_t kAmdExtKnownSize =
+    kAmdExtRocm6TailOffset + sizeof(AmdExtTableRocm6Tail);
+
+// Number of AmdExtTable entries the runtime advertises beyond the known
+// layout. Their meaning is unknown to this build. ROCm 6.2+ appends entries
+// there, and ROCm 10's hsa_amd_queue_create (HIP's queue creation there,
+// research/anchor-kerncap.md PR #169) is among them at a slot no header
+// available here documents: it is NOT hooked, so queues created through it
+// are not intercepted. The agent logs this at OnLoad.
+size_t UnknownAmdExtEntries(const AmdExtTable* table);
+
 // True when `field_offset` (+8) lies within the table's advertised size.
 inline bool TableHas(const ApiTableVersion& version, size_t field_offset) {
   return field_offset + sizeof(void*) <= version.minor_id;

@@ -135,9 +135,13 @@ std::vector<ArgumentDesc> ArgumentsOf(const KernelMetadata& md) {
     ArgumentDesc d;
     d.offset = a.offset;
     d.size = a.size;
+    d.value_kind = a.value_kind;
+    d.type_name = a.type_name;
     if (a.hidden()) {
       d.kind = 3;
-      d.name = a.value_kind;
+      // Agents before value_kind travelled named hidden arguments by their
+      // kind; keep doing so (the metadata has no name for them).
+      d.name = a.name.empty() ? a.value_kind : a.name;
     } else {
       d.kind = (a.value_kind == "global_buffer" || a.value_kind == "dynamic_shared_pointer") ? 2 : 1;
       d.name = a.name;

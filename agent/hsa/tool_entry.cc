@@ -64,6 +64,12 @@ KC_EXPORT int kerncap_agent_hsa_get_stats(kerncap_agent_hsa_stats_t* out) {
   return 0;
 }
 
+// AmdExtTable entries beyond the layout this build knows (not hooked; on
+// ROCm >= 10 hsa_amd_queue_create is among them). 0 on known layouts.
+KC_EXPORT uint64_t kerncap_agent_hsa_unhooked_amd_ext_entries(void) {
+  return HsaAgent::Instance().unknown_amd_ext_entries();
+}
+
 // Tests: 1 once the daemon link holds `n` active arms (waits up to timeout_ms).
 KC_EXPORT int kerncap_agent_hsa_wait_arms(int n, int timeout_ms) {
   return HsaAgent::Instance().WaitArms(static_cast<size_t>(n), timeout_ms) ? 1 : 0;

@@ -28,36 +28,123 @@ using Clock = std::chrono::steady_clock;
 
 namespace internal {
 
+enum class RingState { kNone, kRequested, kReady, kFailed };
+
 // One handshaken connection to the daemon. Shared by the reader thread and
 // capture sessions, so a session keeps valid slot memory even if the link
-// dies under it. Mutable state is guarded by the owning client's mu_.
+// dies under it. Mutable state is guarded by the owning client's mu_ unless
+// noted.
 struct ClientLink {
   UniqueFd fd;
   std::string agent_id;
-  link::RingLayout layout;
+  link::RingLayout layout;  // set before ring_state turns kReady
   uint64_t chunk_size = 0;
   uint64_t max_payload = 0;  // 0: unknown (no check)
+  std::vector<std::string> daemon_features;
   link::RingMapping ring;
-  std::mutex send_mu;  // serializes frame writers
+  std::mutex send_mu;  // serializes frame writers (sender thread, SendNow)
 
   // Guarded by AgentLinkClient::mu_.
   bool alive = true;
+  RingState ring_state = RingState::kReady;
+  std::string ring_error;
   std::deque<uint32_t> free_slots;
   std::vector<bool> daemon_owns;
   uint64_t current_token = 0;  // capture in flight, 0 when none
   std::optional<link::CaptureResultMsg> result;
+  bool ending_async = false;   // current_token ended with EndAsync
+  Clock::time_point ended_at;
+
+  // Outgoing frames, written in order by the sender thread (guarded by
+  // out_mu, a leaf lock).
+  struct OutFrame {
+    MessageType type;
+    std::string json;
+    std::string payload;
+  };
+  std::mutex out_mu;
+  std::condition_variable out_cv;
+  std::deque<OutFrame> outq;
+  bool writing = false;
+  bool out_closed = false;
+  std::thread sender;
 
   std::function<void(uint8_t*, uint64_t)> on_unmap;
   ~ClientLink() {
+    CloseSender();
     if (on_unmap && ring.base() != nullptr) on_unmap(ring.base(), ring.layout().bytes());
   }
 
+  bool HasFeature(std::string_view f) const { return link::HasFeature(daemon_features, f); }
+
+  void StartSender() {
+    sender = std::thread([this] { SenderLoop(); });
+  }
+  void CloseSender() {
+    {
+      std::lock_guard<std::mutex> lock(out_mu);
+      out_closed = true;
+      outq.clear();
+      out_cv.notify_all();
+    }
+    if (sender.joinable() && sender.get_id() != std::this_thread::get_id()) sender.join();
+  }
+  void SenderLoop() {
+    std::unique_lock<std::mutex> lock(out_mu);
+    while (true) {
+      out_cv.wait(lock, [this] { return out_closed || !outq.empty(); });
+      if (out_closed) return;
+      OutFrame f = std::move(outq.front());
+      outq.pop_front();
+      writing = true;
+      lock.unlock();
+      LinkStatus status;
+      {
+        std::lock_guard<std::mutex> send_lock(send_mu);
+        status = link::SendFrame(fd.get(), f.type, f.json, f.payload);
+      }
+      // A half-written frame desynchronizes the stream: drop the link (the
+      // reader thread then sees EOF and cleans up).
+      if (!status.ok()) ::shutdown(fd.get(), SHUT_RDWR);
+      lock.lock();
+      writing = false;
+      if (!status.ok()) {
+        out_closed = true;
+        outq.clear();
+      }
+      out_cv.notify_all();
+    }
+  }
+  // Waits until everything queued so far is written (or the link closed).
+  bool Flush(int timeout_ms) {
+    std::unique_lock<std::mutex> lock(out_mu);
+    return out_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                           [this] { return out_closed || (outq.empty() && !writing); });
+  }
+
+  // Queues a frame for the sender thread. Fails only when the link is gone.
   template <typename M>
   LinkStatus Send(const M& msg, std::string_view payload = {}) {
+    OutFrame f;
+    f.type = M::kType;
+    try {
+      f.json = link::EncodeBody(msg);
+      f.payload.assign(payload.data(), payload.size());
+    } catch (const std::exception& e) {
+      return LinkStatus::Error(std::string("encoding ") + link::MessageTypeName(M::kType) + ": " +
+                               e.what());
+    }
+    std::lock_guard<std::mutex> lock(out_mu);
+    if (out_closed) return LinkStatus::Error("connection to kerncapd lost");
+    outq.push_back(std::move(f));
+    out_cv.notify_all();
+    return LinkStatus::Ok();
+  }
+  // Writes a frame directly (handshake, before the sender runs; last words).
+  template <typename M>
+  LinkStatus SendNow(const M& msg) {
     std::lock_guard<std::mutex> lock(send_mu);
-    LinkStatus status = link::SendMessage(fd.get(), msg, payload);
-    // A half-written frame desynchronizes the stream: drop the link (the
-    // reader thread then sees EOF and cleans up).
+    LinkStatus status = link::SendMessage(fd.get(), msg);
     if (!status.ok()) ::shutdown(fd.get(), SHUT_RDWR);
     return status;
   }
@@ -236,7 +323,9 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
     *error = std::string("collecting identity: ") + e.what();
     return nullptr;
   }
-  LinkStatus status = link->Send(hello);
+  if (options_.lazy_ring) hello.features.push_back(link::kFeatureLazyRing);
+  hello.features.push_back(link::kFeatureDispatchSkipped);
+  LinkStatus status = link->SendNow(hello);
   if (!status.ok()) {
     *error = "sending Hello: " + status.message();
     return nullptr;
@@ -261,36 +350,55 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
   link->layout = {welcome.slot_size, welcome.slot_count};
   link->chunk_size = welcome.chunk_size;
   link->max_payload = welcome.max_payload;
-  std::string bad = link::ValidateRingLayout(link->layout, welcome.chunk_size);
-  if (!bad.empty() || frame->fds.size() != 1) {
-    *error = "bad Welcome: " + (bad.empty() ? std::string("no ring fd") : bad);
-    return nullptr;
+  link->daemon_features = welcome.features;
+  const bool lazy = options_.lazy_ring && link->HasFeature(link::kFeatureLazyRing) &&
+                    welcome.slot_count == 0 && frame->fds.empty();
+  if (lazy) {
+    if (welcome.chunk_size == 0) {
+      *error = "bad Welcome: no chunk size";
+      return nullptr;
+    }
+    link->ring_state = internal::RingState::kNone;
+  } else {
+    std::string bad = link::ValidateRingLayout(link->layout, welcome.chunk_size);
+    if (!bad.empty() || frame->fds.size() != 1) {
+      *error = "bad Welcome: " + (bad.empty() ? std::string("no ring fd") : bad);
+      return nullptr;
+    }
+    status = link::CheckRingFd(frame->fds[0].get(), link->layout);
+    if (!status.ok()) {
+      *error = status.message();
+      return nullptr;
+    }
+    LinkResult<link::RingMapping> ring =
+        link::RingMapping::Map(frame->fds[0].get(), link->layout, /*writable=*/true);
+    if (!ring.ok()) {
+      *error = ring.error();
+      return nullptr;
+    }
+    link->ring = std::move(ring).value();
+    if (options_.on_ring_mapped) options_.on_ring_mapped(link->ring.base(), link->layout.bytes());
+    link->on_unmap = options_.on_ring_unmapping;
+    for (uint32_t i = 0; i < link->layout.slot_count; ++i) link->free_slots.push_back(i);
+    link->daemon_owns.assign(link->layout.slot_count, false);
   }
-  status = link::CheckRingFd(frame->fds[0].get(), link->layout);
-  if (!status.ok()) {
-    *error = status.message();
-    return nullptr;
-  }
-  LinkResult<link::RingMapping> ring =
-      link::RingMapping::Map(frame->fds[0].get(), link->layout, /*writable=*/true);
-  if (!ring.ok()) {
-    *error = ring.error();
-    return nullptr;
-  }
-  link->ring = std::move(ring).value();
-  if (options_.on_ring_mapped) options_.on_ring_mapped(link->ring.base(), link->layout.bytes());
-  link->on_unmap = options_.on_ring_unmapping;
   link->agent_id = welcome.agent_id;
   tv = {0, 0};
   ::setsockopt(link->fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  try {
+    link->StartSender();
+  } catch (const std::exception& e) {
+    *error = std::string("cannot start the agent link sender thread: ") + e.what();
+    return nullptr;
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_) return nullptr;
-  for (uint32_t i = 0; i < link->layout.slot_count; ++i) link->free_slots.push_back(i);
-  link->daemon_owns.assign(link->layout.slot_count, false);
+  if (stop_) return nullptr;  // ~ClientLink joins the sender
   arms_.clear();
+  last_taken_.reset();
   for (const link::ArmMsg& arm : welcome.arms) AddArmLocked(arm);
   RecomputeArmedLocked();
+  MaybeRequestRingLocked(link, /*force=*/false);
   link_ = link;
   ++generation_;
   last_error_.clear();
@@ -311,22 +419,110 @@ void AgentLinkClient::ReadLoop(const std::shared_ptr<Link>& link) {
       why = status.message();
       link::ErrorMsg err;
       err.message = why;
-      (void)link->Send(err);
+      (void)link->SendNow(err);
       break;
     }
   }
   ::shutdown(link->fd.get(), SHUT_RDWR);
+  link->CloseSender();
+  std::optional<CaptureOutcome> outcome;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link->alive = false;
+    if (link_ == link) link_ = nullptr;
+    // No daemon, no capture: a stale arm must not fire while disconnected.
+    arms_.clear();
+    last_taken_.reset();
+    RecomputeArmedLocked();
+    if (!stop_) last_error_ = "disconnected: " + why;
+    if (link->ending_async) {
+      outcome = SettleAsyncLocked(link, "", "connection to kerncapd lost before its verdict: " + why);
+    }
+    cv_.notify_all();
+  }
+  if (outcome && options_.on_capture_result) options_.on_capture_result(*outcome);
+}
+
+void AgentLinkClient::MaybeRequestRingLocked(const std::shared_ptr<Link>& link, bool force) {
+  if (link == nullptr || link->ring_state != internal::RingState::kNone) return;
+  if (!force && arms_.empty()) return;
+  link::RingRequestMsg msg;
+  msg.reason = force ? "capture" : "armed";
+  if (link->Send(msg).ok()) link->ring_state = internal::RingState::kRequested;
+}
+
+LinkStatus AgentLinkClient::OnRingGrant(const std::shared_ptr<Link>& link, Frame& frame) {
+  link::RingGrantMsg msg;
+  LinkStatus status = link::DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (link->ring_state != internal::RingState::kRequested) {
+      return LinkStatus::Error("RingGrant that was not asked for");
+    }
+  }
+  link::RingLayout layout{msg.slot_size, msg.slot_count};
+  std::string error = msg.error;
+  link::RingMapping mapping;
+  if (error.empty()) {
+    std::string bad = link::ValidateRingLayout(layout, link->chunk_size);
+    if (!bad.empty()) error = "bad RingGrant: " + bad;
+  }
+  if (error.empty() && frame.fds.size() != 1) error = "RingGrant without a ring fd";
+  if (error.empty()) {
+    status = link::CheckRingFd(frame.fds[0].get(), layout);
+    if (!status.ok()) error = status.message();
+  }
+  if (error.empty()) {
+    LinkResult<link::RingMapping> m =
+        link::RingMapping::Map(frame.fds[0].get(), layout, /*writable=*/true);
+    if (m.ok()) {
+      mapping = std::move(m).value();
+    } else {
+      error = m.error();
+    }
+  }
+  // Registration (cudaHostRegister) can take seconds for a large ring; it
+  // runs here, on the link thread, before any capture may use the ring.
+  if (error.empty() && options_.on_ring_mapped) {
+    options_.on_ring_mapped(mapping.base(), layout.bytes());
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  link->alive = false;
-  if (link_ == link) link_ = nullptr;
-  // No daemon, no capture: a stale arm must not fire while disconnected.
-  arms_.clear();
-  RecomputeArmedLocked();
-  if (!stop_) last_error_ = "disconnected: " + why;
+  if (!error.empty()) {
+    link->ring_state = internal::RingState::kFailed;
+    link->ring_error = error;
+    last_error_ = "no capture ring: " + error;
+  } else {
+    link->layout = layout;
+    link->ring = std::move(mapping);
+    link->on_unmap = options_.on_ring_unmapping;
+    for (uint32_t i = 0; i < layout.slot_count; ++i) link->free_slots.push_back(i);
+    link->daemon_owns.assign(layout.slot_count, false);
+    link->ring_state = internal::RingState::kReady;
+  }
   cv_.notify_all();
+  return LinkStatus::Ok();
+}
+
+std::optional<CaptureOutcome> AgentLinkClient::SettleAsyncLocked(const std::shared_ptr<Link>& link,
+                                                                 std::string capture_id,
+                                                                 std::string error) {
+  CaptureOutcome o;
+  o.token = link->current_token;
+  o.capture_id = std::move(capture_id);
+  o.error = std::move(error);
+  o.seconds_after_end = std::chrono::duration<double>(Clock::now() - link->ended_at).count();
+  link->ending_async = false;
+  link->current_token = 0;
+  link->result.reset();
+  capture_active_ = false;
+  last_outcome_ = o;
+  cv_.notify_all();
+  return o;
 }
 
 LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame& frame) {
+  if (frame.type == MessageType::kRingGrant) return OnRingGrant(link, frame);
   if (!frame.fds.empty()) return LinkStatus::Error("unexpected file descriptors from daemon");
   switch (frame.type) {
     case MessageType::kArm: {
@@ -336,6 +532,7 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
       std::lock_guard<std::mutex> lock(mu_);
       AddArmLocked(arm);
       RecomputeArmedLocked();
+      MaybeRequestRingLocked(link, /*force=*/false);
       cv_.notify_all();
       return LinkStatus::Ok();
     }
@@ -367,10 +564,20 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
       link::CaptureResultMsg msg;
       LinkStatus status = link::DecodeBody(frame, &msg);
       if (!status.ok()) return status;
-      std::lock_guard<std::mutex> lock(mu_);
-      // Results of abandoned (aborted) captures are dropped.
-      if (msg.token == link->current_token && link->current_token != 0) link->result = msg;
-      cv_.notify_all();
+      std::optional<CaptureOutcome> outcome;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        // Results of abandoned (aborted) captures are dropped.
+        if (msg.token == link->current_token && link->current_token != 0) {
+          if (link->ending_async) {
+            outcome = SettleAsyncLocked(link, msg.capture_id, msg.error);
+          } else {
+            link->result = msg;
+          }
+        }
+        cv_.notify_all();
+      }
+      if (outcome && options_.on_capture_result) options_.on_capture_result(*outcome);
       return LinkStatus::Ok();
     }
     case MessageType::kError: {
@@ -410,7 +617,9 @@ void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
 }
 
 void AgentLinkClient::RecomputeArmedLocked() {
-  armed_.store(!arms_.empty(), std::memory_order_release);
+  const bool now = !arms_.empty();
+  const bool was = armed_.exchange(now, std::memory_order_acq_rel);
+  if (was != now && options_.on_armed_changed) options_.on_armed_changed();
 }
 
 std::optional<ArmMatch> AgentLinkClient::ShouldCapture(std::string_view demangled,
@@ -438,6 +647,7 @@ std::optional<ArmMatch> AgentLinkClient::ShouldCaptureSlow(std::string_view dema
     if (!arm.matcher.Matches(demangled, mangled)) continue;
     if (std::optional<uint64_t> index = arm.counter.OnMatch()) {
       result = ArmMatch{arm.arm_id, *index};
+      if (arm.counter.done()) last_taken_ = arm;
       break;
     }
   }
@@ -462,10 +672,21 @@ LinkResult<std::unique_ptr<CaptureSession>> AgentLinkClient::BeginCaptureImpl(
   std::shared_ptr<Link> link;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                           [this] { return !capture_active_ || link_ == nullptr; });
+    MaybeRequestRingLocked(link_, /*force=*/true);
+    bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] {
+      return link_ == nullptr || (!capture_active_ && link_->ring_state != internal::RingState::kRequested);
+    });
     if (link_ == nullptr) return LinkStatus::Error("not connected to kerncapd");
-    if (!ok) return LinkStatus::Error("timed out waiting for the previous capture");
+    if (!ok) {
+      return LinkStatus::Error(capture_active_ ? "timed out waiting for the previous capture"
+                                               : "timed out waiting for kerncapd's capture ring");
+    }
+    if (link_->ring_state == internal::RingState::kNone) MaybeRequestRingLocked(link_, /*force=*/true);
+    if (link_->ring_state != internal::RingState::kReady) {
+      return LinkStatus::Error("no capture ring from kerncapd: " +
+                               (link_->ring_error.empty() ? std::string("not granted")
+                                                          : link_->ring_error));
+    }
     link = link_;
     capture_active_ = true;
     begin.token = ++next_token_;
@@ -520,6 +741,62 @@ std::string AgentLinkClient::last_error() const {
   return last_error_;
 }
 
+bool AgentLinkClient::ReportSkipped(link::DispatchSkippedMsg msg, bool give_back) {
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    msg.retried = false;
+    if (give_back) {
+      LocalArm* arm = nullptr;
+      for (LocalArm& a : arms_) {
+        if (a.arm_id == msg.arm_id) arm = &a;
+      }
+      if (arm == nullptr && last_taken_ && last_taken_->arm_id == msg.arm_id &&
+          !link::IsExpired(last_taken_->selector, NowUnixMs())) {
+        arms_.push_back(std::move(*last_taken_));
+        arm = &arms_.back();
+      }
+      if (arm != nullptr) {
+        msg.retried = arm->counter.GiveBack();
+        if (arm->counter.done()) {
+          std::erase_if(arms_, [&](const LocalArm& a) { return a.arm_id == msg.arm_id; });
+        }
+      }
+      RecomputeArmedLocked();
+    }
+    last_taken_.reset();
+    link = link_;
+  }
+  if (link != nullptr && link->HasFeature(link::kFeatureDispatchSkipped)) (void)link->Send(msg);
+  return msg.retried;
+}
+
+bool AgentLinkClient::FlushOutgoing(int timeout_ms) {
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link = link_;
+  }
+  return link == nullptr || link->Flush(timeout_ms);
+}
+
+bool AgentLinkClient::WaitCaptureSettled(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [this] { return !capture_active_; });
+}
+
+std::optional<CaptureOutcome> AgentLinkClient::last_capture_outcome() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_outcome_;
+}
+
+uint64_t AgentLinkClient::ring_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (link_ == nullptr || link_->ring_state != internal::RingState::kReady) return 0;
+  return link_->layout.bytes();
+}
+
 // ---------------------------------------------------------------------------
 // Fork handling. prepare: take every client's lock so the child inherits
 // consistent state; parent: release; child: the background thread does not
@@ -560,10 +837,16 @@ void AgentLinkClient::ResetInChild() {
     }
     old.alive = false;
     old.on_unmap = nullptr;  // the registration belongs to the parent
+    // The sender thread does not exist here; its lock may have been held.
+    new (&old.out_mu) std::mutex();
+    new (&old.out_cv) std::condition_variable();
+    old.out_closed = true;
+    old.outq.clear();
   }
   link_ = nullptr;
   connecting_fd_ = -1;  // the parent's handshake, not ours
   arms_.clear();
+  last_taken_.reset();
   armed_.store(false, std::memory_order_release);
   capture_active_ = false;
   first_attempt_done_ = false;
@@ -709,6 +992,43 @@ LinkResult<std::string> CaptureSession::End(bool post_complete, int timeout_ms) 
   }
   if (!status.ok()) return LinkStatus::Error("sending CaptureEnd: " + status.message());
   return LinkStatus::Error("no capture result from kerncapd (connection lost or timed out)");
+}
+
+LinkStatus CaptureSession::EndAsync(bool post_complete) {
+  if (finished_) return LinkStatus::Error("capture session already ended");
+  finished_ = true;
+  link::CaptureEndMsg msg;
+  msg.token = token_;
+  msg.post_complete = post_complete;
+  std::optional<CaptureOutcome> outcome;
+  LinkStatus status;
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(client_->mu_);
+    status = link_->Send(msg);
+    queued = status.ok() && link_->alive && link_->current_token == token_;
+    if (queued) {
+      link_->ending_async = true;
+      link_->ended_at = Clock::now();
+      if (link_->result.has_value()) {
+        // The daemon failed the capture early; its verdict is already here.
+        outcome = client_->SettleAsyncLocked(link_, link_->result->capture_id,
+                                             link_->result->error);
+      }
+    }
+  }
+  if (outcome) {
+    if (client_->options_.on_capture_result) client_->options_.on_capture_result(*outcome);
+    if (!outcome->error.empty()) return LinkStatus::Error(outcome->error);
+    return LinkStatus::Ok();
+  }
+  if (!queued) {
+    // Nothing will settle it: free the client for the next capture.
+    Finish();
+    if (!status.ok()) return LinkStatus::Error("sending CaptureEnd: " + status.message());
+    return LinkStatus::Error("connection to kerncapd lost");
+  }
+  return LinkStatus::Ok();
 }
 
 void CaptureSession::Abort(const std::string& reason) {

@@ -14,8 +14,18 @@
 //     auto slot = session->AcquireSlot();   // blocks for a free ring slot
 //     ... fill slot->data (D2H copy) ...
 //     session->SubmitSlot(*slot, r, offset, length);
-//     std::string capture_id = session->End().value();
+//     std::string capture_id = session->End().value();   // or EndAsync()
 //   }
+//
+// Outgoing frames go through a per-connection sender thread, so a capturing
+// thread never waits for the daemon to read: once the bytes are in the ring
+// and EndAsync() has queued CaptureEnd, the application may continue; the
+// daemon's verdict arrives later through options.on_capture_result.
+//
+// Lazy rings (options.lazy_ring): the daemon gives no ring at connect time;
+// the client asks for one as soon as an arm applies to this process (or at
+// the first BeginCapture), so idle processes cost no staging memory and the
+// ring is mapped (and registered by on_ring_mapped) before the capture.
 //
 // Connection management: a background thread connects, sends Hello, applies
 // Arm/Disarm, recycles slots (SlotFree) and collects CaptureResults. When the
@@ -70,6 +80,26 @@ struct AgentLinkClientOptions {
   // copies land directly in slots. Must not call back into the client.
   std::function<void(uint8_t* base, uint64_t bytes)> on_ring_mapped;
   std::function<void(uint8_t* base, uint64_t bytes)> on_ring_unmapping;
+  // Ask for the ring only when an arm applies (daemon feature "lazy_ring";
+  // a daemon without it sends the ring in the Welcome as before).
+  bool lazy_ring = false;
+  // Called on the link thread with the daemon's verdict on a capture ended
+  // with EndAsync() (or lost with the connection). Must not call back into
+  // the client.
+  std::function<void(const struct CaptureOutcome&)> on_capture_result;
+  // Called whenever armed() changes, right after the change (on the thread
+  // that changed it, with the client's lock held: it must be quick and must
+  // not call back into the client). The CUDA agent switches its launch
+  // callbacks here.
+  std::function<void()> on_armed_changed;
+};
+
+// The daemon's verdict on a capture ended with EndAsync().
+struct CaptureOutcome {
+  uint64_t token = 0;
+  std::string capture_id;  // set on success
+  std::string error;       // set on failure
+  double seconds_after_end = 0;  // from EndAsync() to the verdict
 };
 
 struct ArmMatch {
@@ -120,6 +150,11 @@ class CaptureSession {
   // Ends the capture and waits for the daemon's verdict: the capture id, or
   // the reason it failed.
   LinkResult<std::string> End(bool post_complete = true, int timeout_ms = 120000);
+  // Ends the capture without waiting: returns once CaptureEnd is queued (all
+  // slots were submitted before, so every byte is already in the ring). The
+  // verdict goes to options.on_capture_result; the client's next
+  // BeginCapture waits for it.
+  LinkStatus EndAsync(bool post_complete = true);
   void Abort(const std::string& reason);
 
  private:
@@ -153,6 +188,27 @@ class AgentLinkClient {
   std::optional<ArmMatch> ShouldCapture(std::string_view demangled, std::string_view mangled,
                                         int32_t device);
   bool armed() const { return armed_.load(std::memory_order_acquire); }
+  // The flag behind armed(), for hot paths that read it directly (one
+  // atomic load per launch). Valid for the client's lifetime.
+  const std::atomic<bool>* armed_flag() const { return &armed_; }
+
+  // Tells the daemon (feature "dispatch_skipped") that a dispatch selected by
+  // ShouldCapture was not captured, and why. With give_back, the arm's
+  // capture is returned to it so a later matching dispatch is taken (only
+  // possible for arms without nth); msg.retried says whether that happened.
+  // Returns msg.retried.
+  bool ReportSkipped(link::DispatchSkippedMsg msg, bool give_back);
+
+  // Waits until every frame queued so far has been written to the daemon
+  // (or the link is gone). For process exit: a capture ended with EndAsync()
+  // must reach the daemon before the process disappears.
+  bool FlushOutgoing(int timeout_ms);
+  // Waits until no capture is in flight (an EndAsync verdict arrived;
+  // on_capture_result may still be running on the link thread).
+  bool WaitCaptureSettled(int timeout_ms);
+  std::optional<CaptureOutcome> last_capture_outcome() const;
+  // Bytes of the current ring; 0 when none is mapped (lazy and not granted).
+  uint64_t ring_bytes() const;
 
   // Starts a capture (serialized with other captures of this client). The
   // token in `begin` is assigned here; `argument_blob` is the raw kernarg
@@ -194,6 +250,13 @@ class AgentLinkClient {
   LinkStatus HandleFrame(const std::shared_ptr<Link>& link, link::Frame& frame);
   void AddArmLocked(const link::ArmMsg& arm);
   void RecomputeArmedLocked();
+  // Lazy ring: sends RingRequest once for `link` when an arm applies (or
+  // `force`).
+  void MaybeRequestRingLocked(const std::shared_ptr<Link>& link, bool force);
+  LinkStatus OnRingGrant(const std::shared_ptr<Link>& link, link::Frame& frame);
+  // Delivers an EndAsync verdict (mu_ held by caller; callback after unlock).
+  std::optional<CaptureOutcome> SettleAsyncLocked(const std::shared_ptr<Link>& link,
+                                                  std::string capture_id, std::string error);
   void StartThreadLocked();
   static void ForkPrepare();
   static void ForkParent();
@@ -215,6 +278,10 @@ class AgentLinkClient {
   bool capture_active_ = false;
   uint64_t next_token_ = 0;
   std::vector<LocalArm> arms_;
+  // The arm that produced the last ticket, if ShouldCapture removed it
+  // because its count was used up (ReportSkipped may give the capture back).
+  std::optional<LocalArm> last_taken_;
+  std::optional<CaptureOutcome> last_outcome_;
   std::string last_error_;
   std::atomic<bool> armed_{false};
 };

@@ -8,8 +8,10 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/kerncapctl/commands.h"
 #include "client/kerncapctl/connection.h"
+#include "client/kerncapctl/replay_commands.h"
 #include "daemon/service/default_paths.h"
 #include "nlohmann/json.hpp"
 
@@ -28,12 +30,24 @@ Examples:
   kerncapctl import ./ref_capture_dir             a reference-Kerncap capture folder
   kerncapctl pull cap-7f3a --from node17:7443 --tls-ca ca.pem --token-file tok
   kerncapctl watch --json | jq .                  live events as JSON lines
+  kerncapctl replay cap-7f3a                      restore and launch once on this machine's GPU
+  kerncapctl validate cap-7f3a                    ...and compare with the captured outputs (exact)
+  kerncapctl validate cap-7f3a --dtype=f32 --rtol=1e-5 --atol=1e-6 --json
+  kerncapctl validate matmul.kcap --region-dtype=0x7f2a00000000:bf16 --ulp=2
+  kerncapctl bench cap-7f3a --warmup=10 --iterations=200 --cold-l2 --json
   kerncapctl --host node17:7443 --tls-ca ca.pem status
 
 Connection: --socket (default $KERNCAP_SOCKET, else $XDG_RUNTIME_DIR/kerncap/kerncapd.sock,
 /tmp/kerncap-$UID/kerncapd.sock without XDG_RUNTIME_DIR, /run/kerncap/kerncapd.sock for root),
 or --host HOST:PORT with TLS (--tls-ca; --tls-cert/--tls-key for mutual TLS; --token-file
 for daemons started with --token-file; --insecure only for daemons with --insecure-tcp).
+
+replay, validate and bench run kerncap-replay (found via $KERNCAP_REPLAY, next to kerncapctl,
+or on PATH) on this machine's GPU with --daemon=unix:<the socket above> CAPTURE; with --host,
+kerncapctl first exports the capture to a temporary .kcap; a CAPTURE that is an existing file
+is replayed as is. Other flags are passed through (kerncap-replay MODE --help lists them) and
+kerncapctl exits with kerncap-replay's code: 0 ok/pass, 1 validation failed, 2 usage,
+3 replay error, 77 no CUDA driver or device.
 
 Exit codes:
   0 ok   1 error   2 usage or invalid argument   3 not found
@@ -62,6 +76,7 @@ int Main(int argc, char** argv) {
   app.footer(kFooter);
   app.require_subcommand(1);
   app.fallthrough();
+  app.allow_extras();  // for replay/validate/bench only; checked after parsing
   app.set_version_flag("--version", "kerncapctl 0.1.0");
 
   service::PathEnv env = service::PathEnv::FromProcess();
@@ -215,11 +230,109 @@ int Main(int argc, char** argv) {
     };
   });
 
+  // replay / validate / bench: kerncap-replay does the work (replay_commands.h).
+  // Its flags are declared here too (for --help and exact parsing) and passed
+  // through verbatim; anything else unrecognised is passed through as well.
+  auto replay_req = std::make_shared<ReplayRequest>();
+  enum class Pass { kFlag, kValue, kRepeated };
+  struct PassThrough {
+    std::string name;
+    Pass kind = Pass::kFlag;
+    bool set = false;                 // kFlag
+    std::string value;                // kValue
+    std::vector<std::string> values;  // kRepeated
+    CLI::Option* option = nullptr;
+  };
+  auto add_replay = [&](const std::string& name, const std::string& mode,
+                        const std::string& help) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    auto pass = std::make_shared<std::vector<std::unique_ptr<PassThrough>>>();
+    sub->add_option("CAPTURE", replay_req->capture, "capture id or unique prefix, or a .kcap file")
+        ->required();
+    sub->allow_extras();
+    auto add = [&](const std::string& opt, Pass kind, const std::string& desc) {
+      pass->push_back(std::make_unique<PassThrough>());
+      PassThrough* p = pass->back().get();
+      p->name = opt;
+      p->kind = kind;
+      if (kind == Pass::kFlag) {
+        p->option = sub->add_flag(opt, p->set, desc);
+      } else if (kind == Pass::kValue) {
+        p->option = sub->add_option(opt, p->value, desc);
+      } else {
+        // One value per occurrence, so a value can never swallow CAPTURE.
+        p->option = sub->add_option(opt, p->values, desc)
+                        ->allow_extra_args(false)
+                        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      }
+    };
+    add("--json", Pass::kFlag, "one JSON document on stdout (kerncap-replay's)");
+    add("--device", Pass::kValue, "GPU ordinal (default: the captured one)");
+    add("--no-relocate", Pass::kFlag, "fail instead of relocating when an address cannot be had");
+    add("--force-relocate", Pass::kFlag, "map everything at new addresses and patch pointers");
+    if (mode == "validate") {
+      add("--dtype", Pass::kValue, "element type of every region (f32, f16, bf16, f64, i32, ...)");
+      add("--region-dtype", Pass::kRepeated, "SEL:DTYPE for one region (repeatable)");
+      add("--atol", Pass::kValue, "absolute tolerance");
+      add("--rtol", Pass::kValue, "relative tolerance");
+      add("--ulp", Pass::kValue, "tolerance in units in the last place (floats)");
+      add("--nan-unequal", Pass::kFlag, "a NaN never matches");
+    }
+    if (mode == "bench") {
+      add("--warmup", Pass::kValue, "untimed launches first");
+      add("--iterations", Pass::kValue, "timed launches");
+      add("--cold-l2", Pass::kFlag, "flush L2 before each launch");
+      add("--restore-each", Pass::kFlag, "restore written regions before each launch");
+      add("--no-restore-each", Pass::kFlag, "never restore between launches");
+      add("--samples", Pass::kFlag, "include every sample in the JSON");
+    }
+    sub->callback([&json, sub, mode, pass, replay_req] {
+      replay_req->mode = mode;
+      replay_req->flags.clear();
+      bool has_json = false;
+      for (const std::unique_ptr<PassThrough>& pt : *pass) {
+        const PassThrough& p = *pt;
+        if (p.option->count() == 0) continue;
+        if (p.kind == Pass::kFlag) {
+          if (p.name == "--json") has_json = true;
+          replay_req->flags.push_back(p.name);
+        } else if (p.kind == Pass::kValue) {
+          replay_req->flags.push_back(p.name + "=" + p.value);
+        } else {
+          for (const std::string& v : p.values) replay_req->flags.push_back(p.name + "=" + v);
+        }
+      }
+      if (json && !has_json) replay_req->flags.push_back("--json");
+      for (const std::string& extra : sub->remaining()) replay_req->flags.push_back(extra);
+    });
+  };
+  add_replay("replay", "run", "restore a capture on this machine's GPU and launch it once");
+  add_replay("validate", "validate",
+             "replay and compare with the captured outputs (tolerances: --dtype --atol --rtol "
+             "--ulp)");
+  add_replay("bench", "bench",
+             "time the captured kernel (--warmup --iterations --cold-l2; --json for figures)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
+  }
+  // Unrecognised arguments are kept (app.allow_extras) only for the replay
+  // commands, which pass them through; everywhere else they are an error.
+  std::vector<std::string> extras = app.remaining();
+  if (!replay_req->mode.empty()) {
+    replay_req->flags.insert(replay_req->flags.end(), extras.begin(), extras.end());
+    auto rc = RunReplayCommand(*replay_req, conn);
+    if (!rc.ok()) return Fail(rc.status(), json);
+    return *rc;
+  }
+  if (!extras.empty()) {
+    std::cerr << "The following argument" << (extras.size() > 1 ? "s were" : " was")
+              << " not expected: " << absl::StrJoin(extras, " ")
+              << "\nRun with --help for more information." << std::endl;
+    return kExitUsage;
   }
   if (!action) return kExitUsage;
 

@@ -1,6 +1,12 @@
 #include "common/agent_link/messages.h"
 
+#include <algorithm>
+
 namespace kerncap::link {
+
+bool HasFeature(const std::vector<std::string>& features, std::string_view feature) {
+  return std::find(features.begin(), features.end(), feature) != features.end();
+}
 
 const char* NameMatchToString(NameMatch match) {
   switch (match) {

@@ -20,6 +20,19 @@
 //      further slots of that capture at once and ignores its other frames.
 //   One capture at a time per connection. EOF means the agent is gone: the
 //   daemon aborts its in-flight capture. Error{message} may precede a drop.
+//
+// Optional features (negotiated: Hello.features lists what the agent speaks,
+// Welcome.features what the daemon accepts; a message of a feature is sent
+// only when both sides list it):
+//   "lazy_ring": the Welcome carries no ring (slot_count 0, no fd). The agent
+//     asks for one with RingRequest once it may capture (an arm applies to
+//     it); the daemon answers RingGrant{slot_size, slot_count} + memfd, or
+//     RingGrant{error}. Many idle agents per node then cost no staging memory.
+//   "dispatch_skipped": A: DispatchSkipped{arm_id, dispatch_index, kernel,
+//     reason, retried} when a selected dispatch could not be captured (stream
+//     capture in progress, gate timeout, graph launch...). The daemon logs it
+//     and publishes capture_failed with the reason. retried=true: the agent
+//     gave the arm's capture back, so a later matching dispatch is taken.
 #ifndef KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 #define KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 
@@ -43,6 +56,9 @@ inline constexpr char kPlatformSynthetic[] = "synthetic";
 // RegionBegin.image
 inline constexpr char kImagePre[] = "pre";
 inline constexpr char kImagePost[] = "post";
+// Hello.features / Welcome.features
+inline constexpr char kFeatureLazyRing[] = "lazy_ring";
+inline constexpr char kFeatureDispatchSkipped[] = "dispatch_skipped";
 // RegionBegin.kind: "device", "device_vmm", "managed", "host_pinned",
 // "module_global", "constant", "kernarg".
 // ArgumentInfo.kind: "value", "pointer", "hidden".
@@ -74,6 +90,7 @@ struct HelloMsg {
   std::vector<DeviceInfo> devices;
   DriverInfo driver;
   std::string agent_version;
+  std::vector<std::string> features;  // optional protocol features the agent speaks
 };
 
 struct ArmMsg {
@@ -98,6 +115,7 @@ struct WelcomeMsg {
   uint32_t slot_count = 0;
   uint64_t max_payload = 0;  // largest payload the daemon accepts
   std::vector<ArmMsg> arms;  // arms active at connect time
+  std::vector<std::string> features;  // optional features the daemon accepts
 };
 
 struct DisarmMsg {
@@ -193,6 +211,28 @@ struct CaptureResultMsg {
   std::string error;       // set on failure
 };
 
+struct RingRequestMsg {
+  static constexpr MessageType kType = MessageType::kRingRequest;
+  std::string reason;  // for the daemon's log ("armed")
+};
+
+struct RingGrantMsg {
+  static constexpr MessageType kType = MessageType::kRingGrant;
+  uint64_t slot_size = 0;
+  uint32_t slot_count = 0;
+  std::string error;  // set (and no fd) when the daemon cannot give a ring
+};
+
+struct DispatchSkippedMsg {
+  static constexpr MessageType kType = MessageType::kDispatchSkipped;
+  std::string arm_id;
+  uint64_t dispatch_index = 0;
+  std::string kernel;
+  uint32_t device = 0;
+  std::string reason;
+  bool retried = false;  // the arm's capture was given back to it
+};
+
 struct ErrorMsg {
   static constexpr MessageType kType = MessageType::kError;
   std::string message;
@@ -204,11 +244,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DriverInfo, driver_version, runt
                                                 tool_version)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid, hostname,
                                                 cmdline, process_name, platform, devices, driver,
-                                                agent_version)
+                                                agent_version, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
                                                 device, skip, nth, count, expires_unix_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
-                                                slot_count, max_payload, arms)
+                                                slot_count, max_payload, arms, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DisarmMsg, arm_id, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LaunchInfo, grid, block, shared_mem_bytes,
                                                 private_mem_bytes, cluster, cooperative, stream,
@@ -227,7 +267,14 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CodeObjectMsg, token, format, na
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureEndMsg, token, post_complete)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureAbortMsg, token, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureResultMsg, token, capture_id, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequestMsg, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingGrantMsg, slot_size, slot_count, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DispatchSkippedMsg, arm_id, dispatch_index, kernel,
+                                                device, reason, retried)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
+
+// True when `features` lists `feature`.
+bool HasFeature(const std::vector<std::string>& features, std::string_view feature);
 
 // "substring" | "glob" | "regex" | "mangled" <-> NameMatch.
 const char* NameMatchToString(NameMatch match);

@@ -27,11 +27,13 @@ namespace kerncap::link {
 inline constexpr uint64_t kDefaultSlotSize = 8ull << 20;
 inline constexpr uint32_t kDefaultSlotCount = 8;
 // Sanity bounds, checked by both sides (an agent refuses a Welcome outside
-// them): slots are at least a page, a ring is at most 64 GiB.
+// them): slots are at least a page, a ring is at most 1 TiB (host staging
+// large enough to hold a whole snapshot keeps the application's pause at
+// device-to-host copy time; the daemon's --staging-gib picks the size).
 inline constexpr uint64_t kMinSlotSize = 4096;
 inline constexpr uint64_t kMaxSlotSize = 1ull << 30;
-inline constexpr uint32_t kMaxSlotCount = 1024;
-inline constexpr uint64_t kMaxRingBytes = 64ull << 30;
+inline constexpr uint32_t kMaxSlotCount = 1u << 16;
+inline constexpr uint64_t kMaxRingBytes = 1ull << 40;
 inline constexpr int kRingSeals = 0x0001 /*F_SEAL_SEAL*/ | 0x0002 /*F_SEAL_SHRINK*/ |
                                   0x0004 /*F_SEAL_GROW*/;
 

@@ -50,7 +50,9 @@ TEST(RingTest, LayoutValidation) {
   EXPECT_NE(ValidateRingLayout({1 << 20, 0}, 1 << 20), "");     // no slots
   EXPECT_NE(ValidateRingLayout({3 << 19, 4}, 1 << 20), "");     // not chunk multiple
   EXPECT_EQ(ValidateRingLayout({8 << 20, 8}, 1 << 20), "");
-  EXPECT_NE(ValidateRingLayout({1ull << 30, 1024}, 1 << 20), "");  // > 64 GiB
+  EXPECT_EQ(ValidateRingLayout({64ull << 20, 1024}, 1 << 20), "");  // 64 GiB staging
+  EXPECT_NE(ValidateRingLayout({1ull << 30, 2048}, 1 << 20), "");  // > 1 TiB
+  EXPECT_NE(ValidateRingLayout({1 << 20, (1u << 16) + 1}, 1 << 20), "");  // too many slots
 }
 
 }  // namespace

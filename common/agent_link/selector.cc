@@ -90,6 +90,12 @@ std::optional<uint64_t> DispatchCounter::OnMatch() {
   return index;
 }
 
+bool DispatchCounter::GiveBack() {
+  if (nth_ > 0 || captured_ == 0) return false;
+  --captured_;
+  return true;
+}
+
 bool DispatchCounter::done() const {
   if (captured_ >= count_) return true;
   return nth_ > 0 && matched_ >= skip_ + nth_;

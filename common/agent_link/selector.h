@@ -101,6 +101,10 @@ class DispatchCounter {
   std::optional<uint64_t> OnMatch();
   // True once this process can take no more captures for the arm.
   bool done() const;
+  // Returns the capture of the last OnMatch to the arm (that dispatch could
+  // not be captured), so a later matching dispatch is taken. Only arms
+  // without nth can do that (nth names one dispatch); false otherwise.
+  bool GiveBack();
   uint64_t matched() const { return matched_; }
   uint32_t captured() const { return captured_; }
 

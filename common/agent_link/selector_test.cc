@@ -106,6 +106,30 @@ TEST(SelectorTest, SkipNthCount) {
   EXPECT_TRUE(c.done());
 }
 
+TEST(SelectorTest, GiveBackLetsALaterDispatchBeTaken) {
+  Selector s;
+  s.skip = 1;
+  DispatchCounter c(s);  // count 1
+  EXPECT_FALSE(c.OnMatch().has_value());
+  EXPECT_EQ(c.OnMatch().value_or(0), 2u);
+  EXPECT_TRUE(c.done());
+  EXPECT_TRUE(c.GiveBack());  // dispatch 2 could not be captured
+  EXPECT_FALSE(c.done());
+  EXPECT_EQ(c.OnMatch().value_or(0), 3u);
+  EXPECT_TRUE(c.done());
+  EXPECT_EQ(c.captured(), 1u);
+
+  Selector n;
+  n.nth = 2;
+  DispatchCounter d(n);
+  (void)d.OnMatch();
+  EXPECT_EQ(d.OnMatch().value_or(0), 2u);
+  EXPECT_FALSE(d.GiveBack());  // nth names one dispatch: nothing later
+  EXPECT_TRUE(d.done());
+  DispatchCounter fresh(s);
+  EXPECT_FALSE(fresh.GiveBack());  // nothing taken yet
+}
+
 TEST(SelectorTest, ArmMessageRoundTrip) {
   Selector s;
   s.kernel = "mm.*";

@@ -59,6 +59,9 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kCaptureAbort: return "CaptureAbort";
     case MessageType::kCaptureResult: return "CaptureResult";
     case MessageType::kError: return "Error";
+    case MessageType::kRingRequest: return "RingRequest";
+    case MessageType::kRingGrant: return "RingGrant";
+    case MessageType::kDispatchSkipped: return "DispatchSkipped";
   }
   return "Unknown";
 }

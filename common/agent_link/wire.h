@@ -56,8 +56,14 @@ enum class MessageType : uint16_t {
   kCaptureAbort = 11,  // agent -> daemon
   kCaptureResult = 12, // daemon -> agent, exactly one per CaptureBegin
   kError = 13,         // either way, sent just before dropping the link
+  // Added after protocol 1 shipped; sent only to a peer that announced the
+  // matching feature (HelloMsg/WelcomeMsg.features), so older peers never
+  // see them.
+  kRingRequest = 14,     // agent -> daemon: create my ring now (lazy rings)
+  kRingGrant = 15,       // daemon -> agent, carries the ring memfd (or an error)
+  kDispatchSkipped = 16, // agent -> daemon: a selected dispatch was not captured
 };
-inline constexpr uint16_t kMaxMessageType = 13;
+inline constexpr uint16_t kMaxMessageType = 16;
 
 const char* MessageTypeName(MessageType type);
 

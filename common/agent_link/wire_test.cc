@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/agent_link/messages.h"
+#include "common/agent_link/ring.h"
 #include "gtest/gtest.h"
 
 namespace kerncap::link {
@@ -83,6 +84,48 @@ TEST(WireTest, MessageRoundTripWithPayload) {
   ASSERT_EQ(got.arguments.size(), 1u);
   EXPECT_EQ(got.arguments[0].type_name, "float*");
   EXPECT_EQ(got.dispatch_index, 3u);
+}
+
+TEST(WireTest, FeatureMessagesRoundTripAndOldBodiesDecode) {
+  SocketPair sp;
+  DispatchSkippedMsg skipped;
+  skipped.arm_id = "arm-9";
+  skipped.dispatch_index = 7;
+  skipped.kernel = "gemm";
+  skipped.reason = "stream capture";
+  skipped.retried = true;
+  ASSERT_TRUE(SendMessage(sp.a.get(), skipped).ok());
+  RingGrantMsg grant;
+  grant.slot_size = 64ull << 20;
+  grant.slot_count = 1024;
+  ASSERT_TRUE(SendMessage(sp.a.get(), grant).ok());
+
+  LinkResult<Frame> f1 = RecvFrame(sp.b.get(), FrameLimits());
+  ASSERT_TRUE(f1.ok()) << f1.error();
+  EXPECT_EQ(f1->type, MessageType::kDispatchSkipped);
+  EXPECT_STREQ(MessageTypeName(f1->type), "DispatchSkipped");
+  DispatchSkippedMsg got;
+  ASSERT_TRUE(DecodeBody(*f1, &got).ok());
+  EXPECT_EQ(got.arm_id, "arm-9");
+  EXPECT_EQ(got.dispatch_index, 7u);
+  EXPECT_TRUE(got.retried);
+  LinkResult<Frame> f2 = RecvFrame(sp.b.get(), FrameLimits());
+  ASSERT_TRUE(f2.ok()) << f2.error();
+  RingGrantMsg g;
+  ASSERT_TRUE(DecodeBody(*f2, &g).ok());
+  EXPECT_EQ(g.slot_count, 1024u);
+  EXPECT_EQ(RingLayout({g.slot_size, g.slot_count}).bytes(), 64ull << 30);
+
+  // A Hello/Welcome from before features existed decodes with none.
+  Frame old;
+  old.type = MessageType::kWelcome;
+  old.json = R"({"agent_id": "agt-1", "slot_size": 4096, "slot_count": 2})";
+  WelcomeMsg w;
+  ASSERT_TRUE(DecodeBody(old, &w).ok());
+  EXPECT_TRUE(w.features.empty());
+  EXPECT_FALSE(HasFeature(w.features, kFeatureLazyRing));
+  w.features.push_back(kFeatureLazyRing);
+  EXPECT_TRUE(HasFeature(w.features, kFeatureLazyRing));
 }
 
 TEST(WireTest, DecodeWrongTypeOrBadJsonFails) {

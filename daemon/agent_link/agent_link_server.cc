@@ -68,6 +68,7 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   ~Connection() {
     // The ingest (and with it any slot callbacks) must go before the ring.
     capture_.reset();
+    if (ring_charged_ > 0) server_->ring_bytes_in_use_.fetch_sub(ring_charged_);
   }
 
   // Sends one message; a failed send kicks the connection (the reader then
@@ -139,6 +140,10 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   LinkStatus OnCodeObject(const Frame& frame);
   LinkStatus OnCaptureEnd(const Frame& frame);
   LinkStatus OnCaptureAbort(const Frame& frame);
+  LinkStatus OnRingRequest(const Frame& frame);
+  LinkStatus OnDispatchSkipped(const Frame& frame);
+  // Creates, maps and charges this connection's ring; the memfd to send.
+  LinkResult<UniqueFd> CreateRing();
   // Fails the current capture (not the connection): aborts the ingest, tells
   // the agent, publishes capture_failed. Later frames of it are ignored.
   void FailCapture(const std::string& reason);
@@ -153,7 +158,9 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   std::string agent_id_;  // set once in Handshake, then immutable
   HelloMsg hello_;
   std::shared_ptr<RingMapping> ring_;
-  RingLayout layout_;
+  RingLayout layout_{0, 0};  // slot_count 0 until the ring exists
+  uint64_t ring_charged_ = 0;  // bytes counted in server_->ring_bytes_in_use_
+  bool lazy_ring_ = false;
   bool registered_ = false;
 
   absl::Mutex send_mu_;
@@ -209,16 +216,12 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
     return LinkStatus::Error("agent speaks protocol " + std::to_string(hello_.protocol_version) +
                              ", daemon " + std::to_string(kProtocolVersion));
   }
-  layout_.slot_size = opt.slot_size;
-  layout_.slot_count = opt.slot_count;
-  LinkResult<UniqueFd> ring_fd = CreateRingMemfd(layout_, "kerncap-ring");
-  if (!ring_fd.ok()) return LinkStatus::Error("creating ring: " + ring_fd.error());
-  LinkResult<RingMapping> mapping = RingMapping::Map(ring_fd->get(), layout_, false);
-  if (!mapping.ok()) return LinkStatus::Error("mapping ring: " + mapping.error());
-  ring_ = std::make_shared<RingMapping>(std::move(mapping).value());
-  {
-    absl::MutexLock lock(&slot_mu_);
-    daemon_owns_.assign(layout_.slot_count, false);
+  lazy_ring_ = opt.lazy_rings && HasFeature(hello_.features, kFeatureLazyRing);
+  UniqueFd ring_fd;
+  if (!lazy_ring_) {
+    LinkResult<UniqueFd> fd = CreateRing();
+    if (!fd.ok()) return LinkStatus::Error("creating ring: " + fd.error());
+    ring_fd = std::move(fd).value();
   }
   agent_id_ = RandomId("agt-");
   {
@@ -229,9 +232,11 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
   WelcomeMsg welcome;
   welcome.agent_id = agent_id_;
   welcome.chunk_size = opt.chunk_size;
-  welcome.slot_size = layout_.slot_size;
-  welcome.slot_count = layout_.slot_count;
+  welcome.slot_size = lazy_ring_ ? opt.slot_size : layout_.slot_size;
+  welcome.slot_count = lazy_ring_ ? 0 : layout_.slot_count;
   welcome.max_payload = opt.limits.max_payload;
+  if (lazy_ring_) welcome.features.push_back(kFeatureLazyRing);
+  welcome.features.push_back(kFeatureDispatchSkipped);
   // Registration and the Welcome's arm snapshot happen under send_mu_, so an
   // Arm() racing with this handshake is either in the snapshot or pushed
   // after the Welcome, never lost and never before it.
@@ -247,12 +252,112 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
     server_->agents_[agent_id_] = shared_from_this();
     registered_ = true;
   }
-  int fd = ring_fd->get();
-  status = SendMessage(fd_.get(), welcome, {}, &fd, 1);
+  int fd = ring_fd.get();
+  status = lazy_ring_ ? SendMessage(fd_.get(), welcome)
+                      : SendMessage(fd_.get(), welcome, {}, &fd, 1);
   if (!status.ok()) {
     send_failed_ = true;
     return status;
   }
+  return LinkStatus::Ok();
+}
+
+LinkResult<UniqueFd> AgentLinkServer::Connection::CreateRing() {
+  const AgentLinkServerOptions& opt = server_->options_;
+  RingLayout layout{opt.slot_size, opt.slot_count};
+  uint64_t bytes = layout.bytes();
+  // Charge the budget first (compare-and-swap: concurrent requests must not
+  // both take the last of it); a short budget means fewer slots.
+  uint64_t in_use = server_->ring_bytes_in_use_.load();
+  while (true) {
+    uint64_t want = opt.slot_size * opt.slot_count;
+    if (opt.max_total_ring_bytes != 0) {
+      uint64_t left = opt.max_total_ring_bytes > in_use ? opt.max_total_ring_bytes - in_use : 0;
+      uint64_t slots = std::min<uint64_t>(opt.slot_count, left / opt.slot_size);
+      slots = std::max<uint64_t>(slots, 2);
+      want = slots * opt.slot_size;
+    }
+    if (server_->ring_bytes_in_use_.compare_exchange_weak(in_use, in_use + want)) {
+      bytes = want;
+      break;
+    }
+  }
+  layout.slot_count = static_cast<uint32_t>(bytes / opt.slot_size);
+  auto uncharge = [&] { server_->ring_bytes_in_use_.fetch_sub(bytes); };
+  absl::Time t0 = absl::Now();
+  LinkResult<UniqueFd> ring_fd = CreateRingMemfd(layout, "kerncap-ring");
+  if (!ring_fd.ok()) {
+    uncharge();
+    return ring_fd.status();
+  }
+  LinkResult<RingMapping> mapping = RingMapping::Map(ring_fd->get(), layout, false);
+  if (!mapping.ok()) {
+    uncharge();
+    return mapping.status();
+  }
+  ring_charged_ = bytes;
+  ring_ = std::make_shared<RingMapping>(std::move(mapping).value());
+  layout_ = layout;
+  {
+    absl::MutexLock lock(&slot_mu_);
+    daemon_owns_.assign(layout_.slot_count, false);
+  }
+  if (layout.slot_count < opt.slot_count) {
+    log::Warn("agent_link.ring_reduced",
+              {{"agent", agent_id_},
+               {"slots", layout.slot_count},
+               {"wanted", opt.slot_count},
+               {"reason", "--staging budget in use by other agents' rings"}});
+  }
+  log::Info("agent_link.ring_created", {{"agent", agent_id_},
+                                        {"bytes", layout.bytes()},
+                                        {"slots", layout.slot_count},
+                                        {"seconds", absl::ToDoubleSeconds(absl::Now() - t0)}});
+  return ring_fd;
+}
+
+LinkStatus AgentLinkServer::Connection::OnRingRequest(const Frame& frame) {
+  RingRequestMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  if (!lazy_ring_) return LinkStatus::Error("RingRequest from an agent that has its ring");
+  if (ring_ != nullptr) return LinkStatus::Error("RingRequest for a second ring");
+  RingGrantMsg grant;
+  LinkResult<UniqueFd> fd = CreateRing();
+  if (!fd.ok()) {
+    grant.error = fd.error();
+    log::Warn("agent_link.ring_failed", {{"agent", agent_id_}, {"error", fd.error()}});
+    return Send(grant);
+  }
+  grant.slot_size = layout_.slot_size;
+  grant.slot_count = layout_.slot_count;
+  int raw = fd->get();
+  return Send(grant, {}, &raw, 1);
+}
+
+LinkStatus AgentLinkServer::Connection::OnDispatchSkipped(const Frame& frame) {
+  DispatchSkippedMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  std::string reason = absl::StrCat("dispatch ", msg.dispatch_index, " of ", msg.kernel,
+                                    " not captured: ", msg.reason);
+  if (msg.retried) absl::StrAppend(&reason, " (the arm takes a later matching dispatch)");
+  log::Warn("capture.skipped", {{"agent", agent_id_},
+                                {"arm", msg.arm_id},
+                                {"kernel", msg.kernel},
+                                {"dispatch", msg.dispatch_index},
+                                {"retried", msg.retried},
+                                {"reason", msg.reason}});
+  v1::Event event;
+  v1::CaptureFailed* f = event.mutable_capture_failed();
+  f->set_agent_id(agent_id_);
+  f->set_reason(reason);
+  f->set_skipped(true);
+  f->set_arm_id(msg.arm_id);
+  f->set_kernel(msg.kernel);
+  f->set_dispatch_index(msg.dispatch_index);
+  f->set_retried(msg.retried);
+  server_->events_->Publish(std::move(event));
   return LinkStatus::Ok();
 }
 
@@ -274,6 +379,8 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
       case MessageType::kCodeObject: status = OnCodeObject(*frame); break;
       case MessageType::kCaptureEnd: status = OnCaptureEnd(*frame); break;
       case MessageType::kCaptureAbort: status = OnCaptureAbort(*frame); break;
+      case MessageType::kRingRequest: status = OnRingRequest(*frame); break;
+      case MessageType::kDispatchSkipped: status = OnDispatchSkipped(*frame); break;
       case MessageType::kError: {
         ErrorMsg err;
         (void)DecodeBody(*frame, &err);

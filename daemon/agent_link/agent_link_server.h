@@ -46,10 +46,16 @@ namespace kerncap::link {
 struct AgentLinkServerOptions {
   std::string socket_path;  // required; its directory is created if missing
   int socket_mode = 0660;
-  // Ring per agent connection (pre-faulted in the daemon: slot_size *
-  // slot_count bytes of memory per connected agent).
+  // Ring per agent (pre-faulted in the daemon: slot_size * slot_count bytes).
+  // Agents that speak "lazy_ring" get theirs only when they may capture (an
+  // arm applies to them); others get it at connect time.
   uint64_t slot_size = kDefaultSlotSize;
   uint32_t slot_count = kDefaultSlotCount;
+  // Bound on the memory of all rings together (0: none). A ring asked for
+  // when the budget is short gets fewer slots (at least 2): its captures then
+  // pause the application longer (backpressure), never fail for memory.
+  uint64_t max_total_ring_bytes = 0;
+  bool lazy_rings = true;  // honor agents' "lazy_ring"; false: always eager
   // Must equal the store's chunk size: WriteRegion offsets are multiples of it.
   uint32_t chunk_size = 1u << 20;
   int max_agents = 256;  // one thread each; further connections are refused
@@ -89,6 +95,8 @@ class AgentLinkServer : public AgentControl {
   absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
   std::vector<v1::ArmInfo> ListArms(bool include_finished) override;
   int IngestsInFlight() override;
+  // Bytes of all agent rings now allocated.
+  uint64_t RingBytesInUse() const { return ring_bytes_in_use_.load(); }
 
   const std::string& socket_path() const { return options_.socket_path; }
 
@@ -135,6 +143,7 @@ class AgentLinkServer : public AgentControl {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
   std::atomic<int> ingests_in_flight_{0};
+  std::atomic<uint64_t> ring_bytes_in_use_{0};
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,7 @@
 #include "daemon/agent_link/wire_convert.h"
 
+#include "absl/strings/match.h"
+
 namespace kerncap::link {
 
 absl::Status ToAbslStatus(const LinkStatus& status) {
@@ -126,6 +128,8 @@ void FillManifest(const HelloMsg& h, const CaptureBeginMsg& b, const std::string
     out->set_offset(a.offset);
     out->set_size(a.size);
     out->set_kind(ArgumentKindFromWire(a.kind));
+    // HSA runtime-owned arguments are hidden whatever kind string came along.
+    if (absl::StartsWith(a.value_kind, "hidden_")) out->set_kind(v1::ARG_HIDDEN);
     out->set_name(a.name);
     out->set_type_name(a.type_name);
     out->set_value_kind(a.value_kind);

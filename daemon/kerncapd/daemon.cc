@@ -151,6 +151,7 @@ absl::Status Daemon::StartAgentLink() {
   opts.socket_mode = 0660;
   opts.slot_size = config_.ring_slot_mib << 20;
   opts.slot_count = config_.ring_slots;
+  opts.max_total_ring_bytes = static_cast<uint64_t>(config_.staging_total_gib * (1ull << 30));
   opts.chunk_size = store_->chunk_size();
   opts.drain_timeout = absl::Seconds(config_.drain_timeout_s);
   agent_link_ = std::make_unique<link::AgentLinkServer>();

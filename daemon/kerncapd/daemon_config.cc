@@ -80,7 +80,17 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
       ->check(CLI::Range(1, 1024));
   app.add_option("--ring-slots", c.ring_slots, "agent ring slots per agent")
       ->capture_default_str()
-      ->check(CLI::Range(2, 256));
+      ->check(CLI::Range(2, 65536));
+  app.add_option("--staging-gib", c.staging_gib,
+                 "host staging (agent ring) per capturing agent, in GiB; a snapshot that fits "
+                 "keeps the application's pause at device-to-host copy time, a larger one "
+                 "pauses longer (0: --ring-slots x --ring-slot-mib)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1024.0));
+  app.add_option("--staging-total-gib", c.staging_total_gib,
+                 "bound on the staging of all agents together, in GiB (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1024.0));
   app.add_option("--drain-timeout", c.drain_timeout_s,
                  "seconds in-flight captures may take to finish at shutdown")
       ->capture_default_str()
@@ -113,6 +123,15 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
     if (p->empty()) return fail("--store, --socket and --agent-socket must not be empty");
   }
   if (c.socket == c.agent_socket) return fail("--socket and --agent-socket must differ");
+  if (c.staging_gib > 0) {
+    const uint64_t slot = c.ring_slot_mib << 20;
+    const uint64_t slots = static_cast<uint64_t>(c.staging_gib * (1ull << 30)) / slot;
+    if (slots < 2 || slots > 65536) {
+      return fail("--staging-gib gives " + std::to_string(slots) +
+                  " ring slots of --ring-slot-mib; need 2..65536");
+    }
+    c.ring_slots = static_cast<uint32_t>(slots);
+  }
   if (!c.listen.empty()) {
     if (c.listen.rfind(':') == std::string::npos) return fail("--listen wants HOST:PORT");
     const bool tls = !c.tls_cert.empty() || !c.tls_key.empty();

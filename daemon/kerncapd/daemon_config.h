@@ -37,6 +37,11 @@ struct DaemonConfig {
   int workers = 0;
   uint64_t ring_slot_mib = 8;
   uint32_t ring_slots = 8;
+  // Host staging (agent ring) size per capturing agent; 0: ring_slots *
+  // ring_slot_mib. When set, the slot count is derived from it.
+  double staging_gib = 0;
+  // Bound on all agents' rings together (0: none).
+  double staging_total_gib = 0;
   double drain_timeout_s = 30;
 };
 

@@ -37,6 +37,17 @@ TEST(DaemonConfigTest, FlagsAndSizes) {
   EXPECT_EQ(p.config.workers, 3);
 }
 
+TEST(DaemonConfigTest, StagingSizeGivesTheRingSlots) {
+  ParseOutcome p = Parse({"--ring-slot-mib=64", "--staging-gib=66", "--staging-total-gib=100"});
+  ASSERT_TRUE(p.run);
+  EXPECT_EQ(p.config.ring_slots, 1056u);  // 66 GiB of 64 MiB slots
+  EXPECT_EQ(p.config.staging_total_gib, 100.0);
+  std::string err;
+  EXPECT_EQ(Parse({"--ring-slot-mib=64", "--staging-gib=0.05"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("--staging-gib"), std::string::npos) << err;
+  EXPECT_TRUE(Parse({"--ring-slots=4096"}).run);  // large rings are allowed
+}
+
 TEST(DaemonConfigTest, RejectsBadValues) {
   std::string err;
   EXPECT_EQ(Parse({"--chunk-size=1000"}, &err).exit_code, kExitUsage);

@@ -8,11 +8,17 @@
 #   .bundle/lib/cupti/   our libcupti.so.13, used only when the machine has none
 #   .bundle/gpu_tests/   the CUDA test programs (agent/cuda/gpu_tests)
 #   .bundle/tests/       gpu_e2e_test, replay_gpu_test
+#   .bundle/python/      the PyTorch/Triton test scripts (tests/gpu/python), run
+#                        with the GPU machine's python3
+#   .bundle/gpu_bench/   the GPU benchmarks (tests/bench/gpu)
 #   .bundle/run_gpu_tests.sh   sets LD_LIBRARY_PATH and runs the GPU tests
+#   .bundle/run_benchmarks.sh  runs the benchmarks (P1, P5, P8, memory)
 #
 # Left out on purpose: glibc (libc, libm, libpthread, libdl, librt, ld-linux),
 # libstdc++ and libgcc_s (newer on Ubuntu 24.04, backward compatible), and
-# libcuda (must be the machine's driver). RUNPATH is not enough for the
+# libcuda (must be the machine's driver), and cuBLAS (50 MiB + a 500 MiB
+# libcublasLt: over the 64 MiB the device tool carries; cublas_gemm dlopens
+# the machine's copy, which run_gpu_tests.sh finds). RUNPATH is not enough for the
 # libraries' own dependencies (research/mechanics.md), hence LD_LIBRARY_PATH.
 #
 # Usage: deploy/gpu/bundle.sh [BUILD_DIR]   (default: build-gpu, configured if absent)
@@ -22,7 +28,7 @@ BUILD=${1:-${KERNCAP_BUILD_DIR:-$ROOT/build-gpu}}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 OUT=$ROOT/.bundle
 TARGETS=(kerncapd kerncapctl kerncap-replay kerncap_agent kerncap_gpu_programs gpu_e2e_test
-         replay_gpu_test)
+         replay_gpu_test kerncap_gpu_benchmarks)
 
 if [[ ! -f $BUILD/build.ninja ]]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja
@@ -30,16 +36,19 @@ fi
 ninja -C "$BUILD" -j"${JOBS:-2}" "${TARGETS[@]}"
 
 rm -rf "$OUT"
-mkdir -p "$OUT"/{bin,lib/cupti,gpu_tests,tests}
+mkdir -p "$OUT"/{bin,lib/cupti,gpu_tests,gpu_bench,tests,python}
 cp "$BUILD"/bin/{kerncapd,kerncapctl,kerncap-replay} "$OUT"/bin/
 cp "$BUILD"/lib/libkerncap_agent.so "$OUT"/lib/
 find "$BUILD"/gpu_tests -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_tests/ \;
+find "$BUILD"/gpu_bench -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_bench/ \;
 cp "$BUILD"/tests/{gpu_e2e_test,replay_gpu_test} "$OUT"/tests/
+cp "$ROOT"/tests/gpu/python/*.py "$OUT"/python/
 
 # Shared libraries, resolved by ldd here.
-skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcupti\.so)'
+skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcupti\.so|libcublas)'
 declare -A seen=()
-for f in "$OUT"/bin/* "$OUT"/lib/libkerncap_agent.so "$OUT"/gpu_tests/* "$OUT"/tests/*; do
+for f in "$OUT"/bin/* "$OUT"/lib/libkerncap_agent.so "$OUT"/gpu_tests/* "$OUT"/gpu_bench/* \
+         "$OUT"/tests/*; do
   while read -r name _ path _; do
     [[ -z ${name:-} || $name =~ $skip_re ]] && continue
     if [[ ${path:-} == "not" || -z ${path:-} ]]; then
@@ -67,9 +76,16 @@ fi
 
 # Debug info (RelWithDebInfo) would make the bundle ~170 MiB; the device
 # tool carries at most 64 MiB.
-find "$OUT"/bin "$OUT"/gpu_tests "$OUT"/tests -type f -exec strip --strip-all {} +
+find "$OUT"/bin "$OUT"/gpu_tests "$OUT"/gpu_bench "$OUT"/tests -type f -exec strip --strip-all {} +
 find "$OUT"/lib -type f -name '*.so*' -exec strip --strip-unneeded {} +
 
 cp "$ROOT"/deploy/gpu/run_gpu_tests.sh "$OUT"/run_gpu_tests.sh
 chmod +x "$OUT"/run_gpu_tests.sh
+cp "$ROOT"/deploy/gpu/run_benchmarks.sh "$OUT"/run_benchmarks.sh
+chmod +x "$OUT"/run_benchmarks.sh
 echo "bundle.sh: $(find "$OUT"/lib -maxdepth 1 -name '*.so*' | wc -l) libraries, $(du -sh "$OUT" | cut -f1) in $OUT"
+size_kib=$(du -sk "$OUT" | cut -f1)
+if (( size_kib >= 64 * 1024 )); then
+  echo "bundle.sh: error: the bundle is ${size_kib} KiB; the device tool carries at most 64 MiB" >&2
+  exit 1
+fi

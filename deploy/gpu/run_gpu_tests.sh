@@ -22,6 +22,37 @@ else
   echo "CUPTI: bundled (no libcupti.so.13 on this machine)" | tee "$LOGS/environment.txt"
 fi
 export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# Python for the PyTorch/Triton cases: $KERNCAP_PYTHON, else python3 on PATH.
+PY=${KERNCAP_PYTHON:-$(command -v python3 || true)}
+if [[ -n $PY ]]; then
+  export KERNCAP_PYTHON=$PY
+  echo "python: $PY: $("$PY" -c 'import sys; print(sys.version.split()[0])' 2>&1)" \
+    | tee -a "$LOGS/environment.txt"
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 \
+    | tail -1 | tee -a "$LOGS/environment.txt"
+  "$PY" -c 'import triton; print("triton", triton.__version__)' 2>&1 | tail -1 \
+    | tee -a "$LOGS/environment.txt"
+else
+  echo "python: none (the PyTorch/Triton cases will skip)" | tee -a "$LOGS/environment.txt"
+fi
+
+# cuBLAS for cublas_gemm (not bundled: too large): the toolkit's, the system's,
+# or the one in the Python nvidia-cublas wheel that PyTorch uses.
+if [[ -z ${KERNCAP_CUBLAS_DIR:-} ]]; then
+  cands=(/usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu)
+  if [[ -n $PY ]]; then
+    while read -r sp; do
+      [[ -d $sp/nvidia ]] || continue
+      while read -r f; do cands+=("$(dirname "$f")"); done \
+        < <(find "$sp"/nvidia -name 'libcublas.so.13' 2>/dev/null)
+    done < <("$PY" -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null)
+  fi
+  for d in "${cands[@]}"; do
+    if [[ -e $d/libcublas.so.13 ]]; then export KERNCAP_CUBLAS_DIR=$d; break; fi
+  done
+fi
+echo "cuBLAS: ${KERNCAP_CUBLAS_DIR:-none found (cublas_sgemm will skip)}" | tee -a "$LOGS/environment.txt"
 export KERNCAP_BUILD_DIR=$HERE
 export KERNCAP_GPU_LOG_DIR=$LOGS/cases
 { uname -a; cat /etc/os-release 2>/dev/null | head -2; nvidia-smi 2>&1 | head -15; } >> "$LOGS/environment.txt"
@@ -40,6 +71,12 @@ run() {
   echo "$name exit $r" | tee -a "$LOGS/summary.txt"
   [[ $r -ne 0 ]] && rc=1
 }
-run replay_gpu_test timeout 60 "$HERE"/tests/replay_gpu_test --gtest_output=xml:"$LOGS"/replay_gpu_test.xml
-run gpu_e2e_test timeout 360 "$HERE"/tests/gpu_e2e_test --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml
+# Time limits fit one device call (the whole script well under 7 minutes);
+# the Python cases run apart so a slow import or JIT cannot starve the rest.
+run replay_gpu_test timeout "${KC_T_REPLAY:-40}" "$HERE"/tests/replay_gpu_test \
+  --gtest_output=xml:"$LOGS"/replay_gpu_test.xml
+run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
+  --gtest_filter='-*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml
+run gpu_e2e_python timeout "${KC_T_PYTHON:-100}" "$HERE"/tests/gpu_e2e_test \
+  --gtest_filter='*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_python.xml
 exit $rc

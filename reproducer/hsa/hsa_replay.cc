@@ -232,27 +232,41 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
   absl::Cleanup cleanup_queue = [&] { core->hsa_queue_destroy_fn(queue); };
   amd->hsa_amd_profiling_set_profiler_enabled_fn(queue, 1);
   std::string kernarg = in.kernarg;
-  if (kmd != nullptr) {
-    for (const agent::hsa::KernelArg& a : kmd->args) {
-      if (!a.hidden() || a.offset + a.size > kernarg.size()) continue;
-      uint64_t v;
-      bool patch = true;
-      if (a.value_kind == "hidden_queue_ptr") {
-        v = reinterpret_cast<uint64_t>(queue);
-      } else if (a.value_kind == "hidden_hostcall_buffer" || a.value_kind == "hidden_printf_buffer" ||
-                 a.value_kind == "hidden_heap_v1" || a.value_kind == "hidden_default_queue" ||
-                 a.value_kind == "hidden_completion_action" ||
-                 a.value_kind == "hidden_multigrid_sync_arg") {
-        v = 0;
-      } else {
-        patch = false;
-      }
-      if (!patch) continue;
-      std::memcpy(kernarg.data() + a.offset, &v, std::min<size_t>(a.size, 8));
-      report.patched_hidden_args.push_back(absl::StrCat(a.value_kind, "@", a.offset));
-    }
+  // Which value kinds to patch: the capture's, else the code object's.
+  std::vector<ReplayArgument> args;
+  for (const ReplayArgument& a : in.arguments) {
+    if (!a.value_kind.empty()) args.push_back(a);
+  }
+  if (!args.empty()) {
+    report.hidden_args_from = "capture";
+  } else if (kmd != nullptr) {
+    for (const agent::hsa::KernelArg& a : kmd->args) args.push_back({a.offset, a.size, a.value_kind});
+    report.hidden_args_from = "code_object";
   } else {
-    report.warnings.push_back("no metadata for the kernel: hidden arguments not patched");
+    report.warnings.push_back(
+        "no argument value kinds in the capture and no metadata for the kernel: hidden "
+        "arguments not patched");
+  }
+  for (const ReplayArgument& a : args) {
+    if (a.value_kind.rfind("hidden_", 0) != 0) continue;
+    if (a.size == 0 || static_cast<uint64_t>(a.offset) + a.size > kernarg.size()) {
+      report.warnings.push_back(absl::StrCat(a.value_kind, "@", a.offset,
+                                             " lies outside the captured kernarg segment"));
+      continue;
+    }
+    uint64_t v;
+    if (a.value_kind == "hidden_queue_ptr") {
+      v = reinterpret_cast<uint64_t>(queue);
+    } else if (a.value_kind == "hidden_hostcall_buffer" || a.value_kind == "hidden_printf_buffer" ||
+               a.value_kind == "hidden_heap_v1" || a.value_kind == "hidden_default_queue" ||
+               a.value_kind == "hidden_completion_action" ||
+               a.value_kind == "hidden_multigrid_sync_arg") {
+      v = 0;
+    } else {
+      continue;  // launch geometry and offsets: kept as captured
+    }
+    std::memcpy(kernarg.data() + a.offset, &v, std::min<size_t>(a.size, 8));
+    report.patched_hidden_args.push_back(absl::StrCat(a.value_kind, "@", a.offset));
   }
   void* kernarg_buf = nullptr;
   if (amd->hsa_amd_memory_pool_allocate_fn(kernarg_pool, std::max<size_t>(kernarg.size(), 16), 0,
@@ -300,6 +314,9 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
   restore_vars();
   auto first = dispatch();
   if (!first.ok()) return first.status();
+  report.first_ns = *first;
+  for (const ReplayRegion* r : by_va) report.restored_bytes += r->pre.size();
+  for (auto& [r, addr] : var_addr) report.restored_bytes += r->pre.size();
   report.valid = true;
   for (const ReplayRegion& r : in.regions) {
     if (r.post.empty()) continue;
@@ -311,7 +328,11 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
     }
     std::string now(r.post.size(), '\0');
     core->hsa_memory_copy_fn(now.data(), reinterpret_cast<const void*>(addr), now.size());
-    RegionResult rr{r.va, r.name, r.post.size()};
+    RegionResult rr;
+    rr.va = r.va;
+    rr.replay_va = addr;
+    rr.name = r.name;
+    rr.size = r.post.size();
     for (size_t i = 0; i < now.size(); ++i) {
       if (now[i] != r.post[i]) {
         if (rr.first_mismatch < 0) rr.first_mismatch = static_cast<int64_t>(i);
@@ -319,7 +340,8 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
       }
     }
     if (rr.mismatched_bytes > 0) report.valid = false;
-    report.regions.push_back(rr);
+    if (opt.keep_outputs) rr.actual = std::move(now);
+    report.regions.push_back(std::move(rr));
   }
 
   // 5. Bench: warm-up, then timed iterations (device timestamps).

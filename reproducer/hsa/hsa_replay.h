@@ -10,7 +10,10 @@
 // lack it). A runtime without it, or one that returns a different address,
 // is reported as an error (no silent relocation).
 //
-// Hidden arguments (AMDGPU code object metadata value kinds) are patched:
+// Hidden arguments are patched by value kind. The kinds come from the
+// capture's argument list (kerncap.v1.Argument.value_kind, set by the agent
+// from the code object metadata); a capture without them (older agents) falls
+// back to the replayed code object's own metadata:
 //   hidden_queue_ptr                     -> the replay queue
 //   hidden_hostcall_buffer, hidden_printf_buffer, hidden_heap_v1,
 //   hidden_default_queue, hidden_completion_action,
@@ -40,6 +43,13 @@ struct ReplayRegion {
   std::string name;
 };
 
+// One kernel argument as the capture describes it.
+struct ReplayArgument {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+  std::string value_kind;  // "by_value", "global_buffer", "hidden_queue_ptr", ...
+};
+
 struct HsaReplayInput {
   std::string code_object;  // the captured hsaco
   std::string kernel;       // mangled name (symbol is kernel + ".kd")
@@ -49,6 +59,9 @@ struct HsaReplayInput {
   uint32_t group_segment_size = 0;
   uint32_t private_segment_size = 0;
   std::vector<ReplayRegion> regions;
+  // From the capture; empty or without any value kind: the code object's
+  // metadata decides which hidden arguments are patched.
+  std::vector<ReplayArgument> arguments;
 };
 
 struct HsaReplayOptions {
@@ -56,20 +69,28 @@ struct HsaReplayOptions {
   int iterations = 5;
   bool restore_each_iteration = true;  // in-place kernels: same input every time
   int timeout_ms = 10000;
+  // Keep each validated region's bytes after the first dispatch in
+  // RegionResult::actual (for tolerance-aware comparison by the caller).
+  bool keep_outputs = false;
 };
 
 struct RegionResult {
   uint64_t va = 0;
+  uint64_t replay_va = 0;  // differs from va for module variables (new load)
   std::string name;
   uint64_t size = 0;
   uint64_t mismatched_bytes = 0;
   int64_t first_mismatch = -1;
+  std::string actual;  // only with HsaReplayOptions::keep_outputs
 };
 
 struct HsaReplayReport {
   bool valid = false;  // every validated region matched byte for byte
   std::vector<RegionResult> regions;
   std::vector<std::string> patched_hidden_args;  // "hidden_queue_ptr@232"
+  std::string hidden_args_from;                  // "capture", "code_object" or "" (none)
+  uint64_t first_ns = 0;                         // the validated dispatch (device time)
+  uint64_t restored_bytes = 0;                   // per restore (regions + variables)
   std::vector<std::string> warnings;
   std::vector<uint64_t> times_ns;  // per timed iteration (device timestamps)
   uint64_t median_ns = 0;

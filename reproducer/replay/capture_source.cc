@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -83,8 +84,14 @@ CaptureSource::~CaptureSource() {
 
 absl::Status CaptureSource::ReadChunk(const std::string& digest, uint32_t raw_size,
                                       std::string* out) const {
+  out->resize(raw_size);
+  return ReadChunkInto(digest, raw_size, out->data());
+}
+
+absl::Status CaptureSource::ReadChunkInto(const std::string& digest, uint32_t raw_size,
+                                          char* out) const {
   if (digest.empty()) {
-    out->assign(raw_size, '\0');
+    std::memset(out, 0, raw_size);
     return absl::OkStatus();
   }
   auto it = index_.find(digest);
@@ -113,14 +120,19 @@ absl::Status CaptureSource::ReadChunk(const std::string& digest, uint32_t raw_si
     return absl::DataLossError(absl::StrCat(path_, ": unparsable chunk record at byte ",
                                             it->second.offset));
   }
+  payload.clear();
+  payload.shrink_to_fit();
   const v1::TransferChunk& c = frame.chunk();
   if (c.raw_size() != raw_size) {
     return absl::DataLossError(absl::StrFormat("%s: chunk at byte %u has %u raw bytes, expected %u",
                                                path_, it->second.offset, c.raw_size(), raw_size));
   }
   if (c.codec() == v1::CODEC_ZSTD) {
-    out->resize(raw_size);
-    size_t n = ZSTD_decompress(out->data(), raw_size, c.data().data(), c.data().size());
+    // One decompression context per thread (ZSTD_decompress would make one per call).
+    thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                         &ZSTD_freeDCtx);
+    if (dctx == nullptr) return absl::ResourceExhaustedError("ZSTD_createDCtx failed");
+    size_t n = ZSTD_decompressDCtx(dctx.get(), out, raw_size, c.data().data(), c.data().size());
     if (ZSTD_isError(n) || n != raw_size) {
       return absl::DataLossError(absl::StrCat(path_, ": zstd decode of chunk at byte ",
                                               it->second.offset, " failed: ",
@@ -130,11 +142,11 @@ absl::Status CaptureSource::ReadChunk(const std::string& digest, uint32_t raw_si
     if (c.data().size() != raw_size) {
       return absl::DataLossError(absl::StrCat(path_, ": raw chunk size mismatch"));
     }
-    *out = c.data();
+    std::memcpy(out, c.data().data(), raw_size);
   } else {
     return absl::DataLossError(absl::StrCat(path_, ": unknown codec ", c.codec()));
   }
-  if (Sha256(out->data(), out->size()).ToBytes() != digest) {
+  if (Sha256(out, raw_size).ToBytes() != digest) {
     return absl::DataLossError(absl::StrCat(path_, ": chunk at byte ", it->second.offset,
                                             " does not match its SHA-256 address"));
   }

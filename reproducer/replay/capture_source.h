@@ -39,6 +39,9 @@ class CaptureSource {
   // be `raw_size` long. An empty digest yields raw_size zero bytes. NotFound
   // when the file lacks the chunk, DataLoss on a decode or hash mismatch.
   absl::Status ReadChunk(const std::string& digest, uint32_t raw_size, std::string* out) const;
+  // The same into `out` (raw_size writable bytes). Thread-safe: any number of
+  // threads may read chunks concurrently (pread, per-thread zstd context).
+  absl::Status ReadChunkInto(const std::string& digest, uint32_t raw_size, char* out) const;
 
  private:
   struct Entry {

@@ -23,6 +23,7 @@ namespace kerncap::replay {
   X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemGetAllocationGranularity)                 \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap)   \
   X(cuMemUnmap) X(cuMemSetAccess) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8)           \
+  X(cuMemcpyHtoDAsync) X(cuMemsetD8Async)                                                \
   X(cuMemsetD32Async) X(cuMemAlloc) X(cuMemFree) X(cuMemHostRegister)                     \
   X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuMemAllocHost) X(cuMemFreeHost)  \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal)       \

@@ -5,8 +5,14 @@
 //   kerncap-replay bench capture.kcap --iterations=200 --cold-l2 --json
 //   kerncap-replay run --daemon=unix:/run/kerncap/kerncapd.sock cap-7f3a
 //
+// HSA captures (PLATFORM_HSA, or --platform=hsa) replay through
+// reproducer/hsa with libhsa-runtime64 loaded at run time (--hsa-runtime=PATH
+// or $KERNCAP_HSA_RUNTIME name another library, e.g. the tests' simulated
+// runtime); ROCm >= 6 is required (vmem).
+//
 // Exit codes: 0 ok / validation passed, 1 validation failed, 2 usage,
-// 3 replay error, 77 no CUDA driver or device (the skip code of the tests).
+// 3 replay error, 77 no CUDA driver or device, or no usable HSA runtime (the
+// skip code of the tests).
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +22,8 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -23,6 +31,9 @@
 #include "reproducer/replay/compare_options.h"
 #include "reproducer/replay/daemon_fetch.h"
 #include "reproducer/replay/replay_session.h"
+#ifdef KERNCAP_REPLAY_HAVE_HSA
+#include "reproducer/hsa/hsa_cli.h"
+#endif
 
 namespace kerncap::replay {
 namespace {
@@ -40,13 +51,16 @@ struct Common {
   bool json = false;
   bool no_relocate = false;
   bool force_relocate = false;
+  std::string platform = "auto";  // auto (from the capture), cuda, hsa
+  std::string hsa_runtime;        // HSA runtime library (default: $KERNCAP_HSA_RUNTIME, ROCm's)
 };
 
 int Error(const absl::Status& s, bool json) {
   // No driver / no device is "skipped" for the GPU tests, not a failure.
   const bool no_device = absl::StrContains(s.message(), "no CUDA driver") ||
                          absl::StrContains(s.message(), "no CUDA device") ||
-                         absl::StrContains(s.message(), "CUDA_ERROR_NO_DEVICE");
+                         absl::StrContains(s.message(), "CUDA_ERROR_NO_DEVICE") ||
+                         absl::StrContains(s.message(), "no usable HSA runtime");
   const int code = no_device ? kExitNoDevice : kExitError;
   if (json) {
     nlohmann::json j = {{"error",
@@ -74,9 +88,11 @@ absl::StatusOr<std::unique_ptr<CaptureSource>> OpenSource(const Common& c) {
 
 absl::StatusOr<std::unique_ptr<ReplaySession>> OpenSession(const Common& c,
                                                           std::unique_ptr<CaptureSource>* src) {
-  auto s = OpenSource(c);
-  if (!s.ok()) return s.status();
-  *src = std::move(*s);
+  if (*src == nullptr) {  // the platform check may have opened it already
+    auto s = OpenSource(c);
+    if (!s.ok()) return s.status();
+    *src = std::move(*s);
+  }
   SessionOptions so;
   so.device = c.device;
   so.allow_relocation = !c.no_relocate;
@@ -94,6 +110,86 @@ void AddCommon(CLI::App* app, Common* c) {
                 "fail instead of relocating when an original address cannot be had");
   app->add_flag("--force-relocate", c->force_relocate,
                 "map everything at new addresses and patch pointers (tests the fallback)");
+  app->add_option("--platform", c->platform, "auto (from the capture), cuda or hsa")
+      ->check(CLI::IsMember({"auto", "cuda", "hsa"}))
+      ->capture_default_str();
+  app->add_option("--hsa-runtime", c->hsa_runtime,
+                  "HSA runtime library to load (default: $KERNCAP_HSA_RUNTIME, else "
+                  "libhsa-runtime64.so.1)");
+}
+
+// The HSA path of one command. nullopt: not an HSA capture (the CUDA path
+// runs, with *src already open). Otherwise the exit code.
+std::optional<int> MaybeHsa(const char* command, const Common& c,
+                            std::unique_ptr<CaptureSource>* src, const CompareOptions* cmp,
+                            const BenchOptions* bo, bool samples) {
+  if (c.platform == "cuda") return std::nullopt;
+  auto s = OpenSource(c);
+  if (!s.ok()) return Error(s.status(), c.json);
+  *src = std::move(*s);
+  if (c.platform != "hsa" && (*src)->manifest().kernel().platform() != v1::PLATFORM_HSA) {
+    return std::nullopt;
+  }
+#ifndef KERNCAP_REPLAY_HAVE_HSA
+  (void)command, (void)cmp, (void)bo, (void)samples;
+  return Error(absl::UnimplementedError("this kerncap-replay was built without the HSA path "
+                                        "(ROCm HSA headers or LLVM 15 missing at build time)"),
+               c.json);
+#else
+  if (c.no_relocate || c.force_relocate || c.device >= 0) {
+    std::cerr << "kerncap-replay: --device, --no-relocate and --force-relocate do not apply to "
+                 "HSA replay (first GPU agent, original addresses only)\n";
+  }
+  hsa::HsaCliOptions ho;
+  ho.runtime_path = c.hsa_runtime;
+  auto session = hsa::HsaCliSession::Open(**src, ho);
+  if (!session.ok()) return Error(session.status(), c.json);
+  hsa::HsaCliSession& hs = **session;
+  const std::string cmd = command;
+  if (cmd == "run") {
+    auto info = hs.Run();
+    if (!info.ok()) return Error(info.status(), c.json);
+    if (c.json) {
+      nlohmann::json j = ReplayInfoJson(*info);
+      j["command"] = "run";
+      j["platform"] = "hsa";
+      j["hsa"] = hs.HsaJson();
+      std::cout << j.dump(2) << std::endl;
+    } else {
+      std::cout << FormatReplayInfo(*info) << "launch: " << info->launch_ms << " ms\n";
+    }
+    return kExitPass;
+  }
+  if (cmd == "validate") {
+    auto report = hs.Validate(*cmp);
+    if (!report.ok()) return Error(report.status(), c.json);
+    if (c.json) {
+      nlohmann::json j = ValidationJson(*report);
+      j["platform"] = "hsa";
+      j["hsa"] = hs.HsaJson();
+      std::cout << j.dump(2) << std::endl;
+    } else {
+      std::cout << FormatValidation(*report);
+    }
+    return report->passed() ? kExitPass : kExitFail;
+  }
+  hsa::HsaBenchOptions hb;
+  hb.warmup = bo->warmup;
+  hb.iterations = bo->iterations;
+  hb.cold_l2 = bo->cold_l2;
+  hb.restore_each = bo->restore_each;
+  auto report = hs.Bench(hb);
+  if (!report.ok()) return Error(report.status(), c.json);
+  if (c.json) {
+    nlohmann::json j = BenchJson(*report, samples);
+    j["platform"] = "hsa";
+    j["hsa"] = hs.HsaJson();
+    std::cout << j.dump(2) << std::endl;
+  } else {
+    std::cout << FormatBench(*report);
+  }
+  return kExitPass;
+#endif
 }
 
 int Main(int argc, char** argv) {
@@ -102,7 +198,7 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 ok/pass, 1 validation failed, 2 usage, 3 replay error, 77 no CUDA "
-      "driver or device.");
+      "driver or device (HSA: no usable runtime, ROCm < 6, or no GPU agent).");
 
   Common run_c, val_c, bench_c;
   CLI::App* run = app.add_subcommand("run", "restore, launch once, report");
@@ -150,6 +246,7 @@ int Main(int argc, char** argv) {
 
   std::unique_ptr<CaptureSource> src;
   if (run->parsed()) {
+    if (auto rc = MaybeHsa("run", run_c, &src, nullptr, nullptr, false)) return *rc;
     auto s = OpenSession(run_c, &src);
     if (!s.ok()) return Error(s.status(), run_c.json);
     auto ms = (*s)->Launch();
@@ -181,6 +278,7 @@ int Main(int argc, char** argv) {
       cmp.rules.push_back(*r);
     }
     cmp.tolerance.nan_equal = !nan_unequal;
+    if (auto rc = MaybeHsa("validate", val_c, &src, &cmp, nullptr, false)) return *rc;
     auto s = OpenSession(val_c, &src);
     if (!s.ok()) return Error(s.status(), val_c.json);
     auto report = (*s)->Validate(cmp);
@@ -195,6 +293,7 @@ int Main(int argc, char** argv) {
   if (bench->parsed()) {
     if (restore_on) bo.restore_each = 1;
     if (restore_off) bo.restore_each = 0;
+    if (auto rc = MaybeHsa("bench", bench_c, &src, nullptr, &bo, samples)) return *rc;
     auto s = OpenSession(bench_c, &src);
     if (!s.ok()) return Error(s.status(), bench_c.json);
     auto report = (*s)->Bench(bo);

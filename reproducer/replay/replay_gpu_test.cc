@@ -158,7 +158,16 @@ TEST_F(ReplayGpuTest, WrongGoldenImageFails) {
   auto r = Validate(false);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->passed());
-  EXPECT_EQ(r->regions[1].stats.elements_failing, kN * 8);  // bytes dtype: every byte 0
+  // Bytes dtype: each differing byte fails. The replay computes v+1 where the
+  // golden image says v+2: the low byte of every element differs, a higher
+  // byte only where the carries differ (100391 bytes for kN = 100000).
+  uint64_t differing = 0;
+  for (uint64_t i = 0; i < kN; ++i) {
+    const uint64_t got = i * 3 + 1, want = i * 3 + 2;
+    for (int b = 0; b < 64; b += 8) differing += ((got >> b) & 0xff) != ((want >> b) & 0xff);
+  }
+  EXPECT_EQ(r->regions[1].stats.elements_failing, differing);
+  EXPECT_EQ(r->regions[1].stats.bytes_differing, differing);
   EXPECT_EQ(r->regions[1].stats.first_diff_offset, 0);
 }
 

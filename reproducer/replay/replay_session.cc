@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "reproducer/replay/restore_pipeline.h"
 
 namespace kerncap::replay {
 namespace {
@@ -26,6 +29,54 @@ bool IsGlobalKind(v1::RegionKind k) {
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
+
+// The restore pipeline's device side: one stream, one event per staging slot.
+class CudaCopier : public RestoreCopier {
+ public:
+  CudaCopier(const CudaDriver& cu, CUcontext ctx) : cu_(cu), ctx_(ctx) {}
+  ~CudaCopier() override {
+    for (CUevent e : events_) cu_.cuEventDestroy(e);
+    if (stream_) cu_.cuStreamDestroy(stream_);
+  }
+  absl::Status Init(int slots) {
+    KC_RETURN_IF_ERROR(
+        cu_.Check(cu_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+    events_.assign(static_cast<size_t>(slots), nullptr);
+    for (CUevent& e : events_) {
+      KC_RETURN_IF_ERROR(
+          cu_.Check(cu_.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status BindThread() override {
+    return cu_.Check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent (restore worker)");
+  }
+  absl::Status CopyAsync(int, uint64_t dst, const void* src, size_t size) override {
+    return cu_.Check(cu_.cuMemcpyHtoDAsync(dst, src, size, stream_),
+                     absl::StrFormat("cuMemcpyHtoDAsync(0x%x, %u)", dst, size));
+  }
+  absl::Status SlotSubmitted(int slot) override {
+    return cu_.Check(cu_.cuEventRecord(events_[static_cast<size_t>(slot)], stream_),
+                     "cuEventRecord");
+  }
+  absl::Status WaitSlot(int slot) override {
+    return cu_.Check(cu_.cuEventSynchronize(events_[static_cast<size_t>(slot)]),
+                     "cuEventSynchronize (restore slot)");
+  }
+  absl::Status ZeroAsync(uint64_t dst, size_t size) override {
+    return cu_.Check(cu_.cuMemsetD8Async(dst, 0, size, stream_),
+                     absl::StrFormat("cuMemsetD8Async(0x%x, %u)", dst, size));
+  }
+  absl::Status Drain() override {
+    return cu_.Check(cu_.cuStreamSynchronize(stream_), "cuStreamSynchronize (restore)");
+  }
+
+ private:
+  const CudaDriver& cu_;
+  CUcontext ctx_;
+  CUstream stream_ = nullptr;
+  std::vector<CUevent> events_;
+};
 
 }  // namespace
 
@@ -303,6 +354,59 @@ absl::Status ReplaySession::CopyFromReplay(const Placement& p, uint64_t offset, 
                    absl::StrFormat("cuMemcpyDtoH(0x%x, %u)", p.replay_va + offset, size));
 }
 
+absl::Status ReplaySession::UploadPreImage() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<RestoreTask> tasks;
+  for (size_t idx = 0; idx < placements_.size(); ++idx) {
+    const Placement& p = placements_[idx];
+    if (!p.restored) continue;
+    const v1::Region& r = src_->manifest().pre().regions(static_cast<int>(idx));
+    const v1::ChunkList& list = r.data();
+    for (uint64_t i = 0; i < ChunkCount(list); ++i) {
+      const uint64_t off = ChunkOffset(list, i);
+      tasks.push_back(RestoreTask{&list.chunk_digests(static_cast<int>(i)), ChunkLength(list, i),
+                                  p.replay_va + off, r.va() + off, p.host});
+    }
+  }
+  RestorePipelineOptions options;
+  // KERNCAP_REPLAY_RESTORE_THREADS overrides the worker count (default: hardware threads).
+  const char* env = std::getenv("KERNCAP_REPLAY_RESTORE_THREADS");
+  options.workers = env != nullptr && std::atoi(env) > 0
+                        ? std::min(std::atoi(env), 64)
+                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
+  options.slots = options.workers + 4;
+  const size_t staging_bytes = RestoreStagingBytes(tasks, options);
+  void* staging = nullptr;
+  if (staging_bytes > 0) {
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAllocHost(&staging, staging_bytes),
+                                 absl::StrCat("cuMemAllocHost(restore staging, ", staging_bytes,
+                                              " bytes)")));
+  }
+  absl::StatusOr<RestorePipelineStats> stats;
+  {
+    CudaCopier copier(cu_, ctx_);
+    absl::Status init = copier.Init(options.slots);
+    if (init.ok()) {
+      stats = RunRestorePipeline(
+          tasks,
+          [this](const RestoreTask& t, char* out) {
+            return src_->ReadChunkInto(*t.digest, t.size, out);
+          },
+          &relocator_, &copier, static_cast<char*>(staging), options);
+    } else {
+      stats = init;
+    }
+  }
+  if (staging != nullptr) cu_.cuMemFreeHost(staging);
+  KC_RETURN_IF_ERROR(stats.status());
+  info_.restored_bytes += stats->bytes;
+  info_.patched_words += stats->patched_words;
+  info_.upload_bytes = stats->bytes;
+  info_.upload_workers = stats->workers;
+  info_.upload_seconds = Seconds(t0);
+  return absl::OkStatus();
+}
+
 absl::Status ReplaySession::UploadRegion(size_t index) {
   const v1::Region& r = src_->manifest().pre().regions(static_cast<int>(index));
   const Placement& p = placements_[index];
@@ -452,9 +556,7 @@ absl::Status ReplaySession::Prepare() {
   info_.moved = relocator_.ranges();
   info_.relocated = !relocator_.empty();
   const v1::CaptureManifest& m = src_->manifest();
-  for (size_t i = 0; i < placements_.size(); ++i) {
-    if (placements_[i].restored) KC_RETURN_IF_ERROR(UploadRegion(i));
-  }
+  KC_RETURN_IF_ERROR(UploadPreImage());
   KC_RETURN_IF_ERROR(LoadCode());
   KC_RETURN_IF_ERROR(RestoreGlobals());
   KC_RETURN_IF_ERROR(ApplyAttributes());

@@ -81,7 +81,8 @@ class ReplaySession {
   absl::Status InitDevice();
   absl::Status ReserveAndMap();
   absl::Status PlaceHostRegions();
-  absl::Status UploadRegion(size_t index);
+  absl::Status UploadPreImage();           // every restored region, pipelined
+  absl::Status UploadRegion(size_t index);  // one region, chunk by chunk (globals)
   absl::Status LoadCode();
   absl::Status RestoreGlobals();
   absl::Status ApplyAttributes();

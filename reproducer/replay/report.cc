@@ -63,6 +63,15 @@ nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
           {"restored_bytes", info.restored_bytes},
           {"reservations", info.reservations},
           {"restore_seconds", info.restore_seconds},
+          {"restore_gbps", info.restore_seconds > 0
+                               ? static_cast<double>(info.restored_bytes) / info.restore_seconds / 1e9
+                               : 0.0},
+          {"upload_bytes", info.upload_bytes},
+          {"upload_seconds", info.upload_seconds},
+          {"upload_gbps", info.upload_seconds > 0
+                              ? static_cast<double>(info.upload_bytes) / info.upload_seconds / 1e9
+                              : 0.0},
+          {"upload_workers", info.upload_workers},
           {"launch_ms", info.launch_ms},
           {"warnings", info.warnings}};
 }

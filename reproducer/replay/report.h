@@ -25,7 +25,11 @@ struct ReplayInfo {
   uint64_t regions = 0;
   uint64_t restored_bytes = 0;
   uint64_t reservations = 0;
-  double restore_seconds = 0;
+  double restore_seconds = 0;        // all of Prepare (reserve, map, upload, code, globals)
+  // The pipelined pre-image upload alone (read + verify + decompress + copy).
+  uint64_t upload_bytes = 0;
+  double upload_seconds = 0;
+  int upload_workers = 0;
   double launch_ms = 0;              // the first (validated) launch, device time
   std::vector<std::string> warnings;
 };

@@ -9,8 +9,16 @@
 // bundle, deploy/gpu/bundle.sh). With $KERNCAP_GPU_LOG_DIR set, every case's
 // daemon log, program output, capture summary and replay report are kept in
 // $KERNCAP_GPU_LOG_DIR/<case>/. Skips (GTEST_SKIP) without a GPU.
+//
+// Python cases (PyTorch eager, Triton) run tests/gpu/python/<script> —
+// $KERNCAP_BUILD_DIR/python/<script> in the bundle, else the source tree —
+// with $KERNCAP_PYTHON or the first python3 on PATH; they skip when there is
+// no python3, or when the script exits 77 (no torch/triton/device). The cuBLAS
+// case finds libcublas.so.13 on the library path or in $KERNCAP_CUBLAS_DIR
+// (deploy/gpu/run_gpu_tests.sh looks for it), else it skips.
 #include <dlfcn.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -18,11 +26,14 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <map>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/subprocess.h"
@@ -54,6 +65,27 @@ std::string BuildDir() {
   return b != nullptr ? b : "build";
 }
 
+// $KERNCAP_PYTHON, else the first python3 on PATH; "" when there is none.
+std::string FindPython() {
+  const char* p = std::getenv("KERNCAP_PYTHON");
+  if (p != nullptr && *p != '\0') return p;
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return "";
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    if (dir.empty()) continue;
+    fs::path candidate = fs::path(std::string(dir)) / "python3";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+// The bundle's python/<script>, else the source tree's tests/gpu/python/.
+std::string PythonScript(const std::string& script) {
+  fs::path bundled = fs::path(BuildDir()) / "python" / script;
+  if (fs::exists(bundled)) return bundled.string();
+  return (fs::path(KERNCAP_GPU_PYTHON_DIR) / script).string();
+}
+
 struct Case {
   std::string name;        // test case name
   std::string program;     // agent/cuda/gpu_tests/<program>
@@ -63,13 +95,15 @@ struct Case {
   std::vector<std::string> validate;
   bool also_daemon_path = false;  // replay a second time straight from kerncapd
   bool bench = false;             // also run kerncap-replay bench
+  std::string python_script = {};  // non-empty: run tests/gpu/python/<this> instead
+  bool kerncapctl_validate = false;  // also validate through `kerncapctl validate`
 };
 
 std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
 
 std::vector<Case> Cases() {
   return {
-      {"vector_add", "vector_add", {"--kernel=vector_add"}, {}, true, true},
+      {"vector_add", "vector_add", {"--kernel=vector_add"}, {}, true, true, "", true},
       {"inplace_scale_2nd", "inplace_scale", {"--kernel=inplace_scale", "--nth=2"}, {}, false,
        true},
       // Float atomics accumulate in a run-dependent order: sums need a tolerance;
@@ -91,6 +125,29 @@ std::vector<Case> Cases() {
       {"two_threads_3rd", "two_threads", {"--kernel=target_kernel", "--nth=3"}, {}},
       {"fork_parent", "fork_app", {"--kernel=parent_kernel"}, {}},
       {"multi_gpu_device1", "multi_gpu", {"--kernel=per_device_fill", "--device=1"}, {}},
+      // Driver-API JIT: PTX loaded with cuModuleLoadData, a .global written
+      // between launches.
+      {"ptx_jit_2nd", "ptx_jit", {"--kernel=jit_saxpy", "--nth=2"}, {}, false, false, "", true},
+      // Binary-only cuBLAS: kernel names unknown in advance (nvjet_*, *xmma_gemm*,
+      // *sgemm*); the program launches nothing else, count=1 takes the first.
+      {"cublas_sgemm",
+       "cublas_gemm",
+       {"--kernel=gemm|Gemm|nvjet|xmma", "--match=regex", "--count=1"},
+       {"--dtype=f32", "--rtol=1e-5", "--atol=1e-5"}},
+      {"torch_eager_add",
+       "",
+       {"--kernel=add|Add", "--match=regex", "--count=1"},
+       {"--dtype=f32", "--rtol=1e-6", "--atol=1e-6"},
+       false,
+       false,
+       "torch_add.py"},
+      {"triton_add",
+       "",
+       {"--kernel=kc_triton_add"},
+       {"--dtype=f32", "--rtol=1e-6", "--atol=1e-6"},
+       false,
+       false,
+       "triton_add.py"},
   };
 }
 
@@ -131,10 +188,21 @@ class GpuEndToEndTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   const Case& c = GetParam();
-  const std::string program = absl::StrCat(BuildDir(), "/gpu_tests/", c.program);
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  if (c.python_script.empty()) {
+    command = {absl::StrCat(BuildDir(), "/gpu_tests/", c.program)};
+  } else {
+    const std::string python = FindPython();
+    if (python.empty()) GTEST_SKIP() << "no python3 ($KERNCAP_PYTHON or PATH) for " << c.name;
+    command = {python, PythonScript(c.python_script)};
+    env["TRITON_CACHE_DIR"] = tmp_ + "/triton-cache";  // a fresh, writable cache
+    env["PYTHONUNBUFFERED"] = "1";
+  }
   const std::string agent = absl::StrCat(BuildDir(), "/lib/libkerncap_agent.so");
-  ASSERT_TRUE(fs::exists(program)) << program;
+  ASSERT_TRUE(fs::exists(command.back())) << command.back();
   ASSERT_TRUE(fs::exists(agent)) << agent;
+  const std::string what = c.python_script.empty() ? c.program : c.python_script;
 
   daemon_ = std::make_unique<testing::Background>(std::vector<std::string>{
       Bin("kerncapd"), "--store=" + tmp_ + "/store", "--socket=" + tmp_ + "/ctl.sock",
@@ -148,16 +216,15 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   Keep("arm.json", armed.out + armed.err);
   ASSERT_EQ(armed.exit_code, 0) << armed.out << armed.err;
 
-  testing::RunResult app = testing::RunProcess(
-      {program}, seconds(180),
-      {{"CUDA_INJECTION64_PATH", agent},
-       {"KERNCAP_AGENT_SOCKET", tmp_ + "/agent.sock"},
-       {"KERNCAP_AGENT_LOG", "debug"}});
+  env["CUDA_INJECTION64_PATH"] = agent;
+  env["KERNCAP_AGENT_SOCKET"] = tmp_ + "/agent.sock";
+  env["KERNCAP_AGENT_LOG"] = "debug";
+  testing::RunResult app = testing::RunProcess(command, seconds(180), env);
   Keep("program.stdout", app.out);
   Keep("program.stderr", app.err);
-  if (app.exit_code == 77) GTEST_SKIP() << c.program << ": " << app.out;
-  ASSERT_FALSE(app.timed_out) << c.program << " hung under the agent";
-  ASSERT_EQ(app.exit_code, 0) << c.program << " did not exit normally under the agent (signal "
+  if (app.exit_code == 77) GTEST_SKIP() << what << ": " << app.out;
+  ASSERT_FALSE(app.timed_out) << what << " hung under the agent";
+  ASSERT_EQ(app.exit_code, 0) << what << " did not exit normally under the agent (signal "
                               << app.signal << ")\n" << app.out << app.err;
 
   std::string capture_id;
@@ -177,7 +244,8 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   testing::RunResult show = testing::RunProcess(Ctl({"show", capture_id}), seconds(30));
   Keep("show.txt", show.out + show.err);
   const std::string kcap = tmp_ + "/capture.kcap";
-  testing::RunResult exp = testing::RunProcess(Ctl({"export", capture_id, "--out", kcap}), seconds(120));
+  testing::RunResult exp =
+      testing::RunProcess(Ctl({"export", capture_id, "--out", kcap}), seconds(120));
   ASSERT_EQ(exp.exit_code, 0) << exp.out << exp.err;
 
   std::vector<std::string> val = {Bin("kerncap-replay"), "validate", kcap, "--json"};
@@ -188,7 +256,7 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
       std::smatch v;
       const std::regex printed(m[1].str() + R"(=(0x[0-9a-fA-F]+))");
       ASSERT_TRUE(std::regex_search(app.out, v, printed))
-          << c.program << " did not print " << m[1].str() << "=0x...";
+          << what << " did not print " << m[1].str() << "=0x...";
       a = std::regex_replace(a, kPlaceholder, v[1].str());
     }
     val.push_back(a);
@@ -206,6 +274,20 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
               report.value("relocated", false) ? "yes" : "no", report.value("launch_ms", 0.0),
               report.value("regions_compared", 0), report.value("restore_seconds", 0.0));
 
+  if (c.kerncapctl_validate) {
+    // The same validation driven by kerncapctl (which execs kerncap-replay
+    // with --daemon=unix:<its socket>).
+    std::vector<std::string> kv = Ctl({"validate", capture_id.substr(0, 12), "--json"});
+    kv.insert(kv.end(), val.begin() + 4, val.end());  // the case's tolerance flags
+    testing::RunResult k = testing::RunProcess(kv, seconds(120));
+    Keep("kerncapctl_validate.json", k.out + k.err);
+    EXPECT_EQ(k.exit_code, 0) << absl::StrJoin(kv, " ") << "\n" << k.out << k.err;
+    auto kj = nlohmann::json::parse(k.out, nullptr, false);
+    EXPECT_FALSE(kj.is_discarded()) << k.out << k.err;
+    if (!kj.is_discarded()) {
+      EXPECT_EQ(kj.value("result", ""), "pass") << k.out;
+    }
+  }
   if (c.also_daemon_path) {
     testing::RunResult d = testing::RunProcess({Bin("kerncap-replay"), "validate", "--json",
                                          "--daemon=unix:" + tmp_ + "/ctl.sock",

@@ -5,9 +5,12 @@
 // The code objects are real (clang-15, gfx90a); kernels run as host code.
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -437,6 +440,80 @@ TEST_F(HsaE2eTest, FailedCaptureLeavesTheDispatchStreamIntact) {
   EXPECT_FLOAT_EQ(c[n - 1], 3);
   EXPECT_EQ(p[0], 4);
   for (const auto& cap : sink_.captures()) EXPECT_FALSE(cap.committed);
+}
+
+// The agent's exported stats (tool_entry.cc).
+struct AgentStatsC {
+  uint64_t tracked_allocations, intercepted_queues, kernels_resolved, packets_forwarded,
+      captures_committed, captures_failed;
+};
+
+AgentStatsC AgentStats() {
+  AgentStatsC s{};
+  void* h = dlopen(KERNCAP_HSA_AGENT_SO, RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return s;
+  auto fn = reinterpret_cast<int (*)(AgentStatsC*)>(dlsym(h, "kerncap_agent_hsa_get_stats"));
+  if (fn != nullptr) fn(&s);
+  dlclose(h);
+  return s;
+}
+
+TEST_F(HsaE2eTest, ForkedChildGetsFreshAgentStateAndParentIsUnaffected) {
+  hsa_executable_t exe = app_->Load(co_);
+  hsa_queue_t* q = app_->CreateQueue();
+  const int n = 64;
+  int* p = static_cast<int*>(app_->DeviceAlloc(n * sizeof(int)));
+  hsa_signal_t s = app_->NewSignal(1);
+  auto d = app_->Dispatch(exe, "_ZN2kc4fillIiEEvPT_S1_i", {reinterpret_cast<uint64_t>(p), 5, n}, n, s);
+  app_->SubmitOne(q, &d);
+  ASSERT_TRUE(app_->Wait(s));
+  AgentStatsC before = AgentStats();
+  ASSERT_GE(before.tracked_allocations, 1u);
+  ASSERT_EQ(before.intercepted_queues, 1u);
+  ASSERT_GE(before.packets_forwarded, 1u);
+
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Child: no gtest assertions; the exit code says what went wrong.
+    alarm(30);
+    AgentStatsC c = AgentStats();
+    if (c.tracked_allocations != 0) _exit(10);
+    if (c.intercepted_queues != 0) _exit(11);
+    if (c.packets_forwarded != 0 || c.kernels_resolved != 0) _exit(12);
+    // The child uses the runtime on its own: a new queue is intercepted, its
+    // dispatches are forwarded and run, its allocations tracked.
+    hsa_queue_t* cq = app_->CreateQueue();
+    if (cq == nullptr) _exit(13);
+    int* cp = static_cast<int*>(app_->DeviceAlloc(n * sizeof(int)));
+    hsa_signal_t cs = app_->NewSignal(1);
+    auto cd = app_->Dispatch(exe, "_ZN2kc4fillIiEEvPT_S1_i", {reinterpret_cast<uint64_t>(cp), 9, n},
+                             n, cs);
+    app_->SubmitOne(cq, &cd);
+    if (!app_->Wait(cs)) _exit(14);
+    if (cp[n - 1] != 9) _exit(15);
+    c = AgentStats();
+    if (c.intercepted_queues != 1) _exit(16);
+    if (c.packets_forwarded < 1) _exit(17);
+    if (c.tracked_allocations < 1) _exit(18);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "child check failed (see the exit codes in the test)";
+
+  // The parent's agent state is what it was, and its queue still works.
+  AgentStatsC after = AgentStats();
+  EXPECT_EQ(after.intercepted_queues, before.intercepted_queues);
+  EXPECT_EQ(after.tracked_allocations, before.tracked_allocations);
+  hsa_signal_t s2 = app_->NewSignal(1);
+  auto d2 = app_->Dispatch(exe, "_ZN2kc4fillIiEEvPT_S1_i", {reinterpret_cast<uint64_t>(p), 6, n}, n, s2);
+  app_->SubmitOne(q, &d2);
+  ASSERT_TRUE(app_->Wait(s2));
+  EXPECT_EQ(p[n - 1], 6);
+  EXPECT_GT(AgentStats().packets_forwarded, before.packets_forwarded);
 }
 
 }  // namespace

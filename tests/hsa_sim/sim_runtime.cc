@@ -703,6 +703,11 @@ void SimRuntime::UnloadTools() {
   }
 }
 
+void SimRuntime::AdvertiseUnknownAmdExtEntries(uint32_t n) {
+  if (n > kMaxUnknownAmdEntries) n = kMaxUnknownAmdEntries;
+  amd_.base.version.minor_id = kAmdExtSize + n * static_cast<uint32_t>(sizeof(void*));
+}
+
 void SimRuntime::RegisterKernel(const std::string& name, HostKernel fn) {
   std::lock_guard l(mu_);
   kernels_[name] = std::move(fn);

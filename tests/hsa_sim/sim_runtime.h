@@ -90,6 +90,12 @@ class SimRuntime {
 
   void RegisterKernel(const std::string& name, HostKernel fn);
 
+  // Makes the AmdExtTable advertise `n` (<= kMaxUnknownAmdEntries) null
+  // entries after the ROCm 6.1 layout, like a newer runtime (ROCm 10 has
+  // hsa_amd_queue_create somewhere there). Call before LoadTool.
+  static constexpr uint32_t kMaxUnknownAmdEntries = 8;
+  void AdvertiseUnknownAmdExtEntries(uint32_t n);
+
   hsa_agent_t gpu() const { return hsa_agent_t{kGpuHandle}; }
   hsa_agent_t cpu() const { return hsa_agent_t{kCpuHandle}; }
   hsa_amd_memory_pool_t device_pool() const { return hsa_amd_memory_pool_t{kDevicePool}; }
@@ -132,7 +138,7 @@ class SimRuntime {
   // hsa_amd_svm_prefetch_async_fn, i.e. it overlays 5.2.3's last entry.
   struct AmdExtWithTail {
     AmdExtTable base;
-    char room[sizeof(agent::hsa::AmdExtTableRocm6Tail)];
+    char room[sizeof(agent::hsa::AmdExtTableRocm6Tail) + kMaxUnknownAmdEntries * sizeof(void*)];
   } amd_{};
   static constexpr uint32_t kAmdExtSize =
       agent::hsa::kAmdExtRocm6TailOffset + sizeof(agent::hsa::AmdExtTableRocm6Tail);

@@ -1,0 +1,184 @@
+#include "agent/cuda/callback_toggle.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace kerncap::agent::cuda {
+namespace {
+
+// A fake of the CUPTI enable calls: records every switch.
+struct FakeCupti {
+  std::vector<bool> calls;
+  bool enabled = true;  // CUPTI's state (all on at subscription)
+  bool fail_next = false;
+  CallbackToggle::SwitchFn Fn() {
+    return [this](bool on) {
+      if (fail_next) {
+        fail_next = false;
+        return false;
+      }
+      calls.push_back(on);
+      enabled = on;
+      return true;
+    };
+  }
+};
+
+TEST(CallbackToggle, StartsOnAndSwitchesOffWhenSourceIsUnarmed) {
+  FakeCupti cupti;
+  std::atomic<bool> armed{false};
+  CallbackToggle toggle(cupti.Fn(), &armed);
+  EXPECT_TRUE(toggle.on());
+  EXPECT_TRUE(toggle.open());
+  toggle.Update();
+  EXPECT_FALSE(toggle.on());
+  EXPECT_FALSE(toggle.open());
+  EXPECT_FALSE(cupti.enabled);
+  EXPECT_EQ(cupti.calls, std::vector<bool>({false}));
+  toggle.Update();  // no change: no call
+  EXPECT_EQ(cupti.calls.size(), 1u);
+}
+
+TEST(CallbackToggle, ArmEnablesBeforeOpening) {
+  FakeCupti cupti;
+  std::atomic<bool> armed{false};
+  CallbackToggle toggle(cupti.Fn(), &armed);
+  toggle.Update();
+  EXPECT_FALSE(toggle.BeginCall());  // closed: nothing in flight
+  EXPECT_EQ(toggle.in_flight(), 0);
+  armed = true;
+  toggle.Update();
+  EXPECT_TRUE(cupti.enabled);
+  EXPECT_TRUE(toggle.open());
+  EXPECT_TRUE(toggle.BeginCall());
+  EXPECT_EQ(toggle.in_flight(), 1);
+  toggle.EndCall();
+  EXPECT_EQ(toggle.in_flight(), 0);
+  EXPECT_EQ(cupti.calls, std::vector<bool>({false, true}));
+}
+
+TEST(CallbackToggle, DisarmWaitsForCallsInFlight) {
+  FakeCupti cupti;
+  std::atomic<bool> armed{true};
+  CallbackToggle toggle(cupti.Fn(), &armed);
+  toggle.Update();
+  ASSERT_TRUE(toggle.BeginCall());  // e.g. a capture between ENTER and EXIT
+  ASSERT_TRUE(toggle.BeginCall());  // another thread holding the gate shared
+  armed = false;
+  toggle.Update();
+  EXPECT_FALSE(toggle.open());      // no new armed ENTER
+  EXPECT_TRUE(cupti.enabled);       // but the EXITs still come
+  EXPECT_FALSE(toggle.BeginCall());
+  toggle.EndCall();
+  EXPECT_TRUE(cupti.enabled);
+  toggle.EndCall();                 // the last one switches off
+  EXPECT_FALSE(cupti.enabled);
+  EXPECT_FALSE(toggle.on());
+  EXPECT_EQ(cupti.calls, std::vector<bool>({false}));
+}
+
+TEST(CallbackToggle, RearmBeforeDrainKeepsCallbacksOn) {
+  FakeCupti cupti;
+  std::atomic<bool> armed{true};
+  CallbackToggle toggle(cupti.Fn(), &armed);
+  ASSERT_TRUE(toggle.BeginCall());
+  armed = false;
+  toggle.Update();
+  armed = true;
+  toggle.Update();
+  EXPECT_TRUE(toggle.open());
+  toggle.EndCall();
+  EXPECT_TRUE(cupti.enabled);
+  EXPECT_TRUE(cupti.calls.empty());
+}
+
+TEST(CallbackToggle, FailedSwitchOffIsRetriedFromCallbacks) {
+  FakeCupti cupti;
+  std::atomic<bool> armed{false};
+  CallbackToggle toggle(cupti.Fn(), &armed);
+  cupti.fail_next = true;
+  toggle.Update();
+  EXPECT_TRUE(cupti.enabled);
+  EXPECT_FALSE(toggle.open());
+  toggle.FinishPending();
+  EXPECT_FALSE(cupti.enabled);
+  EXPECT_FALSE(toggle.on());
+}
+
+TEST(CallbackToggle, FailedSwitchOnStaysClosed) {
+  FakeCupti cupti;
+  std::atomic<bool> armed{false};
+  CallbackToggle toggle(cupti.Fn(), &armed);
+  toggle.Update();
+  armed = true;
+  cupti.fail_next = true;
+  toggle.Update();
+  EXPECT_FALSE(toggle.open());  // never open with callbacks off
+  toggle.Update();
+  EXPECT_TRUE(toggle.open());
+  EXPECT_TRUE(cupti.enabled);
+}
+
+TEST(CallbackToggle, SetSourceReevaluates) {
+  FakeCupti cupti;
+  std::atomic<bool> always{true};
+  std::atomic<bool> link{false};
+  CallbackToggle toggle(cupti.Fn(), &always);
+  toggle.Update();
+  EXPECT_TRUE(toggle.on());
+  toggle.SetSource(&link);
+  EXPECT_FALSE(toggle.on());
+  toggle.SetSource(nullptr);
+  EXPECT_FALSE(toggle.on());
+}
+
+// Threads hammer BeginCall/EndCall while arms toggle: at the end the state
+// matches the source, nothing is in flight, and CUPTI was never switched off
+// while a call was in flight.
+TEST(CallbackToggle, ConcurrentCallsNeverSeeOffWhileInFlight) {
+  std::atomic<bool> armed{true};
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> enabled{true};
+  std::atomic<int> violations{0};
+  CallbackToggle toggle(
+      [&](bool on) {
+        if (!on && in_flight.load() != 0) violations.fetch_add(1);
+        enabled = on;
+        return true;
+      },
+      &armed);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        if (toggle.BeginCall()) {
+          in_flight.fetch_add(1);
+          if (!enabled.load()) violations.fetch_add(1);
+          in_flight.fetch_sub(1);
+          toggle.EndCall();
+        }
+        toggle.FinishPending();
+      }
+    });
+  }
+  for (int i = 0; i < 2000; ++i) {
+    armed = (i % 2) == 0;
+    toggle.Update();
+  }
+  armed = false;
+  toggle.Update();
+  stop = true;
+  for (auto& t : threads) t.join();
+  toggle.FinishPending();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(toggle.in_flight(), 0);
+  EXPECT_FALSE(toggle.on());
+  EXPECT_FALSE(enabled.load());
+}
+
+}  // namespace
+}  // namespace kerncap::agent::cuda

@@ -1,0 +1,155 @@
+#include "client/kerncapctl/replay_commands.h"
+
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "client/kerncapctl/commands.h"
+
+extern char** environ;
+
+namespace kerncap::ctl {
+namespace {
+
+constexpr char kReplayName[] = "kerncap-replay";
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::vector<char*> CArgv(std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  out.reserve(argv.size() + 1);
+  for (std::string& a : argv) out.push_back(a.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Exports `capture` from the daemon behind `connection` to a new temporary
+// .kcap; returns its path.
+absl::StatusOr<std::string> ExportToTemp(const ConnectionOptions& connection,
+                                         const std::string& capture) {
+  auto conn = Connection::Open(connection);
+  if (!conn.ok()) return conn.status();
+  std::string dir = std::filesystem::temp_directory_path().string();
+  std::string path = absl::StrCat(dir, "/kerncapctl-replay-", ::getpid(), ".kcap");
+  std::ostringstream discard;  // export's summary line would mix with the replayer's output
+  absl::Status s = CmdExport(**conn, Output{discard, false}, capture, path);
+  if (!s.ok()) {
+    std::filesystem::remove(path);
+    return s;
+  }
+  return path;
+}
+
+}  // namespace
+
+ReplayLookup ReplayLookupFromProcess() {
+  ReplayLookup l;
+  if (const char* e = std::getenv("KERNCAP_REPLAY"); e != nullptr) l.env_override = e;
+  if (const char* p = std::getenv("PATH"); p != nullptr) l.path_env = p;
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) l.self_exe.assign(buf, static_cast<size_t>(n));
+  return l;
+}
+
+absl::StatusOr<std::string> FindReplayBinary(const ReplayLookup& lookup) {
+  if (!lookup.env_override.empty()) {
+    if (IsExecutableFile(lookup.env_override)) return lookup.env_override;
+    return absl::FailedPreconditionError(
+        absl::StrCat("KERNCAP_REPLAY=", lookup.env_override,
+                     " is not an executable file; point it at kerncap-replay or unset it"));
+  }
+  std::vector<std::string> looked;
+  if (!lookup.self_exe.empty()) {
+    std::string dir = std::filesystem::path(lookup.self_exe).parent_path().string();
+    std::string candidate = absl::StrCat(dir, "/", kReplayName);
+    if (IsExecutableFile(candidate)) return candidate;
+    looked.push_back(absl::StrCat("next to kerncapctl (", candidate, ")"));
+  }
+  for (absl::string_view dir : absl::StrSplit(lookup.path_env, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", kReplayName);
+    if (IsExecutableFile(candidate)) return candidate;
+  }
+  looked.push_back(lookup.path_env.empty() ? "on PATH (empty)"
+                                           : absl::StrCat("on PATH (", lookup.path_env, ")"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "kerncap-replay not found: looked ", absl::StrJoin(looked, " and "),
+      ". It is the GPU replayer, built with the CUDA toolkit (target kerncap-replay): install "
+      "it next to kerncapctl, put it on PATH, or set KERNCAP_REPLAY=/path/to/kerncap-replay"));
+}
+
+std::vector<std::string> ReplayArgs(const ReplayRequest& request,
+                                    const std::string& daemon_endpoint) {
+  std::vector<std::string> args = {request.mode};
+  if (!daemon_endpoint.empty()) args.push_back(absl::StrCat("--daemon=", daemon_endpoint));
+  args.push_back(request.capture);
+  args.insert(args.end(), request.flags.begin(), request.flags.end());
+  return args;
+}
+
+absl::StatusOr<int> RunReplayCommand(const ReplayRequest& request,
+                                     const ConnectionOptions& connection) {
+  auto binary = FindReplayBinary(ReplayLookupFromProcess());
+  if (!binary.ok()) return binary.status();
+
+  std::string endpoint;
+  std::string temp_kcap;
+  ReplayRequest req = request;
+  if (IsRegularFile(request.capture)) {
+    // A .kcap file: no daemon involved.
+  } else if (connection.host.empty()) {
+    endpoint = absl::StrCat("unix:", connection.socket);
+  } else {
+    auto exported = ExportToTemp(connection, request.capture);
+    if (!exported.ok()) return exported.status();
+    temp_kcap = *exported;
+    req.capture = temp_kcap;
+  }
+
+  std::vector<std::string> argv = ReplayArgs(req, endpoint);
+  argv.insert(argv.begin(), *binary);
+  std::vector<char*> cargv = CArgv(argv);
+  std::cout.flush();
+  std::cerr.flush();
+  if (temp_kcap.empty()) {
+    ::execv(cargv[0], cargv.data());
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run ", *binary, ": ", std::strerror(errno)));
+  }
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, cargv[0], nullptr, nullptr, cargv.data(), environ);
+  if (rc != 0) {
+    std::filesystem::remove(temp_kcap);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run ", *binary, ": ", std::strerror(rc)));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::filesystem::remove(temp_kcap);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitError;
+}
+
+}  // namespace kerncap::ctl

@@ -1,0 +1,256 @@
+// Tests of lazy rings (staging created only for agents that may capture, under
+// a total budget), asynchronous capture ends and skipped-dispatch reports.
+#include <chrono>
+#include <thread>
+
+#include "agent/link/agent_link_client.h"
+#include "agent/testing/synthetic_content.h"
+#include "daemon/agent_link/agent_link_server.h"
+#include "daemon/agent_link/agent_link_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kerncap::link::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class StagingTest : public AgentLinkTest {
+ protected:
+  agent::AgentLinkClient& NewLazyClient(const std::string& process_name = "lazy-app") {
+    agent::AgentLinkClientOptions o;
+    o.socket_path = socket_;
+    o.identity.process_name = process_name;
+    o.identity.platform = kPlatformSynthetic;
+    o.retry_initial_ms = 10;
+    o.retry_max_ms = 50;
+    o.initial_wait_ms = 2000;
+    o.lazy_ring = true;
+    o.on_ring_mapped = [this](uint8_t*, uint64_t bytes) {
+      std::lock_guard<std::mutex> lock(mu_);
+      mapped_.push_back(bytes);
+    };
+    o.on_capture_result = [this](const agent::CaptureOutcome& out) {
+      std::lock_guard<std::mutex> lock(mu_);
+      outcomes_.push_back(out);
+    };
+    clients_.push_back(std::make_unique<agent::AgentLinkClient>(o));
+    clients_.back()->Start();
+    return *clients_.back();
+  }
+
+  // Waits until `client` has a ring.
+  static bool WaitRing(agent::AgentLinkClient& client, int timeout_ms = 5000) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (client.ring_bytes() > 0) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  std::mutex mu_;
+  std::vector<uint64_t> mapped_;
+  std::vector<agent::CaptureOutcome> outcomes_;
+};
+
+TEST_F(StagingTest, RingIsCreatedOnlyOnceAnArmApplies) {
+  StartServer();
+  agent::AgentLinkClient& idle = NewLazyClient("idle-app");
+  agent::AgentLinkClient& client = NewLazyClient();
+  ASSERT_TRUE(client.connected()) << client.last_error();
+  ASSERT_TRUE(idle.connected()) << idle.last_error();
+  EXPECT_EQ(client.ring_bytes(), 0u);
+  EXPECT_EQ(server_->RingBytesInUse(), 0u);
+
+  v1::ArmRequest req;
+  req.mutable_selector()->set_kernel("k");
+  req.mutable_selector()->set_process_name("lazy-app");
+  ASSERT_TRUE(server_->Arm(req).ok());
+  ASSERT_TRUE(WaitRing(client));
+  EXPECT_EQ(client.ring_bytes(), 4u * kChunk);
+  EXPECT_EQ(server_->RingBytesInUse(), 4u * kChunk);
+  // The agent the arm does not apply to costs no staging.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(idle.ring_bytes(), 0u);
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSERT_EQ(mapped_.size(), 1u);
+  EXPECT_EQ(mapped_[0], 4u * kChunk);
+}
+
+TEST_F(StagingTest, BeginCaptureAsksForTheRingWithoutArm) {
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  ASSERT_TRUE(client.connected());
+  std::string pre = agent::testing::SyntheticBytes(5, 0, 0, 3 * kChunk + 7);
+  absl::StatusOr<std::string> id = DoCapture(client, "", "k", {pre}, {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(client.ring_bytes(), 4u * kChunk);
+  ASSERT_EQ(sink_.captures().size(), 1u);
+  EXPECT_TRUE(sink_.captures()[0].regions[0].bytes == pre);
+}
+
+TEST_F(StagingTest, EndAsyncReturnsBeforeTheVerdictWhichArrivesLater) {
+  sink_.async_consume = true;
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  ASSERT_TRUE(client.connected());
+  ArmKernel("k");
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  ASSERT_TRUE(WaitRing(client));
+  auto match = client.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(match.has_value());
+
+  CaptureBeginMsg begin;
+  begin.arm_id = match->arm_id;
+  begin.demangled_name = "k";
+  auto session = client.BeginCapture(begin, "ARGS");
+  ASSERT_TRUE(session.ok()) << session.error();
+  RegionBeginMsg region;
+  region.va = agent::testing::SyntheticVa(0);
+  std::string bytes = agent::testing::SyntheticBytes(9, 0, 0, 3 * kChunk);
+  region.size = bytes.size();
+  auto h = (*session)->AddRegion(region);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*session)->WriteRegion(*h, bytes.data(), bytes.size()).ok());
+  ASSERT_TRUE((*session)->EndAsync().ok());
+  session->reset();  // the session may go at once; the client keeps the verdict
+
+  ASSERT_TRUE(client.WaitCaptureSettled(10000));
+  std::optional<agent::CaptureOutcome> out = client.last_capture_outcome();
+  ASSERT_TRUE(out.has_value());
+  EXPECT_TRUE(out->error.empty()) << out->error;
+  EXPECT_THAT(out->capture_id, HasSubstr("cap-"));
+  // on_capture_result runs on the link thread right after the verdict lands.
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !outcomes_.empty();
+  }));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSERT_EQ(outcomes_.size(), 1u);
+    EXPECT_EQ(outcomes_[0].capture_id, out->capture_id);
+  }
+  ASSERT_EQ(sink_.captures().size(), 1u);
+  EXPECT_TRUE(sink_.captures()[0].committed);
+  EXPECT_TRUE(sink_.captures()[0].regions[0].bytes == bytes);
+  // The next capture is possible (the client is free again).
+  EXPECT_TRUE(DoCapture(client, "", "k2", {bytes}, {}).ok());
+}
+
+TEST_F(StagingTest, EndAsyncDeliversDaemonFailure) {
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  ASSERT_TRUE(client.connected());
+  sink_.fail_add_region = 1;
+  CaptureBeginMsg begin;
+  begin.demangled_name = "k";
+  auto session = client.BeginCapture(begin, "");
+  ASSERT_TRUE(session.ok()) << session.error();
+  RegionBeginMsg region;
+  region.size = kChunk;
+  ASSERT_TRUE((*session)->AddRegion(region).ok());
+  (void)(*session)->EndAsync();
+  ASSERT_TRUE(client.WaitCaptureSettled(10000));
+  std::optional<agent::CaptureOutcome> out = client.last_capture_outcome();
+  ASSERT_TRUE(out.has_value());
+  EXPECT_THAT(out->error, HasSubstr("disk full"));
+  EXPECT_TRUE(out->capture_id.empty());
+}
+
+TEST_F(StagingTest, TotalStagingBudgetShrinksLaterRings) {
+  AgentLinkServerOptions o = Options();
+  o.slot_count = 8;
+  o.max_total_ring_bytes = 11 * kChunk;  // first ring: 8 slots; second: 3
+  StartServer(o);
+  agent::AgentLinkClient& a = NewLazyClient("app-a");
+  ASSERT_TRUE(a.connected());
+  ArmKernel("k");
+  ASSERT_TRUE(WaitRing(a));
+  EXPECT_EQ(a.ring_bytes(), 8u * kChunk);
+  agent::AgentLinkClient& b = NewLazyClient("app-b");
+  ASSERT_TRUE(WaitRing(b));
+  EXPECT_EQ(b.ring_bytes(), 3u * kChunk);
+  EXPECT_EQ(server_->RingBytesInUse(), 11u * kChunk);
+  // Even with the budget used up a ring has 2 slots: captures slow down
+  // (backpressure) instead of failing.
+  agent::AgentLinkClient& c = NewLazyClient("app-c");
+  ASSERT_TRUE(WaitRing(c));
+  EXPECT_EQ(c.ring_bytes(), 2u * kChunk);
+  std::string big = agent::testing::SyntheticBytes(2, 0, 0, 9 * kChunk);
+  auto match = c.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(match.has_value());
+  absl::StatusOr<std::string> id = DoCapture(c, match->arm_id, "k", {big}, {});
+  ASSERT_TRUE(id.ok()) << id.status();
+  // Budget is returned when an agent goes.
+  clients_.erase(clients_.begin());
+  auto deadline = absl::Now() + absl::Seconds(5);
+  while (server_->RingBytesInUse() != 5u * kChunk && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(server_->RingBytesInUse(), 5u * kChunk);
+}
+
+TEST_F(StagingTest, SkippedDispatchIsReportedAndGivenBack) {
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  ASSERT_TRUE(client.connected());
+  v1::ArmInfo arm = ArmKernel("k", /*count=*/1);
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  auto first = client.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(client.armed());  // count 1: used up
+
+  DispatchSkippedMsg msg;
+  msg.arm_id = first->arm_id;
+  msg.dispatch_index = first->dispatch_index;
+  msg.kernel = "k";
+  msg.reason = "the launch stream is being captured into a CUDA graph";
+  EXPECT_TRUE(client.ReportSkipped(msg, /*give_back=*/true));
+  EXPECT_TRUE(client.armed());  // the capture went back to the arm
+  auto second = client.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->dispatch_index, 2u);
+
+  std::optional<v1::Event> e = WaitEvent([](const v1::Event& ev) {
+    return ev.has_capture_failed() && ev.capture_failed().skipped();
+  });
+  ASSERT_TRUE(e.has_value());
+  const v1::CaptureFailed& f = e->capture_failed();
+  EXPECT_EQ(f.arm_id(), arm.arm_id());
+  EXPECT_EQ(f.kernel(), "k");
+  EXPECT_EQ(f.dispatch_index(), 1u);
+  EXPECT_TRUE(f.retried());
+  EXPECT_TRUE(f.capture_id().empty());
+  EXPECT_THAT(f.reason(), HasSubstr("CUDA graph"));
+  EXPECT_EQ(f.agent_id(), client.agent_id());
+  // The daemon did not count it: the arm is still active.
+  EXPECT_EQ(server_->ListArms(false).size(), 1u);
+}
+
+TEST_F(StagingTest, NthArmsCannotTakeASkippedDispatchBack) {
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  v1::ArmRequest req;
+  req.mutable_selector()->set_kernel("k");
+  req.mutable_selector()->set_nth(2);
+  ASSERT_TRUE(server_->Arm(req).ok());
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  EXPECT_FALSE(client.ShouldCapture("k", "", 0).has_value());
+  auto second = client.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(second.has_value());
+  DispatchSkippedMsg msg;
+  msg.arm_id = second->arm_id;
+  msg.dispatch_index = second->dispatch_index;
+  msg.reason = "gate timeout";
+  EXPECT_FALSE(client.ReportSkipped(msg, /*give_back=*/true));
+  EXPECT_FALSE(client.armed());
+  std::optional<v1::Event> e = WaitEvent([](const v1::Event& ev) {
+    return ev.has_capture_failed() && ev.capture_failed().skipped();
+  });
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->capture_failed().retried());
+}
+
+}  // namespace
+}  // namespace kerncap::link::testing

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# run_benchmarks.sh: runs kerncap's performance benchmarks from the bundle
+# (deploy/gpu/bundle.sh) on the GPU machine and prints a summary table plus
+# one JSON line per figure (also in $LOGS/results.jsonl).
+#
+#   P5  launch rate, 1M empty kernels: agent loaded + kerncapd up + unarmed
+#       vs no agent (same binary). KERNCAP_BENCH_P5_REPS rounds, each a
+#       no-agent run and an agent run back to back (order alternating); the
+#       figure is the median of the per-round ratios (run-to-run noise is
+#       ~10%). Loaded via CUDA_INJECTION64_PATH (agent_unarmed) and, with
+#       KERNCAP_BENCH_P5_PRELOAD=1, also via LD_PRELOAD (agent_unarmed_preload).
+#       >= 0.97
+#   P1  capture pause, 8 GiB then 32 GiB of live, hashed device memory: wall
+#       time of the captured launch call vs a pinned D2H copy of the same
+#       pre + post bytes, measured in the same process. <= 1.25
+#   P8  kerncap-replay restore throughput (the 8 GiB capture, fetched from
+#       kerncapd) vs pinned H2D bandwidth measured in the same run. >= 0.5
+#   Mem peak RSS (VmHWM; RssAnon/RssShmem sampled) of the application and of
+#       kerncapd during the 32 GiB capture.
+#
+# Usage: run_benchmarks.sh [LOG_DIR]     (default $OUT, else ./bench-logs)
+# Env:   KERNCAP_BENCH_BUDGET_S  hard limit for everything (default 420 s)
+#        KERNCAP_BENCH_DIR       scratch (stores, sockets; default /tmp/kc-bench,
+#                                removed at the end). Needs ~45 GiB of disk.
+#        KERNCAP_BENCH_SIZES     capture sizes in GiB (default "8 32")
+#        KERNCAP_BENCH_LAUNCHES  P5 launches per run (default 1000000)
+#        KERNCAP_BENCH_P5_REPS   P5 rounds (default 5)
+#        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
+#        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+LOGS=${1:-${OUT:-$PWD/bench-logs}}
+BUDGET=${KERNCAP_BENCH_BUDGET_S:-420}
+WORK=${KERNCAP_BENCH_DIR:-/tmp/kc-bench}
+SIZES=${KERNCAP_BENCH_SIZES:-"8 32"}
+LAUNCHES=${KERNCAP_BENCH_LAUNCHES:-1000000}
+P5_REPS=${KERNCAP_BENCH_P5_REPS:-5}
+P5_PRELOAD=${KERNCAP_BENCH_P5_PRELOAD:-0}
+ONLY=${KERNCAP_BENCH_ONLY:-}
+mkdir -p "$LOGS"
+RESULTS=$LOGS/results.jsonl
+: > "$RESULTS"
+START=$SECONDS
+BIN=$HERE/bin
+GB=$HERE/gpu_bench
+AGENT=$HERE/lib/libkerncap_agent.so
+
+left() { echo $((BUDGET - (SECONDS - START))); }
+# Seconds a step may take: what it wants, capped by what is left of the budget.
+cap() { local l; l=$(left); ((l < $1)) && echo $((l > 1 ? l : 1)) || echo "$1"; }
+note() { echo "[$((SECONDS - START))s] $*" | tee -a "$LOGS/run.log"; }
+emit() { echo "$1" | tee -a "$RESULTS"; }
+
+# Libraries: as run_gpu_tests.sh (the machine's CUPTI when it has one).
+LIBS=$HERE/lib
+for d in /usr/local/cuda*/extras/CUPTI/lib64 /usr/local/cuda*/lib64 \
+         /usr/local/cuda*/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+  if [[ -e $d/libcupti.so.13 ]]; then LIBS=$LIBS:$d; SYS_CUPTI=$d; break; fi
+done
+[[ -z ${SYS_CUPTI:-} ]] && LIBS=$LIBS:$HERE/lib/cupti
+export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+{ uname -a; nproc; free -g; df -h /tmp; nvidia-smi 2>&1 | head -15; } > "$LOGS/environment.txt" 2>&1
+
+if [[ ! -x $GB/launch_rate_bench ]]; then
+  echo "run_benchmarks.sh: no benchmark binaries in $GB (run deploy/gpu/bundle.sh)" >&2
+  exit 2
+fi
+"$GB"/pinned_bw_bench --gib=0.01 --reps=1 > "$LOGS/probe.log" 2>&1
+if [[ $? -eq 77 ]]; then
+  cat "$LOGS/probe.log"
+  echo "run_benchmarks.sh: no usable GPU here; nothing measured"
+  exit 77
+fi
+
+rm -rf "$WORK"
+mkdir -p "$WORK/tmp"
+export TMPDIR=$WORK/tmp
+DPID=""
+SAMPLER=""
+
+mem_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+start_daemon() {  # NAME STAGING_GIB
+  local d=$WORK/$1
+  mkdir -p "$d"
+  "$BIN"/kerncapd --store="$d/store" --socket="$d/ctl.sock" --agent-socket="$d/agent.sock" \
+    --ring-slot-mib=64 --staging-gib="$2" --log-level=info > "$LOGS/kerncapd-$1.log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 200); do [[ -S $d/ctl.sock ]] && return 0; sleep 0.1; done
+  note "kerncapd $1 did not start"; tail -5 "$LOGS/kerncapd-$1.log"; return 1
+}
+stop_daemon() {
+  [[ -z $DPID ]] && return
+  kill -TERM "$DPID" 2>/dev/null
+  for _ in $(seq 300); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$DPID" 2>/dev/null
+  wait "$DPID" 2>/dev/null
+  DPID=""
+}
+# Samples RSS of kerncapd and of every process named capture_pause_bench.
+start_sampler() {  # FILE
+  (
+    while true; do
+      line="$(date +%s.%N) daemon $(mem_kib "$DPID" VmRSS) $(mem_kib "$DPID" RssAnon) $(mem_kib "$DPID" RssShmem)"
+      for p in $(pgrep -f gpu_bench/capture_pause_bench); do
+        line="$line app $(mem_kib "$p" VmRSS) $(mem_kib "$p" RssAnon) $(mem_kib "$p" RssShmem)"
+      done
+      echo "$line"
+      sleep 0.2
+    done
+  ) > "$1" 2>/dev/null &
+  SAMPLER=$!
+}
+stop_sampler() { [[ -n $SAMPLER ]] && kill "$SAMPLER" 2>/dev/null; wait "$SAMPLER" 2>/dev/null; SAMPLER=""; }
+cleanup() { stop_sampler; stop_daemon; rm -rf "$WORK"; }
+trap cleanup EXIT
+ctl() { local n=$1; shift; "$BIN"/kerncapctl --socket="$WORK/$n/ctl.sock" "$@"; }
+wait_capture() {  # NAME TIMEOUT_S -> prints the capture id
+  local n=$1 t=$2 id=""
+  for _ in $(seq $((t * 5))); do
+    id=$(ctl "$n" --json captures 2>/dev/null | grep -o '"capture_id": *"[^"]*"' | head -1 |
+         sed 's/.*: *"//; s/"$//')
+    [[ -n $id ]] && break
+    sleep 0.2
+  done
+  echo "$id"
+}
+avail_gib() { awk '/MemAvailable/ {printf "%d", $2 / 1048576}' /proc/meminfo; }
+
+# ---------------------------------------------------------------- P5
+note "P5: launch rate, $LAUNCHES launches per run"
+start_daemon p5 1 || exit 1
+P5_MODES=("agent_unarmed:CUDA_INJECTION64_PATH=$AGENT")
+[[ $P5_PRELOAD == 1 ]] && P5_MODES+=("agent_unarmed_preload:LD_PRELOAD=$AGENT")
+p5_run() {  # ROUND LABEL [ENV...]
+  local round=$1 label=$2
+  shift 2
+  timeout "$(cap 60)" env KERNCAP_AGENT_SOCKET="$WORK/p5/agent.sock" "$@" "$GB"/launch_rate_bench \
+    --launches="$LAUNCHES" --label="$label" > "$LOGS/p5-run.tmp" 2>&1
+  cat "$LOGS/p5-run.tmp" >> "$LOGS/p5.log"
+  # Tag the JSON line with its round, so ratios pair runs of the same round.
+  grep -h '^BENCH_JSON' "$LOGS/p5-run.tmp" | sed "s/^BENCH_JSON {/{\"round\":$round,/" >> "$RESULTS"
+}
+for ((round = 1; round <= P5_REPS; round++)); do
+  (( $(left) < 20 )) && { note "budget exhausted in P5 round $round"; break; }
+  for mode in "${P5_MODES[@]}"; do
+    label=${mode%%:*}
+    # Alternate which goes first: warm-up effects fall on both sides.
+    if ((round % 2)); then
+      p5_run "$round" no_agent
+      p5_run "$round" "$label" "${mode#*:}"
+    else
+      p5_run "$round" "$label" "${mode#*:}"
+      p5_run "$round" no_agent
+    fi
+  done
+done
+p5_run 0 agent_loaded_disabled CUDA_INJECTION64_PATH="$AGENT" KERNCAP_AGENT_DISABLE=1
+rm -f "$LOGS/p5-run.tmp"
+stop_daemon
+grep -h "launches/s" "$LOGS/p5.log" | tee -a "$LOGS/run.log"
+
+# ---------------------------------------------------------------- P1 / P8 / memory
+[[ $ONLY == p5 ]] && SIZES=""
+for size in $SIZES; do
+  name=p1_${size}
+  # Staging holds the whole snapshot (pre + post) when memory allows; less
+  # makes the pause longer (backpressure), never an out-of-memory failure.
+  want=$((2 * size + 2))
+  have=$(($(avail_gib) - 24))
+  staging=$((want < have ? want : have))
+  ((staging < 2)) && staging=2
+  note "P1: $size GiB, staging $staging GiB (wanted $want, MemAvailable $(avail_gib) GiB)"
+  (( $(left) < 30 )) && { note "budget exhausted before P1 $size GiB"; break; }
+  start_daemon "$name" "$staging" || break
+  start_sampler "$LOGS/mem-$name.txt"
+  arm="$BIN/kerncapctl --socket=$WORK/$name/ctl.sock arm --kernel=kc_bench_touch --count=1"
+  t0=$SECONDS
+  timeout "$(cap 240)" env CUDA_INJECTION64_PATH="$AGENT" KERNCAP_AGENT_SOCKET="$WORK/$name/agent.sock" \
+    KERNCAP_AGENT_EXIT_FLUSH_MS=120000 "$GB"/capture_pause_bench --gib="$size" --arm-cmd="$arm" \
+    > "$LOGS/$name.log" 2>&1
+  rc=$?
+  note "capture_pause_bench $size GiB exit $rc after $((SECONDS - t0)) s"
+  grep -v '^BENCH_JSON' "$LOGS/$name.log" | grep -E "baseline|capture:|memory|ring|FAIL|SKIP" | tee -a "$LOGS/run.log"
+  json=$(grep -h '^BENCH_JSON' "$LOGS/$name.log" | sed 's/^BENCH_JSON //')
+  cid=$(wait_capture "$name" "$(cap 180)")
+  commit_s=$((SECONDS - t0))
+  stop_sampler
+  d_hwm=$(mem_kib "$DPID" VmHWM)
+  peaks=$(awk '{for (i = 2; i <= NF; i += 4) { k = $i; if ($(i+1) > r[k]) r[k] = $(i+1);
+                 if ($(i+2) > a[k]) a[k] = $(i+2); if ($(i+3) > s[k]) s[k] = $(i+3) } }
+               END { printf "\"daemon_peak_rss_kib\":%d,\"daemon_peak_anon_kib\":%d,\"daemon_peak_shmem_kib\":%d,\"app_peak_rss_kib\":%d,\"app_peak_anon_kib\":%d,\"app_peak_shmem_kib\":%d",
+                     r["daemon"], a["daemon"], s["daemon"], r["app"], a["app"], s["app"] }' \
+             "$LOGS/mem-$name.txt")
+  [[ -n $json ]] && emit "${json%\}},\"staging_gib\":$staging,\"capture_id\":\"$cid\",\"committed_within_s\":$commit_s,\"daemon_vmhwm_kib\":${d_hwm:-0},$peaks}"
+  [[ -z $cid ]] && note "no capture committed for $size GiB (see $LOGS/kerncapd-$name.log)"
+  ctl "$name" show "$cid" > "$LOGS/show-$name.txt" 2>&1
+
+  if [[ -n $cid && $size == "${SIZES%% *}" ]]; then
+    note "P8: replay restore of $cid ($size GiB) from kerncapd vs pinned H2D"
+    timeout "$(cap 60)" "$GB"/pinned_bw_bench --gib=4 --reps=3 > "$LOGS/p8_pinned.log" 2>&1
+    t1=$SECONDS
+    timeout "$(cap 200)" "$BIN"/kerncap-replay run --json --daemon="unix:$WORK/$name/ctl.sock" "$cid" \
+      > "$LOGS/p8_replay.json" 2> "$LOGS/p8_replay.stderr"
+    note "kerncap-replay exit $? after $((SECONDS - t1)) s (fetch + restore + launch)"
+    pj=$(grep -h '^BENCH_JSON' "$LOGS/p8_pinned.log" | sed 's/^BENCH_JSON //')
+    [[ -n $pj ]] && emit "$pj"
+    if command -v python3 > /dev/null; then
+      python3 - "$LOGS/p8_replay.json" "$pj" "$((SECONDS - t1))" <<'PY' | tee -a "$RESULTS"
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    p = json.loads(sys.argv[2])
+except Exception as e:
+    print(json.dumps({"bench": "p8_replay_restore", "error": str(e)}))
+    sys.exit(0)
+b, s = r.get("restored_bytes", 0), r.get("restore_seconds", 0)
+gbps = b / s / 1e9 if s else 0
+print(json.dumps({"bench": "p8_replay_restore", "restored_bytes": b, "restore_seconds": s,
+                  "restore_gbps": round(gbps, 3), "pinned_h2d_gbps": p.get("h2d_gbps"),
+                  "ratio": round(gbps / p["h2d_gbps"], 4) if p.get("h2d_gbps") else None,
+                  "target": 0.5, "wall_seconds_incl_fetch": int(sys.argv[3]),
+                  "relocated": r.get("relocated")}))
+PY
+    fi
+  fi
+  stop_daemon
+  rm -rf "${WORK:?}/$name"
+done
+
+# ---------------------------------------------------------------- summary
+note "done in $((SECONDS - START)) s"
+if command -v python3 > /dev/null; then
+  python3 - "$RESULTS" <<'PY' | tee "$LOGS/summary.txt"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+import statistics
+# P5: per round, agent run / no-agent run of the same round; median of those.
+runs = {}
+for r in rows:
+    if r.get("bench") == "p5_launch_rate":
+        runs.setdefault(r["label"], {})[r.get("round", 0)] = r["launches_per_second"]
+print("%-44s %14s %10s %8s" % ("figure", "value", "ratio", "target"))
+base = runs.get("no_agent", {})
+for label, title in (("agent_unarmed", "P5 launch rate, unarmed / no agent (inject)"),
+                     ("agent_unarmed_preload", "P5 launch rate, unarmed / no agent (preload)")):
+    ratios = [v / base[k] for k, v in sorted(runs.get(label, {}).items()) if base.get(k)]
+    if ratios:
+        med = statistics.median(ratios)
+        print("%-44s %14s %10.3f %8s" % (title, "%.0f/%.0f /s" % (
+              statistics.median(runs[label].values()), statistics.median(base.values())),
+              med, ">=0.97"))
+        print("%-44s %14s" % ("   per-round ratios (median taken)",
+              " ".join("%.3f" % x for x in ratios)))
+        print(json.dumps({"bench": "p5_summary", "label": label, "median_ratio": round(med, 4),
+                          "ratios": [round(x, 4) for x in ratios], "target": 0.97}),
+              file=open(sys.argv[1], "a"))
+if "agent_loaded_disabled" in runs and base:
+    print("%-44s %14s %10.3f %8s" % ("   (agent loaded, CUPTI off) / no agent",
+          "%.0f /s" % max(runs["agent_loaded_disabled"].values()),
+          max(runs["agent_loaded_disabled"].values()) / statistics.median(base.values()), ""))
+for r in rows:
+    if r.get("bench") == "p1_capture_pause":
+        gib = r["gib"]
+        print("%-44s %14s %10.3f %8s" % ("P1 pause %g GiB (launch call / pinned D2H)" % gib,
+              "%.3f/%.3f s" % (r["launch_call_seconds"], r["baseline_seconds_same_bytes"]),
+              r["ratio"], "<=1.25"))
+        print("%-44s %14s" % ("   pre+post bytes, D2H GB/s, staging GiB",
+              "%.1f GiB %.1f %d" % ((r["pre_bytes"] + r["post_bytes"]) / 2**30, r["d2h_gbps"],
+                                    r.get("staging_gib", 0))))
+        print("%-44s %14s" % ("   app VmHWM / peak anon (GiB)", "%.2f / %.2f" % (
+              r["app_vmhwm_kib"] / 2**20, r.get("app_peak_anon_kib", 0) / 2**20)))
+        print("%-44s %14s" % ("   kerncapd VmHWM / peak anon (GiB)", "%.2f / %.2f" % (
+              r.get("daemon_vmhwm_kib", 0) / 2**20, r.get("daemon_peak_anon_kib", 0) / 2**20)))
+        print("%-44s %14s" % ("   committed within (s of app start)", r.get("committed_within_s")))
+    if r.get("bench") == "p8_replay_restore" and r.get("ratio") is not None:
+        print("%-44s %14s %10.3f %8s" % ("P8 replay restore / pinned H2D",
+              "%.2f/%.1f GB/s" % (r["restore_gbps"], r["pinned_h2d_gbps"]), r["ratio"], ">=0.5"))
+PY
+fi
+exit 0
