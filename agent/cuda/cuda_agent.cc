@@ -216,6 +216,7 @@ AgentConfig ConfigFromEnv() {
   c.gate_timeout_ms = EnvInt("KERNCAP_AGENT_GATE_TIMEOUT_MS", c.gate_timeout_ms);
   c.arm_grace_ms = EnvInt("KERNCAP_AGENT_ARM_GRACE_MS", c.arm_grace_ms);
   c.connect = EnvInt("KERNCAP_AGENT_NO_DAEMON", 0) == 0;
+  c.callback_toggle = EnvInt("KERNCAP_AGENT_CALLBACK_TOGGLE", 0) != 0;
   return c;
 }
 
@@ -928,7 +929,8 @@ void CudaAgent::StartLink() {
       exit_client->FlushOutgoing(EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000));
     });
     client->Start();
-    SetTransport(new LinkTransport(client, /*async_end=*/true), /*notifies_arming=*/true);
+    SetTransport(new LinkTransport(client, /*async_end=*/true),
+                 /*notifies_arming=*/config_.callback_toggle);
 #else
     armed_flag_.store(&g_never_armed);
     toggle_.SetSource(&g_never_armed);

@@ -49,6 +49,10 @@ struct AgentConfig {
   int gate_timeout_ms = 10000;      // KERNCAP_AGENT_GATE_TIMEOUT_MS
   int arm_grace_ms = 20;            // KERNCAP_AGENT_ARM_GRACE_MS (see CudaAgent::OnLaunchEnter)
   bool connect = true;              // KERNCAP_AGENT_NO_DAEMON=1: no link (tracking only)
+  // KERNCAP_AGENT_CALLBACK_TOGGLE=1: switch the launch callbacks off while
+  // unarmed. Opt-in: it did not reach the P5 target on the H200 and one
+  // benchmark capture was missed with it on (see README, "Benchmarks").
+  bool callback_toggle = false;
 };
 AgentConfig ConfigFromEnv();
 
