@@ -127,12 +127,6 @@ int64_t NowNs() {
       .count();
 }
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  return std::atoi(v);
-}
-
 bool Succeeded(const CUpti_CallbackData* cb) {
   return cb->functionReturnValue != nullptr &&
          *static_cast<const CUresult*>(cb->functionReturnValue) == CUDA_SUCCESS;
@@ -211,11 +205,8 @@ void AddFunctionAttributes(CUfunction f, std::map<std::string, int64_t>* out) {
 
 AgentConfig ConfigFromEnv() {
   AgentConfig c;
-  c.disabled = EnvInt("KERNCAP_AGENT_DISABLE", 0) != 0;
-  c.host_regions = EnvInt("KERNCAP_AGENT_HOST_REGIONS", 1) != 0;
-  c.gate_timeout_ms = EnvInt("KERNCAP_AGENT_GATE_TIMEOUT_MS", c.gate_timeout_ms);
+  static_cast<CommonAgentConfig&>(c) = CommonConfigFromEnv();
   c.arm_grace_ms = EnvInt("KERNCAP_AGENT_ARM_GRACE_MS", c.arm_grace_ms);
-  c.connect = EnvInt("KERNCAP_AGENT_NO_DAEMON", 0) == 0;
   c.callback_toggle = EnvInt("KERNCAP_AGENT_CALLBACK_TOGGLE", 0) != 0;
   return c;
 }

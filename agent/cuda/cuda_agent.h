@@ -30,6 +30,7 @@
 #include <mutex>
 #include <string>
 
+#include "agent/core/agent_env.h"
 #include "agent/core/allocation_table.h"
 #include "agent/core/capture_gate.h"
 #include "agent/core/capture_orchestrator.h"
@@ -43,12 +44,9 @@
 namespace kerncap::agent::cuda {
 
 // Settings from the environment (read once at initialization).
-struct AgentConfig {
-  bool disabled = false;            // KERNCAP_AGENT_DISABLE=1: load but do nothing
-  bool host_regions = true;         // KERNCAP_AGENT_HOST_REGIONS=0: skip pinned host memory
-  int gate_timeout_ms = 10000;      // KERNCAP_AGENT_GATE_TIMEOUT_MS
-  int arm_grace_ms = 20;            // KERNCAP_AGENT_ARM_GRACE_MS (see CudaAgent::OnLaunchEnter)
-  bool connect = true;              // KERNCAP_AGENT_NO_DAEMON=1: no link (tracking only)
+// Backend-independent settings come from agent/core/agent_env.h.
+struct AgentConfig : CommonAgentConfig {
+  int arm_grace_ms = 20;  // KERNCAP_AGENT_ARM_GRACE_MS (see CudaAgent::OnLaunchEnter)
   // KERNCAP_AGENT_CALLBACK_TOGGLE=1: switch the launch callbacks off while
   // unarmed. Opt-in: it did not reach the P5 target on the H200 and one
   // benchmark capture was missed with it on (see README, "Benchmarks").

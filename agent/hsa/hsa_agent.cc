@@ -18,12 +18,6 @@
 namespace kerncap::agent::hsa {
 namespace {
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  return std::atoi(v);
-}
-
 struct AgentScan {
   const CoreApiTable* core;
   std::vector<hsa_agent_t>* gpus;
@@ -73,11 +67,8 @@ void Abandon(T* object) {
 
 AgentConfig ConfigFromEnv() {
   AgentConfig c;
-  c.disabled = EnvInt("KERNCAP_AGENT_DISABLE", 0) != 0;
-  c.host_regions = EnvInt("KERNCAP_AGENT_HOST_REGIONS", 1) != 0;
-  c.gate_timeout_ms = EnvInt("KERNCAP_AGENT_GATE_TIMEOUT_MS", c.gate_timeout_ms);
+  static_cast<CommonAgentConfig&>(c) = CommonConfigFromEnv();
   c.wait_timeout_ms = EnvInt("KERNCAP_AGENT_WAIT_TIMEOUT_MS", c.wait_timeout_ms);
-  c.connect = EnvInt("KERNCAP_AGENT_NO_DAEMON", 0) == 0;
   return c;
 }
 

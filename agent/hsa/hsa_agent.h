@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/agent_env.h"
 #include "agent/core/allocation_table.h"
 #include "agent/core/capture_gate.h"
 #include "agent/core/capture_transport.h"
@@ -42,12 +43,9 @@
 
 namespace kerncap::agent::hsa {
 
-struct AgentConfig {
-  bool disabled = false;        // KERNCAP_AGENT_DISABLE=1
-  bool host_regions = true;     // KERNCAP_AGENT_HOST_REGIONS=0 skips host memory
-  int gate_timeout_ms = 10000;  // KERNCAP_AGENT_GATE_TIMEOUT_MS
+// Backend-independent settings come from agent/core/agent_env.h.
+struct AgentConfig : CommonAgentConfig {
   int wait_timeout_ms = 30000;  // KERNCAP_AGENT_WAIT_TIMEOUT_MS (signal waits)
-  bool connect = true;          // KERNCAP_AGENT_NO_DAEMON=1: tracking only
 };
 AgentConfig ConfigFromEnv();
 

@@ -1,7 +1,7 @@
 // reference_capture.h: imports a capture folder written by the reference AMD
 // Kerncap tool (intellikit kerncap/, folder "capture/") into a CaptureSink.
 //
-// Input files (see /work/shared/research/anchor-kerncap.md section 2.2):
+// Input files (layout of the reference tool's capture folder):
 //   metadata.json        kernel_name, kernel_symbol, gpu_arch, grid{x,y,z}
 //                        (HSA work-items), block{x,y,z}, lds_size,
 //                        kernarg_slots[{offset,size,value_kind,value_type,name}],

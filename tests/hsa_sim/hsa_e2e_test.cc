@@ -22,6 +22,7 @@
 #include "reproducer/hsa/hsa_replay.h"
 #include "tests/hsa_sim/host_kernels.h"
 #include "tests/hsa_sim/sim_runtime.h"
+#include "tests/hsa_sim/sim_test_util.h"
 
 namespace kerncap::hsa_sim {
 namespace {
@@ -29,15 +30,8 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::string CodeObject(const std::string& name) {
-  return ReadFile(std::string(KERNCAP_HSA_TEST_CO_DIR) + "/" + name);
+  return TestCodeObject(KERNCAP_HSA_TEST_CO_DIR, name);
 }
 
 template <typename T>
@@ -104,11 +98,7 @@ class HsaE2eTest : public link::testing::AgentLinkTest {
     return caps[n - 1];
   }
 
-  float* Floats(size_t n, float base, float step) {
-    auto* p = static_cast<float*>(app_->DeviceAlloc(n * sizeof(float)));
-    for (size_t i = 0; i < n; ++i) p[i] = base + step * static_cast<float>(i);
-    return p;
-  }
+  float* Floats(size_t n, float base, float step) { return DeviceFloats(*app_, n, base, step); }
 
   // The pre/post bytes of the region at `va` (empty if not captured).
   static std::string RegionBytes(const link::testing::RecordedCapture& c, kerncap::ImageKind image,

@@ -35,6 +35,7 @@
 #include "reproducer/hsa/hsa_replay.h"
 #include "tests/hsa_sim/host_kernels.h"
 #include "tests/hsa_sim/sim_runtime.h"
+#include "tests/hsa_sim/sim_test_util.h"
 
 namespace kerncap::hsa_sim {
 namespace {
@@ -44,15 +45,8 @@ using ::testing::HasSubstr;
 
 constexpr uint32_t kChunk = 64 * 1024;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::string CodeObject(const std::string& name) {
-  return ReadFile(std::string(KERNCAP_HSA_TEST_CO_DIR) + "/" + name);
+  return TestCodeObject(KERNCAP_HSA_TEST_CO_DIR, name);
 }
 
 // Runs `cmd` (stdout captured), returns its exit code.
@@ -139,11 +133,7 @@ class HsaStoreE2eTest : public ::testing::Test {
     return "";
   }
 
-  float* Floats(size_t n, float base, float step) {
-    auto* p = static_cast<float*>(app_->DeviceAlloc(n * sizeof(float)));
-    for (size_t i = 0; i < n; ++i) p[i] = base + step * static_cast<float>(i);
-    return p;
-  }
+  float* Floats(size_t n, float base, float step) { return DeviceFloats(*app_, n, base, step); }
 
   replay::hsa::ChunkReader StoreReader() {
     return [this](const std::string& digest, uint32_t raw_size, std::string* out) -> absl::Status {

@@ -16,41 +16,26 @@
 #include <fstream>
 #include <string>
 
+#include "agent/cuda/gpu_tests/gpu_test_util.h"
+
 namespace kcbench {
 
-inline constexpr int kSkipCode = 77;
-
-#define KB_CHECK(expr)                                                         \
-  do {                                                                         \
-    cudaError_t _e = (expr);                                                   \
-    if (_e != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "FAIL: %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(_e));                                    \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
+// Exit code 77, CUDA error checks and the "no usable GPU" skip are the GPU
+// test programs' (one definition for tests and benchmarks).
+using ::kSkipCode;
+#define KB_CHECK(expr) GT_CHECK(expr)
 
 inline double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-// Exits 77 with a clear message when there is no usable GPU.
-inline void SkipIfNoGpu(const char* program) {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    std::printf("SKIP: %s needs an NVIDIA GPU and driver (%s); nothing measured\n", program,
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    std::exit(kSkipCode);
-  }
+// Exits 77 with a clear message when there is no usable GPU; otherwise
+// prints the device and its memory.
+inline void RequireGpu(const char* program) {
+  ::SkipIfNoGpu(program);
   cudaDeviceProp prop;
   KB_CHECK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major < 9) {
-    std::printf("SKIP: %s: device %s is sm_%d%d; built for sm_90\n", program, prop.name,
-                prop.major, prop.minor);
-    std::exit(kSkipCode);
-  }
   std::printf("%s: %s, %.1f GiB\n", program, prop.name, prop.totalGlobalMem / 1073741824.0);
 }
 

@@ -43,7 +43,7 @@ __global__ void kc_bench_touch(uint32_t* p, uint64_t n) {
 __global__ void kc_bench_other() {}
 
 int main(int argc, char** argv) {
-  SkipIfNoGpu("capture_pause_bench");
+  RequireGpu("capture_pause_bench");
   const double gib = std::atof(Arg(argc, argv, "gib", "8").c_str());
   const std::string arm_cmd = Arg(argc, argv, "arm-cmd", "");
   const int ring_wait_s = std::atoi(Arg(argc, argv, "ring-wait-s", "180").c_str());

@@ -10,7 +10,7 @@ using namespace kcbench;
 __global__ void kc_bench_empty() {}
 
 int main(int argc, char** argv) {
-  SkipIfNoGpu("launch_rate_bench");
+  RequireGpu("launch_rate_bench");
   const long n = std::atol(Arg(argc, argv, "launches", "1000000").c_str());
   const std::string label = Arg(argc, argv, "label", "run");
   for (int i = 0; i < 20000; ++i) kc_bench_empty<<<1, 32>>>();  // warm-up

@@ -7,7 +7,7 @@
 using namespace kcbench;
 
 int main(int argc, char** argv) {
-  SkipIfNoGpu("pinned_bw_bench");
+  RequireGpu("pinned_bw_bench");
   const double gib = std::atof(Arg(argc, argv, "gib", "4").c_str());
   const int reps = std::atoi(Arg(argc, argv, "reps", "3").c_str());
   const uint64_t bytes = static_cast<uint64_t>(gib * (1ull << 30));
