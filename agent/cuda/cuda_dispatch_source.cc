@@ -2,22 +2,11 @@
 
 #include <cstring>
 
+#include "agent/core/allocation_regions.h"
 #include "agent/core/log.h"
 #include "agent/cuda/driver_api.h"
 
 namespace kerncap::agent::cuda {
-
-RegionKind RegionKindFor(AllocationKind kind) {
-  switch (kind) {
-    case AllocationKind::kDevice:
-    case AllocationKind::kDeviceAsync: return RegionKind::kDevice;
-    case AllocationKind::kVmmMapping: return RegionKind::kDeviceVmm;
-    case AllocationKind::kManaged: return RegionKind::kManaged;
-    case AllocationKind::kHostPinned:
-    case AllocationKind::kHostRegistered: return RegionKind::kHostPinned;
-  }
-  return RegionKind::kDevice;
-}
 
 void PinnedRanges::Add(const void* base, uint64_t size) {
   std::lock_guard lock(mu_);
@@ -49,21 +38,8 @@ Status CudaDispatchSource::Quiesce() {
 }
 
 Result<std::vector<RegionDesc>> CudaDispatchSource::Regions() {
-  std::vector<RegionDesc> out;
-  const uint64_t my_bit = target_.device < 64 ? (1ull << target_.device) : 0;
-  for (const Allocation& a : allocations_->ListForDevice(target_.device, /*include_shared=*/true)) {
-    if (IsHostKind(a.kind) && !target_.host_regions) continue;
-    if (a.kind == AllocationKind::kVmmMapping && (a.access_mask & my_bit) == 0) {
-      // Mapped but not (yet) accessible from this device: the kernel cannot
-      // touch it either, and a copy would fail.
-      KC_ALOG(kDebug, "skipping VMM mapping 0x%llx+%llu: no access from device %d",
-              static_cast<unsigned long long>(a.va), static_cast<unsigned long long>(a.size),
-              target_.device);
-      continue;
-    }
-    out.push_back(RegionDesc{a.va, a.size, RegionKindFor(a.kind),
-                             a.device == kAnyDevice ? target_.device : a.device, ""});
-  }
+  std::vector<RegionDesc> out =
+      AllocationRegions(*allocations_, target_.device, target_.host_regions);
   // Module-scope variables of the kernel's module.
   if (target_.module != nullptr && target_.module_record && target_.module_record->info) {
     for (const CubinVariable& v : target_.module_record->info->variables) {

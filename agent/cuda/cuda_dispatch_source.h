@@ -46,9 +46,6 @@ struct DispatchTarget {
   const PinnedRanges* pinned = nullptr;  // ranges already registered (the ring)
 };
 
-// Maps an allocation table entry to the manifest's region kind.
-RegionKind RegionKindFor(AllocationKind kind);
-
 class CudaDispatchSource : public DispatchSource {
  public:
   CudaDispatchSource(const AllocationTable* allocations, DispatchTarget target)

@@ -2,22 +2,11 @@
 
 #include <chrono>
 
+#include "agent/core/allocation_regions.h"
 #include "agent/core/log.h"
 #include "agent/hsa/packets.h"
 
 namespace kerncap::agent::hsa {
-
-RegionKind RegionKindFor(AllocationKind kind) {
-  switch (kind) {
-    case AllocationKind::kDevice:
-    case AllocationKind::kDeviceAsync: return RegionKind::kDevice;
-    case AllocationKind::kVmmMapping: return RegionKind::kDeviceVmm;
-    case AllocationKind::kManaged: return RegionKind::kManaged;
-    case AllocationKind::kHostPinned:
-    case AllocationKind::kHostRegistered: return RegionKind::kHostPinned;
-  }
-  return RegionKind::kDevice;
-}
 
 bool WaitSignalZero(const CoreApiTable& core, hsa_signal_t signal, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -63,14 +52,8 @@ Status HsaDispatchSource::Quiesce() {
 }
 
 Result<std::vector<RegionDesc>> HsaDispatchSource::Regions() {
-  std::vector<RegionDesc> out;
-  const uint64_t my_bit = target_.device < 64 ? (1ull << target_.device) : 0;
-  for (const Allocation& a : allocations_->ListForDevice(target_.device, /*include_shared=*/true)) {
-    if (IsHostKind(a.kind) && !target_.host_regions) continue;
-    if (a.kind == AllocationKind::kVmmMapping && (a.access_mask & my_bit) == 0) continue;
-    out.push_back(RegionDesc{a.va, a.size, RegionKindFor(a.kind),
-                             a.device == kAnyDevice ? target_.device : a.device, ""});
-  }
+  std::vector<RegionDesc> out =
+      AllocationRegions(*allocations_, target_.device, target_.host_regions);
   if (target_.kernel) {
     for (const ModuleVariable& v : target_.kernel->variables) {
       // A variable inside a tracked allocation is already captured.

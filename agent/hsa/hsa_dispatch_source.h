@@ -27,9 +27,6 @@
 
 namespace kerncap::agent::hsa {
 
-// Maps an allocation table entry to the manifest's region kind.
-RegionKind RegionKindFor(AllocationKind kind);
-
 // Waits until `signal` == 0 or `timeout_ms` passes. True when it reached 0.
 bool WaitSignalZero(const CoreApiTable& core, hsa_signal_t signal, int timeout_ms);
 
