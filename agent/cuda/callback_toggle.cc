@@ -5,10 +5,10 @@
 
 namespace kerncap::agent::cuda {
 
-CallbackToggle::CallbackToggle(SwitchFn switch_fn, const std::atomic<bool>* source)
+CallbackToggle::CallbackToggle(SwitchFn switch_fn, const std::atomic<int>* source)
     : switch_fn_(std::move(switch_fn)), source_(source) {}
 
-void CallbackToggle::SetSource(const std::atomic<bool>* source) {
+void CallbackToggle::SetSource(const std::atomic<int>* source) {
   source_.store(source);
   Update();
 }
@@ -19,8 +19,8 @@ void CallbackToggle::Update() {
 }
 
 void CallbackToggle::ApplyLocked() {
-  const std::atomic<bool>* src = source_.load();
-  const bool want = src != nullptr && src->load();
+  const std::atomic<int>* src = source_.load();
+  const bool want = src != nullptr && src->load() > 0;
   if (want) {
     pending_off_.store(false);
     if (!on_) {

@@ -37,10 +37,12 @@ class CallbackToggle {
 
   // Starts "on" (the callbacks are all enabled at subscription), following
   // `source`, which must outlive the toggle (or be replaced with SetSource).
-  CallbackToggle(SwitchFn switch_fn, const std::atomic<bool>* source);
+  // The armed callbacks are wanted while the source is above zero (a count
+  // of reasons: an arm, captures in flight).
+  CallbackToggle(SwitchFn switch_fn, const std::atomic<int>* source);
 
-  // The flag that says whether the armed callbacks are wanted; re-evaluates.
-  void SetSource(const std::atomic<bool>* source);
+  // The count that says whether the armed callbacks are wanted; re-evaluates.
+  void SetSource(const std::atomic<int>* source);
   // Re-reads the source and switches if needed (call whenever it changed).
   void Update();
 
@@ -69,7 +71,7 @@ class CallbackToggle {
   SwitchFn switch_fn_;
   mutable std::mutex mu_;
   bool on_ = true;  // guarded by mu_
-  std::atomic<const std::atomic<bool>*> source_;
+  std::atomic<const std::atomic<int>*> source_;
   std::atomic<bool> open_{true};
   std::atomic<bool> pending_off_{false};
   std::atomic<int64_t> inflight_{0};

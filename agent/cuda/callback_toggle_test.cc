@@ -29,7 +29,7 @@ struct FakeCupti {
 
 TEST(CallbackToggle, StartsOnAndSwitchesOffWhenSourceIsUnarmed) {
   FakeCupti cupti;
-  std::atomic<bool> armed{false};
+  std::atomic<int> armed{0};
   CallbackToggle toggle(cupti.Fn(), &armed);
   EXPECT_TRUE(toggle.on());
   EXPECT_TRUE(toggle.open());
@@ -44,12 +44,12 @@ TEST(CallbackToggle, StartsOnAndSwitchesOffWhenSourceIsUnarmed) {
 
 TEST(CallbackToggle, ArmEnablesBeforeOpening) {
   FakeCupti cupti;
-  std::atomic<bool> armed{false};
+  std::atomic<int> armed{0};
   CallbackToggle toggle(cupti.Fn(), &armed);
   toggle.Update();
   EXPECT_FALSE(toggle.BeginCall());  // closed: nothing in flight
   EXPECT_EQ(toggle.in_flight(), 0);
-  armed = true;
+  armed = 1;
   toggle.Update();
   EXPECT_TRUE(cupti.enabled);
   EXPECT_TRUE(toggle.open());
@@ -62,12 +62,12 @@ TEST(CallbackToggle, ArmEnablesBeforeOpening) {
 
 TEST(CallbackToggle, DisarmWaitsForCallsInFlight) {
   FakeCupti cupti;
-  std::atomic<bool> armed{true};
+  std::atomic<int> armed{1};
   CallbackToggle toggle(cupti.Fn(), &armed);
   toggle.Update();
   ASSERT_TRUE(toggle.BeginCall());  // e.g. a capture between ENTER and EXIT
   ASSERT_TRUE(toggle.BeginCall());  // another thread holding the gate shared
-  armed = false;
+  armed = 0;
   toggle.Update();
   EXPECT_FALSE(toggle.open());      // no new armed ENTER
   EXPECT_TRUE(cupti.enabled);       // but the EXITs still come
@@ -82,12 +82,12 @@ TEST(CallbackToggle, DisarmWaitsForCallsInFlight) {
 
 TEST(CallbackToggle, RearmBeforeDrainKeepsCallbacksOn) {
   FakeCupti cupti;
-  std::atomic<bool> armed{true};
+  std::atomic<int> armed{1};
   CallbackToggle toggle(cupti.Fn(), &armed);
   ASSERT_TRUE(toggle.BeginCall());
-  armed = false;
+  armed = 0;
   toggle.Update();
-  armed = true;
+  armed = 1;
   toggle.Update();
   EXPECT_TRUE(toggle.open());
   toggle.EndCall();
@@ -97,7 +97,7 @@ TEST(CallbackToggle, RearmBeforeDrainKeepsCallbacksOn) {
 
 TEST(CallbackToggle, FailedSwitchOffIsRetriedFromCallbacks) {
   FakeCupti cupti;
-  std::atomic<bool> armed{false};
+  std::atomic<int> armed{0};
   CallbackToggle toggle(cupti.Fn(), &armed);
   cupti.fail_next = true;
   toggle.Update();
@@ -110,10 +110,10 @@ TEST(CallbackToggle, FailedSwitchOffIsRetriedFromCallbacks) {
 
 TEST(CallbackToggle, FailedSwitchOnStaysClosed) {
   FakeCupti cupti;
-  std::atomic<bool> armed{false};
+  std::atomic<int> armed{0};
   CallbackToggle toggle(cupti.Fn(), &armed);
   toggle.Update();
-  armed = true;
+  armed = 1;
   cupti.fail_next = true;
   toggle.Update();
   EXPECT_FALSE(toggle.open());  // never open with callbacks off
@@ -124,8 +124,8 @@ TEST(CallbackToggle, FailedSwitchOnStaysClosed) {
 
 TEST(CallbackToggle, SetSourceReevaluates) {
   FakeCupti cupti;
-  std::atomic<bool> always{true};
-  std::atomic<bool> link{false};
+  std::atomic<int> always{1};
+  std::atomic<int> link{0};
   CallbackToggle toggle(cupti.Fn(), &always);
   toggle.Update();
   EXPECT_TRUE(toggle.on());
@@ -135,11 +135,28 @@ TEST(CallbackToggle, SetSourceReevaluates) {
   EXPECT_FALSE(toggle.on());
 }
 
+// The source is a count of reasons (an arm, captures in flight): the
+// callbacks stay on until the last one goes.
+TEST(CallbackToggle, StaysOnUntilTheCountReachesZero) {
+  FakeCupti cupti;
+  std::atomic<int> refs{2};
+  CallbackToggle toggle(cupti.Fn(), &refs);
+  refs = 1;  // the arm is used up; a capture is still in flight
+  toggle.Update();
+  EXPECT_TRUE(toggle.on());
+  EXPECT_TRUE(toggle.open());
+  refs = 0;
+  toggle.Update();
+  EXPECT_FALSE(toggle.on());
+  EXPECT_FALSE(toggle.open());
+  EXPECT_EQ(cupti.calls, std::vector<bool>({false}));
+}
+
 // Threads hammer BeginCall/EndCall while arms toggle: at the end the state
 // matches the source, nothing is in flight, and CUPTI was never switched off
 // while a call was in flight.
 TEST(CallbackToggle, ConcurrentCallsNeverSeeOffWhileInFlight) {
-  std::atomic<bool> armed{true};
+  std::atomic<int> armed{1};
   std::atomic<int> in_flight{0};
   std::atomic<bool> enabled{true};
   std::atomic<int> violations{0};
@@ -166,10 +183,10 @@ TEST(CallbackToggle, ConcurrentCallsNeverSeeOffWhileInFlight) {
     });
   }
   for (int i = 0; i < 2000; ++i) {
-    armed = (i % 2) == 0;
+    armed = (i % 2) == 0 ? 1 : 0;
     toggle.Update();
   }
-  armed = false;
+  armed = 0;
   toggle.Update();
   stop = true;
   for (auto& t : threads) t.join();

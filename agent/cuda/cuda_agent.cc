@@ -26,9 +26,8 @@ namespace {
 
 constexpr uint64_t kGateShared = 1;
 
-// Targets of CudaAgent::armed_flag_ before a transport is installed.
-std::atomic<bool> g_check_slow_path{true};  // no transport yet: start the link
-std::atomic<bool> g_never_armed{false};     // no link at all (tracking only)
+// The callback toggle's source when callbacks are never switched off.
+std::atomic<int> g_callbacks_always_wanted{1};
 
 // > 0 while the agent itself is calling the driver on this thread: those
 // calls are neither tracked as the application's nor gated.
@@ -212,8 +211,7 @@ AgentConfig ConfigFromEnv() {
 }
 
 CudaAgent::CudaAgent()
-    : armed_flag_(&g_check_slow_path),
-      toggle_([this](bool on) { return SwitchArmedCallbacks(on); }, &g_check_slow_path) {}
+    : toggle_([this](bool on) { return SwitchArmedCallbacks(on); }, &g_callbacks_always_wanted) {}
 
 bool CudaAgent::SwitchArmedCallbacks(bool on) {
   if (subscriber_ == nullptr) return true;
@@ -282,11 +280,54 @@ bool CudaAgent::Initialize(const char* how) {
 }
 
 void CudaAgent::SetTransport(CaptureTransport* transport, bool notifies_arming) {
-  transport_.store(transport, std::memory_order_release);
-  const std::atomic<bool>* flag = transport != nullptr ? transport->ArmedFlag() : nullptr;
-  armed_flag_.store(flag != nullptr ? flag : &g_check_slow_path, std::memory_order_release);
-  // Callbacks follow the armed flag only when its changes are reported.
-  toggle_.SetSource(notifies_arming && flag != nullptr ? flag : &g_check_slow_path);
+  {
+    std::lock_guard lock(arm_ref_mu_);
+    transport_notifies_ = notifies_arming;
+    transport_.store(transport, std::memory_order_release);
+  }
+  SyncArmRef();
+  // Callbacks can go off while unarmed only when arming is reported.
+  toggle_.SetSource(notifies_arming && config_.callback_toggle ? &armed_path_refs_
+                                                               : &g_callbacks_always_wanted);
+}
+
+void CudaAgent::SyncArmRef() {
+  std::lock_guard lock(arm_ref_mu_);
+  CaptureTransport* t = transport_.load(std::memory_order_acquire);
+  bool hold = true;  // no transport yet: the slow path starts the link
+  if (link_off_) {
+    hold = false;
+  } else if (t != nullptr && transport_notifies_) {
+    hold = t->Armed();
+  }
+  if (hold == arm_ref_held_) return;
+  arm_ref_held_ = hold;
+  if (hold) {
+    armed_since_ns_.store(NowNs());
+    armed_path_refs_.fetch_add(1);
+  } else {
+    armed_path_refs_.fetch_sub(1);
+  }
+  toggle_.Update();
+}
+
+void CudaAgent::StopArmedPath() {
+  {
+    std::lock_guard lock(arm_ref_mu_);
+    link_off_ = true;
+  }
+  SyncArmRef();
+  toggle_.SetSource(config_.callback_toggle ? &armed_path_refs_ : &g_callbacks_always_wanted);
+}
+
+void CudaAgent::AcquireCaptureRef() {
+  armed_path_refs_.fetch_add(1);
+  captures_in_flight_.fetch_add(1);
+}
+
+void CudaAgent::ReleaseCaptureRef() {
+  captures_in_flight_.fetch_sub(1);
+  if (armed_path_refs_.fetch_sub(1) == 1) toggle_.Update();
 }
 
 void CudaAgent::ResetAfterFork() {
@@ -297,10 +338,15 @@ void CudaAgent::ResetAfterFork() {
   new (&vmm_mu_) std::mutex();
   vmm_handles_.clear();
   streams_capturing_.store(0);
-  armed_seen_ns_.store(0);
   t_held_n = 0;
   CaptureTransport* t = transport_.load();
   if (t != nullptr) t->ResetAfterFork();
+  // No capture runs in the child; the arm's reference follows the
+  // transport's (reset) state.
+  new (&arm_ref_mu_) std::mutex();
+  captures_in_flight_.store(0);
+  armed_path_refs_.store(arm_ref_held_ ? 1 : 0);
+  SyncArmRef();
   toggle_.ResetAfterFork();  // after the transport: its armed flag is reset now
 }
 
@@ -345,23 +391,19 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
   const bool launch = IsKernelLaunch(cbid);
   if (cb->callbackSite == CUPTI_API_ENTER) {
     *cb->correlationData = 0;
-    // The unarmed path (only while the callbacks are still on, just after a
-    // disarm): one atomic load (the link client's armed flag), nothing else.
-    if (!armed_flag_.load(std::memory_order_relaxed)->load(std::memory_order_acquire)) {
-      toggle_.FinishPending();
-      return;
-    }
+    // The unarmed path: one atomic load, nothing else.
+    if (armed_path_refs_.load(std::memory_order_acquire) == 0) return;
     CaptureTransport* t = transport_.load(std::memory_order_acquire);
     if (t == nullptr) {
       // No CU_INIT_FINISHED seen (agent attached late): connect on first launch.
       if (launch) StartLink();
       return;
     }
-    if (!t->Armed()) return;
+    // A capture in flight gates every call, armed or not any more.
+    if (!t->Armed() && captures_in_flight_.load() == 0) return;
     // Armed path: counted in flight until EXIT, so the callbacks cannot be
     // switched off between this ENTER and its EXIT.
     if (t_held_n >= kMaxHeld || !toggle_.BeginCall()) return;
-    if (armed_seen_ns_.load(std::memory_order_relaxed) == 0) armed_seen_ns_.store(NowNs());
     if (launch) {
       OnLaunchEnter(cbid, cb, t);
       const uint64_t held = *cb->correlationData;
@@ -603,8 +645,21 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   if (!call || call->function == nullptr) return hold_shared();
   const int device = DeviceOf(cb->context);
   std::shared_ptr<const KernelInfo> info = kernels_.Get(call->function, cb->symbolName);
+  // Taken before the decision: the arm may be used up by it, and other
+  // threads must stay gated until this capture is over.
+  AcquireCaptureRef();
   std::optional<CaptureTicket> ticket =
       t->ShouldCapture(KernelMatchInfo{info->mangled_name, info->demangled_name, device});
+  // Released on every way out of here except a capture that goes on to
+  // OnLaunchExit, which releases it there.
+  bool capture_continues = false;
+  struct ReleaseUnlessContinued {
+    CudaAgent* agent;
+    const bool* continues;
+    ~ReleaseUnlessContinued() {
+      if (!*continues) agent->ReleaseCaptureRef();
+    }
+  } capture_ref{this, &capture_continues};
   if (!ticket) return hold_shared();
 
   const std::string& kname = info->demangled_name;
@@ -637,7 +692,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   // A thread that checked "armed" just before the arm arrived may still be
   // between its check and the driver enqueueing its work; give such calls a
   // moment to land before the gate is closed and the device drained.
-  int64_t since = NowNs() - armed_seen_ns_.load();
+  int64_t since = NowNs() - armed_since_ns_.load();
   int64_t grace = static_cast<int64_t>(config_.arm_grace_ms) * 1000000;
   if (since < grace) std::this_thread::sleep_for(std::chrono::nanoseconds(grace - since));
 
@@ -721,6 +776,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   if (!pending.ok()) return fail(pending.error());
   auto* lc = new LaunchCapture{std::move(pending.value()), kname, gate_taken};
   *cb->correlationData = reinterpret_cast<uint64_t>(lc);
+  capture_continues = true;
 }
 
 void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr) {
@@ -732,6 +788,7 @@ void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr) {
   CaptureOrchestrator orchestrator(t);
   auto stats = orchestrator.After(std::move(lc->pending), Succeeded(cb));
   gate_.ExitExclusive();  // the application continues
+  ReleaseCaptureRef();
   const double held =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - lc->gate_taken).count();
   if (stats.ok()) {
@@ -859,10 +916,7 @@ void CudaAgent::UnregisterRing(uint8_t* base, uint64_t bytes) {
 void CudaAgent::StartLink() {
   std::call_once(link_once_, [this] {
     if (!config_.connect || transport_.load() != nullptr) {
-      if (transport_.load() == nullptr) {
-        armed_flag_.store(&g_never_armed);
-        toggle_.SetSource(&g_never_armed);  // tracking only: launches never needed
-      }
+      if (transport_.load() == nullptr) StopArmedPath();  // tracking only
       return;
     }
 #ifdef KERNCAP_AGENT_HAVE_LINK
@@ -908,8 +962,8 @@ void CudaAgent::StartLink() {
         KC_ALOG(kWarn, "kerncapd did not commit the capture: %s", o.error.c_str());
       }
     };
-    // Launch callbacks are on only while an arm applies to this process.
-    options.on_armed_changed = [this] { toggle_.Update(); };
+    // Launches take the armed path only while an arm applies to this process.
+    options.on_armed_changed = [this] { SyncArmRef(); };
     // Leaked on purpose (like the agent): the link thread may outlive static
     // destruction of the application.
     auto* client = new AgentLinkClient(std::move(options));
@@ -920,11 +974,9 @@ void CudaAgent::StartLink() {
       exit_client->FlushOutgoing(EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000));
     });
     client->Start();
-    SetTransport(new LinkTransport(client, /*async_end=*/true),
-                 /*notifies_arming=*/config_.callback_toggle);
+    SetTransport(new LinkTransport(client, /*async_end=*/true), /*notifies_arming=*/true);
 #else
-    armed_flag_.store(&g_never_armed);
-    toggle_.SetSource(&g_never_armed);
+    StopArmedPath();
     KC_ALOG(kWarn, "built without the agent link; tracking only");
 #endif
   });

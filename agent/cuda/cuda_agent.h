@@ -7,10 +7,12 @@
 // bookkeeping. Armed: every driver call passes the CaptureGate in shared mode;
 // a launch that an arm selects is captured with the core's orchestrator.
 //
-// Unarmed, only the always-on driver callbacks are enabled (allocations,
-// modules, stream capture): kernel launches and every other driver call cost
-// nothing. Arming switches the whole driver domain on (CallbackToggle);
-// disarming switches it back off once no armed call is in flight.
+// Unarmed, a driver callback costs one atomic load (armed_path_refs_). With
+// KERNCAP_AGENT_CALLBACK_TOGGLE=1 only the always-on driver callbacks stay
+// enabled while unarmed (allocations, modules, stream capture), so kernel
+// launches do not call back at all; arming switches the whole driver domain
+// on (CallbackToggle) and disarming switches it back off once no armed call
+// or capture is in flight.
 //
 // Callback contract (per driver call, ENTER -> EXIT; the value is kept per
 // thread by the ENTER, keyed by correlationId, and mirrored in
@@ -65,12 +67,12 @@ class CudaAgent {
   bool active() const { return active_.load(std::memory_order_acquire); }
 
   // Installs a transport (tests, Python shim). Takes effect for later launches.
-  // `notifies_arming`: the transport's ArmedFlag() changes only together with
-  // a call to ArmedStateChanged(), so the launch callbacks can stay off while
-  // it is unset; otherwise they stay on.
+  // `notifies_arming`: every change of the transport's Armed() is followed by
+  // a call to ArmedStateChanged(), so launches can skip the armed path while
+  // it is unset; otherwise every launch takes the armed path and asks.
   void SetTransport(CaptureTransport* transport, bool notifies_arming = false);
-  // The installed transport's armed flag changed: switch callbacks to match.
-  void ArmedStateChanged() { toggle_.Update(); }
+  // The installed transport's Armed() changed.
+  void ArmedStateChanged() { SyncArmRef(); }
   const CallbackToggle& callback_toggle() const { return toggle_; }
 
   // Fork child: fresh state (parent's allocations/modules are not the child's).
@@ -111,6 +113,14 @@ class CudaAgent {
   void OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr);
   // CallbackToggle's switch: all driver callbacks (on) or the always-on set.
   bool SwitchArmedCallbacks(bool on);
+  // Keeps the arm's reference on armed_path_refs_ in step with the transport.
+  void SyncArmRef();
+  // No link (disabled or not built): tracking only, launches never armed.
+  void StopArmedPath();
+  // One reference per launch from before its arm decision to the end of its
+  // capture (or the decision not to capture).
+  void AcquireCaptureRef();
+  void ReleaseCaptureRef();
   void StartLink();
   int DeviceOf(CUcontext ctx);
   // on_ring_mapped / on_ring_unmapping of the link client (link thread).
@@ -131,17 +141,29 @@ class CudaAgent {
   KernelInfoCache kernels_;
   CaptureGate gate_;
   std::atomic<CaptureTransport*> transport_{nullptr};
-  // The launch hot path reads only *armed_flag_: the transport's armed flag
-  // once one is installed; before that a flag that is always set (so the
-  // slow path can start the link), or never set (no link at all).
-  std::atomic<const std::atomic<bool>*> armed_flag_;
+  // The unarmed launch hot path reads only this count: above zero while
+  // driver calls must take the armed path (pass the capture gate, ask the
+  // arms). One reference while an arm applies to this process, or while that
+  // is unknown (before the link starts, or a transport that does not notify
+  // arming); plus one per launch from its arm decision to the end of its
+  // capture. The latter keeps other threads gated while a capture runs even
+  // though the arm that took the dispatch is already used up (and the
+  // transport unarmed).
+  std::atomic<int> armed_path_refs_{1};
+  std::atomic<int> captures_in_flight_{0};
+  std::mutex arm_ref_mu_;
+  bool arm_ref_held_ = true;         // guarded by arm_ref_mu_
+  bool transport_notifies_ = false;  // guarded by arm_ref_mu_
+  bool link_off_ = false;            // guarded by arm_ref_mu_: tracking only
+  // When the arm's reference was last taken: calls that entered the driver
+  // just before may still be on their way (see OnLaunchEnter).
+  std::atomic<int64_t> armed_since_ns_{0};
   CallbackToggle toggle_;
   PinnedRanges pinned_rings_;
   mutable std::mutex last_mu_;
   LastCapture last_;
   std::once_flag link_once_;
   std::atomic<int> streams_capturing_{0};
-  std::atomic<int64_t> armed_seen_ns_{0};
   std::atomic<bool> graph_warned_{false};
   std::atomic<uint64_t> captures_ok_{0};
   std::atomic<uint64_t> captures_failed_{0};

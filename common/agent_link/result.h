@@ -36,9 +36,9 @@ template <typename T>
 class [[nodiscard]] LinkResult {
  public:
   LinkResult(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
-  LinkResult(LinkStatus status) : status_(std::move(status)) {  // NOLINT
-    if (status_.ok()) status_ = LinkStatus::Error("LinkResult built from an ok status");
-  }
+  LinkResult(LinkStatus status)  // NOLINT: implicit by design
+      : status_(status.ok() ? LinkStatus::Error("LinkResult built from an ok status")
+                            : std::move(status)) {}
   bool ok() const { return value_.has_value(); }
   const LinkStatus& status() const { return status_; }
   const std::string& error() const { return status_.message(); }

@@ -3,12 +3,16 @@
 # (deploy/gpu/bundle.sh) on the GPU machine and prints a summary table plus
 # one JSON line per figure (also in $LOGS/results.jsonl).
 #
-#   P5  launch rate, 1M empty kernels: agent loaded + kerncapd up + unarmed
-#       vs no agent (same binary). KERNCAP_BENCH_P5_REPS rounds, each a
-#       no-agent run and an agent run back to back (order alternating); the
-#       figure is the median of the per-round ratios (run-to-run noise is
-#       ~10%). Loaded via CUDA_INJECTION64_PATH (agent_unarmed) and, with
-#       KERNCAP_BENCH_P5_PRELOAD=1, also via LD_PRELOAD (agent_unarmed_preload).
+#   P5  launch rate of empty kernels: agent loaded + kerncapd up + unarmed
+#       vs no agent (same binary, pinned to one CPU core). KERNCAP_BENCH_P5_REPS
+#       rounds; each round runs every mode once, in an order that rotates from
+#       round to round, and the figure per mode is the median of its per-round
+#       ratios against the same round's no-agent run (process-to-process noise
+#       is ~10%, so single pairs say little). Modes: agent_unarmed (launch
+#       callbacks on, one atomic load each), agent_unarmed_toggle
+#       (KERNCAP_AGENT_CALLBACK_TOGGLE=1: launch callbacks off while unarmed),
+#       agent_loaded_disabled (KERNCAP_AGENT_DISABLE=1: the driver's injection
+#       mode alone) and, with KERNCAP_BENCH_P5_PRELOAD=1, LD_PRELOAD loading.
 #       >= 0.97
 #   P1  capture pause, 8 GiB then 32 GiB of live, hashed device memory: wall
 #       time of the captured launch call vs a pinned D2H copy of the same
@@ -24,7 +28,8 @@
 #                                removed at the end). Needs ~45 GiB of disk.
 #        KERNCAP_BENCH_SIZES     capture sizes in GiB (default "8 32")
 #        KERNCAP_BENCH_LAUNCHES  P5 launches per run (default 1000000)
-#        KERNCAP_BENCH_P5_REPS   P5 rounds (default 5)
+#        KERNCAP_BENCH_P5_REPS   P5 rounds (default 7)
+#        KERNCAP_BENCH_P5_CPU    CPU core the P5 runs are pinned to (default 2)
 #        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
 #        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
 set -uo pipefail
@@ -34,7 +39,8 @@ BUDGET=${KERNCAP_BENCH_BUDGET_S:-420}
 WORK=${KERNCAP_BENCH_DIR:-/tmp/kc-bench}
 SIZES=${KERNCAP_BENCH_SIZES:-"8 32"}
 LAUNCHES=${KERNCAP_BENCH_LAUNCHES:-1000000}
-P5_REPS=${KERNCAP_BENCH_P5_REPS:-5}
+P5_REPS=${KERNCAP_BENCH_P5_REPS:-7}
+P5_CPU=${KERNCAP_BENCH_P5_CPU:-2}
 P5_PRELOAD=${KERNCAP_BENCH_P5_PRELOAD:-0}
 ONLY=${KERNCAP_BENCH_ONLY:-}
 mkdir -p "$LOGS"
@@ -130,32 +136,33 @@ avail_gib() { awk '/MemAvailable/ {printf "%d", $2 / 1048576}' /proc/meminfo; }
 # ---------------------------------------------------------------- P5
 note "P5: launch rate, $LAUNCHES launches per run"
 start_daemon p5 1 || exit 1
-P5_MODES=("agent_unarmed:CUDA_INJECTION64_PATH=$AGENT")
+P5_MODES=("no_agent:"
+          "agent_unarmed:CUDA_INJECTION64_PATH=$AGENT"
+          "agent_unarmed_toggle:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CALLBACK_TOGGLE=1"
+          "agent_loaded_disabled:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_DISABLE=1")
 [[ $P5_PRELOAD == 1 ]] && P5_MODES+=("agent_unarmed_preload:LD_PRELOAD=$AGENT")
+# One core: the scheduler moving the launching thread between cores (and
+# NUMA nodes) is a large part of the run-to-run noise.
+PIN=()
+command -v taskset > /dev/null && PIN=(taskset -c "$P5_CPU")
 p5_run() {  # ROUND LABEL [ENV...]
   local round=$1 label=$2
   shift 2
-  timeout "$(cap 60)" env KERNCAP_AGENT_SOCKET="$WORK/p5/agent.sock" "$@" "$GB"/launch_rate_bench \
-    --launches="$LAUNCHES" --label="$label" > "$LOGS/p5-run.tmp" 2>&1
+  # shellcheck disable=SC2068  # the env assignments are words on purpose
+  timeout "$(cap 60)" env KERNCAP_AGENT_SOCKET="$WORK/p5/agent.sock" $@ "${PIN[@]}" \
+    "$GB"/launch_rate_bench --launches="$LAUNCHES" --label="$label" > "$LOGS/p5-run.tmp" 2>&1
   cat "$LOGS/p5-run.tmp" >> "$LOGS/p5.log"
   # Tag the JSON line with its round, so ratios pair runs of the same round.
   grep -h '^BENCH_JSON' "$LOGS/p5-run.tmp" | sed "s/^BENCH_JSON {/{\"round\":$round,/" >> "$RESULTS"
 }
+n_modes=${#P5_MODES[@]}
 for ((round = 1; round <= P5_REPS; round++)); do
   (( $(left) < 20 )) && { note "budget exhausted in P5 round $round"; break; }
-  for mode in "${P5_MODES[@]}"; do
-    label=${mode%%:*}
-    # Alternate which goes first: warm-up effects fall on both sides.
-    if ((round % 2)); then
-      p5_run "$round" no_agent
-      p5_run "$round" "$label" "${mode#*:}"
-    else
-      p5_run "$round" "$label" "${mode#*:}"
-      p5_run "$round" no_agent
-    fi
+  for ((k = 0; k < n_modes; k++)); do
+    mode=${P5_MODES[$(((k + round) % n_modes))]}
+    p5_run "$round" "${mode%%:*}" ${mode#*:}
   done
 done
-p5_run 0 agent_loaded_disabled CUDA_INJECTION64_PATH="$AGENT" KERNCAP_AGENT_DISABLE=1
 rm -f "$LOGS/p5-run.tmp"
 stop_daemon
 grep -h "launches/s" "$LOGS/p5.log" | tee -a "$LOGS/run.log"
@@ -243,6 +250,8 @@ for r in rows:
 print("%-44s %14s %10s %8s" % ("figure", "value", "ratio", "target"))
 base = runs.get("no_agent", {})
 for label, title in (("agent_unarmed", "P5 launch rate, unarmed / no agent (inject)"),
+                     ("agent_unarmed_toggle", "P5 same, launch callbacks off while unarmed"),
+                     ("agent_loaded_disabled", "   (injection, agent disabled) / no agent"),
                      ("agent_unarmed_preload", "P5 launch rate, unarmed / no agent (preload)")):
     ratios = [v / base[k] for k, v in sorted(runs.get(label, {}).items()) if base.get(k)]
     if ratios:
@@ -255,10 +264,6 @@ for label, title in (("agent_unarmed", "P5 launch rate, unarmed / no agent (inje
         print(json.dumps({"bench": "p5_summary", "label": label, "median_ratio": round(med, 4),
                           "ratios": [round(x, 4) for x in ratios], "target": 0.97}),
               file=open(sys.argv[1], "a"))
-if "agent_loaded_disabled" in runs and base:
-    print("%-44s %14s %10.3f %8s" % ("   (agent loaded, CUPTI off) / no agent",
-          "%.0f /s" % max(runs["agent_loaded_disabled"].values()),
-          max(runs["agent_loaded_disabled"].values()) / statistics.median(base.values()), ""))
 for r in rows:
     if r.get("bench") == "p1_capture_pause":
         gib = r["gib"]

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# run_p6.sh: the P6 benchmark, the edit-recompile-validate loop, measured in
+# one run on a GPU machine (run it from the bundle's directory layout, as
+# deploy/gpu/run_gpu_tests.sh does, or with KERNCAP_BIN pointing at kerncapd,
+# kerncapctl and kerncap-replay and KERNCAP_AGENT at libkerncap_agent.so).
+#
+# The application is tests/bench/p6/app ("kcsim": 30 translation units,
+# templates instantiated per type and block size, separable compilation for
+# four GPU architectures). The kernel under work is attention_scores_kernel
+# in src/attention/scores.cu, reached after real set-up work (tokenizer
+# training, model generation and upload, 20 decoder layers).
+#
+#   (a) traditional loop: edit scores.cu in the application's tree, rebuild
+#       the application (ninja, incremental), run it to layer 20's attention
+#       scores and check them (kcsim --check-layer=20).
+#   (b) kerncap loop: the same edit in the reproducer's src/, then
+#       `make recompile validate` (only the kernel, sm_90 cubin; replay of the
+#       captured dispatch, compared with the captured outputs).
+#
+# Each loop runs KERNCAP_P6_REPS times (default 3) with a different edit each
+# time (the inner loop's unroll factor); the figure is median(a) / median(b),
+# target >= 30.
+#
+# Usage: run_p6.sh [LOG_DIR]     (default $OUT, else ./p6-logs)
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+LOGS=${1:-${OUT:-$PWD/p6-logs}}
+REPS=${KERNCAP_P6_REPS:-3}
+CHECK_LAYER=20
+WORK=${KERNCAP_P6_DIR:-/tmp/kc-p6}
+BIN=${KERNCAP_BIN:?set KERNCAP_BIN to the folder with kerncapd, kerncapctl, kerncap-replay}
+AGENT=${KERNCAP_AGENT:?set KERNCAP_AGENT to libkerncap_agent.so}
+mkdir -p "$LOGS"
+note() { echo "[p6 $(date +%T)] $*" | tee -a "$LOGS/p6.log"; }
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc -l; }
+
+for tool in cmake ninja nvcc bc make; do
+  command -v "$tool" > /dev/null || { note "missing $tool: P6 not measured"; exit 77; }
+done
+nvidia-smi > /dev/null 2>&1 || { note "no GPU: P6 not measured"; exit 77; }
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cp -r "$HERE/app" "$WORK/app"
+APP=$WORK/app
+BUILD=$WORK/app-build
+
+note "full build of the application"
+t=$(now)
+cmake -S "$APP" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$LOGS/app-configure.log" 2>&1 ||
+  { note "configure failed"; exit 1; }
+ninja -C "$BUILD" > "$LOGS/app-build.log" 2>&1 || { note "build failed"; tail -20 "$LOGS/app-build.log"; exit 1; }
+full_build=$(since "$t")
+note "full build: ${full_build} s ($(grep -c '\.cu\.o$\|Building CUDA' "$LOGS/app-build.log") steps)"
+
+# Capture the dispatch under work with kerncapd + the agent.
+D=$WORK/daemon
+mkdir -p "$D"
+"$BIN"/kerncapd --store="$D/store" --socket="$D/ctl.sock" --agent-socket="$D/agent.sock" \
+  > "$LOGS/kerncapd.log" 2>&1 &
+DPID=$!
+trap 'kill $DPID 2>/dev/null; wait $DPID 2>/dev/null' EXIT
+for _ in $(seq 100); do [[ -S $D/ctl.sock ]] && break; sleep 0.1; done
+ctl() { "$BIN"/kerncapctl --socket="$D/ctl.sock" "$@"; }
+ctl arm --kernel=attention_scores_kernel --nth=$((CHECK_LAYER + 1)) > "$LOGS/arm.log" 2>&1 ||
+  { note "arm failed"; cat "$LOGS/arm.log"; exit 1; }
+t=$(now)
+CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_SOCKET=$D/agent.sock "$BUILD"/kcsim \
+  --check-layer=$CHECK_LAYER > "$LOGS/capture-run.log" 2>&1 || { note "capture run failed"; exit 1; }
+note "capture run: $(since "$t") s"
+cid=""
+for _ in $(seq 300); do
+  cid=$(ctl --json captures 2>/dev/null | grep -o '"capture_id": *"[^"]*"' | head -1 | sed 's/.*"\(cap-[^"]*\)"/\1/')
+  [[ -n $cid ]] && break
+  sleep 0.2
+done
+[[ -n $cid ]] || { note "no capture"; exit 1; }
+note "captured $cid"
+REPRO=$WORK/repro
+ctl repro "$cid" --out="$REPRO" --source-dir="$APP" --compile-commands="$BUILD/compile_commands.json" \
+  > "$LOGS/repro.log" 2>&1 || { note "repro failed"; cat "$LOGS/repro.log"; exit 1; }
+REL=src/attention/scores.cu
+REPRO_SCORES=$(cd "$REPRO" && find src -name scores.cu | head -1)
+[[ -n $REPRO_SCORES ]] || { note "the reproducer has no scores.cu"; ls -R "$REPRO" > "$LOGS/repro-tree.txt"; exit 1; }
+MAKEVARS=(KERNCAP_REPLAY="$BIN/kerncap-replay")
+make -C "$REPRO" "${MAKEVARS[@]}" recompile validate > "$LOGS/repro-first.log" 2>&1 ||
+  { note "first recompile+validate failed"; tail -30 "$LOGS/repro-first.log"; exit 1; }
+
+# The edit: the inner loop's unroll factor (a real change of the kernel's code).
+edit() {  # FILE FACTOR
+  sed -i -E '/^ *#pragma unroll [0-9]+$/d' "$1"
+  sed -i -E "s/^( *)(for \(int d = 0; d < kHeadDim; \+\+d\))/\1#pragma unroll $2\n\1\2/" "$1"
+}
+
+declare -a A B
+for ((r = 1; r <= REPS; r++)); do
+  f=$((1 << r))
+  edit "$APP/$REL" "$f"
+  t=$(now)
+  ninja -C "$BUILD" >> "$LOGS/loop-a.log" 2>&1 && "$BUILD"/kcsim --check-layer=$CHECK_LAYER >> "$LOGS/loop-a.log" 2>&1
+  rc=$?
+  A+=("$(since "$t")")
+  note "(a) rep $r unroll $f: ${A[-1]} s (exit $rc)"
+  edit "$REPRO/$REPRO_SCORES" "$f"
+  t=$(now)
+  make -C "$REPRO" "${MAKEVARS[@]}" recompile validate >> "$LOGS/loop-b.log" 2>&1
+  rc=$?
+  B+=("$(since "$t")")
+  note "(b) rep $r unroll $f: ${B[-1]} s (exit $rc)"
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+ma=$(median "${A[@]}")
+mb=$(median "${B[@]}")
+ratio=$(echo "$ma / $mb" | bc -l)
+printf 'P6 edit loop: traditional %.2f s, kerncap %.2f s, ratio %.1fx (target >= 30); full build %.1f s\n' \
+  "$ma" "$mb" "$ratio" "$full_build" | tee -a "$LOGS/p6.log"
+printf 'BENCH_JSON {"bench":"p6_edit_loop","traditional_s":%.3f,"kerncap_s":%.3f,"ratio":%.2f,"full_build_s":%.1f,"reps":%d}\n' \
+  "$ma" "$mb" "$ratio" "$full_build" "$REPS" | tee -a "$LOGS/p6.log"
