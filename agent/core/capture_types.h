@@ -78,6 +78,7 @@ struct KernelDesc {
   std::string demangled_name;
   Platform platform = Platform::kCuda;
   std::string arch;  // "sm_90"
+  std::string jit_metadata_json;  // from JitMetadataRegistry; empty for AOT kernels
 };
 
 struct DeviceDesc {

@@ -91,6 +91,7 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
   m.demangled_name = h.kernel.demangled_name;
   m.platform = PlatformName(h.kernel.platform);
   m.arch = h.kernel.arch;
+  m.jit_metadata_json = h.kernel.jit_metadata_json;
   m.device = static_cast<uint32_t>(h.device.ordinal);
   m.launch.grid.assign(h.launch.grid.begin(), h.launch.grid.end());
   m.launch.block.assign(h.launch.block.begin(), h.launch.block.end());

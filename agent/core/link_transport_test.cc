@@ -12,6 +12,7 @@ TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
   h.kernel.mangled_name = "_Z3addPfS_S_i";
   h.kernel.demangled_name = "add(float*, float*, float*, int)";
   h.kernel.arch = "sm_90";
+  h.kernel.jit_metadata_json = R"({"num_warps":4})";
   h.device.ordinal = 1;
   h.launch.grid = {4, 2, 1};
   h.launch.block = {256, 1, 1};
@@ -28,6 +29,7 @@ TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
   EXPECT_EQ(m.dispatch_index, 5u);
   EXPECT_EQ(m.platform, "cuda");
   EXPECT_EQ(m.arch, "sm_90");
+  EXPECT_EQ(m.jit_metadata_json, R"({"num_warps":4})");
   EXPECT_EQ(m.device, 1u);
   EXPECT_EQ(m.launch.grid, (std::vector<uint32_t>{4, 2, 1}));
   EXPECT_EQ(m.launch.cluster, (std::vector<uint32_t>{2, 1, 1}));

@@ -333,6 +333,7 @@ void CudaAgent::ReleaseCaptureRef() {
 void CudaAgent::ResetAfterFork() {
   allocations_.ResetAfterFork();
   gate_.ResetAfterFork();
+  jit_metadata_.ResetAfterFork();
   // Module/kernel caches are only read by captures; the child starts empty
   // (a forked child must re-initialize CUDA anyway).
   new (&vmm_mu_) std::mutex();
@@ -737,6 +738,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   header.kernel.mangled_name = info->mangled_name;
   header.kernel.demangled_name = info->demangled_name;
   header.kernel.platform = Platform::kCuda;
+  header.kernel.jit_metadata_json = jit_metadata_.Lookup(info->mangled_name);
   header.device = DescribeDevice(device);
   header.kernel.arch = header.device.arch;
   header.driver.driver_version = DriverVersionString();

@@ -37,6 +37,7 @@
 #include "agent/core/capture_gate.h"
 #include "agent/core/capture_orchestrator.h"
 #include "agent/core/capture_transport.h"
+#include "agent/core/jit_metadata_registry.h"
 #include "agent/cuda/callback_toggle.h"
 #include "agent/cuda/cuda_dispatch_source.h"
 #include "agent/cuda/kernel_info.h"
@@ -99,6 +100,8 @@ class CudaAgent {
   LastCapture last_capture() const;
 
   AllocationTable& allocations() { return allocations_; }
+  // Metadata of JIT kernels (python_shim), attached to their captures.
+  JitMetadataRegistry& jit_metadata() { return jit_metadata_; }
   ModuleRegistry& modules() { return modules_; }
   const AgentConfig& config() const { return config_; }
 
@@ -139,6 +142,7 @@ class CudaAgent {
   AllocationTable allocations_;
   ModuleRegistry modules_;
   KernelInfoCache kernels_;
+  JitMetadataRegistry jit_metadata_;
   CaptureGate gate_;
   std::atomic<CaptureTransport*> transport_{nullptr};
   // The unarmed launch hot path reads only this count: above zero while

@@ -78,6 +78,15 @@ KC_EXPORT int kerncap_agent_get_stats(kerncap_agent_stats_t* out) {
   return 0;
 }
 
+// Attaches `json` (one JSON document, at most 1 MiB) to every later capture
+// of the kernel the driver names `kernel_name` (mangled C++ name; Triton
+// kernels have plain names); a later call for the same name replaces it.
+// python_shim hands Triton's JIT metadata over this way. Returns 0 ok, 1 bad
+// arguments (null or empty name, null json), 2 json too large, 3 out of memory.
+KC_EXPORT int kerncap_agent_set_jit_metadata(const char* kernel_name, const char* json) {
+  return CudaAgent::Instance().jit_metadata().SetFromC(kernel_name, json);
+}
+
 // Figures of the last capture that released the application (benchmarks,
 // diagnostics). Times in seconds; held_seconds is the application's pause.
 struct kerncap_agent_capture_info_t {

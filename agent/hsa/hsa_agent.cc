@@ -191,6 +191,7 @@ void HsaAgent::ForkChild() {
   tables_.has_loader = false;
   allocations_.ResetAfterFork();
   gate_.ResetAfterFork();
+  jit_metadata_.ResetAfterFork();
   if (kernels_) {
     (void)kernels_.release();  // its lock may have been held by a parent thread
     kernels_ = std::make_unique<KernelRegistry>(&tables_);
@@ -438,6 +439,7 @@ bool HsaAgent::CaptureDispatch(QueueState* q, const hsa_kernel_dispatch_packet_t
   header.kernel.mangled_name = kernel->mangled_name;
   header.kernel.demangled_name = kernel->demangled_name;
   header.kernel.platform = Platform::kHsa;
+  header.kernel.jit_metadata_json = jit_metadata_.Lookup(kernel->mangled_name);
   header.device.ordinal = q->device;
   header.device.name = q->device < 64 ? gpu_names_[q->device] : "";
   header.kernel.arch = kernel->arch.empty() ? header.device.name : kernel->arch;

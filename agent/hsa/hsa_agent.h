@@ -38,6 +38,7 @@
 #include "agent/core/allocation_table.h"
 #include "agent/core/capture_gate.h"
 #include "agent/core/capture_transport.h"
+#include "agent/core/jit_metadata_registry.h"
 #include "agent/hsa/hsa_tables.h"
 #include "agent/hsa/kernel_registry.h"
 
@@ -85,6 +86,9 @@ class HsaAgent {
   // UnknownAmdExtEntries): nonzero means a newer runtime whose additions,
   // hsa_amd_queue_create (ROCm 10) among them, are not hooked.
   size_t unknown_amd_ext_entries() const { return unknown_amd_ext_entries_; }
+
+  // Metadata of JIT kernels (python_shim), attached to their captures.
+  JitMetadataRegistry& jit_metadata() { return jit_metadata_; }
 
   // pthread_atfork child handler (public for the C trampoline).
   void ForkChild();
@@ -159,6 +163,7 @@ class HsaAgent {
   AllocationTable allocations_;
   std::unique_ptr<KernelRegistry> kernels_;
   CaptureGate gate_;
+  JitMetadataRegistry jit_metadata_;
   std::atomic<CaptureTransport*> transport_{nullptr};
   void* link_client_ = nullptr;  // AgentLinkClient*, owned
   std::atomic<uint64_t> packets_{0};

@@ -43,6 +43,12 @@ KC_EXPORT int kerncap_agent_active(void) { return HsaAgent::Instance().active() 
 
 KC_EXPORT const char* kerncap_agent_version(void) { return "0.1.0"; }
 
+// Attaches JIT metadata to later captures of a kernel: the same contract as
+// the CUDA agent's kerncap_agent_set_jit_metadata (agent/cuda/injection.cc).
+KC_EXPORT int kerncap_agent_set_jit_metadata(const char* kernel_name, const char* json) {
+  return HsaAgent::Instance().jit_metadata().SetFromC(kernel_name, json);
+}
+
 struct kerncap_agent_hsa_stats_t {
   uint64_t tracked_allocations;
   uint64_t intercepted_queues;
