@@ -51,11 +51,15 @@ KcapWriter::~KcapWriter() {
 }
 
 absl::Status KcapWriter::Append(const v1::TransferFrame& frame) {
-  if (finished_) return absl::FailedPreconditionError("kcap writer already finished");
   std::string payload;
   if (!frame.SerializeToString(&payload)) {
     return absl::InternalError("cannot serialize a transfer frame");
   }
+  return AppendSerialized(payload);
+}
+
+absl::Status KcapWriter::AppendSerialized(absl::string_view payload) {
+  if (finished_) return absl::FailedPreconditionError("kcap writer already finished");
   if (payload.empty() || payload.size() > kMaxKcapRecordBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("transfer frame of ", payload.size(), " bytes cannot be a kcap record"));
@@ -146,15 +150,28 @@ absl::Status KcapReader::Read(void* out, size_t size, const char* what) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> KcapReader::Next(v1::TransferFrame* frame) {
+absl::Status KcapReader::Skip(uint64_t size, const char* what) {
+  if (size > file_size_ - std::min(offset_, file_size_)) {
+    return Corrupt(absl::StrCat("truncated: ", what, " needs ", size, " bytes, the file ends ",
+                                file_size_ - offset_, " bytes later"));
+  }
+  if (::fseeko(file_, static_cast<off_t>(size), SEEK_CUR) != 0) {
+    return ErrnoError(errno, absl::StrCat("seek in ", path_));
+  }
+  offset_ += size;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> KcapReader::ReadRecordHeader(RecordInfo* info) {
   if (done_) return false;
-  char len_buf[4];
   if (offset_ == file_size_) {
     return Corrupt(absl::StrCat("truncated after ", records_, " records: no trailer"));
   }
+  info->offset = offset_;
+  char len_buf[4];
   KC_RETURN_IF_ERROR(Read(len_buf, sizeof(len_buf), "record length"));
-  uint32_t length = GetU32(len_buf);
-  if (length == 0) {
+  info->length = GetU32(len_buf);
+  if (info->length == 0) {
     char rest[kKcapTrailerBytes - 4];
     KC_RETURN_IF_ERROR(Read(rest, sizeof(rest), "trailer"));
     if (std::memcmp(rest + 8, kKcapEndMagic, 8) != 0) return Corrupt("bad trailer magic");
@@ -169,14 +186,22 @@ absl::StatusOr<bool> KcapReader::Next(v1::TransferFrame* frame) {
     done_ = true;
     return false;
   }
-  if (length > kMaxKcapRecordBytes) {
-    return Corrupt(absl::StrCat("record ", records_ + 1, " claims ", length, " bytes"));
+  if (info->length > kMaxKcapRecordBytes) {
+    return Corrupt(absl::StrCat("record ", records_ + 1, " claims ", info->length, " bytes"));
   }
   char sum_buf[8];
   KC_RETURN_IF_ERROR(Read(sum_buf, sizeof(sum_buf), "record checksum"));
-  buffer_.resize(length);
-  KC_RETURN_IF_ERROR(Read(buffer_.data(), length, "record payload"));
-  if (Xxh3(buffer_.data(), buffer_.size()) != GetU64(sum_buf)) {
+  info->checksum = GetU64(sum_buf);
+  return true;
+}
+
+absl::StatusOr<bool> KcapReader::Next(v1::TransferFrame* frame) {
+  RecordInfo info;
+  KC_ASSIGN_OR_RETURN(bool more, ReadRecordHeader(&info));
+  if (!more) return false;
+  buffer_.resize(info.length);
+  KC_RETURN_IF_ERROR(Read(buffer_.data(), info.length, "record payload"));
+  if (Xxh3(buffer_.data(), buffer_.size()) != info.checksum) {
     return Corrupt(absl::StrCat("record ", records_ + 1, " checksum mismatch"));
   }
   if (!frame->ParseFromString(buffer_)) {
@@ -189,6 +214,18 @@ absl::StatusOr<bool> KcapReader::Next(v1::TransferFrame* frame) {
   if (records_ > 1 && !frame->has_chunk()) {
     return Corrupt(absl::StrCat("record ", records_, " does not carry a chunk"));
   }
+  return true;
+}
+
+absl::StatusOr<bool> KcapReader::NextRecord(RecordInfo* info, size_t max_prefix,
+                                            std::string* prefix) {
+  KC_ASSIGN_OR_RETURN(bool more, ReadRecordHeader(info));
+  if (!more) return false;
+  const size_t head = std::min<size_t>(info->length, max_prefix);
+  prefix->resize(head);
+  KC_RETURN_IF_ERROR(Read(prefix->data(), head, "record payload"));
+  KC_RETURN_IF_ERROR(Skip(info->length - head, "record payload"));
+  ++records_;
   return true;
 }
 

@@ -35,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kerncap/v1/control.pb.h"
 
 namespace kerncap::kcap {
@@ -57,6 +58,11 @@ class KcapWriter {
   ~KcapWriter();
 
   absl::Status Append(const v1::TransferFrame& frame);
+  // Appends one record whose payload is an already serialized TransferFrame
+  // (1..kMaxKcapRecordBytes bytes), written as given: for relaying frames
+  // without re-encoding them, and for tests of readers that must accept any
+  // valid encoding (e.g. fields in a non-canonical order).
+  absl::Status AppendSerialized(absl::string_view payload);
   // Writes the trailer, fsyncs, renames the temp file over `path`, fsyncs the
   // directory.
   absl::Status Finish();
@@ -86,6 +92,22 @@ class KcapReader {
   // checked the record count and that nothing follows it).
   absl::StatusOr<bool> Next(v1::TransferFrame* frame);
 
+  // Where a record is, as NextRecord finds it.
+  struct RecordInfo {
+    uint64_t offset = 0;    // of the record's length field
+    uint32_t length = 0;    // payload bytes; the payload starts 12 bytes after `offset`
+    uint64_t checksum = 0;  // XXH3-64 the payload must have (not yet checked)
+    uint64_t payload_offset() const { return offset + kKcapRecordHeaderBytes; }
+  };
+  // Index scan: reads the next record's header and the first
+  // min(length, max_prefix) bytes of its payload into *prefix, and skips the
+  // rest of the payload without reading it. Nothing of the payload is
+  // verified: whoever reads it later must check it against info->checksum.
+  // The file's structure is checked as by Next() (lengths within the file,
+  // trailer, record count, nothing after the trailer); the record's type is
+  // not. Returns false after the trailer. May be mixed with Next().
+  absl::StatusOr<bool> NextRecord(RecordInfo* info, size_t max_prefix, std::string* prefix);
+
   uint64_t file_size() const { return file_size_; }
   uint64_t offset() const { return offset_; }
 
@@ -93,6 +115,9 @@ class KcapReader {
   KcapReader(std::string path, std::FILE* file, uint64_t size)
       : path_(std::move(path)), file_(file), file_size_(size) {}
   absl::Status Read(void* out, size_t size, const char* what);
+  absl::Status Skip(uint64_t size, const char* what);
+  // Reads a record's length and checksum, or the trailer (then false).
+  absl::StatusOr<bool> ReadRecordHeader(RecordInfo* info);
   absl::Status Corrupt(const std::string& what) const;
 
   std::string path_;

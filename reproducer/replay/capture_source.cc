@@ -1,8 +1,17 @@
 #include "reproducer/replay/capture_source.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
+#if defined(__x86_64__)
+// Debian's libxxhash also exports runtime-dispatched (AVX2 / AVX-512) entry
+// points, and this header maps XXH3_64bits{,_update} to them; the plain ones
+// are SSE2 only, which makes the checksum cost over half as much as the copy
+// it guards.
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -15,10 +24,26 @@
 #include "common/digest.h"
 #include "common/errno_status.h"
 #include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "kerncap/v1/control.pb.h"
 
 namespace kerncap::replay {
 namespace {
+
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::internal::WireFormatLite;
+
+// Bytes of each chunk payload read at open. A canonical chunk record
+// (TransferFrame{chunk: {digest, codec, raw_size, data}}, data last) has
+// everything but the data in its first ~52 bytes: frame tag + length (<= 5),
+// digest (34), codec (2), raw_size (<= 6), data tag + length (<= 5).
+constexpr size_t kIndexPrefixBytes = 64;
+
+// Raw chunk data is read and hashed in pieces of this size: small enough that
+// a piece is still in the core's L2 cache when it is hashed, large enough that
+// the extra system calls cost nothing measurable.
+constexpr size_t kRawPieceBytes = 256u << 10;
 
 const std::string& EmptyDigest() {
   static const std::string* empty = new std::string();
@@ -41,10 +66,198 @@ absl::Status PreadAll(int fd, void* buf, size_t size, uint64_t offset, const std
   return absl::OkStatus();
 }
 
-uint64_t GetU64(const unsigned char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
+// preadv until every iovec is full (the kernel may stop early, e.g. on a
+// signal); consumes iov[0..count).
+absl::Status PreadvAll(int fd, struct iovec* iov, int count, uint64_t offset,
+                       const std::string& path) {
+  auto drop_filled = [&] {
+    while (count > 0 && iov->iov_len == 0) {
+      ++iov;
+      --count;
+    }
+  };
+  drop_filled();
+  while (count > 0) {
+    ssize_t n = ::preadv(fd, iov, count, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, absl::StrCat("preadv ", path));
+    }
+    if (n == 0) return absl::DataLossError(absl::StrCat(path, ": truncated at byte ", offset));
+    offset += static_cast<uint64_t>(n);
+    for (size_t left = static_cast<size_t>(n); left > 0; drop_filled()) {
+      const size_t take = std::min(left, iov->iov_len);
+      iov->iov_base = static_cast<char*>(iov->iov_base) + take;
+      iov->iov_len -= take;
+      left -= take;
+    }
+    drop_filled();
+  }
+  return absl::OkStatus();
+}
+
+// Per-thread scratch memory that only grows (no zero-fill on reuse).
+class Scratch {
+ public:
+  char* Get(size_t size) {
+    if (size > capacity_) {
+      data_.reset(new char[size]);
+      capacity_ = size;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t capacity_ = 0;
+};
+
+// ---- index: the layout of a chunk record, from the protobuf wire format ----
+
+// What the index needs of a chunk record. Offsets are in the payload.
+struct ChunkLayout {
+  std::string digest;
+  int codec = 0;
+  uint32_t raw_size = 0;
+  uint64_t data_offset = 0;
+  uint64_t data_length = 0;
+};
+
+enum class WalkResult {
+  kComplete,          // every field is known
+  kNeedWholePayload,  // only a prefix was given and it is not enough
+  kMalformed,         // not a valid TransferFrame encoding
+  kNotAChunk,         // a valid TransferFrame that carries no chunk
+};
+
+// Walks a serialized TransferFrame with the semantics of the protobuf parser
+// (fields in any order, the last occurrence of a singular field wins, a
+// repeated `chunk` field merges into one message, `manifest` after `chunk`
+// replaces it in the oneof, unknown fields are skipped), without copying the
+// `data` bytes. `bytes` may be only the first part of a payload of
+// `payload_size` bytes: the walk then completes when `data` is the last field
+// (its end is the payload's end, so nothing can follow it) and otherwise asks
+// for the whole payload.
+class ChunkFrameWalker {
+ public:
+  ChunkFrameWalker(absl::string_view bytes, uint64_t payload_size)
+      : in_(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size())),
+        available_(bytes.size()),
+        payload_size_(payload_size) {}
+
+  WalkResult Walk(ChunkLayout* out) {
+    out_ = out;
+    bool in_chunk = false;
+    while (Pos() < payload_size_) {
+      uint32_t tag;
+      if (!ReadTag(&tag)) return Failed();
+      const int field = WireFormatLite::GetTagFieldNumber(tag);
+      const bool is_message =
+          WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+      if (field == 2 && is_message) {  // TransferFrame.chunk
+        if (!in_chunk) *out_ = ChunkLayout{};
+        in_chunk = true;
+        uint64_t length;
+        if (!in_.ReadVarint64(&length)) return Failed();
+        if (length > payload_size_ - Pos()) return WalkResult::kMalformed;
+        const WalkResult r = WalkChunk(Pos() + length);
+        if (r != WalkResult::kComplete) return r;
+        if (data_is_last_) return WalkResult::kComplete;
+      } else {
+        if (field == 1 && is_message) in_chunk = false;  // TransferFrame.manifest
+        if (!WireFormatLite::SkipField(&in_, tag)) return Failed();
+      }
+    }
+    return in_chunk ? WalkResult::kComplete : WalkResult::kNotAChunk;
+  }
+
+ private:
+  uint64_t Pos() const { return static_cast<uint64_t>(in_.CurrentPosition()); }
+  bool Partial() const { return available_ < payload_size_; }
+  // A read failed: the prefix ran out, or (whole payload) the encoding is bad.
+  WalkResult Failed() const {
+    return Partial() ? WalkResult::kNeedWholePayload : WalkResult::kMalformed;
+  }
+  bool ReadTag(uint32_t* tag) {
+    *tag = in_.ReadTag();
+    return *tag != 0;
+  }
+
+  // The fields of one TransferChunk occurrence ending at payload byte `end`.
+  WalkResult WalkChunk(uint64_t end) {
+    while (Pos() < end) {
+      uint32_t tag;
+      if (!ReadTag(&tag)) return Failed();
+      const WireFormatLite::WireType type = WireFormatLite::GetTagWireType(tag);
+      const int field = WireFormatLite::GetTagFieldNumber(tag);
+      bool ok = true;
+      if (field == 1 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {  // digest
+        uint64_t length;
+        ok = in_.ReadVarint64(&length) && length <= end - Pos() &&
+             in_.ReadString(&out_->digest, static_cast<int>(length));
+      } else if (field == 2 && type == WireFormatLite::WIRETYPE_VARINT) {  // codec (int32 enum)
+        uint64_t v;
+        ok = in_.ReadVarint64(&v);
+        out_->codec = static_cast<int>(static_cast<int32_t>(v));
+      } else if (field == 3 && type == WireFormatLite::WIRETYPE_VARINT) {  // raw_size (uint32)
+        uint64_t v;
+        ok = in_.ReadVarint64(&v);
+        out_->raw_size = static_cast<uint32_t>(v);
+      } else if (field == 4 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {  // data
+        const WalkResult r = WalkData(end);
+        if (r != WalkResult::kComplete || data_is_last_) return r;
+      } else {
+        ok = WireFormatLite::SkipField(&in_, tag);
+      }
+      if (!ok) return Failed();
+      if (Pos() > end) return WalkResult::kMalformed;  // a field ran past the message
+    }
+    return WalkResult::kComplete;
+  }
+
+  // TransferChunk.data: note where it is and step over it.
+  WalkResult WalkData(uint64_t chunk_end) {
+    uint64_t length;
+    if (!in_.ReadVarint64(&length)) return Failed();
+    if (length > chunk_end - std::min(chunk_end, Pos())) return WalkResult::kMalformed;
+    out_->data_offset = Pos();
+    out_->data_length = length;
+    const uint64_t data_end = Pos() + length;
+    if (data_end <= available_) {
+      return in_.Skip(static_cast<int>(length)) ? WalkResult::kComplete : Failed();
+    }
+    // Past the prefix: complete only if nothing can follow the data.
+    if (data_end == payload_size_) {
+      data_is_last_ = true;
+      return WalkResult::kComplete;
+    }
+    return WalkResult::kNeedWholePayload;
+  }
+
+  CodedInputStream in_;
+  const uint64_t available_;
+  const uint64_t payload_size_;
+  ChunkLayout* out_ = nullptr;
+  bool data_is_last_ = false;
+};
+
+std::string HexOf(const std::string& digest) {
+  return digest.size() == Digest::kSize ? Digest::FromBytes(digest).value_or(Digest{}).ToHex()
+                                        : "(malformed digest)";
+}
+
+// One zstd decompression context per thread (ZSTD_decompress would make one
+// per call).
+ZSTD_DCtx* ThreadDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                       &ZSTD_freeDCtx);
+  return dctx.get();
+}
+
+XXH3_state_t* ThreadXxh3State() {
+  thread_local std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(
+      XXH3_createState(), &XXH3_freeState);
+  return state.get();
 }
 
 }  // namespace
@@ -56,30 +269,81 @@ absl::StatusOr<std::unique_ptr<CaptureSource>> CaptureSource::OpenKcap(const std
   if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", path));
   std::unique_ptr<CaptureSource> src(new CaptureSource(path, fd));
   if (unlink_after_open) ::unlink(path.c_str());
-  v1::TransferFrame frame;
-  bool first = true;
-  while (true) {
-    const uint64_t offset = reader->offset();
-    KC_ASSIGN_OR_RETURN(bool more, reader->Next(&frame));
-    if (!more) break;
-    if (first) {
-      if (!frame.has_manifest()) {
-        return absl::DataLossError(absl::StrCat(path, ": first record is not a manifest"));
-      }
-      src->manifest_ = frame.manifest();
-      first = false;
-      continue;
-    }
-    if (!frame.has_chunk()) {
-      return absl::DataLossError(absl::StrCat(path, ": record at byte ", offset, " is not a chunk"));
-    }
-    src->index_.emplace(frame.chunk().digest(), Entry{offset});
-  }
+  KC_RETURN_IF_ERROR(src->ReadManifest(*reader));
+  KC_RETURN_IF_ERROR(src->IndexChunks(*reader));
   return src;
+}
+
+// The first record, read whole and checksummed by the reader.
+absl::Status CaptureSource::ReadManifest(kcap::KcapReader& reader) {
+  v1::TransferFrame frame;
+  KC_ASSIGN_OR_RETURN(bool more, reader.Next(&frame));
+  if (!more || !frame.has_manifest()) {
+    return absl::DataLossError(absl::StrCat(path_, ": first record is not a manifest"));
+  }
+  manifest_ = std::move(*frame.mutable_manifest());
+  return absl::OkStatus();
+}
+
+// Every other record: its header and the first bytes of its payload; the
+// reader checks the lengths against the file and the trailer's record count.
+absl::Status CaptureSource::IndexChunks(kcap::KcapReader& reader) {
+  kcap::KcapReader::RecordInfo record;
+  std::string prefix, digest;
+  while (true) {
+    KC_ASSIGN_OR_RETURN(bool more, reader.NextRecord(&record, kIndexPrefixBytes, &prefix));
+    if (!more) return absl::OkStatus();
+    KC_ASSIGN_OR_RETURN(Entry e, IndexRecord(record, prefix, &digest));
+    index_.emplace(std::move(digest), e);
+  }
+}
+
+// The index entry of one chunk record. When the prefix does not suffice (a
+// field after `data`, or long unknown fields first) the whole payload is
+// read, checksummed and walked.
+absl::StatusOr<CaptureSource::Entry> CaptureSource::IndexRecord(
+    const kcap::KcapReader::RecordInfo& record, const std::string& prefix,
+    std::string* digest) const {
+  Entry e;
+  e.record_offset = record.offset;
+  e.checksum = record.checksum;
+  e.payload_length = record.length;
+  ChunkLayout layout;
+  WalkResult r = ChunkFrameWalker(prefix, record.length).Walk(&layout);
+  if (r == WalkResult::kNeedWholePayload) {
+    std::string payload(record.length, '\0');
+    KC_RETURN_IF_ERROR(
+        PreadAll(fd_, payload.data(), payload.size(), record.payload_offset(), path_));
+    if (Xxh3(payload.data(), payload.size()) != record.checksum) {
+      return DataLoss(e, "record checksum mismatch");
+    }
+    layout = ChunkLayout{};
+    r = ChunkFrameWalker(payload, record.length).Walk(&layout);
+  }
+  switch (r) {
+    case WalkResult::kComplete:
+      break;
+    case WalkResult::kNotAChunk:
+      return absl::DataLossError(
+          absl::StrCat(path_, ": record at byte ", record.offset, " is not a chunk"));
+    default:
+      return DataLoss(e, "unparsable chunk record");
+  }
+  e.data_offset = static_cast<uint32_t>(layout.data_offset);
+  e.data_length = static_cast<uint32_t>(layout.data_length);
+  e.raw_size = layout.raw_size;
+  e.codec = layout.codec;
+  *digest = std::move(layout.digest);
+  return e;
 }
 
 CaptureSource::~CaptureSource() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status CaptureSource::DataLoss(const Entry& e, absl::string_view what) const {
+  return absl::DataLossError(absl::StrCat(path_, ": ", what, " (chunk record at byte ",
+                                          e.record_offset, ")"));
 }
 
 absl::Status CaptureSource::ReadChunk(const std::string& digest, uint32_t raw_size,
@@ -96,59 +360,84 @@ absl::Status CaptureSource::ReadChunkInto(const std::string& digest, uint32_t ra
   }
   auto it = index_.find(digest);
   if (it == index_.end()) {
-    std::string hex = digest.size() == Digest::kSize
-                          ? Digest::FromBytes(digest).value_or(Digest{}).ToHex()
-                          : "(malformed digest)";
-    return absl::NotFoundError(absl::StrCat(path_, ": chunk ", hex, " is not in the file"));
+    return absl::NotFoundError(
+        absl::StrCat(path_, ": chunk ", HexOf(digest), " is not in the file"));
   }
-  unsigned char head[kcap::kKcapRecordHeaderBytes];
-  KC_RETURN_IF_ERROR(PreadAll(fd_, head, sizeof(head), it->second.offset, path_));
-  uint32_t length;
-  std::memcpy(&length, head, 4);
-  if (length == 0 || length > kcap::kMaxKcapRecordBytes) {
-    return absl::DataLossError(absl::StrCat(path_, ": bad record length at byte ", it->second.offset));
+  const Entry& e = it->second;
+  if (e.raw_size != raw_size) {
+    return DataLoss(e, absl::StrCat("chunk has ", e.raw_size, " raw bytes, expected ", raw_size));
   }
-  std::string payload(length, '\0');
-  KC_RETURN_IF_ERROR(
-      PreadAll(fd_, payload.data(), length, it->second.offset + sizeof(head), path_));
-  if (Xxh3(payload.data(), payload.size()) != GetU64(head + 4)) {
-    return absl::DataLossError(
-        absl::StrCat(path_, ": record checksum mismatch at byte ", it->second.offset));
+  switch (e.codec) {
+    case v1::CODEC_ZSTD:
+      KC_RETURN_IF_ERROR(ReadZstd(e, out));
+      break;
+    case v1::CODEC_RAW:
+    case v1::CODEC_UNSPECIFIED:
+      KC_RETURN_IF_ERROR(ReadRaw(e, out));
+      break;
+    default:
+      return DataLoss(e, absl::StrCat("unknown codec ", e.codec));
   }
-  v1::TransferFrame frame;
-  if (!frame.ParseFromString(payload) || !frame.has_chunk()) {
-    return absl::DataLossError(absl::StrCat(path_, ": unparsable chunk record at byte ",
-                                            it->second.offset));
+  if (verify_content_digests_ && Sha256(out, raw_size).ToBytes() != digest) {
+    return DataLoss(e, "chunk does not match its SHA-256 address");
   }
-  payload.clear();
-  payload.shrink_to_fit();
-  const v1::TransferChunk& c = frame.chunk();
-  if (c.raw_size() != raw_size) {
-    return absl::DataLossError(absl::StrFormat("%s: chunk at byte %u has %u raw bytes, expected %u",
-                                               path_, it->second.offset, c.raw_size(), raw_size));
-  }
-  if (c.codec() == v1::CODEC_ZSTD) {
-    // One decompression context per thread (ZSTD_decompress would make one per call).
-    thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
-                                                                         &ZSTD_freeDCtx);
-    if (dctx == nullptr) return absl::ResourceExhaustedError("ZSTD_createDCtx failed");
-    size_t n = ZSTD_decompressDCtx(dctx.get(), out, raw_size, c.data().data(), c.data().size());
-    if (ZSTD_isError(n) || n != raw_size) {
-      return absl::DataLossError(absl::StrCat(path_, ": zstd decode of chunk at byte ",
-                                              it->second.offset, " failed: ",
-                                              ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
+  return absl::OkStatus();
+}
+
+// A raw chunk: preadv puts the payload's prefix and suffix in per-thread
+// buffers and the data straight into `out` (no intermediate copy). It reads
+// in pieces of kRawPieceBytes, each hashed (XXH3 streaming, in payload order)
+// right after it lands, while the bytes the kernel just wrote are still in
+// the core's cache: hashing the whole chunk afterwards would read it back
+// from memory, a second pass over the bytes.
+absl::Status CaptureSource::ReadRaw(const Entry& e, char* out) const {
+  if (e.data_length != e.raw_size) return DataLoss(e, "raw chunk size mismatch");
+  thread_local Scratch prefix_buf, suffix_buf;
+  const size_t suffix_length = e.payload_length - e.data_offset - e.data_length;
+  char* prefix = prefix_buf.Get(e.data_offset);
+  char* suffix = suffix_buf.Get(suffix_length);
+  XXH3_state_t* state = ThreadXxh3State();
+  if (state == nullptr) return absl::ResourceExhaustedError("XXH3_createState failed");
+  XXH3_64bits_reset(state);
+  uint64_t offset = e.record_offset + kcap::kKcapRecordHeaderBytes;
+  size_t done = 0;
+  do {  // the prefix goes with the first piece, the suffix with the last
+    const size_t n = std::min<size_t>(kRawPieceBytes, e.data_length - done);
+    struct iovec iov[3];
+    int count = 0;
+    if (done == 0) iov[count++] = {prefix, e.data_offset};
+    iov[count++] = {out + done, n};
+    if (done + n == e.data_length) iov[count++] = {suffix, suffix_length};
+    struct iovec pieces[3];
+    std::copy(iov, iov + count, pieces);  // PreadvAll consumes its iovecs
+    KC_RETURN_IF_ERROR(PreadvAll(fd_, iov, count, offset, path_));
+    for (int i = 0; i < count; ++i) {
+      if (pieces[i].iov_len > 0) XXH3_64bits_update(state, pieces[i].iov_base, pieces[i].iov_len);
+      offset += pieces[i].iov_len;
     }
-  } else if (c.codec() == v1::CODEC_RAW || c.codec() == v1::CODEC_UNSPECIFIED) {
-    if (c.data().size() != raw_size) {
-      return absl::DataLossError(absl::StrCat(path_, ": raw chunk size mismatch"));
-    }
-    std::memcpy(out, c.data().data(), raw_size);
-  } else {
-    return absl::DataLossError(absl::StrCat(path_, ": unknown codec ", c.codec()));
+    done += n;
+  } while (done < e.data_length);
+  if (XXH3_64bits_digest(state) != e.checksum) return DataLoss(e, "record checksum mismatch");
+  return absl::OkStatus();
+}
+
+// A zstd chunk: the payload into a per-thread buffer, checksummed, then the
+// data slice decompressed into `out`.
+absl::Status CaptureSource::ReadZstd(const Entry& e, char* out) const {
+  thread_local Scratch payload_buf;
+  char* payload = payload_buf.Get(e.payload_length);
+  KC_RETURN_IF_ERROR(PreadAll(fd_, payload, e.payload_length,
+                              e.record_offset + kcap::kKcapRecordHeaderBytes, path_));
+  if (XXH3_64bits(payload, e.payload_length) != e.checksum) {
+    return DataLoss(e, "record checksum mismatch");
   }
-  if (Sha256(out, raw_size).ToBytes() != digest) {
-    return absl::DataLossError(absl::StrCat(path_, ": chunk at byte ", it->second.offset,
-                                            " does not match its SHA-256 address"));
+  ZSTD_DCtx* dctx = ThreadDCtx();
+  if (dctx == nullptr) return absl::ResourceExhaustedError("ZSTD_createDCtx failed");
+  const size_t n =
+      ZSTD_decompressDCtx(dctx, out, e.raw_size, payload + e.data_offset, e.data_length);
+  if (ZSTD_isError(n) || n != e.raw_size) {
+    return DataLoss(e, absl::StrCat("zstd decode failed: ",
+                                    ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
   }
   return absl::OkStatus();
 }

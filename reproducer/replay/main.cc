@@ -53,6 +53,7 @@ struct Common {
   bool force_relocate = false;
   std::string platform = "auto";  // auto (from the capture), cuda, hsa
   std::string hsa_runtime;        // HSA runtime library (default: $KERNCAP_HSA_RUNTIME, ROCm's)
+  bool verify_digests = false;    // recompute every chunk's SHA-256 (capture_source.h)
 };
 
 int Error(const absl::Status& s, bool json) {
@@ -73,7 +74,7 @@ int Error(const absl::Status& s, bool json) {
   return code;
 }
 
-absl::StatusOr<std::unique_ptr<CaptureSource>> OpenSource(const Common& c) {
+absl::StatusOr<std::unique_ptr<CaptureSource>> OpenCaptureFile(const Common& c) {
   if (c.daemon.empty()) return CaptureSource::OpenKcap(c.source);
   std::string tmp = (std::filesystem::temp_directory_path() /
                      absl::StrCat("kerncap-replay-", ::getpid(), ".kcap"))
@@ -84,6 +85,12 @@ absl::StatusOr<std::unique_ptr<CaptureSource>> OpenSource(const Common& c) {
     return id.status();
   }
   return CaptureSource::OpenKcap(tmp, /*unlink_after_open=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<CaptureSource>> OpenSource(const Common& c) {
+  auto src = OpenCaptureFile(c);
+  if (src.ok()) (*src)->set_verify_content_digests(c.verify_digests);
+  return src;
 }
 
 absl::StatusOr<std::unique_ptr<ReplaySession>> OpenSession(const Common& c,
@@ -116,6 +123,9 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--hsa-runtime", c->hsa_runtime,
                   "HSA runtime library to load (default: $KERNCAP_HSA_RUNTIME, else "
                   "libhsa-runtime64.so.1)");
+  app->add_flag("--verify-digests", c->verify_digests,
+                "recompute every chunk's SHA-256 and compare it with its address (slower; "
+                "the per-record XXH3 is always checked)");
 }
 
 // The HSA path of one command. nullopt: not an HSA capture (the CUDA path
