@@ -9,6 +9,11 @@ PACKAGES=(
   libabsl-dev libzstd-dev zstd libxxhash-dev libsqlite3-dev libssl-dev openssl
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  # Python client (client/python): venv + pip for its test environments, and
+  # Debian's grpcio/protobuf/xxhash/pytest so its tests also run offline and
+  # against the oldest supported versions (client/python/run_tests.sh).
+  python3-venv python3-pip python3-setuptools python3-grpcio python3-protobuf python3-xxhash
+  python3-pytest
   # ROCm/HSA backend (issue 4): HSA headers, HIP headers and device libraries
   # for compiling the test kernels, clang/lld/LLVM 15 (code objects, LLVM's
   # ELF + msgpack static libraries, libFuzzer).

@@ -99,6 +99,7 @@ bool AlwaysOnDriverCallback(CUpti_CallbackId cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetFunction:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
@@ -107,6 +108,25 @@ bool AlwaysOnDriverCallback(CUpti_CallbackId cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Driver calls whose EXIT attributes the images loaded during the call to a
+// module handle (Track). With lazy loading (the default) the image of a
+// cuModuleLoadData module is loaded later, e.g. inside cuModuleGetFunction;
+// an autotuner (Triton) loads several modules that define the same kernel
+// name, so attributing images loaded in some earlier call would ship another
+// candidate's cubin. Their ENTER starts a fresh attribution window.
+bool AttributesLoadedModules(CUpti_CallbackId cbid) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetFunction:
       return true;
     default:
       return false;
@@ -392,6 +412,9 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
   const bool launch = IsKernelLaunch(cbid);
   if (cb->callbackSite == CUPTI_API_ENTER) {
     *cb->correlationData = 0;
+    // Not a launch: images loaded before this call belong to no handle it
+    // will name (see AttributesLoadedModules).
+    if (!launch && AttributesLoadedModules(cbid)) modules_.DiscardPending();
     // The unarmed path: one atomic load, nothing else.
     if (armed_path_refs_.load(std::memory_order_acquire) == 0) return;
     CaptureTransport* t = transport_.load(std::memory_order_acquire);
@@ -622,6 +645,14 @@ void CudaAgent::Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
       }
       break;
     }
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetFunction: {
+      // A lazily loaded module's image arrives here (Triton: load, then get).
+      CUmodule mod = static_cast<const cuModuleGetFunction_params*>(p)->hmod;
+      for (uint32_t id : modules_.TakePending()) {
+        modules_.NoteHandle(reinterpret_cast<uint64_t>(mod), id);
+      }
+      break;
+    }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
@@ -725,6 +756,9 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
       f = real;
     }
   }
+  // Only images loaded by this forced load belong to the function's module;
+  // earlier unattributed ones may be other modules defining the same name.
+  modules_.DiscardPending();
   if (api.FuncLoad != nullptr) api.FuncLoad(f);
   CUmodule module = nullptr;
   if (cuFuncGetModule(&module, f) != CUDA_SUCCESS) module = nullptr;

@@ -50,6 +50,8 @@ std::vector<uint32_t> ModuleRegistry::TakePending() {
   return out;
 }
 
+void ModuleRegistry::DiscardPending() { t_pending_modules.clear(); }
+
 void ModuleRegistry::NoteHandle(uint64_t cu_module, uint32_t module_id) {
   std::lock_guard lock(mu_);
   by_handle_[cu_module] = module_id;

@@ -7,7 +7,7 @@
 #                        binaries need that the GPU machine may lack
 #   .bundle/lib/cupti/   our libcupti.so.13, used only when the machine has none
 #   .bundle/gpu_tests/   the CUDA test programs (agent/cuda/gpu_tests)
-#   .bundle/tests/       gpu_e2e_test, replay_gpu_test
+#   .bundle/tests/       gpu_e2e_test, replay_gpu_test, serve_gpu_test
 #   .bundle/python/      the PyTorch/Triton test scripts (tests/gpu/python), run
 #                        with the GPU machine's python3
 #   .bundle/gpu_bench/   the GPU benchmarks (tests/bench/gpu)
@@ -33,6 +33,9 @@ TARGETS=(kerncapd kerncapctl kerncap-replay kerncap_agent kerncap_gpu_programs g
 if [[ ! -f $BUILD/build.ninja ]]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja
 fi
+# kerncap-replay serve's GPU test (reproducer/replay/serve), when it was configured.
+[[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^serve_gpu_test:') ]] &&
+  TARGETS+=(serve_gpu_test)
 ninja -C "$BUILD" -j"${JOBS:-2}" "${TARGETS[@]}"
 
 rm -rf "$OUT"
@@ -42,7 +45,13 @@ cp "$BUILD"/lib/libkerncap_agent.so "$OUT"/lib/
 find "$BUILD"/gpu_tests -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_tests/ \;
 find "$BUILD"/gpu_bench -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_bench/ \;
 cp "$BUILD"/tests/{gpu_e2e_test,replay_gpu_test} "$OUT"/tests/
+[[ -x $BUILD/tests/serve_gpu_test ]] && cp "$BUILD"/tests/serve_gpu_test "$OUT"/tests/
 cp "$ROOT"/tests/gpu/python/*.py "$OUT"/python/
+# The Triton shim (python_shim) and its GPU cases, run with the machine's python3.
+mkdir -p "$OUT"/python_shim/tests
+cp -r "$ROOT"/python_shim/src "$OUT"/python_shim/
+cp -r "$ROOT"/python_shim/tests/gpu "$OUT"/python_shim/tests/
+find "$OUT"/python_shim -name __pycache__ -prune -exec rm -rf {} +
 
 # Shared libraries, resolved by ldd here.
 skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcupti\.so|libcublas)'

@@ -75,8 +75,24 @@ run() {
 # the Python cases run apart so a slow import or JIT cannot starve the rest.
 run replay_gpu_test timeout "${KC_T_REPLAY:-40}" "$HERE"/tests/replay_gpu_test \
   --gtest_output=xml:"$LOGS"/replay_gpu_test.xml
+# kerncap-replay serve (resident mode): serves an in-process capture, submits
+# candidate cubins (pass, fail, faster/slower, fault), checks the device comparator.
+if [[ -x $HERE/tests/serve_gpu_test ]]; then
+  run serve_gpu_test timeout "${KC_T_SERVE:-90}" "$HERE"/tests/serve_gpu_test \
+    --gtest_output=xml:"$LOGS"/serve_gpu_test.xml
+fi
 run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
   --gtest_filter='-*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml
-run gpu_e2e_python timeout "${KC_T_PYTHON:-100}" "$HERE"/tests/gpu_e2e_test \
-  --gtest_filter='*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_python.xml
+# KERNCAP_GPU_PYTHON=0 leaves them out (a quicker run of the native cases).
+if [[ ${KERNCAP_GPU_PYTHON:-1} != 0 ]]; then
+  run gpu_e2e_python timeout "${KC_T_PYTHON:-100}" "$HERE"/tests/gpu_e2e_test \
+    --gtest_filter='*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_python.xml
+  # Triton shim cases: autotuned matmul, in-place kernel, torch.compile model.
+  if [[ -n $PY && -d $HERE/python_shim ]]; then
+    run shim_gpu_test timeout "${KC_T_SHIM:-300}" "$PY" "$HERE"/python_shim/tests/gpu/run_gpu_shim_tests.py \
+      --build "$HERE" --logs "$LOGS/shim"
+  fi
+else
+  echo "=== gpu_e2e_python: left out (KERNCAP_GPU_PYTHON=0)" | tee -a "$LOGS/summary.txt"
+fi
 exit $rc

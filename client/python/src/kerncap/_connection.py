@@ -1,0 +1,184 @@
+"""Where kerncapd is and how to reach it (shared by the sync and async clients).
+
+Targets, as kerncapctl takes them: an absolute Unix socket path
+("/run/kerncap/kerncapd.sock"), a "unix:" URI, or "HOST:PORT" /
+"[IPv6]:PORT" for a daemon serving TCP with TLS. With no target the client
+uses the same default as kerncapctl: $KERNCAP_SOCKET, else the daemon's
+default socket (daemon/service/default_paths.h):
+
+    root:  /run/kerncap/kerncapd.sock
+    user:  $XDG_RUNTIME_DIR/kerncap/kerncapd.sock (when absolute),
+           else /tmp/kerncap-<uid>/kerncapd.sock
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from . import errors
+
+# Matches daemon/service/limits.h kMaxMessageBytes: one 4 MiB chunk plus
+# framing, or the manifest of a very large capture, exceed gRPC's 4 MiB default.
+MAX_MESSAGE_BYTES = 128 << 20
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def default_runtime_dir() -> str:
+    if os.geteuid() == 0:
+        return "/run/kerncap"
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if xdg.startswith("/"):  # XDG says relative values must be ignored
+        return f"{xdg}/kerncap"
+    return f"/tmp/kerncap-{os.geteuid()}"
+
+
+def default_socket_path() -> str:
+    """$KERNCAP_SOCKET, else kerncapd's default control socket."""
+    env = os.environ.get("KERNCAP_SOCKET", "")
+    if env:
+        return env
+    return f"{default_runtime_dir()}/kerncapd.sock"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    is_unix: bool
+    grpc_target: str   # "unix:/abs/path" or "host:port"
+    unix_path: str = ""
+    where: str = ""    # "socket /path" or "host h:p", for messages
+
+
+def parse_target(target: Optional[PathLike]) -> Endpoint:
+    text = default_socket_path() if target is None else os.fspath(target)
+    if not text:
+        raise errors.InvalidArgument("empty kerncapd target")
+    rest = text[len("unix:"):] if text.startswith("unix:") else text
+    if text.startswith("unix:") or text.startswith("/") or text.startswith("."):
+        if not rest.startswith("/"):
+            # Relative paths are resolved here (kerncapctl insists on absolute
+            # ones; a notebook's working directory is a reasonable base).
+            rest = str(Path(rest).resolve())
+        return Endpoint(True, f"unix:{rest}", rest, f"socket {rest}")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise errors.InvalidArgument(
+            f'bad kerncapd target "{text}": expected a socket path, unix:/PATH, HOST:PORT '
+            "or [IPv6]:PORT")
+    return Endpoint(False, text, "", f"host {text}")
+
+
+@dataclass(frozen=True)
+class TLS:
+    """TLS settings for a TCP daemon (`kerncapd --listen ... --tls-cert ...`).
+
+    ca:    PEM bundle of the CA that signed the daemon's certificate
+           (None: the system's roots)
+    cert, key: client certificate and key (mutual TLS; both or neither)
+    server_name: name to check the daemon's certificate against, when it is
+           not the host part of the target (e.g. connecting by IP address)
+    """
+
+    ca: Optional[PathLike] = None
+    cert: Optional[PathLike] = None
+    key: Optional[PathLike] = None
+    server_name: Optional[str] = None
+
+    @classmethod
+    def coerce(cls, value: Any) -> Optional["TLS"]:
+        """None/True -> TLS with defaults; False -> None (plaintext); a path
+        -> TLS(ca=path); a dict -> TLS(**dict); a TLS -> itself."""
+        if value is None or value is True:
+            return cls()
+        if value is False:
+            return None
+        if isinstance(value, TLS):
+            return value
+        if isinstance(value, dict):
+            return cls(**value)
+        if isinstance(value, (str, os.PathLike)):
+            return cls(ca=value)
+        raise errors.InvalidArgument(f"tls: expected None, a bool, a CA path, a dict or "
+                                     f"kerncap.TLS, not {type(value).__name__}")
+
+
+def _read(path: PathLike, what: str) -> bytes:
+    try:
+        return Path(path).expanduser().read_bytes()
+    except FileNotFoundError:
+        raise errors.NotFound(f"{what} {os.fspath(path)}: no such file") from None
+    except PermissionError:
+        raise errors.PermissionDenied(f"{what} {os.fspath(path)}: permission denied") from None
+
+
+def read_token_file(path: PathLike) -> str:
+    """First line, whitespace stripped (as kerncapd and kerncapctl read it)."""
+    text = _read(path, "token file").decode("utf-8", "replace")
+    first = text.split("\n", 1)[0].strip()
+    if not first:
+        raise errors.InvalidArgument(f"token file {os.fspath(path)} is empty")
+    return first
+
+
+@dataclass
+class ChannelSpec:
+    endpoint: Endpoint
+    credentials: Any  # grpc.ChannelCredentials or None (insecure)
+    options: List[Tuple[str, Any]]
+    metadata: Tuple[Tuple[str, str], ...]
+
+
+def check_unix_socket(endpoint: Endpoint) -> None:
+    """Fails early and clearly, as kerncapctl does, instead of letting gRPC
+    retry a socket that does not exist."""
+    path = endpoint.unix_path
+    try:
+        os.stat(path)
+    except PermissionError:
+        raise errors.PermissionDenied(f"cannot reach {path}: permission denied") from None
+    except OSError:
+        raise errors.Unavailable(
+            f"no kerncapd socket at {path} — is kerncapd running? (start it with `kerncapd`, "
+            "or pass the socket path to kerncap.connect())") from None
+    if not os.access(path, os.R_OK | os.W_OK):
+        raise errors.PermissionDenied(
+            f"no permission to use {path} (the socket is mode 0660: join its group, or run "
+            "as its owner)")
+
+
+def channel_spec(target: Optional[PathLike], *, tls: Any = None, token: Optional[str] = None,
+                 token_file: Optional[PathLike] = None, check: bool = True,
+                 options: Sequence[Tuple[str, Any]] = ()) -> ChannelSpec:
+    import grpc
+
+    endpoint = parse_target(target)
+    opts: List[Tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ]
+    metadata: Tuple[Tuple[str, str], ...] = ()
+    if endpoint.is_unix:
+        if check:
+            check_unix_socket(endpoint)
+        credentials = None
+    else:
+        settings = TLS.coerce(tls)
+        if settings is None:
+            credentials = None  # plaintext: only for daemons started with --insecure-tcp
+        else:
+            if bool(settings.cert) != bool(settings.key):
+                raise errors.InvalidArgument("tls: cert and key go together (mutual TLS)")
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(settings.ca, "tls CA") if settings.ca else None,
+                private_key=_read(settings.key, "tls key") if settings.key else None,
+                certificate_chain=_read(settings.cert, "tls cert") if settings.cert else None)
+            if settings.server_name:
+                opts.append(("grpc.ssl_target_name_override", settings.server_name))
+    if token_file is not None:
+        token = read_token_file(token_file)
+    if token:
+        metadata = (("authorization", f"Bearer {token}"),)
+    opts.extend(options)
+    return ChannelSpec(endpoint, credentials, opts, metadata)

@@ -1,0 +1,464 @@
+"""The synchronous client. `kerncap.connect()` returns a Client:
+
+    import kerncap
+    c = kerncap.connect()                        # the local daemon's default socket
+    arm = c.arm(kernel="matmul", count=1)
+    cap = c.wait_for_capture(arm, timeout=60)    # run the application meanwhile
+    cap.memory_map()                             # DataFrame (pandas) or list of dicts
+    c.export(cap, "matmul.kcap")
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
+
+import grpc
+
+from . import _connection, _ops, _progress, errors
+from . import replayer as _replayer
+from ._pb import pb
+from .capture import Capture
+from .models import (AgentList, Agent, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
+                     Event, ExportResult, GcReport, ImportResult, ReproResult, VerifyProblem,
+                     VerifyReport)
+
+PathLike = Union[str, "os.PathLike[str]"]
+_DEFAULT = object()
+
+
+class _Stubs:
+    """Callables for every KerncapControl method, built from the service
+    descriptor (so a method added to control.proto is callable at once). `raw`
+    ones pass serialized bytes through untouched (.kcap relaying)."""
+
+    def __init__(self, channel) -> None:
+        self._channel = channel
+        self._cache = {}
+
+    def get(self, name: str, raw_request: bool = False, raw_response: bool = False):
+        key = (name, raw_request, raw_response)
+        fn = self._cache.get(key)
+        if fn is None:
+            m = pb.methods[name]
+            kind = (("stream" if m.client_streaming else "unary") + "_"
+                    + ("stream" if m.server_streaming else "unary"))
+            fn = getattr(self._channel, kind)(
+                m.path,
+                request_serializer=None if raw_request else m.request.SerializeToString,
+                response_deserializer=None if raw_response else m.response.FromString)
+            self._cache[key] = fn
+        return fn
+
+
+def _translate(where: str):
+    @contextlib.contextmanager
+    def ctx():
+        try:
+            yield
+        except grpc.RpcError as e:
+            err = errors.from_rpc_error(e, where)
+            err.rpc_error = e  # type: ignore[attr-defined]
+            raise err from None
+    return ctx()
+
+
+class Client:
+    """A connection to one kerncapd. Thread-safe (gRPC channels are); close it
+    (or use `with`) when done."""
+
+    def __init__(self, spec: _connection.ChannelSpec, timeout: Optional[float]) -> None:
+        self._spec = spec
+        self.endpoint = spec.endpoint
+        self.timeout = timeout
+        if spec.credentials is None:
+            self._channel = grpc.insecure_channel(spec.endpoint.grpc_target, options=spec.options)
+        else:
+            self._channel = grpc.secure_channel(spec.endpoint.grpc_target, spec.credentials,
+                                                options=spec.options)
+        self._stubs = _Stubs(self._channel)
+
+    # ---- plumbing ----
+
+    @property
+    def where(self) -> str:
+        """"socket /path" or "host h:p"."""
+        return self.endpoint.where
+
+    def _unary(self, name: str, request, timeout: Any = _DEFAULT):
+        t = self.timeout if timeout is _DEFAULT else timeout
+        with _translate(self.where):
+            return self._stubs.get(name)(request, timeout=t, metadata=self._spec.metadata)
+
+    def _stream(self, name: str, request, *, raw_response: bool = False,
+                timeout: Optional[float] = None):
+        return self._stubs.get(name, raw_response=raw_response)(
+            request, timeout=timeout, metadata=self._spec.metadata)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<kerncap.Client {self.where}>"
+
+    # ---- daemon ----
+
+    def status(self) -> DaemonStatus:
+        return DaemonStatus.from_pb(self._unary("GetStatus", pb.GetStatusRequest()))
+
+    def agents(self) -> AgentList:
+        resp = self._unary("ListAgents", pb.ListAgentsRequest())
+        return AgentList(Agent.from_pb(a) for a in resp.agents)
+
+    # ---- arms ----
+
+    def arm(self, kernel: Optional[str] = None, *, mangled: Optional[str] = None,
+            match: Optional[str] = None, pid: Optional[int] = None,
+            process: Optional[str] = None, device: Optional[int] = None,
+            skip: Optional[int] = None, nth: Optional[int] = None, count: Optional[int] = None,
+            expires: Any = None, ttl: Any = None,
+            tags: Optional[Mapping[str, str]] = None) -> Arm:
+        """Arms a capture of the next matching dispatch(es).
+
+        kernel   name to match (per `match`: "substring" (default), "glob",
+                 "regex" on the demangled name); or mangled= for an exact
+                 mangled name. Empty matches every kernel.
+        pid, process  only this process id / processes whose name contains this
+        device   only this device ordinal
+        skip     let this many matching dispatches pass first
+        nth      capture only the nth matching dispatch (1-based)
+        count    captures to take before the arm is done (default 1)
+        ttl      expire after this long (seconds, timedelta or "5m"); or
+        expires  an absolute datetime / unix seconds
+        tags     copied to every capture it takes
+        """
+        req = _ops.arm_request(kernel, mangled=mangled, match=match, pid=pid, process=process,
+                               device=device, skip=skip, nth=nth, count=count, expires=expires,
+                               ttl=ttl, tags=tags)
+        return Arm.from_pb(self._unary("Arm", req))
+
+    def disarm(self, arm_id: Any = None, *, all: Optional[bool] = None) -> ArmList:  # noqa: A002
+        """Disarms one arm (id or Arm), or every active arm when no id is
+        given. Returns the arms disarmed."""
+        resp = self._unary("Disarm", _ops.disarm_request(arm_id, all))
+        return ArmList(Arm.from_pb(a) for a in resp.disarmed)
+
+    def arms(self, all: bool = False) -> ArmList:  # noqa: A002
+        """Active arms; all=True includes done, expired and disarmed ones."""
+        resp = self._unary("ListArms", pb.ListArmsRequest(include_finished=all))
+        return ArmList(Arm.from_pb(a) for a in resp.arms)
+
+    # ---- captures ----
+
+    def captures(self, kernel: Optional[str] = None, *, pid: Optional[int] = None,
+                 tag: Any = None, limit: Optional[int] = None) -> CaptureList:
+        """Captures in the store, in kerncapd's order. kernel: the demangled
+        name contains this; tag: "k=v", (k, v) or {k: v}; limit: at most this
+        many (0/None: all)."""
+        resp = self._unary("ListCaptures", _ops.list_captures_request(kernel, pid, tag, limit))
+        return CaptureList(CaptureSummary.from_pb(c) for c in resp.captures)
+
+    def capture(self, capture_id: Any) -> Capture:
+        """Full description of one capture (id or unique prefix)."""
+        req = pb.GetCaptureRequest(capture_id=_ops.capture_id(capture_id))
+        return Capture.from_detail(self._unary("GetCapture", req))
+
+    def delete(self, capture_id: Any) -> str:
+        """Deletes a capture; its chunks are reclaimed by gc(). Returns the full id."""
+        req = pb.DeleteCaptureRequest(capture_id=_ops.capture_id(capture_id))
+        return self._unary("DeleteCapture", req).capture_id
+
+    def gc(self, dry_run: bool = False) -> GcReport:
+        """Reclaims the chunks no capture references any more (after delete)."""
+        return GcReport.from_pb(self._unary("RunGc", pb.RunGcRequest(dry_run=dry_run),
+                                            timeout=None))
+
+    def verify(self, capture_id: Any = None, *, rehash: bool = False,
+               progress: Any = None) -> VerifyReport:
+        """Checks stored bytes (one capture, or the whole store)."""
+        req = pb.VerifyStoreRequest(capture_id=_ops.capture_id(capture_id) if capture_id else "",
+                                    rehash=rehash)
+        bar = _progress.make(progress, "verify", 0, unit_bytes=False)
+        checked = total = 0
+        problems: List[VerifyProblem] = []
+        try:
+            with _translate(self.where):
+                for p in self._stream("VerifyStore", req):
+                    checked, total = p.chunks_checked, p.chunks_total
+                    bar.set_total(total)
+                    bar.update(checked)
+                    problems += [VerifyProblem(x.capture_id, x.chunk_digest.hex(), x.pack, x.what)
+                                 for x in p.problems]
+        finally:
+            bar.close()
+        return VerifyReport(checked, total, problems)
+
+    # ---- events ----
+
+    def watch(self, timeout: Optional[float] = None) -> Iterator[Event]:
+        """Daemon events as they happen (agents joining and leaving, captures
+        starting, progressing, committed or failing, arms changing), until
+        `timeout` seconds pass (then the iterator ends) or the caller stops."""
+        call = self._stream("WatchEvents", pb.WatchEventsRequest(), timeout=timeout)
+        try:
+            with _translate(self.where):
+                try:
+                    for e in call:
+                        yield Event.from_pb(e)
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                        raise
+        finally:
+            call.cancel()
+
+    def wait_for_capture(self, arm_id: Any = None, kernel: Optional[str] = None,
+                         timeout: Optional[float] = 60.0, *, since: Any = None,
+                         poll_interval: float = 0.5, raise_on_failure: bool = True,
+                         use_events: bool = True) -> Capture:
+        """Waits until a capture arrives and returns it.
+
+        arm_id   (an id or the Arm from arm()): that arm's first capture,
+                 including one it already took.
+        kernel   a capture whose kernel name contains this; without arm_id,
+                 one committed after the call (or at/after `since`, a
+                 datetime or unix seconds).
+        Follows WatchEvents; falls back to polling ListArms/ListCaptures every
+        `poll_interval` s when the daemon's event stream is unavailable.
+        Raises DeadlineExceeded after `timeout` s (None: wait forever) and
+        CaptureFailed when the awaited capture fails (raise_on_failure) or the
+        arm ends without one.
+        """
+        waiter = _ops.Waiter(_ops.arm_id_of(arm_id) if arm_id is not None else None, kernel,
+                             _ops.unix_ms(since, "since") if since is not None else None,
+                             raise_on_failure)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        call = None
+        if use_events:
+            call = self._stream("WatchEvents", pb.WatchEventsRequest(), timeout=timeout)
+            try:
+                call.initial_metadata()  # the daemon has subscribed us: no event is missed
+            except grpc.RpcError as e:
+                call.cancel()
+                call = None
+                if e.code() not in (grpc.StatusCode.UNIMPLEMENTED,):
+                    raise errors.from_rpc_error(e, self.where) from None
+        try:
+            found = self._poll_state(waiter)
+            if found:
+                return self.capture(found)
+            if call is not None:
+                with _translate(self.where):
+                    try:
+                        for event in call:
+                            found = waiter.on_event(event)
+                            if found:
+                                return self.capture(found)
+                    except grpc.RpcError as e:
+                        if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                            raise waiter.timeout_error(timeout) from None
+                        if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                            raise
+                # The stream ended (daemon shutting down, or no events): poll.
+            while True:
+                left = _ops.deadline_left(deadline)
+                if left is not None and left <= 0:
+                    raise waiter.timeout_error(timeout)
+                time.sleep(poll_interval if left is None else min(poll_interval, left))
+                found = self._poll_state(waiter)
+                if found:
+                    return self.capture(found)
+        finally:
+            if call is not None:
+                call.cancel()
+
+    def _poll_state(self, waiter: _ops.Waiter) -> Optional[str]:
+        arms = self._unary("ListArms", pb.ListArmsRequest(include_finished=True)).arms \
+            if waiter.arm_id else None
+        caps = self._unary("ListCaptures",
+                           pb.ListCapturesRequest(kernel_contains=waiter.kernel or "")).captures
+        return waiter.check_state(arms, list(caps))
+
+    # ---- transfers ----
+
+    def export(self, capture_id: Any, path: PathLike, *, progress: Any = None) -> ExportResult:
+        """Writes the capture to a .kcap file (kerncapctl's format; nothing
+        appears at `path` unless the whole capture arrived)."""
+        req = pb.ExportCaptureRequest(capture_id=_ops.capture_id(capture_id))
+        from .kcap import KcapWriter
+        with KcapWriter(path) as writer:
+            sink = _ops.ExportSink(writer, progress)
+            call = self._stream("ExportCapture", req, raw_response=True)
+            try:
+                with _translate(self.where):
+                    for payload in call:
+                        sink.add(payload)
+                return sink.finish(path)
+            except BaseException:
+                call.cancel()
+                raise
+            finally:
+                sink.close()
+
+    def import_kcap(self, path: PathLike, *, progress: Any = None) -> ImportResult:
+        """Imports a .kcap file (or a reference-Kerncap capture folder on the
+        daemon's host) into the store. Nothing is committed unless the whole
+        file was read and checked."""
+        if os.path.isdir(path):
+            req = pb.ImportReferenceCaptureRequest(path=os.path.realpath(path))
+            return ImportResult.from_pb(self._unary("ImportReferenceCapture", req, timeout=None))
+        source = _ops.ImportSource(path, progress)
+        try:
+            call = self._stubs.get("ImportCapture", raw_request=True)
+            try:
+                resp = call(source.payloads(), metadata=self._spec.metadata)
+            except grpc.RpcError as e:
+                failed = source.failed()
+                if failed is not None:
+                    raise failed from None
+                raise errors.from_rpc_error(e, self.where) from None
+            return ImportResult.from_pb(resp)
+        finally:
+            source.close()
+
+    def repro(self, capture_id: Any, out: PathLike, *, kind: Optional[str] = None,
+              source_dir: Optional[str] = None, compile_commands: Optional[str] = None,
+              on_daemon: bool = False, overwrite: bool = False) -> ReproResult:
+        """Generates a reproducer project (GenerateReproducer).
+
+        The files are streamed back and written under `out` (created; it must
+        be empty unless overwrite=True); with on_daemon=True the daemon writes
+        the project to `out` on its own host instead (overwrite: replace a
+        non-empty folder there). kind: "auto" (from the capture), "cuda",
+        "hip", "triton" or "binary" (no source search). source_dir and
+        compile_commands (paths on the daemon's host) help it find the
+        kernel's sources. Raises Unimplemented, saying so, when the daemon
+        cannot generate reproducers."""
+        cid = _ops.capture_id(capture_id)
+        req = _ops.repro_request(cid, out, kind=kind, source_dir=source_dir,
+                                 compile_commands=compile_commands, on_daemon=on_daemon,
+                                 overwrite=overwrite, same_host=self.endpoint.is_unix)
+        writer = None if on_daemon else _ops.ReproWriter(out, overwrite)
+        written_to = ""
+        project = None
+        files: List[str] = []
+        call = self._stream("GenerateReproducer", req)
+        try:
+            try:
+                with _translate(self.where):
+                    for f in call:
+                        if f.written_to:
+                            written_to = f.written_to
+                        project = _ops.project_json(f) or project
+                        if writer is not None and f.path:
+                            writer.add(f)
+                        elif f.path:
+                            files.append(f.path)
+            except errors.Unimplemented as e:
+                raise _ops.unimplemented_repro(e) from None
+            if writer is not None:
+                files = writer.commit()
+                writer = None
+        except BaseException:
+            call.cancel()
+            raise
+        finally:
+            if writer is not None:
+                writer.abort()
+        return _ops.repro_result(cid, out, files, written_to, on_daemon, project)
+
+    # ---- replay (kerncap-replay) ----
+
+    @contextlib.contextmanager
+    def _replay_source(self, capture: Any):
+        """(source, daemon endpoint) for kerncap-replay: a .kcap path as is;
+        an id through the Unix socket, which the replayer reads itself; over
+        TCP (TLS/tokens the replayer does not speak) via a temporary export."""
+        if isinstance(capture, (str, os.PathLike)) and os.path.isfile(capture):
+            yield os.fspath(capture), None
+            return
+        cid = _ops.capture_id(capture)
+        if self.endpoint.is_unix:
+            yield cid, self.endpoint.grpc_target
+            return
+        fd, tmp = tempfile.mkstemp(prefix="kerncap-replay-", suffix=".kcap")
+        os.close(fd)
+        try:
+            self.export(cid, tmp, progress=False)
+            yield tmp, None
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def replay(self, capture: Any, *, device: Optional[int] = None,
+               relocate: Optional[bool] = None, timeout: Optional[float] = None,
+               extra_flags: Sequence[str] = ()) -> _replayer.ReplayResult:
+        """Restores the capture on a GPU and launches the kernel once
+        (`kerncap-replay run`). capture: id, Capture/summary, or a .kcap path.
+        relocate: None (original addresses, relocation as a fallback), False
+        (fail instead of relocating), True (force relocation)."""
+        with self._replay_source(capture) as (src, daemon):
+            return _replayer.replay(src, daemon=daemon, device=device, relocate=relocate,
+                                    timeout=timeout, extra_flags=extra_flags)
+
+    def validate(self, capture: Any, *, dtype: Optional[str] = None,
+                 region_dtypes: Any = None, atol: Optional[float] = None,
+                 rtol: Optional[float] = None, ulp: Optional[int] = None,
+                 nan_equal: bool = True, device: Optional[int] = None,
+                 relocate: Optional[bool] = None, timeout: Optional[float] = None,
+                 extra_flags: Sequence[str] = ()) -> _replayer.ValidationResult:
+        """Replays and compares every written region with the captured
+        post-dispatch memory (`kerncap-replay validate`). dtype ("f32",
+        "bf16", "i32", ...) applies to all regions; region_dtypes maps a
+        region (address, index or name) to its dtype; atol/rtol/ulp are the
+        float tolerances (integers always compare exactly). Returns a
+        ValidationResult: check .passed, .failing."""
+        with self._replay_source(capture) as (src, daemon):
+            return _replayer.validate(src, daemon=daemon, dtype=dtype,
+                                      region_dtypes=region_dtypes, atol=atol, rtol=rtol, ulp=ulp,
+                                      nan_equal=nan_equal, device=device, relocate=relocate,
+                                      timeout=timeout, extra_flags=extra_flags)
+
+    def bench(self, capture: Any, *, iterations: Optional[int] = None,
+              warmup: Optional[int] = None, cold_l2: bool = False,
+              restore_each: Optional[bool] = None, samples: bool = False,
+              device: Optional[int] = None, relocate: Optional[bool] = None,
+              timeout: Optional[float] = None,
+              extra_flags: Sequence[str] = ()) -> _replayer.BenchResult:
+        """Times many launches with device events (`kerncap-replay bench`):
+        warm-up, iterations, optional cold L2, median and spread."""
+        with self._replay_source(capture) as (src, daemon):
+            return _replayer.bench(src, daemon=daemon, iterations=iterations, warmup=warmup,
+                                   cold_l2=cold_l2, restore_each=restore_each, samples=samples,
+                                   device=device, relocate=relocate, timeout=timeout,
+                                   extra_flags=extra_flags)
+
+
+def connect(target: Optional[PathLike] = None, *, tls: Any = None, token: Optional[str] = None,
+            token_file: Optional[PathLike] = None, timeout: Optional[float] = 30.0,
+            check: bool = True, options: Sequence = ()) -> Client:
+    """Connects to kerncapd.
+
+    target      Unix socket path, "unix:/path" or "HOST:PORT". Default:
+                $KERNCAP_SOCKET, else the daemon's default socket
+                ($XDG_RUNTIME_DIR/kerncap/kerncapd.sock, /tmp/kerncap-$UID/...,
+                /run/kerncap/kerncapd.sock as root) — what kerncapctl uses.
+    tls         TCP only. None: TLS with the system's roots; kerncap.TLS(ca=...,
+                cert=..., key=..., server_name=...) (or a dict of those, or a
+                CA path); False: plaintext (daemons run with --insecure-tcp).
+    token, token_file  bearer token for daemons run with --token-file.
+    timeout     seconds for each unary call (None: no deadline). Transfers
+                and waits have their own.
+    check       for a Unix socket, fail now (Unavailable naming the path)
+                when there is no socket there.
+    """
+    spec = _connection.channel_spec(target, tls=tls, token=token, token_file=token_file,
+                                    check=check, options=options)
+    return Client(spec, timeout)

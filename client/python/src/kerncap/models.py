@@ -1,0 +1,433 @@
+"""Plain-Python views of kerncapd's answers.
+
+Each dataclass mirrors one protobuf message with Python types (datetimes in
+UTC, enum values as short lowercase names the way kerncapctl prints them, ints
+for addresses and sizes) and keeps the original message in `.raw` for
+anything not surfaced here. Lists have a `_repr_html_` so notebooks show them
+as tables, and `to_dataframe()` when pandas is installed.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, Generic, List, Optional, Sequence, TypeVar
+
+from . import _format as fmt
+from ._pb import pb
+
+# Enum value -> the name kerncapctl prints (client/kerncapctl/commands.cc).
+PLATFORMS = {pb.PLATFORM_CUDA: "cuda", pb.PLATFORM_HSA: "hsa", pb.PLATFORM_SYNTHETIC: "synthetic"}
+MATCHES = {pb.NAME_MATCH_UNSPECIFIED: "substring", pb.NAME_SUBSTRING: "substring",
+           pb.NAME_GLOB: "glob", pb.NAME_REGEX: "regex", pb.NAME_MANGLED: "mangled"}
+MATCH_VALUES = {"substring": pb.NAME_SUBSTRING, "glob": pb.NAME_GLOB, "regex": pb.NAME_REGEX,
+                "mangled": pb.NAME_MANGLED}
+ARM_STATES = {pb.ARM_ACTIVE: "active", pb.ARM_DONE: "done", pb.ARM_EXPIRED: "expired",
+              pb.ARM_DISARMED: "disarmed"}
+REGION_KINDS = {pb.REGION_DEVICE: "device", pb.REGION_DEVICE_VMM: "device-vmm",
+                pb.REGION_MANAGED: "managed", pb.REGION_HOST_PINNED: "host-pinned",
+                pb.REGION_MODULE_GLOBAL: "global", pb.REGION_CONSTANT: "constant",
+                pb.REGION_KERNARG: "kernarg"}
+SOURCES = {pb.SOURCE_AGENT: "agent", pb.SOURCE_REFERENCE_IMPORT: "reference-import",
+           pb.SOURCE_IMPORT: "import"}
+ARG_KINDS = {pb.ARG_BY_VALUE: "value", pb.ARG_POINTER: "pointer", pb.ARG_HIDDEN: "hidden"}
+CODE_FORMATS = {pb.CODE_OBJECT_CUBIN: "cubin", pb.CODE_OBJECT_FATBIN: "fatbin",
+                pb.CODE_OBJECT_PTX: "ptx", pb.CODE_OBJECT_HSACO: "hsaco"}
+REPRODUCER_KINDS = {"auto": pb.REPRODUCER_KIND_UNSPECIFIED, "cuda": pb.REPRODUCER_CUDA,
+                    "hip": pb.REPRODUCER_HIP, "triton": pb.REPRODUCER_TRITON,
+                    "binary": pb.REPRODUCER_BINARY}
+
+
+def _name(table: Dict[int, str], value: int) -> Optional[str]:
+    return table.get(value)
+
+
+def _public_dict(obj: Any) -> Dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj) if f.name != "raw"}
+
+
+T = TypeVar("T")
+
+
+class ResultList(List[T], Generic[T]):
+    """A list that renders as a table in notebooks."""
+
+    columns: Sequence[str] = ()
+    title: str = ""
+
+    def _row(self, item: T) -> Sequence[Any]:
+        return [getattr(item, c) for c in self.columns]
+
+    def to_dicts(self) -> List[Dict[str, Any]]:
+        return [_public_dict(x) for x in self]  # type: ignore[arg-type]
+
+    def to_dataframe(self):
+        import pandas as pd  # optional dependency
+        return pd.DataFrame(self.to_dicts())
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return f"<i>no {self.title or 'items'}</i>"
+        return fmt.html_table(list(self.columns), (self._row(x) for x in self),
+                              caption=f"{len(self)} {self.title}")
+
+    def __str__(self) -> str:
+        if not self:
+            return f"no {self.title or 'items'}"
+        return fmt.text_table(list(self.columns), (self._row(x) for x in self))
+
+
+# ---- daemon ----
+
+@dataclass
+class StoreStats:
+    path: str
+    captures: int
+    unique_chunks: int
+    raw_bytes: int
+    stored_bytes: int
+    pack_files: int
+    logical_bytes: int
+    chunk_size: int
+
+    @classmethod
+    def from_pb(cls, m) -> "StoreStats":
+        return cls(m.path, m.captures, m.unique_chunks, m.raw_bytes, m.stored_bytes,
+                   m.pack_files, m.logical_bytes, m.chunk_size)
+
+    @property
+    def saved_ratio(self) -> Optional[float]:
+        """logical / stored bytes (dedup + zero elision + compression)."""
+        return self.logical_bytes / self.stored_bytes if self.stored_bytes else None
+
+
+@dataclass
+class DaemonStatus:
+    version: str
+    started: Optional[_dt.datetime]
+    pid: int
+    hostname: str
+    unix_socket: str
+    tcp_listen: str
+    agent_socket: str
+    store: StoreStats
+    agents: int
+    active_arms: int
+    ingests_in_flight: int
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_pb(cls, m) -> "DaemonStatus":
+        return cls(m.version, fmt.from_unix_ms(m.started_unix_ms), m.pid, m.hostname,
+                   m.unix_socket, m.tcp_listen, m.agent_socket, StoreStats.from_pb(m.store),
+                   m.agents, m.active_arms, m.ingests_in_flight, raw=m)
+
+    def _pairs(self):
+        s = self.store
+        ratio = s.saved_ratio
+        return [("kerncapd", f"{self.version} pid {self.pid} on {self.hostname}"),
+                ("started", self.started), ("control socket", self.unix_socket),
+                ("tcp listen", self.tcp_listen), ("agent socket", self.agent_socket),
+                ("store", s.path), ("captures", s.captures),
+                ("unique chunks", f"{s.unique_chunks} ({fmt.human_bytes(s.chunk_size)} each)"),
+                ("logical size", fmt.human_bytes(s.logical_bytes)),
+                ("raw unique", fmt.human_bytes(s.raw_bytes)),
+                ("stored", f"{fmt.human_bytes(s.stored_bytes)} in {s.pack_files} pack files"),
+                ("saved", f"{ratio:.2f}x (logical / stored)" if ratio else "-"),
+                ("agents", self.agents), ("active arms", self.active_arms),
+                ("ingests in flight", self.ingests_in_flight)]
+
+    def _repr_html_(self) -> str:
+        return fmt.html_kv(self._pairs(), caption="kerncapd status")
+
+    def __str__(self) -> str:
+        return "\n".join(f"{k:>18}  {fmt.cell(v)}" for k, v in self._pairs())
+
+
+@dataclass
+class Device:
+    ordinal: int
+    name: str
+    arch: str
+    uuid: str = ""
+    total_memory: int = 0
+    pci_bus_id: str = ""
+
+    @classmethod
+    def from_pb(cls, m) -> "Device":
+        return cls(m.ordinal, m.name, m.arch, m.uuid, m.total_memory, m.pci_bus_id)
+
+    def __str__(self) -> str:
+        return f"#{self.ordinal} {self.name or '-'} ({self.arch or '-'})"
+
+
+@dataclass
+class Driver:
+    driver_version: str
+    runtime_version: str
+    tool_version: str
+
+    @classmethod
+    def from_pb(cls, m) -> "Driver":
+        return cls(m.driver_version, m.runtime_version, m.tool_version)
+
+
+@dataclass
+class Process:
+    pid: int
+    hostname: str
+    process_name: str
+    cmdline: List[str]
+
+    @classmethod
+    def from_pb(cls, m) -> "Process":
+        return cls(m.pid, m.hostname, m.process_name, list(m.cmdline))
+
+
+@dataclass
+class Agent:
+    agent_id: str
+    process: Process
+    platform: Optional[str]
+    devices: List[Device]
+    driver: Driver
+    connected: Optional[_dt.datetime]
+    agent_version: str
+    captures: int
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_pb(cls, m) -> "Agent":
+        return cls(m.agent_id, Process.from_pb(m.process), _name(PLATFORMS, m.platform),
+                   [Device.from_pb(d) for d in m.devices], Driver.from_pb(m.driver),
+                   fmt.from_unix_ms(m.connected_unix_ms), m.agent_version, m.captures, raw=m)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+class AgentList(ResultList[Agent]):
+    title = "agents"
+    columns = ("agent_id", "pid", "process", "host", "platform", "devices", "connected",
+               "captures")
+
+    def _row(self, a: Agent):
+        return [a.agent_id, a.process.pid, a.process.process_name, a.process.hostname,
+                a.platform, [f"{d.ordinal}:{d.name}" for d in a.devices], a.connected,
+                a.captures]
+
+
+# ---- arms ----
+
+@dataclass
+class Selector:
+    kernel: str = ""
+    match: str = "substring"
+    pid: int = 0
+    process_name: str = ""
+    device: Optional[int] = None
+    skip: int = 0
+    nth: int = 0
+    count: int = 1
+
+    @classmethod
+    def from_pb(cls, m) -> "Selector":
+        return cls(m.kernel, MATCHES.get(m.match, "substring"), m.pid, m.process_name,
+                   m.device if m.has_device else None, m.skip, m.nth, max(1, m.count))
+
+    def __str__(self) -> str:
+        text = f'{self.match} "{self.kernel}"'
+        for name in ("pid", "process_name", "skip", "nth"):
+            if getattr(self, name):
+                text += f" {name}={getattr(self, name)}"
+        if self.device is not None:
+            text += f" device={self.device}"
+        return text
+
+
+@dataclass
+class Arm:
+    arm_id: str
+    selector: Selector
+    state: Optional[str]
+    created: Optional[_dt.datetime]
+    expires: Optional[_dt.datetime]
+    captured: int
+    capture_ids: List[str]
+    tags: Dict[str, str]
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_pb(cls, m) -> "Arm":
+        return cls(m.arm_id, Selector.from_pb(m.selector), _name(ARM_STATES, m.state),
+                   fmt.from_unix_ms(m.created_unix_ms), fmt.from_unix_ms(m.expires_unix_ms),
+                   m.captured, list(m.capture_ids), dict(m.tags), raw=m)
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+    def __str__(self) -> str:
+        return self.arm_id
+
+
+class ArmList(ResultList[Arm]):
+    title = "arms"
+    columns = ("arm_id", "state", "selector", "captured", "created", "expires", "tags",
+               "capture_ids")
+
+    def _row(self, a: Arm):
+        return [a.arm_id, a.state, str(a.selector), f"{a.captured}/{a.selector.count}",
+                a.created, a.expires, a.tags, a.capture_ids]
+
+
+# ---- captures ----
+
+@dataclass
+class CaptureSummary:
+    capture_id: str
+    created: Optional[_dt.datetime]
+    kernel: str
+    mangled_name: str
+    platform: Optional[str]
+    pid: int
+    hostname: str
+    process_name: str
+    device: str
+    regions: int
+    logical_bytes: int
+    new_stored_bytes: int
+    source: Optional[str]
+    tags: Dict[str, str]
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_pb(cls, m) -> "CaptureSummary":
+        return cls(m.capture_id, fmt.from_unix_ms(m.created_unix_ms), m.kernel, m.mangled_name,
+                   _name(PLATFORMS, m.platform), m.pid, m.hostname, m.process_name, m.device,
+                   m.regions, m.logical_bytes, m.new_stored_bytes, _name(SOURCES, m.source),
+                   dict(m.tags), raw=m)
+
+    @property
+    def id(self) -> str:
+        return self.capture_id
+
+    def __str__(self) -> str:
+        return self.capture_id
+
+
+class CaptureList(ResultList[CaptureSummary]):
+    title = "captures"
+    columns = ("capture_id", "created", "kernel", "pid", "process", "device", "regions",
+               "logical", "new stored", "source", "tags")
+
+    def _row(self, s: CaptureSummary):
+        kernel = s.kernel if len(s.kernel) <= 48 else s.kernel[:45] + "..."
+        return [s.capture_id, s.created, kernel, s.pid or None, s.process_name, s.device,
+                s.regions, fmt.human_bytes(s.logical_bytes),
+                fmt.human_bytes(s.new_stored_bytes), s.source, s.tags]
+
+    @property
+    def ids(self) -> List[str]:
+        return [s.capture_id for s in self]
+
+
+# ---- maintenance and transfers ----
+
+@dataclass
+class GcReport:
+    live_chunks: int
+    dead_chunks: int
+    reclaimed_bytes: int
+    packs_deleted: int
+    packs_rewritten: int
+    seconds: float
+    dry_run: bool
+
+    @classmethod
+    def from_pb(cls, m) -> "GcReport":
+        return cls(m.live_chunks, m.dead_chunks, m.reclaimed_bytes, m.packs_deleted,
+                   m.packs_rewritten, m.seconds, m.dry_run)
+
+
+@dataclass
+class VerifyProblem:
+    capture_id: str
+    chunk_digest: str  # hex
+    pack: str
+    what: str
+
+
+@dataclass
+class VerifyReport:
+    chunks_checked: int
+    chunks_total: int
+    problems: List[VerifyProblem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class ExportResult:
+    capture_id: str
+    path: str
+    chunks: int
+    raw_bytes: int
+    file_bytes: int
+
+
+@dataclass
+class ImportResult:
+    capture_id: str
+    chunks_received: int
+    chunks_already_present: int
+
+    @classmethod
+    def from_pb(cls, m) -> "ImportResult":
+        return cls(m.capture_id, m.chunks_received, m.chunks_already_present)
+
+
+@dataclass
+class ReproResult:
+    """A reproducer project: `path` is a local folder (files streamed back) or,
+    with on_daemon=True, the folder on the daemon host."""
+    capture_id: str
+    path: str
+    files: List[str]
+    on_daemon: bool = False
+    # kerncap.json of the project (what was generated, from which sources),
+    # when the daemon sends it.
+    project: Optional[Dict[str, Any]] = None
+
+    def _repr_html_(self) -> str:
+        where = "on the daemon's host" if self.on_daemon else "here"
+        return fmt.html_table(["file"], ([f] for f in self.files),
+                              caption=f"reproducer of {self.capture_id} in {self.path} ({where}, "
+                                      f"{len(self.files)} files)")
+
+
+@dataclass
+class Event:
+    """One WatchEvents event. `kind` is the oneof case ("capture_committed",
+    "arm_changed", ...); `data` its converted payload (CaptureSummary, Arm,
+    Agent) or the raw message for the others."""
+    time: Optional[_dt.datetime]
+    kind: Optional[str]
+    data: Any
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_pb(cls, m) -> "Event":
+        kind = m.WhichOneof("kind")
+        payload = getattr(m, kind) if kind else None
+        if kind == "capture_committed":
+            data: Any = CaptureSummary.from_pb(payload)
+        elif kind == "arm_changed":
+            data = Arm.from_pb(payload)
+        elif kind in ("agent_joined", "agent_left"):
+            data = Agent.from_pb(payload)
+        else:
+            data = payload
+        return cls(fmt.from_unix_ms(m.unix_ms), kind, data, raw=m)
