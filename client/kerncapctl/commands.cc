@@ -611,19 +611,4 @@ absl::Status CmdWatch(Connection& c, Output o) {
   return c.Check(reader->Finish());
 }
 
-absl::Status CmdRepro(Connection& c, Output o, const std::string& capture,
-                      const std::string& out_dir) {
-  v1::GenerateReproducerRequest req;
-  req.set_capture_id(capture);
-  req.set_out_dir(out_dir);
-  auto ctx = c.NewContext(false);
-  auto reader = c.stub().GenerateReproducer(ctx.get(), req);
-  v1::ReproducerFile f;
-  while (reader->Read(&f)) {
-    if (!f.written_to().empty() && !o.json)
-      o.out << "reproducer written to " << f.written_to() << "\n";
-  }
-  return c.Check(reader->Finish());
-}
-
 }  // namespace kerncap::ctl

@@ -54,8 +54,6 @@ absl::Status CmdExport(Connection& c, Output o, const std::string& capture,
                        const std::string& out_file);
 absl::Status CmdPull(Connection& source, Connection& dest, Output o, const std::string& capture);
 absl::Status CmdWatch(Connection& c, Output o);
-absl::Status CmdRepro(Connection& c, Output o, const std::string& capture,
-                      const std::string& out_dir);
 
 }  // namespace kerncap::ctl
 

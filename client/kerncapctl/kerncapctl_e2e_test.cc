@@ -145,9 +145,12 @@ TEST(KerncapctlEndToEndTest, StatusShowExportImportPullAndExitCodes) {
   EXPECT_EQ(
       Sh(absl::StrCat(BinDir(), "/kerncapctl --socket=", tmp.Sub("none.sock"), " status 2>&1")).rc,
       4);
+  // A synthetic capture without code object cannot become a reproducer;
+  // nothing is left at --out.
   r = Sh(a.Ctl("repro " + ids[0] + " --out " + tmp.Sub("repro") + " 2>&1"));
-  EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(absl::StrContains(r.out, "kerncap issue 5")) << r.out;
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "cannot tell CUDA from HIP")) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.Sub("repro")));
 
   // export -> corrupt copy refused -> import.
   std::string kcap = tmp.Sub("cap.kcap");
@@ -195,6 +198,47 @@ TEST(KerncapctlEndToEndTest, StatusShowExportImportPullAndExitCodes) {
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
   EXPECT_FALSE(std::filesystem::exists(a.socket()));
+}
+
+// repro CAPTURE-ID: kerncapd generates, kerncapctl receives and writes --out.
+TEST(KerncapctlEndToEndTest, ReproThroughDaemon) {
+  TempDir tmp;
+  std::string id;
+  {
+    auto s = store::Store::Open(store::testing::SmallOptions(tmp.Sub("a-store")));
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto ingest = (*s)->BeginCapture();
+    ASSERT_TRUE(ingest.ok());
+    std::string code = store::testing::RandomBytes((5 << 20) + 7, 9);  // > one stream piece
+    v1::CodeObject co;
+    co.set_format(v1::CODE_OBJECT_CUBIN);
+    ASSERT_TRUE((*ingest)->AddCodeObject(co, code.data(), code.size()).ok());
+    v1::CaptureManifest m;
+    m.mutable_kernel()->set_mangled_name("_Z4gemmv");
+    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+    m.mutable_kernel()->set_arch("sm_90");
+    auto committed = (*ingest)->Commit(std::move(m));
+    ASSERT_TRUE(committed.ok()) << committed.status();
+    id = *committed;
+  }
+  Daemon a(tmp, "a");
+  const std::string out = tmp.Sub("proj");
+  Result r = Sh(a.Ctl("--json repro " + id + " --out " + out));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["out_dir"], out);
+  EXPECT_EQ(j["project"]["kind"], "binary");
+  EXPECT_EQ(std::filesystem::file_size(out + "/code/kernel.cubin"), (5u << 20) + 7);
+  EXPECT_TRUE(std::filesystem::exists(out + "/capture.kcap"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/kerncap.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/Makefile"));
+  // Refused without --force, the folder unchanged; replaced with it.
+  r = Sh(a.Ctl("repro " + id + " --out " + out + " 2>&1"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_TRUE(absl::StrContains(r.out, "--force")) << r.out;
+  r = Sh(a.Ctl("repro " + id.substr(0, 8) + " --out " + out + " --force"));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "reproducer written to " + out)) << r.out;
 }
 
 TEST(KerncapctlEndToEndTest, TlsAndBearerTokenOnTcp) {

@@ -12,6 +12,7 @@
 #include "client/kerncapctl/commands.h"
 #include "client/kerncapctl/connection.h"
 #include "client/kerncapctl/replay_commands.h"
+#include "client/kerncapctl/repro_command.h"
 #include "daemon/service/default_paths.h"
 #include "nlohmann/json.hpp"
 
@@ -35,6 +36,8 @@ Examples:
   kerncapctl validate cap-7f3a --dtype=f32 --rtol=1e-5 --atol=1e-6 --json
   kerncapctl validate matmul.kcap --region-dtype=0x7f2a00000000:bf16 --ulp=2
   kerncapctl bench cap-7f3a --warmup=10 --iterations=200 --cold-l2 --json
+  kerncapctl repro cap-7f3a --out ./matmul        reproducer project; then: make -C matmul help
+  kerncapctl repro matmul.kcap --out ./matmul --source-dir=~/src/app   (no daemon needed)
   kerncapctl --host node17:7443 --tls-ca ca.pem status
 
 Connection: --socket (default $KERNCAP_SOCKET, else $XDG_RUNTIME_DIR/kerncap/kerncapd.sock,
@@ -212,22 +215,30 @@ int Main(int argc, char** argv) {
     action = [](Connection& c, Output o) { return CmdWatch(c, o); };
   });
 
-  CLI::App* repro =
-      app.add_subcommand("repro", "generate a reproducer project (not implemented yet: exits 1)");
-  repro->add_option("CAPTURE", *cap_id, "capture id or unique prefix")->required();
-  repro->add_option("--out,-o", *path, "project directory (on the daemon host)")->required();
+  auto repro_opts = std::make_shared<ReproOptions>();
+  bool repro_local = false;  // CAPTURE is a .kcap file: no daemon needed
+  CLI::App* repro = app.add_subcommand(
+      "repro", "generate a self-contained reproducer project (sources, Makefile, capture)");
+  repro->add_option("CAPTURE", repro_opts->capture, "capture id or unique prefix, or a .kcap file")
+      ->required();
+  repro->add_option("--out,-o", repro_opts->out_dir, "project folder to create (here)")
+      ->required();
+  repro->add_option("--source-dir", repro_opts->source_dir,
+                    "where the application's sources are, when not at the paths the code "
+                    "object records (on the daemon's host for a capture id)");
+  repro->add_option("--compile-commands", repro_opts->compile_commands,
+                    "compile_commands.json to take the kernel's compile command from");
+  repro->add_flag("--force", repro_opts->force, "replace an earlier reproducer at --out");
+  repro->add_flag("--binary", repro_opts->binary,
+                  "do not look for sources (run/validate/bench/asm only)");
+  repro->footer(
+      "The project: kerncap.json (kernel, launch, arguments, compile command, provenance, "
+      "source-finding outcome), capture.kcap, code/ (code object and disassembly), src/ (the "
+      "kernel's translation unit and application headers) and a Makefile (make help). Every "
+      "path in it is relative: the folder can be moved.");
   repro->callback([&] {
-    action = [cap_id, path](Connection& c, Output o) {
-      char abs[PATH_MAX];
-      std::string dir = *path;
-      if (::realpath(path->c_str(), abs) != nullptr)
-        dir = abs;
-      else if (!dir.empty() && dir[0] != '/') {
-        char cwd[PATH_MAX];
-        if (::getcwd(cwd, sizeof(cwd)) != nullptr) dir = absl::StrCat(cwd, "/", dir);
-      }
-      return CmdRepro(c, o, *cap_id, dir);
-    };
+    repro_local = IsLocalCapture(repro_opts->capture);
+    action = [repro_opts](Connection& c, Output o) { return CmdRepro(c, o, *repro_opts); };
   });
 
   // replay / validate / bench: kerncap-replay does the work (replay_commands.h).
@@ -335,6 +346,11 @@ int Main(int argc, char** argv) {
     return kExitUsage;
   }
   if (!action) return kExitUsage;
+  if (repro_local) {
+    absl::Status status = CmdReproLocal(Output{std::cout, json}, *repro_opts);
+    std::cout.flush();
+    return status.ok() ? kExitOk : Fail(status, json);
+  }
 
   auto connection = Connection::Open(conn);
   if (!connection.ok()) return Fail(connection.status(), json);

@@ -1,14 +1,19 @@
 #include "daemon/service/control_service.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/kerncapctl/kcap_file.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "daemon/service/grpc_status.h"
@@ -16,6 +21,8 @@
 #include "daemon/service/manifest_util.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/store/catalog.h"
+#include "reproducer/generator/generator.h"
+#include "reproducer/generator/project_stream.h"
 
 namespace kerncap::service {
 namespace {
@@ -211,21 +218,101 @@ grpc::Status ControlService::WatchEvents(grpc::ServerContext* context,
 
 grpc::Status ControlService::GenerateReproducer(grpc::ServerContext* context,
                                                 const v1::GenerateReproducerRequest* request,
-                                                grpc::ServerWriter<v1::ReproducerFile>*) {
-  absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
-    KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
-    KC_RETURN_IF_ERROR(store_.ResolveCaptureId(request->capture_id()).status());
-    return absl::UnimplementedError(kReproducerUnimplementedMessage);
-  }();
+                                                grpc::ServerWriter<v1::ReproducerFile>* writer) {
+  absl::Status status = Authorize(*context);
+  if (status.ok()) status = DoGenerateReproducer(context, *request, writer);
   return Finish("GenerateReproducer", *context, status);
+}
+
+absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
+                                                  const v1::GenerateReproducerRequest& request,
+                                                  grpc::ServerWriter<v1::ReproducerFile>* writer) {
+  KC_RETURN_IF_ERROR(ValidateId(request.capture_id(), "capture_id"));
+  for (const auto& [value, field] : {std::pair{&request.out_dir(), "out_dir"},
+                                     std::pair{&request.source_dir(), "source_dir"},
+                                     std::pair{&request.compile_commands(), "compile_commands"}}) {
+    if (value->size() > kMaxPathBytes || value->find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is not a valid path"));
+    }
+    // Relative paths would resolve against the daemon's working directory.
+    if (!value->empty() && (*value)[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " must be an absolute path on the daemon host: ", *value));
+    }
+  }
+  if (request.kind() == v1::REPRODUCER_TRITON) {
+    return absl::UnimplementedError("Triton reproducers are not implemented yet (kerncap issue 6)");
+  }
+  KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request.capture_id()));
+  repro::CaptureAccess access;
+  KC_ASSIGN_OR_RETURN(access.manifest, store_.GetManifest(id));
+  access.read_bytes = [this](const v1::ChunkList& list) -> absl::StatusOr<std::string> {
+    std::string bytes(list.size(), '\0');
+    KC_RETURN_IF_ERROR(store_.ReadChunkList(list, bytes.data(), bytes.size()));
+    return bytes;
+  };
+  // capture.kcap: the capture's export stream, as `kerncapctl export` writes it.
+  access.write_kcap = [this, context, &id](const std::string& path) -> absl::Status {
+    KC_ASSIGN_OR_RETURN(std::unique_ptr<kcap::KcapWriter> kcap, kcap::KcapWriter::Create(path));
+    v1::ExportCaptureRequest export_request;
+    export_request.set_capture_id(id);
+    absl::Status append;
+    KC_RETURN_IF_ERROR(DoExport(context, export_request, [&](const v1::TransferFrame& frame) {
+      append = kcap->Append(frame);
+      return append.ok();
+    }));
+    KC_RETURN_IF_ERROR(append);
+    return kcap->Finish();
+  };
+
+  repro::GenerateOptions options;
+  options.source_dir = request.source_dir();
+  options.compile_commands = request.compile_commands();
+  options.force = request.force();
+  options.binary_only = request.kind() == v1::REPRODUCER_BINARY;
+  // Without out_dir the project is generated in a temp folder and streamed.
+  std::string temp_root;
+  if (request.out_dir().empty()) {
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "kerncapd-repro-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      return absl::InternalError("cannot create a temp folder for the reproducer");
+    }
+    temp_root = tmpl;
+    options.out_dir = temp_root + "/project";
+  } else {
+    options.out_dir = request.out_dir();
+  }
+  absl::Cleanup remove_temp = [&temp_root] {
+    std::error_code ec;
+    if (!temp_root.empty()) std::filesystem::remove_all(temp_root, ec);
+  };
+  KC_ASSIGN_OR_RETURN(repro::GenerateResult result, repro::GenerateProject(access, options));
+  log::Info("reproducer.generated",
+            {{"capture", id},
+             {"kind", result.project["kind"].get<std::string>()},
+             {"source", result.project["source"]["outcome"].get<std::string>()},
+             {"out_dir", request.out_dir()},
+             {"peer", context->peer()}});
+  if (request.out_dir().empty()) {
+    for (const std::string& rel : result.files) {
+      if (context->IsCancelled()) return Cancelled("reproducer");
+      KC_RETURN_IF_ERROR(repro::StreamProjectFile(
+          result.out_dir, rel, [&](const v1::ReproducerFile& f) { return writer->Write(f); }));
+    }
+  }
+  v1::ReproducerFile last;
+  if (!request.out_dir().empty()) last.set_written_to(result.out_dir);
+  last.set_project_json(result.project.dump());
+  if (!writer->Write(last)) return Cancelled("reproducer");
+  return absl::OkStatus();
 }
 
 // ---- transfer between stores ----
 
 absl::Status ControlService::DoExport(grpc::ServerContext* context,
                                       const v1::ExportCaptureRequest& request,
-                                      grpc::ServerWriter<v1::TransferFrame>* writer) {
+                                      const std::function<bool(const v1::TransferFrame&)>& write) {
   KC_RETURN_IF_ERROR(ValidateId(request.capture_id(), "capture_id"));
   KC_ASSIGN_OR_RETURN(std::vector<Digest> skip_list,
                       ParseDigests(request.skip_digests(), kMaxSkipDigests, "skip_digests"));
@@ -248,7 +335,7 @@ absl::Status ControlService::DoExport(grpc::ServerContext* context,
   *frame.mutable_manifest() = std::move(manifest);
   frame.set_chunks_total(to_send.size());
   frame.set_bytes_total(bytes_total);
-  if (!writer->Write(frame)) return Cancelled("export");
+  if (!write(frame)) return Cancelled("export");
   for (const ChunkRef& c : to_send) {
     if (context->IsCancelled()) return Cancelled("export");
     KC_ASSIGN_OR_RETURN(store::StoredChunk stored, store_.ReadStoredChunk(c.digest));
@@ -258,7 +345,7 @@ absl::Status ControlService::DoExport(grpc::ServerContext* context,
     chunk->set_codec(stored.codec);
     chunk->set_raw_size(stored.raw_size);
     chunk->set_data(std::move(stored.data));
-    if (!writer->Write(frame)) return Cancelled("export");
+    if (!write(frame)) return Cancelled("export");
   }
   log::Info("capture.exported", {{"capture", id},
                                  {"chunks", to_send.size()},
@@ -271,7 +358,10 @@ grpc::Status ControlService::ExportCapture(grpc::ServerContext* context,
                                            const v1::ExportCaptureRequest* request,
                                            grpc::ServerWriter<v1::TransferFrame>* writer) {
   absl::Status status = Authorize(*context);
-  if (status.ok()) status = DoExport(context, *request, writer);
+  if (status.ok()) {
+    status = DoExport(context, *request,
+                      [writer](const v1::TransferFrame& frame) { return writer->Write(frame); });
+  }
   return Finish("ExportCapture", *context, status);
 }
 

@@ -52,9 +52,6 @@ struct ControlServiceOptions {
   const TokenAuthorizer* authorizer = nullptr;
 };
 
-inline constexpr char kReproducerUnimplementedMessage[] =
-    "reproducer generation is not implemented yet (kerncap issue 5)";
-
 class ControlService final : public v1::KerncapControl::Service {
  public:
   ControlService(store::Store& store, AgentControl& agents, EventBus& bus,
@@ -110,8 +107,14 @@ class ControlService final : public v1::KerncapControl::Service {
 
   absl::Status DoImport(grpc::ServerContext* context, grpc::ServerReader<v1::TransferFrame>* reader,
                         v1::ImportCaptureResponse* response);
+  // Streams a capture's export frames to `write` (false: stop, the reader
+  // went away). Used by ExportCapture and, into a .kcap, by
+  // GenerateReproducer.
   absl::Status DoExport(grpc::ServerContext* context, const v1::ExportCaptureRequest& request,
-                        grpc::ServerWriter<v1::TransferFrame>* writer);
+                        const std::function<bool(const v1::TransferFrame&)>& write);
+  absl::Status DoGenerateReproducer(grpc::ServerContext* context,
+                                    const v1::GenerateReproducerRequest& request,
+                                    grpc::ServerWriter<v1::ReproducerFile>* writer);
 
   store::Store& store_;
   AgentControl& agents_;

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -13,8 +14,12 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/service/limits.h"
 #include "daemon/service/manifest_util.h"
+#include "client/kerncapctl/kcap_file.h"
+#include "common/file_util.h"
 #include "daemon/store/store_test_util.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "reproducer/generator/project_stream.h"
 
 namespace kerncap::service {
 namespace {
@@ -553,23 +558,146 @@ TEST_F(ControlServiceTest, WatchEventsEndsOnShutdown) {
   EXPECT_TRUE(reader->Finish().ok());
 }
 
-TEST_F(ControlServiceTest, GenerateReproducerIsHonestlyUnimplemented) {
-  std::string id = Ingest(8);
+// A CUDA capture whose code object (not ELF: no line table, so a
+// binary-only project) is larger than two stream pieces.
+std::string IngestWithCode(store::Store& store, std::string* code) {
+  *code = RandomBytes((9 << 20) + 123, 77);
+  auto ingest = store.BeginCapture();
+  EXPECT_TRUE(ingest.ok()) << ingest.status();
+  v1::Region region;
+  region.set_va(0x7f0000000000);
+  region.set_kind(v1::REGION_DEVICE);
+  std::string bytes = TextBytes(64 << 10, 3);
+  region.mutable_data()->set_size(bytes.size());
+  auto h = (*ingest)->AddRegion(ImageKind::kPre, region);
+  EXPECT_TRUE(h.ok());
+  EXPECT_TRUE((*ingest)->WriteRegion(*h, 0, bytes.data(), bytes.size(), nullptr).ok());
+  v1::CodeObject co;
+  co.set_format(v1::CODE_OBJECT_CUBIN);
+  EXPECT_TRUE((*ingest)->AddCodeObject(co, code->data(), code->size()).ok());
+  v1::CaptureManifest m;
+  m.mutable_kernel()->set_mangled_name("_Z5scalePfi");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  m.mutable_kernel()->set_arch("sm_90");
+  std::string blob(8, '\0');
+  uint64_t ptr = 0x7f0000000010;
+  std::memcpy(blob.data(), &ptr, 8);
+  m.set_argument_blob(blob);
+  v1::Argument* a = m.add_arguments();
+  a->set_size(8);
+  a->set_kind(v1::ARG_POINTER);
+  auto id = (*ingest)->Commit(std::move(m));
+  EXPECT_TRUE(id.ok()) << id.status();
+  return id.ok() ? *id : "";
+}
+
+TEST_F(ControlServiceTest, GenerateReproducerStreamsProjectInPieces) {
+  std::string code;
+  std::string id = IngestWithCode(store(), &code);
   grpc::ClientContext ctx;
   v1::GenerateReproducerRequest req;
-  req.set_capture_id(id);
-  req.set_out_dir("/tmp/x");
+  req.set_capture_id(id.substr(0, 8));  // a prefix
   auto reader = stub().GenerateReproducer(&ctx, req);
+  const std::string out = tmp_.path() + "/client/proj";
+  auto stage = repro::ProjectStage::Begin(out, false);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  repro::ProjectReceiver receiver(stage->get());
   v1::ReproducerFile f;
-  EXPECT_FALSE(reader->Read(&f));
-  grpc::Status st = reader->Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_EQ(st.error_message(), kReproducerUnimplementedMessage);
-  grpc::ClientContext ctx2;
+  std::string project_json;
+  int code_frames = 0;
+  while (reader->Read(&f)) {
+    if (f.path().empty()) {
+      project_json = f.project_json();
+      EXPECT_TRUE(f.written_to().empty());
+      continue;
+    }
+    if (f.path() == "code/kernel.cubin") ++code_frames;
+    ASSERT_TRUE(receiver.Add(f).ok());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(receiver.Finish().ok());
+  ASSERT_TRUE((*stage)->Commit().ok());
+  EXPECT_EQ(code_frames, 3);  // 9 MiB in 4 MiB pieces
+  EXPECT_EQ(*ReadFile(out + "/code/kernel.cubin"), code);
+  auto p = nlohmann::json::parse(project_json);
+  EXPECT_EQ(p["provenance"]["capture_id"], id);
+  EXPECT_EQ(p["kind"], "binary");
+  EXPECT_EQ(p["source"]["outcome"], "not_an_object_file");
+  EXPECT_EQ(p["arguments"][0]["pointer"]["region"]["base"], "0x7f0000000000");
+  EXPECT_EQ(nlohmann::json::parse(*ReadFile(out + "/kerncap.json")), p);
+  EXPECT_TRUE(std::filesystem::exists(out + "/Makefile"));
+  // capture.kcap is the capture's export: it imports back as the same capture.
+  auto kcap = kcap::KcapReader::Open(out + "/capture.kcap");
+  ASSERT_TRUE(kcap.ok()) << kcap.status();
+  v1::TransferFrame first;
+  ASSERT_TRUE(*(*kcap)->Next(&first));
+  EXPECT_EQ(first.manifest().capture_id(), id);
+}
+
+TEST_F(ControlServiceTest, GenerateReproducerWritesOutDirOnDaemonHost) {
+  std::string code;
+  std::string id = IngestWithCode(store(), &code);
+  const std::string out = tmp_.path() + "/daemon-side";
+  v1::GenerateReproducerRequest req;
+  req.set_capture_id(id);
+  req.set_out_dir(out);
+  req.set_kind(v1::REPRODUCER_BINARY);
+  auto run = [&](const v1::GenerateReproducerRequest& r, std::vector<v1::ReproducerFile>* frames) {
+    grpc::ClientContext ctx;
+    auto reader = stub().GenerateReproducer(&ctx, r);
+    v1::ReproducerFile f;
+    while (reader->Read(&f)) frames->push_back(f);
+    return reader->Finish();
+  };
+  std::vector<v1::ReproducerFile> frames;
+  grpc::Status st = run(req, &frames);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(frames.size(), 1u);  // only the final frame
+  EXPECT_EQ(frames[0].written_to(), out);
+  EXPECT_EQ(*ReadFile(out + "/code/kernel.cubin"), code);
+
+  // A second generation into the same non-empty folder is refused and
+  // leaves it as it was; the store is untouched.
+  const std::string before = *ReadFile(out + "/kerncap.json");
+  frames.clear();
+  st = run(req, &frames);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS) << st.error_message();
+  EXPECT_EQ(*ReadFile(out + "/kerncap.json"), before);
+  EXPECT_EQ(CaptureCount(stub()), 1u);
+  EXPECT_TRUE(store::testing::VerifyProblems(store()).empty());
+  req.set_force(true);
+  frames.clear();
+  EXPECT_TRUE(run(req, &frames).ok());
+}
+
+TEST_F(ControlServiceTest, GenerateReproducerRejectsBadRequests) {
+  std::string code;
+  std::string id = IngestWithCode(store(), &code);
+  auto code_of = [&](const v1::GenerateReproducerRequest& r) {
+    grpc::ClientContext ctx;
+    auto reader = stub().GenerateReproducer(&ctx, r);
+    v1::ReproducerFile f;
+    EXPECT_FALSE(reader->Read(&f));
+    return reader->Finish().error_code();
+  };
+  v1::GenerateReproducerRequest req;
   req.set_capture_id("cap-000000000000");
-  auto reader2 = stub().GenerateReproducer(&ctx2, req);
-  EXPECT_FALSE(reader2->Read(&f));
-  EXPECT_EQ(reader2->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(code_of(req), grpc::StatusCode::NOT_FOUND);
+  req.set_capture_id(id);
+  req.set_out_dir("relative/dir");
+  EXPECT_EQ(code_of(req), grpc::StatusCode::INVALID_ARGUMENT);
+  req.set_out_dir("");
+  req.set_source_dir("src");
+  EXPECT_EQ(code_of(req), grpc::StatusCode::INVALID_ARGUMENT);
+  req.set_source_dir("");
+  req.set_kind(v1::REPRODUCER_TRITON);
+  EXPECT_EQ(code_of(req), grpc::StatusCode::UNIMPLEMENTED);
+  // A synthetic capture with no code object: nothing to reproduce.
+  req.set_kind(v1::REPRODUCER_KIND_UNSPECIFIED);
+  req.set_capture_id(Ingest(8));
+  req.set_out_dir(tmp_.path() + "/never");
+  EXPECT_EQ(code_of(req), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_FALSE(std::filesystem::exists(tmp_.path() + "/never"));
 }
 
 TEST_F(ControlServiceTest, GcAndVerify) {

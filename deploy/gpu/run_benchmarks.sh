@@ -21,6 +21,10 @@
 #       kerncapd) vs pinned H2D bandwidth measured in the same run. >= 0.5
 #   Mem peak RSS (VmHWM; RssAnon/RssShmem sampled) of the application and of
 #       kerncapd during the 32 GiB capture.
+#   P5b/serve  kerncap-replay serve (resident mode): median overhead per
+#       candidate evaluation (server wall time minus device time of its
+#       launches) with 1 GiB of state, 20 evaluations of the same cubin
+#       (gpu_bench/serve_bench). <= 5 ms
 #
 # Usage: run_benchmarks.sh [LOG_DIR]     (default $OUT, else ./bench-logs)
 # Env:   KERNCAP_BENCH_BUDGET_S  hard limit for everything (default 420 s)
@@ -32,6 +36,8 @@
 #        KERNCAP_BENCH_P5_CPU    CPU core the P5 runs are pinned to (default 2)
 #        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
 #        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
+#        KERNCAP_BENCH_SERVE_GIB        P5b state size (default 1)
+#        KERNCAP_BENCH_SERVE_CANDIDATES P5b evaluations (default 20)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 LOGS=${1:-${OUT:-$PWD/bench-logs}}
@@ -43,6 +49,8 @@ P5_REPS=${KERNCAP_BENCH_P5_REPS:-7}
 P5_CPU=${KERNCAP_BENCH_P5_CPU:-2}
 P5_PRELOAD=${KERNCAP_BENCH_P5_PRELOAD:-0}
 ONLY=${KERNCAP_BENCH_ONLY:-}
+SERVE_GIB=${KERNCAP_BENCH_SERVE_GIB:-1}
+SERVE_CANDIDATES=${KERNCAP_BENCH_SERVE_CANDIDATES:-20}
 mkdir -p "$LOGS"
 RESULTS=$LOGS/results.jsonl
 : > "$RESULTS"
@@ -167,6 +175,21 @@ rm -f "$LOGS/p5-run.tmp"
 stop_daemon
 grep -h "launches/s" "$LOGS/p5.log" | tee -a "$LOGS/run.log"
 
+# ---------------------------------------------------------------- P5b/serve
+if [[ $ONLY != p5 && -x $GB/serve_bench ]]; then
+  note "P5b/serve: resident-mode overhead, $SERVE_GIB GiB of state, $SERVE_CANDIDATES candidates"
+  if (( $(left) < 40 )); then
+    note "budget exhausted before P5b"
+  else
+    timeout "$(cap 180)" "$GB"/serve_bench --gib="$SERVE_GIB" --candidates="$SERVE_CANDIDATES" \
+      --replay="$BIN"/kerncap-replay --dir="$WORK/tmp" > "$LOGS/p5b_serve.log" 2>&1
+    note "serve_bench exit $?"
+    grep -E "^(serve_bench|capture|set|default|no_restore|startup|FAIL|SKIP)" "$LOGS/p5b_serve.log" \
+      | tee -a "$LOGS/run.log"
+    grep -h '^BENCH_JSON' "$LOGS/p5b_serve.log" | sed 's/^BENCH_JSON //' >> "$RESULTS"
+  fi
+fi
+
 # ---------------------------------------------------------------- P1 / P8 / memory
 [[ $ONLY == p5 ]] && SIZES=""
 for size in $SIZES; do
@@ -281,6 +304,12 @@ for r in rows:
     if r.get("bench") == "p8_replay_restore" and r.get("ratio") is not None:
         print("%-44s %14s %10.3f %8s" % ("P8 replay restore / pinned H2D",
               "%.2f/%.1f GB/s" % (r["restore_gbps"], r["pinned_h2d_gbps"]), r["ratio"], ">=0.5"))
+    if r.get("bench") == "p5b_serve":
+        print("%-44s %14s %10s %8s" % ("P5b serve overhead per candidate, %.2g GiB" % r["state_gib"],
+              "%.3f ms" % r["overhead_ms_median"], "-", "<=5 ms"))
+        print("%-44s %14s" % ("   kernel ms / no-restore overhead ms",
+              "%.4f / %.3f" % (r["default_kernel_ms_median"],
+                               r.get("no_restore_each_overhead_ms_median", 0))))
 PY
 fi
 exit 0

@@ -22,6 +22,9 @@ else
   echo "CUPTI: bundled (no libcupti.so.13 on this machine)" | tee "$LOGS/environment.txt"
 fi
 export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# nvcc and make for the reproducer test (a toolkit on the machine, if any).
+for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [[ -x $d/nvcc ]] && { PATH=$PATH:$d; break; }; done
+export PATH
 
 # Python for the PyTorch/Triton cases: $KERNCAP_PYTHON, else python3 on PATH.
 PY=${KERNCAP_PYTHON:-$(command -v python3 || true)}
@@ -80,6 +83,12 @@ run replay_gpu_test timeout "${KC_T_REPLAY:-40}" "$HERE"/tests/replay_gpu_test \
 if [[ -x $HERE/tests/serve_gpu_test ]]; then
   run serve_gpu_test timeout "${KC_T_SERVE:-90}" "$HERE"/tests/serve_gpu_test \
     --gtest_output=xml:"$LOGS"/serve_gpu_test.xml
+fi
+# Reproducer projects: generate, make recompile validate with the real
+# kerncap-replay, an edited kernel must fail validation (needs nvcc and make).
+if [[ -x $HERE/tests/repro_gpu_test ]]; then
+  run repro_gpu_test timeout "${KC_T_REPRO:-120}" "$HERE"/tests/repro_gpu_test \
+    --gtest_output=xml:"$LOGS"/repro_gpu_test.xml
 fi
 run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
   --gtest_filter='-*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml

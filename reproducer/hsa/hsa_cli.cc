@@ -6,6 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "agent/hsa/code_object.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 
 namespace kerncap::replay::hsa {
@@ -19,6 +21,16 @@ absl::StatusOr<std::unique_ptr<HsaCliSession>> HsaCliSession::Open(const Capture
     return source.ReadChunk(digest, raw_size, out);
   };
   KC_ASSIGN_OR_RETURN(s->input_, HsaInputFromManifest(source.manifest(), read));
+  if (!options.code_object_path.empty()) {
+    KC_ASSIGN_OR_RETURN(std::string code, ReadFile(options.code_object_path));
+    auto md = agent::hsa::ParseCodeObjectMetadata(code);
+    if (!md.ok() || md->FindKernel(s->input_.kernel) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("the code object ", options.code_object_path,
+                                              " has no kernel named ", s->input_.kernel,
+                                              " (the captured kernel)"));
+    }
+    s->input_.code_object = std::move(code);
+  }
   const std::string path =
       options.runtime_path.empty() ? DefaultHsaRuntimePath() : options.runtime_path;
   KC_ASSIGN_OR_RETURN(s->runtime_, HsaRuntime::Load(path));

@@ -29,6 +29,9 @@ namespace kerncap::replay::hsa {
 struct HsaCliOptions {
   std::string runtime_path;  // empty: DefaultHsaRuntimePath()
   int timeout_ms = 10000;    // per dispatch
+  // Replaces the captured hsaco (a rebuilt one, reproducer `make recompile`);
+  // it must define the captured kernel. Empty: the captured code object.
+  std::string code_object_path;
 };
 
 struct HsaBenchOptions {

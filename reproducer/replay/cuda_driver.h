@@ -30,7 +30,10 @@ namespace kerncap::replay {
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx)       \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)            \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)          \
-  X(cuGetErrorName) X(cuGetErrorString)
+  X(cuGetErrorName) X(cuGetErrorString)                                                   \
+  /* resident mode (serve/): pristine copies, candidate modules, device comparison */    \
+  X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyDtoHAsync) X(cuModuleLoadDataEx)        \
+  X(cuMemGetInfo) X(cuStreamQuery)
 
 struct CudaDriver {
 #define KC_CUDA_DECLARE(name) decltype(&::name) name = nullptr;

@@ -4,6 +4,8 @@
 //   kerncap-replay validate capture.kcap [--dtype=f32 --rtol=1e-5 ...]
 //   kerncap-replay bench capture.kcap --iterations=200 --cold-l2 --json
 //   kerncap-replay run --daemon=unix:/run/kerncap/kerncapd.sock cap-7f3a
+//   kerncap-replay serve capture.kcap --socket=/tmp/k.sock   (resident mode,
+//   kerncap-replay submit --socket=/tmp/k.sock cand.cubin     serve/serve_cli.h)
 //
 // HSA captures (PLATFORM_HSA, or --platform=hsa) replay through
 // reproducer/hsa with libhsa-runtime64 loaded at run time (--hsa-runtime=PATH
@@ -31,6 +33,7 @@
 #include "reproducer/replay/compare_options.h"
 #include "reproducer/replay/daemon_fetch.h"
 #include "reproducer/replay/replay_session.h"
+#include "reproducer/replay/serve/serve_cli.h"
 #ifdef KERNCAP_REPLAY_HAVE_HSA
 #include "reproducer/hsa/hsa_cli.h"
 #endif
@@ -54,6 +57,7 @@ struct Common {
   std::string platform = "auto";  // auto (from the capture), cuda, hsa
   std::string hsa_runtime;        // HSA runtime library (default: $KERNCAP_HSA_RUNTIME, ROCm's)
   bool verify_digests = false;    // recompute every chunk's SHA-256 (capture_source.h)
+  std::string code_object;        // replaces the captured code object (reproducer recompile)
 };
 
 int Error(const absl::Status& s, bool json) {
@@ -104,6 +108,7 @@ absl::StatusOr<std::unique_ptr<ReplaySession>> OpenSession(const Common& c,
   so.device = c.device;
   so.allow_relocation = !c.no_relocate;
   so.force_relocation = c.force_relocate;
+  so.code_object_path = c.code_object;
   return ReplaySession::Create(src->get(), so);
 }
 
@@ -126,6 +131,9 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_flag("--verify-digests", c->verify_digests,
                 "recompute every chunk's SHA-256 and compare it with its address (slower; "
                 "the per-record XXH3 is always checked)");
+  app->add_option("--code-object", c->code_object,
+                  "load the kernel from FILE (a rebuilt cubin/PTX or hsaco defining the "
+                  "captured kernel name) instead of the captured code object");
 }
 
 // The HSA path of one command. nullopt: not an HSA capture (the CUDA path
@@ -152,6 +160,7 @@ std::optional<int> MaybeHsa(const char* command, const Common& c,
   }
   hsa::HsaCliOptions ho;
   ho.runtime_path = c.hsa_runtime;
+  ho.code_object_path = c.code_object;
   auto session = hsa::HsaCliSession::Open(**src, ho);
   if (!session.ok()) return Error(session.status(), c.json);
   hsa::HsaCliSession& hs = **session;
@@ -247,6 +256,8 @@ int Main(int argc, char** argv) {
       ->excludes("--restore-each");
   bench->add_flag("--samples", samples, "include every sample in the JSON");
 
+  serve::ServeCommands serve_commands(&app);  // serve, submit
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -254,6 +265,7 @@ int Main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitUsage;
   }
 
+  if (std::optional<int> rc = serve_commands.Run()) return *rc;
   std::unique_ptr<CaptureSource> src;
   if (run->parsed()) {
     if (auto rc = MaybeHsa("run", run_c, &src, nullptr, nullptr, false)) return *rc;

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "reproducer/replay/restore_pipeline.h"
 
@@ -439,20 +440,33 @@ absl::Status ReplaySession::LoadCode() {
     }
   }
   std::string image;
-  image.reserve(code->data().size() + 1);
-  std::string buf;
-  for (uint64_t i = 0; i < ChunkCount(code->data()); ++i) {
-    KC_RETURN_IF_ERROR(src_->ReadChunk(code->data().chunk_digests(static_cast<int>(i)),
-                                       ChunkLength(code->data(), i), &buf));
-    image += buf;
+  std::string image_name = code->name();
+  if (!options_.code_object_path.empty()) {
+    // --code-object: a rebuilt kernel (reproducer `make recompile`).
+    KC_ASSIGN_OR_RETURN(image, ReadFile(options_.code_object_path));
+    image_name = options_.code_object_path;
+    if (image.compare(0, 4, "\x7f" "ELF") != 0) image.push_back('\0');  // PTX text
+  } else {
+    image.reserve(code->data().size() + 1);
+    std::string buf;
+    for (uint64_t i = 0; i < ChunkCount(code->data()); ++i) {
+      KC_RETURN_IF_ERROR(src_->ReadChunk(code->data().chunk_digests(static_cast<int>(i)),
+                                         ChunkLength(code->data(), i), &buf));
+      image += buf;
+    }
+    if (code->format() == v1::CODE_OBJECT_PTX) image.push_back('\0');
   }
-  if (code->format() == v1::CODE_OBJECT_PTX) image.push_back('\0');
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleLoadData(&module_, image.data()),
-                               absl::StrCat("cuModuleLoadData(", code->name(), ", ",
+                               absl::StrCat("cuModuleLoadData(", image_name, ", ",
                                             image.size(), " bytes)")));
   const std::string& name = m.kernel().mangled_name();
-  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetFunction(&function_, module_, name.c_str()),
-                               absl::StrCat("cuModuleGetFunction(", name, ")")));
+  CUresult gr = cu_.cuModuleGetFunction(&function_, module_, name.c_str());
+  if (gr != CUDA_SUCCESS && !options_.code_object_path.empty()) {
+    return absl::NotFoundError(absl::StrCat("the code object ", options_.code_object_path,
+                                            " has no kernel named ", name,
+                                            " (the captured kernel): ", cu_.ErrorText(gr)));
+  }
+  KC_RETURN_IF_ERROR(cu_.Check(gr, absl::StrCat("cuModuleGetFunction(", name, ")")));
   return absl::OkStatus();
 }
 
@@ -480,7 +494,9 @@ absl::Status ReplaySession::RestoreGlobals() {
   return absl::OkStatus();
 }
 
-absl::Status ReplaySession::ApplyAttributes() {
+absl::Status ReplaySession::ApplyAttributes() { return ApplyAttributesTo(function_, nullptr); }
+
+absl::Status ReplaySession::ApplyAttributesTo(CUfunction f, std::vector<std::string>* warnings) {
   const v1::LaunchConfig& l = src_->manifest().launch();
   auto attr = [&](const char* key) -> std::optional<int64_t> {
     auto it = l.attributes().find(absl::StrCat("func.", key));
@@ -491,7 +507,7 @@ absl::Status ReplaySession::ApplyAttributes() {
   max_dyn = std::max<int64_t>(max_dyn, l.shared_mem_bytes());
   if (max_dyn > 0) {
     KC_RETURN_IF_ERROR(cu_.Check(
-        cu_.cuFuncSetAttribute(function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        cu_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                static_cast<int>(max_dyn)),
         absl::StrCat("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=", max_dyn, ")")));
   }
@@ -509,12 +525,18 @@ absl::Status ReplaySession::ApplyAttributes() {
     std::optional<int64_t> v = attr(o.key);
     if (!v || *v < 0) continue;
     int current = 0;
-    if (cu_.cuFuncGetAttribute(&current, o.attr, function_) == CUDA_SUCCESS && current == *v) {
+    if (cu_.cuFuncGetAttribute(&current, o.attr, f) == CUDA_SUCCESS && current == *v) {
       continue;
     }
-    CUresult cr = cu_.cuFuncSetAttribute(function_, o.attr, static_cast<int>(*v));
+    CUresult cr = cu_.cuFuncSetAttribute(f, o.attr, static_cast<int>(*v));
     if (cr != CUDA_SUCCESS) {
-      Warn(absl::StrCat("cuFuncSetAttribute(", o.key, "=", *v, "): ", cu_.ErrorText(cr)));
+      std::string w =
+          absl::StrCat("cuFuncSetAttribute(", o.key, "=", *v, "): ", cu_.ErrorText(cr));
+      if (warnings != nullptr) {
+        warnings->push_back(std::move(w));
+      } else {
+        Warn(w);
+      }
     }
   }
   return absl::OkStatus();
@@ -544,6 +566,12 @@ absl::Status ReplaySession::PrepareArguments() {
     kernel_params_.push_back(args_.data() + a.offset());
   }
   return absl::OkStatus();
+}
+
+ReplaySession::RegionPlacement ReplaySession::placement(size_t index) const {
+  if (index >= placements_.size()) return {};
+  const Placement& p = placements_[index];
+  return RegionPlacement{p.restored, p.host, p.replay_va};
 }
 
 absl::Status ReplaySession::Prepare() {
@@ -580,7 +608,9 @@ absl::Status ReplaySession::Prepare() {
   return absl::OkStatus();
 }
 
-absl::Status ReplaySession::LaunchAsync() {
+absl::Status ReplaySession::LaunchAsync() { return LaunchFunctionAsync(function_, stream_); }
+
+absl::Status ReplaySession::LaunchFunctionAsync(CUfunction f, CUstream stream) {
   const v1::LaunchConfig& l = src_->manifest().launch();
   auto dim = [](const google::protobuf::RepeatedField<uint32_t>& v, int i) -> unsigned {
     return i < v.size() && v.Get(i) != 0 ? v.Get(i) : 1u;
@@ -592,9 +622,9 @@ absl::Status ReplaySession::LaunchAsync() {
   bool cluster = false;
   for (int i = 0; i < l.cluster_size(); ++i) cluster |= l.cluster(i) > 1;
   if (!cluster && !l.cooperative()) {
-    return cu_.Check(cu_.cuLaunchKernel(function_, dim(l.grid(), 0), dim(l.grid(), 1),
+    return cu_.Check(cu_.cuLaunchKernel(f, dim(l.grid(), 0), dim(l.grid(), 1),
                                         dim(l.grid(), 2), dim(l.block(), 0), dim(l.block(), 1),
-                                        dim(l.block(), 2), l.shared_mem_bytes(), stream_, nullptr,
+                                        dim(l.block(), 2), l.shared_mem_bytes(), stream, nullptr,
                                         extra_ptr),
                      "cuLaunchKernel");
   }
@@ -620,16 +650,16 @@ absl::Status ReplaySession::LaunchAsync() {
   cfg.blockDimY = dim(l.block(), 1);
   cfg.blockDimZ = dim(l.block(), 2);
   cfg.sharedMemBytes = l.shared_mem_bytes();
-  cfg.hStream = stream_;
+  cfg.hStream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = n;
   // Cooperative launches historically accept only kernelParams; use them
   // whenever the parameter layout is known.
   if (!kernel_params_.empty()) {
-    return cu_.Check(cu_.cuLaunchKernelEx(&cfg, function_, kernel_params_.data(), nullptr),
+    return cu_.Check(cu_.cuLaunchKernelEx(&cfg, f, kernel_params_.data(), nullptr),
                      "cuLaunchKernelEx");
   }
-  return cu_.Check(cu_.cuLaunchKernelEx(&cfg, function_, nullptr, extra_ptr), "cuLaunchKernelEx");
+  return cu_.Check(cu_.cuLaunchKernelEx(&cfg, f, nullptr, extra_ptr), "cuLaunchKernelEx");
 }
 
 absl::StatusOr<double> ReplaySession::Launch() {

@@ -39,6 +39,9 @@ struct SessionOptions {
   bool allow_relocation = true;    // false: fail when an address cannot be had
   bool force_relocation = false;   // testing: map everything elsewhere
   PlanOptions plan;                // granularity is taken from the driver
+  // Replaces the captured code object of the kernel (a rebuilt cubin, or PTX
+  // text); it must define the captured kernel name. Empty: the captured one.
+  std::string code_object_path;
 };
 
 struct BenchOptions {
@@ -61,6 +64,25 @@ class ReplaySession {
   absl::StatusOr<BenchReport> Bench(const BenchOptions& options);
 
   const ReplayInfo& info() const { return info_; }
+
+  // --- Resident mode (serve/), after Prepare() -----------------------------
+  // Where pre-image region `index` lives in this replay (restored=false: not
+  // restored, e.g. a kernarg region or a missing module variable).
+  struct RegionPlacement {
+    bool restored = false;
+    bool host = false;       // host memory (pinned/registered)
+    uint64_t replay_va = 0;
+  };
+  RegionPlacement placement(size_t index) const;
+  CUcontext context() const { return ctx_; }
+  CUdevice device() const { return device_; }
+  const Relocator& relocator() const { return relocator_; }
+  // The captured function attributes applied to `f`, a candidate's kernel;
+  // optional attributes that cannot be set go to *warnings (null: Warn()).
+  absl::Status ApplyAttributesTo(CUfunction f, std::vector<std::string>* warnings);
+  // Enqueues one launch of `f` on `stream` with the captured configuration
+  // and argument blob (LaunchAsync() is this with the captured kernel).
+  absl::Status LaunchFunctionAsync(CUfunction f, CUstream stream);
 
  private:
   // Where one pre-image region lives in this replay.

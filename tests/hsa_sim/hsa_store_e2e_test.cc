@@ -437,6 +437,20 @@ TEST_F(HsaStoreE2eTest, KerncapReplayCliOnExportedKcapWithSimulatedRuntime) {
   EXPECT_EQ(j["samples_ms"].size(), 3u) << out;
   EXPECT_EQ(j["restore_each"], true) << "an in-place kernel needs its input restored";
 
+  // --code-object: a replacement hsaco (a reproducer's `make recompile`)
+  // must define the captured kernel; here the same code object, then one
+  // without it.
+  const std::string same = std::string(KERNCAP_HSA_TEST_CO_DIR) + "/kernels_gfx90a_v5.hsaco";
+  rc = RunCommand(bin + " validate " + kcap + " --json --code-object=" + same + " " + sim, &out);
+  EXPECT_EQ(rc, 0) << out;
+  const std::string other = std::string(KERNCAP_HSA_TEST_CO_DIR) + "/tensile_like_gfx90a.hsaco";
+  if (std::filesystem::exists(other)) {
+    rc = RunCommand(bin + " validate " + kcap + " --json --code-object=" + other + " " + sim,
+                    &out);
+    EXPECT_EQ(rc, 3) << out;
+    EXPECT_THAT(out, HasSubstr("has no kernel named scale_inplace"));
+  }
+
   // The runtime named by the environment, as in deployment scripts.
   rc = RunCommand(std::string("KERNCAP_HSA_RUNTIME=") + KERNCAP_HSA_SIM_RUNTIME_SO + " " + bin +
                       " validate " + kcap,

@@ -1,0 +1,93 @@
+#include "client/kerncapctl/repro_command.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "reproducer/generator/generator.h"
+#include "reproducer/generator/path_util.h"
+#include "reproducer/generator/project_stream.h"
+#include "reproducer/generator/project_writer.h"
+
+namespace kerncap::ctl {
+namespace {
+
+std::string Absolute(const std::string& path) {
+  return path.empty() ? path : repro::Normalize(path, std::filesystem::current_path().string());
+}
+
+void Print(Output o, const repro::GenerateResult& r) {
+  if (o.json) {
+    o.out
+        << nlohmann::json{{"out_dir", r.out_dir}, {"files", r.files}, {"project", r.project}}.dump()
+        << "\n";
+  } else {
+    o.out << repro::SummarizeProject(r);
+  }
+}
+
+}  // namespace
+
+bool IsLocalCapture(const std::string& capture) {
+  struct stat st;
+  return ::stat(capture.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+absl::Status CmdReproLocal(Output o, const ReproOptions& opts) {
+  repro::GenerateOptions g;
+  g.out_dir = Absolute(opts.out_dir);
+  g.source_dir = Absolute(opts.source_dir);
+  g.compile_commands = Absolute(opts.compile_commands);
+  g.force = opts.force;
+  g.binary_only = opts.binary;
+  KC_ASSIGN_OR_RETURN(repro::GenerateResult r, repro::GenerateProjectFromKcap(opts.capture, g));
+  Print(o, r);
+  return absl::OkStatus();
+}
+
+absl::Status CmdRepro(Connection& c, Output o, const ReproOptions& opts) {
+  // Fail on a bad --out before the daemon does any work.
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<repro::ProjectStage> stage,
+                      repro::ProjectStage::Begin(Absolute(opts.out_dir), opts.force));
+  v1::GenerateReproducerRequest req;
+  req.set_capture_id(opts.capture);
+  req.set_source_dir(Absolute(opts.source_dir));
+  req.set_compile_commands(Absolute(opts.compile_commands));
+  if (opts.binary) req.set_kind(v1::REPRODUCER_BINARY);
+  auto ctx = c.NewContext(false);
+  auto reader = c.stub().GenerateReproducer(ctx.get(), req);
+  repro::ProjectReceiver receiver(stage.get());
+  v1::ReproducerFile frame;
+  std::string project_json;
+  absl::Status write_error;
+  while (reader->Read(&frame)) {
+    if (frame.path().empty()) {
+      project_json = frame.project_json();
+      continue;
+    }
+    write_error = receiver.Add(frame);
+    if (!write_error.ok()) {
+      ctx->TryCancel();
+      break;
+    }
+  }
+  absl::Status rpc = c.Check(reader->Finish());
+  KC_RETURN_IF_ERROR(write_error);
+  KC_RETURN_IF_ERROR(rpc);
+  KC_RETURN_IF_ERROR(receiver.Finish());
+  repro::GenerateResult r;
+  r.project = nlohmann::json::parse(project_json, nullptr, /*allow_exceptions=*/false);
+  if (!r.project.is_object()) {
+    return absl::DataLossError("the daemon's reproducer stream carried no project description");
+  }
+  KC_RETURN_IF_ERROR(stage->Commit());
+  r.out_dir = stage->out_dir();
+  r.files = receiver.paths();
+  Print(o, r);
+  return absl::OkStatus();
+}
+
+}  // namespace kerncap::ctl

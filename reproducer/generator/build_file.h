@@ -1,0 +1,58 @@
+// build_file.h: the reproducer's Makefile. Every path in it is relative to
+// the project folder; tools are variables with defaults looked up on PATH
+// (make NVCC=/opt/cuda/bin/nvcc ...). Targets:
+//   help       lists the targets
+//   recompile  the kernel's translation unit alone, device code for the
+//              captured architecture, original flags -> build/kernel.cubin
+//              (nvcc -cubin) / build/kernel.hsaco (clang -x hip
+//              --cuda-device-only ... -ivfsoverlay vfs.yaml)
+//   run, validate, bench
+//              kerncap-replay on capture.kcap, with --code-object=build/...
+//              once recompile (or asm-build) produced one, else the captured
+//              code object; REPLAY_FLAGS / VALIDATE_FLAGS / BENCH_FLAGS pass
+//              options through
+//   asm        disassembly of the current code object -> build/kernel.sass
+//              (nvdisasm, else cuobjdump -sass) / build/kernel.s (llvm-objdump)
+//   ptx        CUDA: nvcc -ptx of the source -> build/kernel.ptx (edit it...)
+//   asm-build  CUDA: ptxas build/kernel.ptx (or the captured PTX) ->
+//              build/kernel.cubin; HIP: not implemented (says so)
+//   clean      removes build/
+// Binary-only projects (no sources) keep run/validate/bench/asm; recompile
+// and ptx explain why they cannot work.
+#ifndef KERNCAP_REPRODUCER_GENERATOR_BUILD_FILE_H_
+#define KERNCAP_REPRODUCER_GENERATOR_BUILD_FILE_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reproducer/generator/command_rewriter.h"
+
+namespace kerncap::repro {
+
+struct MakefileSpec {
+  Language lang = Language::kCuda;
+  std::string title;          // one line for the header comment
+  std::string arch;           // "sm_90" / "gfx90a"
+  std::string captured_code;  // "code/kernel.cubin"
+  std::string captured_ptx;   // "code/kernel.ptx" when the capture holds PTX
+  bool has_source = false;
+  std::string source;                                         // "src/..."
+  std::vector<std::string> headers;                           // prerequisites of recompile
+  std::vector<std::string> flags;                             // relative; $(EXT_n) allowed
+  std::vector<std::pair<std::string, std::string>> external;  // EXT_n defaults
+  std::string no_source_reason;
+  bool vfs_overlay = false;  // vfs.yaml at the root (HIP)
+  std::string clang_default = "clang";
+  std::string llvm_objdump_default = "llvm-objdump";
+};
+
+std::string BuildMakefile(const MakefileSpec& spec);
+
+// A word for a Makefile recipe: shell-quoted, '$' doubled except in $(VAR)
+// references, '#' escaped.
+std::string MakeWord(const std::string& word);
+
+}  // namespace kerncap::repro
+
+#endif  // KERNCAP_REPRODUCER_GENERATOR_BUILD_FILE_H_

@@ -1,0 +1,365 @@
+#include "reproducer/generator/generator.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/digest.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "reproducer/generator/build_file.h"
+#include "reproducer/generator/command_rewriter.h"
+#include "reproducer/generator/include_closure.h"
+#include "reproducer/generator/path_util.h"
+#include "reproducer/generator/project_manifest.h"
+#include "reproducer/generator/project_writer.h"
+#include "reproducer/generator/source_locator.h"
+#include "reproducer/generator/vfs_overlay.h"
+#include "reproducer/replay/capture_source.h"
+
+namespace kerncap::repro {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct KernelCode {
+  const v1::CodeObject* object = nullptr;
+  std::string bytes;
+  std::string file;    // "code/kernel.cubin"
+  std::string format;  // "cubin"
+};
+
+absl::StatusOr<Language> LanguageOf(const v1::CaptureManifest& m) {
+  switch (m.kernel().platform()) {
+    case v1::PLATFORM_CUDA:
+      return Language::kCuda;
+    case v1::PLATFORM_HSA:
+      return Language::kHip;
+    default:
+      break;
+  }
+  // Synthetic captures and imports: the code object says.
+  for (const v1::CodeObject& c : m.code_objects()) {
+    if (c.format() == v1::CODE_OBJECT_HSACO) return Language::kHip;
+    if (c.format() != v1::CODE_OBJECT_FORMAT_UNSPECIFIED) return Language::kCuda;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "capture ", m.capture_id(), ": cannot tell CUDA from HIP (no platform, no code object)"));
+}
+
+std::string ArchOf(const v1::CaptureManifest& m) {
+  std::string arch = m.kernel().arch().empty() ? m.device().arch() : m.kernel().arch();
+  // "gfx90a:sramecc+:xnack-" -> "gfx90a" (the target features follow the
+  // compile flags, not the arch name).
+  return arch.substr(0, arch.find(':'));
+}
+
+absl::StatusOr<KernelCode> KernelCodeOf(const CaptureAccess& c) {
+  const v1::CaptureManifest& m = c.manifest;
+  if (m.code_objects_size() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("capture ", m.capture_id(), " holds no code object"));
+  }
+  KernelCode k;
+  k.object = &m.code_objects(0);
+  for (const v1::CodeObject& co : m.code_objects()) {
+    if (!m.kernel().code_object_digest().empty() &&
+        co.digest() == m.kernel().code_object_digest()) {
+      k.object = &co;
+    }
+  }
+  KC_ASSIGN_OR_RETURN(k.bytes, c.read_bytes(k.object->data()));
+  switch (k.object->format()) {
+    case v1::CODE_OBJECT_PTX:
+      k.format = "ptx";
+      break;
+    case v1::CODE_OBJECT_FATBIN:
+      k.format = "fatbin";
+      break;
+    case v1::CODE_OBJECT_HSACO:
+      k.format = "hsaco";
+      break;
+    default:
+      k.format = "cubin";
+      break;
+  }
+  k.file = "code/kernel." + k.format;
+  return k;
+}
+
+// Disassembles the captured code object into the project (best effort).
+void Disassemble(const KernelCode& code, Language lang, const std::string& arch,
+                 const ToolPaths& tools, ProjectStage& stage, CodeObjectSection* out,
+                 std::vector<std::string>* warnings) {
+  std::vector<std::string> argv;
+  std::string target;
+  const std::string path = stage.PathOf(code.file);
+  if (lang == Language::kHip) {
+    if (!tools.llvm_objdump.empty()) argv = {tools.llvm_objdump, "-d", "--mcpu=" + arch, path};
+    target = "code/kernel.s";
+  } else if (code.format == "ptx") {
+    out->note = "PTX is its own assembly; see code/kernel.ptx";
+    return;
+  } else {
+    if (!tools.nvdisasm.empty() && code.format == "cubin") {
+      argv = {tools.nvdisasm, "-c", path};
+    } else if (!tools.cuobjdump.empty()) {
+      argv = {tools.cuobjdump, "-sass", path};
+    }
+    target = "code/kernel.sass";
+  }
+  if (argv.empty()) {
+    out->note = lang == Language::kHip ? "llvm-objdump not found: no disassembly"
+                                       : "neither nvdisasm nor cuobjdump found: no disassembly "
+                                         "(make asm produces it where they exist)";
+    warnings->push_back(out->note);
+    return;
+  }
+  auto r = RunTool(argv);
+  if (!r.ok() || r->exit_code != 0) {
+    out->note = absl::StrCat(fs::path(argv[0]).filename().string(), " failed: ",
+                             r.ok() ? r->err.substr(0, 300) : std::string(r.status().message()));
+    warnings->push_back(out->note);
+    return;
+  }
+  // The tools print the file's path; a generated file must not name the
+  // temp folder.
+  std::string text = r->out;
+  for (size_t pos; (pos = text.find(stage.dir())) != std::string::npos;) {
+    text.replace(pos, stage.dir().size(), ".");
+  }
+  if (!stage.WriteFile(target, text).ok()) return;
+  out->disassembly = target;
+  out->disassembler = fs::path(argv[0]).filename().string();
+}
+
+std::string RoleOf(const std::string& rel) {
+  if (rel == "capture.kcap") return "capture";
+  if (rel == "Makefile") return "build";
+  if (rel == "vfs.yaml") return "overlay";
+  if (absl::StartsWith(rel, "code/")) {
+    return absl::EndsWith(rel, ".sass") || absl::EndsWith(rel, ".s") ? "disassembly" : "code";
+  }
+  return "source";
+}
+
+}  // namespace
+
+absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
+                                               const GenerateOptions& options) {
+  const v1::CaptureManifest& m = capture.manifest;
+  KC_ASSIGN_OR_RETURN(Language lang, LanguageOf(m));
+  const std::string arch = ArchOf(m);
+  if (arch.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("capture ", m.capture_id(), " records no GPU architecture"));
+  }
+  const ToolPaths tools = ResolveTools(options.tools);
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<ProjectStage> stage,
+                      ProjectStage::Begin(options.out_dir, options.force));
+
+  ProjectFacts facts;
+  facts.capture = &m;
+  facts.platform = lang == Language::kCuda ? "cuda" : "hip";
+  facts.arch = arch;
+
+  // The capture and its code.
+  KC_RETURN_IF_ERROR(capture.write_kcap(stage->PathOf("capture.kcap")));
+  KC_ASSIGN_OR_RETURN(KernelCode code, KernelCodeOf(capture));
+  KC_RETURN_IF_ERROR(stage->WriteFile(code.file, code.bytes));
+  facts.code.file = code.file;
+  facts.code.format = code.format;
+  Disassemble(code, lang, arch, tools, *stage, &facts.code, &facts.warnings);
+
+  // Sources.
+  SourceLocation loc;
+  IncludeClosure closure;
+  MakefileSpec mk;
+  mk.lang = lang;
+  mk.arch = arch;
+  mk.captured_code = code.file;
+  if (code.format == "ptx") mk.captured_ptx = code.file;
+  mk.title = absl::StrCat(
+      "Reproducer of ",
+      m.kernel().demangled_name().empty() ? m.kernel().mangled_name() : m.kernel().demangled_name(),
+      " (capture ", m.capture_id(), ", ", arch, ")");
+  if (!tools.clang.empty()) mk.clang_default = fs::path(tools.clang).filename().string();
+  if (!tools.llvm_objdump.empty()) {
+    mk.llvm_objdump_default = fs::path(tools.llvm_objdump).filename().string();
+  }
+  std::vector<std::pair<std::string, std::string>> overlay;
+  if (options.binary_only) {
+    loc.outcome = SourceOutcome::kNoLineInfo;
+    loc.message = "binary-only reproducer requested: sources were not looked for";
+    mk.no_source_reason = loc.message;
+  } else {
+    LocateOptions lo;
+    lo.source_dir = options.source_dir;
+    lo.compile_commands = options.compile_commands;
+    loc = LocateSources(code.bytes, lo);
+    mk.no_source_reason = loc.message;
+  }
+  facts.source = &loc;
+  if (loc.outcome == SourceOutcome::kFound) {
+    closure = CollectIncludeClosure(loc, lang, tools, arch);
+    facts.closure = &closure;
+    if (!closure.note.empty()) facts.warnings.push_back("include closure: " + closure.note);
+    std::set<std::string> copied_dirs;  // relative to root, with every ancestor
+    std::vector<std::string> header_dirs;
+    for (const std::string& f : closure.files) {
+      const std::string rel = RelativeTo(f, loc.root);
+      const std::string project_path = "src/" + rel;
+      KC_RETURN_IF_ERROR(stage->CopyFile(f, project_path));
+      overlay.emplace_back(Normalize(rel, loc.root_original), project_path);
+      for (std::string d = DirName(rel); d != "." && d != "/"; d = DirName(d)) {
+        copied_dirs.insert(d);
+      }
+      copied_dirs.insert(".");
+      if (f == loc.tu) continue;
+      facts.headers.push_back(project_path);
+      header_dirs.push_back(DirName(rel));
+    }
+    const std::string tu_project = "src/" + RelativeTo(loc.tu, loc.root);
+    std::vector<std::string> flags;
+    CompileSection& cs = facts.compile;
+    cs.origin = loc.compile_origin;
+    cs.reason = loc.compile_note;
+    if (loc.command.has_value()) {
+      CoreFlags core = ExtractCoreFlags(*loc.command, loc.tu, lang);
+      RelativeFlags rel = MakeFlagsRelative(
+          core.flags, loc.command->directory, loc.root,
+          [&copied_dirs](const std::string& d) { return copied_dirs.count(d) > 0; });
+      flags = rel.flags;
+      cs.original_tool = core.tool;
+      cs.external = rel.external;
+      cs.dropped = core.dropped;
+      cs.dropped.insert(cs.dropped.end(), rel.dropped.begin(), rel.dropped.end());
+    } else {
+      flags = DefaultFlags(lang, header_dirs);
+      cs.reason = absl::StrCat(loc.compile_note, " (", absl::StrJoin(flags, " "), ")");
+      facts.warnings.push_back(cs.reason);
+    }
+    cs.tool_variable = lang == Language::kCuda ? "NVCC" : "CLANG";
+    cs.translation_unit = tu_project;
+    cs.command = {absl::StrCat("$(", cs.tool_variable, ")")};
+    for (const std::string& f : DeviceCompileMode(lang, arch)) cs.command.push_back(f);
+    cs.command.insert(cs.command.end(), flags.begin(), flags.end());
+    if (lang == Language::kHip) {
+      cs.command.push_back("-ivfsoverlay");
+      cs.command.push_back("vfs.yaml");
+    }
+    cs.command.push_back("-o");
+    cs.command.push_back(lang == Language::kCuda ? "build/kernel.cubin" : "build/kernel.hsaco");
+    cs.command.push_back(tu_project);
+
+    mk.has_source = true;
+    mk.source = tu_project;
+    mk.headers = facts.headers;
+    mk.flags = flags;
+    mk.external = cs.external;
+    if (lang == Language::kHip) {
+      auto yaml = WriteVfsOverlay(overlay);
+      if (yaml.ok()) {
+        KC_RETURN_IF_ERROR(stage->WriteFile("vfs.yaml", *yaml));
+        mk.vfs_overlay = true;
+      } else {
+        facts.warnings.push_back(absl::StrCat("no VFS overlay: ", yaml.status().message()));
+      }
+    }
+    facts.source_project = true;
+  } else {
+    facts.compile.origin = CompileOrigin::kNone;
+    facts.compile.reason = loc.message;
+  }
+  KC_RETURN_IF_ERROR(stage->WriteFile("Makefile", BuildMakefile(mk)));
+
+  // The file list (kerncap.json describes every other file).
+  GenerateResult result;
+  std::vector<std::string> rels;
+  for (const auto& e : fs::recursive_directory_iterator(stage->dir())) {
+    if (!e.is_regular_file()) continue;
+    rels.push_back(fs::relative(e.path(), stage->dir()).string());
+  }
+  std::sort(rels.begin(), rels.end());
+  for (const std::string& rel : rels) {
+    ProjectFile pf;
+    pf.path = rel;
+    pf.role = RoleOf(rel);
+    pf.bytes = fs::file_size(stage->PathOf(rel));
+    // The capture can be many GiB and checks itself (per-record XXH3,
+    // per-chunk SHA-256): no whole-file digest for it.
+    if (rel != "capture.kcap") {
+      KC_ASSIGN_OR_RETURN(std::string data, ReadFile(stage->PathOf(rel)));
+      pf.sha256 = Sha256(data).ToHex();
+    }
+    if (pf.role == "source" && rel != facts.compile.translation_unit) pf.role = "header";
+    facts.files.push_back(pf);
+  }
+  result.project = BuildProjectManifest(facts);
+  KC_RETURN_IF_ERROR(stage->WriteFile("kerncap.json", result.project.dump(2) + "\n"));
+  rels.push_back("kerncap.json");
+  std::sort(rels.begin(), rels.end());
+  KC_RETURN_IF_ERROR(stage->Commit());
+  result.out_dir = stage->out_dir();
+  result.files = std::move(rels);
+  return result;
+}
+
+absl::StatusOr<GenerateResult> GenerateProjectFromKcap(const std::string& kcap_path,
+                                                       const GenerateOptions& options) {
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<replay::CaptureSource> source,
+                      replay::CaptureSource::OpenKcap(kcap_path));
+  CaptureAccess access;
+  access.manifest = source->manifest();
+  const replay::CaptureSource* src = source.get();
+  access.read_bytes = [src](const v1::ChunkList& list) -> absl::StatusOr<std::string> {
+    std::string out, chunk;
+    out.reserve(list.size());
+    for (uint64_t i = 0; i < replay::ChunkCount(list); ++i) {
+      KC_RETURN_IF_ERROR(src->ReadChunk(list.chunk_digests(static_cast<int>(i)),
+                                        replay::ChunkLength(list, i), &chunk));
+      out += chunk;
+    }
+    return out;
+  };
+  access.write_kcap = [kcap_path](const std::string& path) -> absl::Status {
+    std::error_code ec;
+    fs::copy_file(kcap_path, path, ec);
+    if (ec) return absl::InternalError(absl::StrCat("copy ", kcap_path, ": ", ec.message()));
+    return absl::OkStatus();
+  };
+  return GenerateProject(access, options);
+}
+
+std::string SummarizeProject(const GenerateResult& r) {
+  const nlohmann::json& p = r.project;
+  std::string s =
+      absl::StrCat("reproducer written to ", r.out_dir, " (", p["kind"].get<std::string>(), ", ",
+                   p["kernel"]["platform"].get<std::string>(), " ",
+                   p["kernel"]["arch"].get<std::string>(), ", ", r.files.size(), " files)\n");
+  const nlohmann::json& src = p["source"];
+  const std::string outcome = src.value("outcome", "");
+  if (outcome == "found") {
+    absl::StrAppend(&s, "  source:  ", src["translation_unit"]["project"].get<std::string>(), " + ",
+                    src["headers"].size(), " header(s); compile command from ",
+                    p["compile"]["origin"].get<std::string>(), "\n");
+    if (p["compile"]["origin"] == "default") {
+      absl::StrAppend(&s, "  note:    ", p["compile"]["reason"].get<std::string>(), "\n");
+    }
+  } else {
+    absl::StrAppend(&s, "  source:  none (", outcome, "): ", src.value("message", ""), "\n");
+  }
+  for (const auto& w : p["warnings"]) {
+    if (p["compile"]["origin"] == "default" && w == p["compile"]["reason"]) continue;
+    absl::StrAppend(&s, "  warning: ", w.get<std::string>(), "\n");
+  }
+  absl::StrAppend(&s, "  next:    cd ", r.out_dir, " && make help\n");
+  return s;
+}
+
+}  // namespace kerncap::repro

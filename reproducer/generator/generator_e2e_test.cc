@@ -1,0 +1,669 @@
+// End to end tests of the reproducer generator on real code objects: a small
+// multi-file CUDA application compiled here with nvcc (-cubin -lineinfo
+// -arch=sm_90) and a HIP one compiled with clang-15 for gfx90a (-g), each
+// wrapped in a capture (.kcap), generated into a project, and the project's
+// Makefile run (recompile, asm, help), also after moving the project and the
+// application's tree elsewhere. Skips (GTEST_SKIP, with the reason) when the
+// compilers are missing. Replay itself needs a GPU and is not run here.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/digest.h"
+#include "common/file_util.h"
+#include "daemon/import/reference_capture.h"
+#include "daemon/store/store.h"
+#include "daemon/store/store_test_util.h"
+#include "gtest/gtest.h"
+#include "reproducer/generator/generator.h"
+#include "reproducer/generator/path_util.h"
+#include "reproducer/generator/tool_runner.h"
+#include "reproducer/replay/replay_test_util.h"
+
+namespace kerncap::repro {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct TempDir {
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "kerncap-repro-test-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+void Write(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ToolResult Exec(const std::vector<std::string>& argv, const std::string& cwd = "") {
+  auto r = RunTool(argv, cwd, 300);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : ToolResult{};
+}
+
+std::string Make() { return FindTool("make"); }
+
+// Files under `dir`, relative, sorted.
+std::vector<std::string> Tree(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) out.push_back(fs::relative(e.path(), dir).string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// No absolute path in a Makefile, except the documented EXT_<n> defaults.
+void ExpectNoAbsolutePaths(const std::string& makefile) {
+  static const std::regex kAbs(R"((^|[\s='"])/[A-Za-z0-9_.])");
+  for (absl::string_view line : absl::StrSplit(makefile, '\n')) {
+    if (absl::StartsWith(line, "EXT_") || absl::StartsWith(line, "#")) continue;
+    std::string l(line);
+    EXPECT_FALSE(std::regex_search(l, kAbs)) << "absolute path in Makefile line: " << l;
+  }
+}
+
+// The application: a kernel in src/, headers in include/ (one including
+// another), a compile_commands.json in build/ as CMake writes it.
+struct App {
+  std::string root;
+  std::string tu;
+  explicit App(const std::string& dir, bool hip) : root(dir + "/app") {
+    Write(root + "/include/detail/math.cuh",
+          "#pragma once\n__device__ inline float kc_mul(float a, float b) { return a * b; }\n");
+    Write(root + "/include/scale.cuh",
+          "#pragma once\n#include \"detail/math.cuh\"\n#ifndef EXTRA\n#define EXTRA 0.0f\n#endif\n"
+          "__device__ inline float scale_one(float x, float s) { return kc_mul(x, s) + EXTRA; }\n");
+    Write(root + "/include/unused.cuh", "#pragma once\n");
+    tu = root + (hip ? "/src/kern.hip" : "/src/kern.cu");
+    Write(tu,
+          "#include <stdint.h>\n#include \"scale.cuh\"\n"
+          "extern \"C\" __global__ void scale(float* out, const float* in, float s, int n) {\n"
+          "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+          "  if (i < n) out[i] = scale_one(in[i], s);\n}\n");
+  }
+  void WriteDatabase(const std::vector<std::string>& argv) {
+    json args = argv;
+    Write(root + "/build/compile_commands.json",
+          json::array({{{"directory", root + "/build"},
+                        {"file", absl::StrCat("../src/", fs::path(tu).filename().string())},
+                        {"arguments", args}}})
+              .dump(2));
+  }
+};
+
+// A capture of `code` (one code object) as a .kcap.
+std::string MakeKcap(const std::string& dir, const std::string& code, bool hip) {
+  replay::testing::KcapBuilder b(1 << 16);
+  v1::CaptureManifest m;
+  m.set_format_version(1);
+  m.set_capture_id("cap-0123456789ab");
+  m.set_created_unix_ms(1767225600000);
+  m.set_source(v1::SOURCE_AGENT);
+  m.mutable_process()->set_pid(4242);
+  m.mutable_process()->set_hostname("node17");
+  m.mutable_process()->add_cmdline("./app");
+  m.mutable_process()->add_cmdline("--n=1024");
+  m.mutable_driver()->set_driver_version("580.159.04");
+  m.mutable_kernel()->set_mangled_name("scale");
+  m.mutable_kernel()->set_demangled_name("scale");
+  m.mutable_kernel()->set_platform(hip ? v1::PLATFORM_HSA : v1::PLATFORM_CUDA);
+  m.mutable_kernel()->set_arch(hip ? "gfx90a:xnack-" : "sm_90");
+  m.mutable_device()->set_arch(hip ? "gfx90a" : "sm_90");
+  for (uint32_t v : {4u, 1u, 1u}) m.mutable_launch()->add_grid(v);
+  for (uint32_t v : {256u, 1u, 1u}) m.mutable_launch()->add_block(v);
+  v1::CodeObject* co = m.add_code_objects();
+  co->set_digest(Sha256(code).ToBytes());
+  co->set_format(hip ? v1::CODE_OBJECT_HSACO : v1::CODE_OBJECT_CUBIN);
+  *co->mutable_data() = b.Add(code);
+  m.mutable_kernel()->set_code_object_digest(co->digest());
+  const uint64_t out_va = 0x7f0000000000, in_va = 0x7f0000100000;
+  for (uint64_t va : {out_va, in_va}) {
+    v1::Region* r = m.mutable_pre()->add_regions();
+    r->set_va(va);
+    r->set_kind(v1::REGION_DEVICE);
+    *r->mutable_data() = b.Add(std::string(4096, '\x01'));
+  }
+  std::string blob(24, '\0');
+  uint64_t out_arg = out_va, in_arg = in_va + 64;
+  float s = 2.0f;
+  int n = 1024;
+  std::memcpy(blob.data(), &out_arg, 8);
+  std::memcpy(blob.data() + 8, &in_arg, 8);
+  std::memcpy(blob.data() + 16, &s, 4);
+  std::memcpy(blob.data() + 20, &n, 4);
+  m.set_argument_blob(blob);
+  struct A {
+    uint32_t off, size;
+    v1::ArgumentKind kind;
+  };
+  for (A a : {A{0, 8, v1::ARG_POINTER}, A{8, 8, v1::ARG_POINTER}, A{16, 4, v1::ARG_BY_VALUE},
+              A{20, 4, v1::ARG_BY_VALUE}}) {
+    v1::Argument* arg = m.add_arguments();
+    arg->set_offset(a.off);
+    arg->set_size(a.size);
+    arg->set_kind(a.kind);
+  }
+  std::string path = dir + "/capture.kcap";
+  absl::Status st = b.Write(path, m);
+  EXPECT_TRUE(st.ok()) << st;
+  return path;
+}
+
+json LoadProject(const std::string& dir) { return json::parse(Read(dir + "/kerncap.json")); }
+
+class CudaGeneratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nvcc_ = FindTool("nvcc", {"/usr/local/cuda/bin"});
+    if (nvcc_.empty())
+      GTEST_SKIP() << "nvcc not found (CUDA toolkit missing): CUDA generator tests skipped";
+    if (Make().empty()) GTEST_SKIP() << "make not found";
+    app_ = std::make_unique<App>(tmp_.path, /*hip=*/false);
+    app_->WriteDatabase({nvcc_, "-O3", "-lineinfo", "-I../include", "-DEXTRA=1.0f", "-gencode",
+                         "arch=compute_90,code=sm_90", "-c", "../src/kern.cu", "-o", "kern.o"});
+  }
+  // Compiles the application's kernel the way its build would (from build/).
+  std::string Cubin(bool lineinfo) {
+    std::string out = tmp_.path + (lineinfo ? "/k.cubin" : "/k_noline.cubin");
+    std::vector<std::string> argv = {nvcc_,           "-cubin",       "-arch=sm_90", "-O3",
+                                     "-I../include",  "-DEXTRA=1.0f", "-o",          out,
+                                     "../src/kern.cu"};
+    if (lineinfo) argv.insert(argv.begin() + 3, "-lineinfo");
+    ToolResult r = Exec(argv, app_->root + "/build");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Read(out);
+  }
+  GenerateOptions Options(const std::string& out) {
+    GenerateOptions o;
+    o.out_dir = out;
+    o.tools.nvcc = nvcc_;
+    return o;
+  }
+  ToolResult MakeIn(const std::string& dir, const std::vector<std::string>& targets) {
+    std::vector<std::string> argv = {Make(), "-C", dir, "NVCC=" + nvcc_};
+    argv.insert(argv.end(), targets.begin(), targets.end());
+    return Exec(argv);
+  }
+
+  TempDir tmp_;
+  std::string nvcc_;
+  std::unique_ptr<App> app_;
+};
+
+TEST_F(CudaGeneratorTest, SourceProjectRecompilesAndIsRelocatable) {
+  const std::string kcap = MakeKcap(tmp_.path, Cubin(true), false);
+  const std::string out = tmp_.path + "/out/scale";
+  auto r = GenerateProjectFromKcap(kcap, Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+
+  EXPECT_EQ(p["schema_version"], 1);
+  EXPECT_EQ(p["kind"], "source");
+  EXPECT_EQ(p["kernel"]["mangled"], "scale");
+  EXPECT_EQ(p["kernel"]["platform"], "cuda");
+  EXPECT_EQ(p["kernel"]["arch"], "sm_90");
+  EXPECT_EQ(p["launch"]["grid"], json({4, 1, 1}));
+  EXPECT_EQ(p["launch"]["block"], json({256, 1, 1}));
+  // Pointer arguments resolved to their regions.
+  EXPECT_EQ(p["arguments"][0]["pointer"]["region"]["base"], "0x7f0000000000");
+  EXPECT_EQ(p["arguments"][0]["pointer"]["region"]["kind"], "device");
+  EXPECT_EQ(p["arguments"][1]["pointer"]["region"]["base"], "0x7f0000100000");
+  EXPECT_EQ(p["arguments"][1]["pointer"]["offset"], 64);
+  EXPECT_FALSE(p["arguments"][2].contains("pointer"));
+  EXPECT_EQ(p["provenance"]["capture_id"], "cap-0123456789ab");
+  EXPECT_EQ(p["provenance"]["host"], "node17");
+  EXPECT_EQ(p["provenance"]["pid"], 4242);
+  EXPECT_EQ(p["provenance"]["command_line"], json({"./app", "--n=1024"}));
+  EXPECT_EQ(p["provenance"]["driver"]["driver_version"], "580.159.04");
+  EXPECT_EQ(p["provenance"]["captured_at"], "2026-01-01T00:00:00.000Z");
+  EXPECT_EQ(p["source"]["outcome"], "found");
+  EXPECT_EQ(p["source"]["translation_unit"]["project"], "src/src/kern.cu");
+  EXPECT_EQ(p["source"]["include_closure"]["method"], "preprocessor");
+  EXPECT_EQ(p["compile"]["origin"], "compile_commands");
+  EXPECT_EQ(p["code_object"]["file"], "code/kernel.cubin");
+  for (const auto& w : p["compile"]["command"]) {
+    EXPECT_FALSE(absl::StartsWith(w.get<std::string>(), "/")) << w;
+  }
+  const std::string cmd = p["compile"]["command"].dump();
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-Isrc/include\"")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-DEXTRA=1.0f\"")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-arch=sm_90\"")) << cmd;
+  EXPECT_FALSE(absl::StrContains(cmd, "gencode")) << cmd;
+
+  // src/: the unit and its application headers; no toolkit or system
+  // header, nothing the kernel does not include.
+  EXPECT_EQ(Tree(out + "/src"), (std::vector<std::string>{"include/detail/math.cuh",
+                                                          "include/scale.cuh", "src/kern.cu"}));
+  std::vector<std::string> listed;
+  for (const auto& f : p["files"]) listed.push_back(f["path"]);
+  std::vector<std::string> tree = Tree(out);
+  tree.erase(std::find(tree.begin(), tree.end(), "kerncap.json"));
+  EXPECT_EQ(listed, tree);
+  EXPECT_EQ(Read(out + "/code/kernel.cubin"), Cubin(true));
+  EXPECT_EQ(Read(out + "/capture.kcap"), Read(kcap));
+  ExpectNoAbsolutePaths(Read(out + "/Makefile"));
+  std::vector<std::string> siblings;
+  for (const auto& e : fs::directory_iterator(tmp_.path + "/out")) {
+    siblings.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(siblings, std::vector<std::string>{"scale"}) << "no temp folder left next to it";
+
+  ToolResult help = MakeIn(out, {"help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  for (const char* t : {"recompile", "run", "validate", "bench", "asm", "ptx", "asm-build"}) {
+    EXPECT_TRUE(absl::StrContains(help.out, t)) << t << " missing from make help:\n" << help.out;
+  }
+  ToolResult rc = MakeIn(out, {"recompile"});
+  ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  std::string built = Read(out + "/build/kernel.cubin");
+  ASSERT_GT(built.size(), 4u);
+  EXPECT_EQ(built.substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_TRUE(absl::StrContains(built, "scale"));
+
+  // Moved: the project elsewhere, the application's tree gone.
+  const std::string moved = tmp_.path + "/elsewhere/deeper/proj";
+  fs::create_directories(fs::path(moved).parent_path());
+  fs::rename(out, moved);
+  fs::rename(app_->root, tmp_.path + "/app-gone");
+  ToolResult again = MakeIn(moved, {"clean", "recompile"});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(Read(moved + "/build/kernel.cubin").substr(0, 4),
+            "\x7f"
+            "ELF");
+  // An edit in src/ is what gets compiled.
+  Write(
+      moved + "/src/include/detail/math.cuh",
+      "#pragma once\n__device__ inline float kc_mul(float a, float b) { return a * b * 3.0f; }\n");
+  // Newer than the build output whatever the file system's clock granularity.
+  fs::last_write_time(moved + "/src/include/detail/math.cuh",
+                      fs::file_time_type::clock::now() + std::chrono::seconds(5));
+  ToolResult edited = MakeIn(moved, {"recompile"});
+  EXPECT_EQ(edited.exit_code, 0) << edited.err;
+  EXPECT_TRUE(absl::StrContains(edited.out, "nvcc")) << "edit did not trigger a rebuild:\n"
+                                                     << edited.out << Read(moved + "/Makefile");
+  // PTX from the source, rebuilt with ptxas.
+  ToolResult ptx = MakeIn(moved, {"ptx"});
+  ASSERT_EQ(ptx.exit_code, 0) << ptx.err;
+  EXPECT_TRUE(absl::StrContains(Read(moved + "/build/kernel.ptx"), ".entry scale"));
+  std::string ptxas = FindTool("ptxas", {"/usr/local/cuda/bin"});
+  if (!ptxas.empty()) {
+    ToolResult ab = Exec({Make(), "-C", moved, "PTXAS=" + ptxas, "asm-build"});
+    EXPECT_EQ(ab.exit_code, 0) << ab.err;
+    EXPECT_EQ(Read(moved + "/build/kernel.cubin").substr(0, 4),
+              "\x7f"
+              "ELF");
+  }
+}
+
+TEST_F(CudaGeneratorTest, AsmGivesSass) {
+  const std::string nvdisasm = FindTool("nvdisasm", {"/usr/local/cuda/bin"});
+  const std::string cuobjdump = FindTool("cuobjdump", {"/usr/local/cuda/bin"});
+  if (nvdisasm.empty() && cuobjdump.empty()) {
+    GTEST_SKIP() << "neither nvdisasm nor cuobjdump is installed: SASS cannot be produced here";
+  }
+  const std::string out = tmp_.path + "/out";
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Cubin(true), false), Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(absl::StrContains(Read(out + "/code/kernel.sass"), "scale"));
+  std::vector<std::string> argv = {Make(), "-C", out};
+  if (!nvdisasm.empty()) argv.push_back("NVDISASM=" + nvdisasm);
+  if (!cuobjdump.empty()) argv.push_back("CUOBJDUMP=" + cuobjdump);
+  argv.push_back("asm");
+  ToolResult a = Exec(argv);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const std::string sass = Read(out + "/build/kernel.sass");
+  EXPECT_TRUE(absl::StrContains(sass, "scale")) << sass.substr(0, 500);
+  EXPECT_TRUE(std::regex_search(sass, std::regex(R"(\b(FMUL|FFMA|LDG|STG)\b)")))
+      << sass.substr(0, 500);
+}
+
+TEST_F(CudaGeneratorTest, AsmWithoutDisassemblerSaysSo) {
+  const std::string out = tmp_.path + "/out";
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Cubin(true), false), Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ToolResult a = Exec({Make(), "-C", out, "NVDISASM=/nonexistent/nvdisasm",
+                       "CUOBJDUMP=/nonexistent/cuobjdump", "asm"});
+  EXPECT_NE(a.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(a.err, "neither")) << a.err;
+}
+
+TEST_F(CudaGeneratorTest, NoLineInfoIsClassifiedAndBinaryOnly) {
+  const std::string out = tmp_.path + "/out";
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Cubin(false), false), Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  EXPECT_EQ(p["kind"], "binary");
+  EXPECT_EQ(p["source"]["outcome"], "no_line_info");
+  EXPECT_TRUE(absl::StrContains(p["source"]["message"].get<std::string>(), "-lineinfo"));
+  EXPECT_EQ(p["compile"]["present"], false);
+  EXPECT_FALSE(fs::exists(out + "/src"));
+  EXPECT_TRUE(fs::exists(out + "/code/kernel.cubin"));
+  ToolResult help = MakeIn(out, {"help"});
+  for (const char* t : {"run", "validate", "bench"}) EXPECT_TRUE(absl::StrContains(help.out, t));
+  ToolResult rc = MakeIn(out, {"recompile"});
+  EXPECT_NE(rc.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(rc.err, "no DWARF line table")) << rc.err;
+  ExpectNoAbsolutePaths(Read(out + "/Makefile"));
+}
+
+TEST_F(CudaGeneratorTest, WrongDirectoryIsClassifiedAndHintRemaps) {
+  const std::string kcap = MakeKcap(tmp_.path, Cubin(true), false);
+  const std::string original_tu = app_->tu;
+  const std::string moved = tmp_.path + "/checkout/app";
+  fs::create_directories(tmp_.path + "/checkout");
+  fs::rename(app_->root, moved);
+
+  // No hint: the recorded paths are gone.
+  GenerateOptions o = Options(tmp_.path + "/out1");
+  auto r = GenerateProjectFromKcap(kcap, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(tmp_.path + "/out1");
+  EXPECT_EQ(p["source"]["outcome"], "sources_not_found");
+  std::string msg = p["source"]["message"];
+  EXPECT_TRUE(absl::StrContains(msg, original_tu)) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, "--source-dir")) << msg;
+
+  // A wrong hint: named, with the paths tried.
+  const std::string wrong = tmp_.path + "/elsewhere";
+  fs::create_directories(wrong);
+  o = Options(tmp_.path + "/out2");
+  o.source_dir = wrong;
+  r = GenerateProjectFromKcap(kcap, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  p = LoadProject(tmp_.path + "/out2");
+  EXPECT_EQ(p["source"]["outcome"], "sources_not_found");
+  msg = p["source"]["message"];
+  EXPECT_TRUE(absl::StrContains(msg, wrong + "/src/kern.cu")) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, "wrong folder")) << msg;
+
+  // The right hint: remapped, compile command from the moved database.
+  o = Options(tmp_.path + "/out3");
+  o.source_dir = tmp_.path + "/checkout";
+  r = GenerateProjectFromKcap(kcap, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  p = LoadProject(tmp_.path + "/out3");
+  ASSERT_EQ(p["source"]["outcome"], "found") << p["source"].dump(2);
+  EXPECT_EQ(p["source"]["remap"]["to"], tmp_.path + "/checkout");
+  EXPECT_EQ(p["compile"]["origin"], "compile_commands");
+  EXPECT_EQ(Tree(tmp_.path + "/out3/src"),
+            (std::vector<std::string>{"app/include/detail/math.cuh", "app/include/scale.cuh",
+                                      "app/src/kern.cu"}));
+  ToolResult rc = MakeIn(tmp_.path + "/out3", {"recompile"});
+  EXPECT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+}
+
+TEST_F(CudaGeneratorTest, NoCompileCommandFallsBackToDocumentedDefault) {
+  const std::string kcap = MakeKcap(tmp_.path, Cubin(true), false);
+  fs::remove(app_->root + "/build/compile_commands.json");
+  const std::string out = tmp_.path + "/out";
+  auto r = GenerateProjectFromKcap(kcap, Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  EXPECT_EQ(p["source"]["outcome"], "found");
+  EXPECT_EQ(p["compile"]["origin"], "default");
+  EXPECT_TRUE(
+      absl::StrContains(p["compile"]["reason"].get<std::string>(), "no compile_commands.json"));
+  EXPECT_EQ(p["source"]["include_closure"]["method"], "scan");
+  const std::string cmd = p["compile"]["command"].dump();
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-Isrc/include\"")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-lineinfo\"")) << cmd;
+  ToolResult rc = MakeIn(out, {"recompile"});
+  EXPECT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+}
+
+TEST_F(CudaGeneratorTest, OutputFolderRulesAndFailedGenerationLeavesNothing) {
+  const std::string kcap = MakeKcap(tmp_.path, Cubin(true), false);
+  const std::string out = tmp_.path + "/out";
+  Write(out + "/keep.txt", "mine");
+  auto r = GenerateProjectFromKcap(kcap, Options(out));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Tree(out), std::vector<std::string>{"keep.txt"});
+  GenerateOptions o = Options(out);
+  o.force = true;
+  r = GenerateProjectFromKcap(kcap, o);  // not a reproducer: --force does not apply
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(Tree(out), std::vector<std::string>{"keep.txt"});
+  fs::remove(out + "/keep.txt");
+  ASSERT_TRUE(GenerateProjectFromKcap(kcap, Options(out)).ok());
+  Write(out + "/src/src/kern.cu", "edited");
+  r = GenerateProjectFromKcap(kcap, o);  // an earlier reproducer is replaced
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(Read(out + "/src/src/kern.cu"), "edited");
+  EXPECT_TRUE(fs::exists(out + "/kerncap.json"));
+
+  // A capture without code objects fails after the stage began: nothing at
+  // --out, no temp folder next to it.
+  replay::testing::KcapBuilder b(1 << 16);
+  v1::CaptureManifest m;
+  m.set_capture_id("cap-000000000001");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  m.mutable_kernel()->set_arch("sm_90");
+  ASSERT_TRUE(b.Write(tmp_.path + "/bad.kcap", m).ok());
+  const std::string out2 = tmp_.path + "/fresh/out2";
+  r = GenerateProjectFromKcap(tmp_.path + "/bad.kcap", Options(out2));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "no code object")) << r.status();
+  EXPECT_FALSE(fs::exists(out2));
+  EXPECT_TRUE(Tree(tmp_.path + "/fresh").empty());
+}
+
+// kerncapctl repro on a .kcap: generated locally, no daemon.
+TEST_F(CudaGeneratorTest, KerncapctlReproOnKcapFile) {
+  const char* build = std::getenv("KERNCAP_BUILD_DIR");
+  const std::string ctl = build == nullptr ? "" : std::string(build) + "/bin/kerncapctl";
+  if (ctl.empty() || !FileExists(ctl)) GTEST_SKIP() << "kerncapctl binary not built";
+  const std::string kcap = MakeKcap(tmp_.path, Cubin(true), false);
+  const std::string out = tmp_.path + "/proj";
+  // No daemon is running on this socket: a .kcap must not need one.
+  ToolResult r =
+      Exec({ctl, "--socket=" + tmp_.path + "/none.sock", "--json", "repro", kcap, "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["out_dir"], out);
+  EXPECT_EQ(j["project"]["source"]["outcome"], "found");
+  EXPECT_TRUE(FileExists(out + "/Makefile"));
+  r = Exec({ctl, "repro", kcap, "--out", out});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "--force")) << r.err;
+  r = Exec({ctl, "repro", kcap, "--out", out, "--force", "--binary"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "reproducer written to")) << r.out;
+  EXPECT_EQ(LoadProject(out)["kind"], "binary");
+}
+
+class HipGeneratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clang_ = FindTool("clang-15");
+    if (clang_.empty()) clang_ = FindTool("clang", {"/usr/lib/llvm-15/bin"});
+    bitcode_ = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode";
+    if (clang_.empty() || !FileExists("/usr/include/hip/hip_runtime.h") ||
+        !FileExists(bitcode_ + "/ockl.bc")) {
+      GTEST_SKIP() << "clang-15, HIP headers or ROCm device libraries missing: HIP generator "
+                      "test skipped";
+    }
+    if (Make().empty()) GTEST_SKIP() << "make not found";
+    app_ = std::make_unique<App>(tmp_.path, /*hip=*/true);
+  }
+  std::vector<std::string> Flags() {
+    return {"-O2",
+            "-g",
+            "-nogpuinc",
+            "-include",
+            "/usr/include/hip/hip_runtime.h",
+            "--rocm-device-lib-path=" + bitcode_,
+            "-B" + DirName(clang_),
+            "-I../include",
+            "-DEXTRA=1.0f"};
+  }
+  TempDir tmp_;
+  std::string clang_, bitcode_;
+  std::unique_ptr<App> app_;
+};
+
+TEST_F(HipGeneratorTest, RecompilesThroughVfsOverlayAfterMove) {
+  // The application's build: device code object with -g (line table).
+  std::vector<std::string> argv = {
+      clang_, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "--offload-arch=gfx90a"};
+  for (const std::string& f : Flags()) argv.push_back(f);
+  std::vector<std::string> db = argv;
+  db.insert(db.end(), {"-c", "../src/kern.hip", "-o", "kern.o"});
+  app_->WriteDatabase(db);
+  const std::string hsaco = tmp_.path + "/k.hsaco";
+  argv.insert(argv.end(), {"-o", hsaco, "../src/kern.hip"});
+  ToolResult c = Exec(argv, app_->root + "/build");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+
+  const std::string out = tmp_.path + "/out";
+  GenerateOptions o;
+  o.out_dir = out;
+  o.tools.clang = clang_;
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Read(hsaco), true), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  EXPECT_EQ(p["kernel"]["platform"], "hip");
+  EXPECT_EQ(p["kernel"]["arch"], "gfx90a");
+  ASSERT_EQ(p["source"]["outcome"], "found") << p["source"].dump(2);
+  EXPECT_EQ(p["source"]["translation_unit"]["project"], "src/src/kern.hip");
+  EXPECT_EQ(p["compile"]["origin"], "compile_commands");
+  EXPECT_EQ(Tree(out + "/src"), (std::vector<std::string>{"include/detail/math.cuh",
+                                                          "include/scale.cuh", "src/kern.hip"}));
+  EXPECT_EQ(p["code_object"]["file"], "code/kernel.hsaco");
+  const std::string cmd = p["compile"]["command"].dump();
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-include\",\"hip/hip_runtime.h\"")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "--rocm-device-lib-path=$(EXT_")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-ivfsoverlay\",\"vfs.yaml\"")) << cmd;
+  if (!FindTool("llvm-objdump-15").empty()) {
+    EXPECT_TRUE(absl::StrContains(Read(out + "/code/kernel.s"), "scale"));
+  }
+
+  // The overlay: original paths onto src/, relative to the overlay file.
+  const std::string yaml = Read(out + "/vfs.yaml");
+  EXPECT_TRUE(absl::StrContains(yaml, "'overlay-relative': 'true'")) << yaml;
+  EXPECT_TRUE(absl::StrContains(yaml, "'external-contents': \"src/include/scale.cuh\"") ||
+              absl::StrContains(yaml, "'external-contents': \"/src/include/scale.cuh\""))
+      << yaml;
+  EXPECT_TRUE(absl::StrContains(yaml, app_->root + "/include")) << yaml;
+  ExpectNoAbsolutePaths(Read(out + "/Makefile"));
+
+  const std::string moved = tmp_.path + "/far/away/proj";
+  fs::create_directories(fs::path(moved).parent_path());
+  fs::rename(out, moved);
+  fs::rename(app_->root, tmp_.path + "/app-gone");
+  ToolResult rc = Exec({Make(), "-C", moved, "CLANG=" + clang_, "recompile"});
+  ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  const std::string built = Read(moved + "/build/kernel.hsaco");
+  ASSERT_GT(built.size(), 20u);
+  EXPECT_EQ(built.substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_EQ(static_cast<unsigned char>(built[18]), 224) << "EM_AMDGPU expected";
+  EXPECT_TRUE(absl::StrContains(built, "scale"));
+  // The overlay itself: the original path of a header reads the copy.
+  Write(tmp_.path + "/probe.c",
+        absl::StrCat("#include \"", app_->root, "/include/detail/math.cuh\"\n"));
+  ToolResult pp = Exec(
+      {clang_, "-E", "-P", "-D__device__=", "-ivfsoverlay", "vfs.yaml", tmp_.path + "/probe.c"},
+      moved);
+  EXPECT_EQ(pp.exit_code, 0) << pp.err;
+  EXPECT_TRUE(absl::StrContains(pp.out, "kc_mul")) << pp.out;
+  ToolResult ab = Exec({Make(), "-C", moved, "asm-build"});
+  EXPECT_NE(ab.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(ab.err, "not implemented for HIP")) << ab.err;
+}
+
+// A capture folder of the reference Kerncap tool, imported into a store
+// (daemon/import), then generated from the store as kerncapd does.
+TEST_F(HipGeneratorTest, ImportedReferenceCaptureFindsSources) {
+  std::vector<std::string> argv = {
+      clang_, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "--offload-arch=gfx90a"};
+  for (const std::string& f : Flags()) argv.push_back(f);
+  const std::string folder = tmp_.path + "/ref/capture";
+  fs::create_directories(folder + "/memory");
+  std::vector<std::string> db = argv;
+  db.insert(db.end(), {"-c", "../src/kern.hip", "-o", "kern.o"});
+  app_->WriteDatabase(db);
+  argv.insert(argv.end(), {"-o", folder + "/kernel.hsaco", "../src/kern.hip"});
+  ToolResult c = Exec(argv, app_->root + "/build");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  json slot = {{"offset", 0}, {"size", 8}, {"value_kind", "global_buffer"}, {"name", "out"}};
+  Write(folder + "/metadata.json", json({{"kernel_name", "scale [clone .kd]"},
+                                         {"kernel_symbol", "scale"},
+                                         {"gpu_arch", "gfx90a"},
+                                         {"grid", {{"x", 1024}, {"y", 1}, {"z", 1}}},
+                                         {"block", {{"x", 256}, {"y", 1}, {"z", 1}}},
+                                         {"kernarg_slots", {slot}}})
+                                       .dump());
+  Write(folder + "/dispatch.json", json({{"agent_name", "gfx90a"},
+                                         {"grid", {1024, 1, 1}},
+                                         {"block", {256, 1, 1}},
+                                         {"kernarg_size", 8},
+                                         {"mangled_name", "scale"}})
+                                       .dump());
+  Write(folder + "/memory_regions.json",
+        json({{"regions", {{{"base", "0x7f0000000000"}, {"size", 4096}}}}}).dump());
+  Write(folder + "/memory/region_7f0000000000.bin", std::string(4096, '\x02'));
+  std::string kernarg(8, '\0');
+  uint64_t va = 0x7f0000000100;
+  std::memcpy(kernarg.data(), &va, 8);
+  Write(folder + "/kernarg_raw.bin", kernarg);
+  Write(folder + "/capture_complete", "ok\n");
+
+  auto st = store::Store::Open(store::testing::SmallOptions(tmp_.path + "/store"));
+  ASSERT_TRUE(st.ok()) << st.status();
+  store::Store& store = **st;
+  auto id = import::ImportReferenceCapture(folder, store);
+  ASSERT_TRUE(id.ok()) << id.status();
+  CaptureAccess access;
+  auto m = store.GetManifest(*id);
+  ASSERT_TRUE(m.ok());
+  access.manifest = *m;
+  access.read_bytes = [&store](const v1::ChunkList& l) -> absl::StatusOr<std::string> {
+    std::string b(l.size(), '\0');
+    absl::Status rs = store.ReadChunkList(l, b.data(), b.size());
+    if (!rs.ok()) return rs;
+    return b;
+  };
+  access.write_kcap = [](const std::string& path) { return absl::OkStatus(); };
+  GenerateOptions o;
+  o.out_dir = tmp_.path + "/out";
+  o.tools.clang = clang_;
+  auto r = GenerateProject(access, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->project["provenance"]["capture_source"], "SOURCE_REFERENCE_IMPORT");
+  EXPECT_EQ(r->project["kernel"]["arch"], "gfx90a");
+  EXPECT_EQ(r->project["source"]["outcome"], "found") << r->project["source"].dump(2);
+  EXPECT_EQ(r->project["arguments"][0]["pointer"]["offset"], 0x100);
+  ToolResult rc = Exec({Make(), "-C", o.out_dir, "CLANG=" + clang_, "recompile"});
+  EXPECT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+}
+
+}  // namespace
+}  // namespace kerncap::repro

@@ -1,0 +1,274 @@
+#include "reproducer/generator/source_locator.h"
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "reproducer/generator/path_util.h"
+
+namespace kerncap::repro {
+namespace {
+
+bool IsCompilable(const std::string& path) {
+  static const char* const kExt[] = {".cu", ".hip", ".cpp", ".cc", ".cxx", ".c", ".C"};
+  for (const char* e : kExt) {
+    if (absl::EndsWith(path, e)) return true;
+  }
+  return false;
+}
+
+// Longest suffix of `original` (by whole components) that exists under
+// `hint`; appends every candidate to *tried. Returns the remap it implies.
+std::optional<PathRemap> RemapBySuffix(const std::string& original, const std::string& hint,
+                                       std::vector<std::string>* tried) {
+  std::vector<std::string> parts;
+  for (const auto& c : std::filesystem::path(original)) {
+    std::string s = c.string();
+    if (s != "/" && !s.empty()) parts.push_back(s);
+  }
+  for (size_t start = 0; start < parts.size(); ++start) {
+    std::string suffix;
+    for (size_t i = start; i < parts.size(); ++i) {
+      suffix += (suffix.empty() ? "" : "/") + parts[i];
+    }
+    std::string candidate = Normalize(suffix, hint);
+    tried->push_back(candidate);
+    if (FileExists(candidate)) {
+      // original = FROM/suffix, candidate = hint/suffix.
+      std::string from = original.substr(0, original.size() - suffix.size());
+      if (from.size() > 1 && from.back() == '/') from.pop_back();
+      return PathRemap{from.empty() ? "/" : from, hint};
+    }
+  }
+  return std::nullopt;
+}
+
+void FindDatabase(const SourceLocation& loc, const LocateOptions& options,
+                  std::vector<std::string>* candidates) {
+  if (!options.compile_commands.empty()) {
+    candidates->push_back(
+        Normalize(options.compile_commands, std::filesystem::current_path().string()));
+    return;
+  }
+  if (!options.source_dir.empty()) {
+    candidates->push_back(options.source_dir + "/compile_commands.json");
+    candidates->push_back(options.source_dir + "/build/compile_commands.json");
+  }
+  std::string dir = DirName(loc.tu);
+  for (int depth = 0; depth < 12 && dir.size() > 1; ++depth) {
+    candidates->push_back(dir + "/compile_commands.json");
+    candidates->push_back(dir + "/build/compile_commands.json");
+    dir = DirName(dir);
+  }
+}
+
+}  // namespace
+
+const char* SourceOutcomeName(SourceOutcome o) {
+  switch (o) {
+    case SourceOutcome::kFound:
+      return "found";
+    case SourceOutcome::kNoLineInfo:
+      return "no_line_info";
+    case SourceOutcome::kSourcesNotFound:
+      return "sources_not_found";
+    case SourceOutcome::kNoDwarfReader:
+      return "no_dwarf_reader";
+    case SourceOutcome::kNotAnObjectFile:
+      return "not_an_object_file";
+  }
+  return "unknown";
+}
+
+const char* CompileOriginName(CompileOrigin o) {
+  switch (o) {
+    case CompileOrigin::kNone:
+      return "none";
+    case CompileOrigin::kDatabase:
+      return "compile_commands";
+    case CompileOrigin::kDefault:
+      return "default";
+  }
+  return "unknown";
+}
+
+std::string PathRemap::Apply(const std::string& path) const {
+  if (!IsUnder(path, from)) return path;
+  std::string rel = RelativeTo(path, from);
+  return rel == "." ? to : Normalize(rel, to);
+}
+
+std::vector<std::string> RemapArgv(const std::vector<std::string>& argv, const PathRemap& remap) {
+  std::vector<std::string> out;
+  out.reserve(argv.size());
+  for (const std::string& a : argv) {
+    // The absolute path inside the word starts at its first '/' that follows
+    // nothing, '=' or an option prefix ("-I/x", "--inc=/x", "/x").
+    size_t slash = a.find('/');
+    if (slash == std::string::npos || (slash > 0 && a[0] != '-')) {
+      out.push_back(a);
+      continue;
+    }
+    std::string head = a.substr(0, slash);
+    std::string path = a.substr(slash);
+    out.push_back(head + remap.Apply(Normalize(path)));
+  }
+  return out;
+}
+
+const CompileCommand* FindCompileCommand(const std::vector<CompileCommand>& db,
+                                         const std::string& tu,
+                                         const std::optional<PathRemap>& remap) {
+  for (const CompileCommand& c : db) {
+    if (c.file == tu) return &c;
+  }
+  if (remap.has_value()) {
+    for (const CompileCommand& c : db) {
+      if (remap->Apply(c.file) == tu) return &c;
+    }
+  }
+  return nullptr;
+}
+
+SourceLocation LocateSources(std::string_view code_object, const LocateOptions& in_options) {
+  SourceLocation loc;
+  LocateOptions options = in_options;
+  const std::string cwd = std::filesystem::current_path().string();
+  if (!options.source_dir.empty()) options.source_dir = Normalize(options.source_dir, cwd);
+
+  if (!HaveDwarfReader()) {
+    loc.outcome = SourceOutcome::kNoDwarfReader;
+    loc.message = "this kerncap was built without LLVM 15's DWARF library; sources cannot be found";
+    return loc;
+  }
+  auto lines = ReadLineTable(code_object);
+  if (!lines.ok()) {
+    loc.outcome = SourceOutcome::kNotAnObjectFile;
+    loc.message =
+        absl::StrCat("the captured code object is not an ELF file (", lines.status().message(),
+                     "): PTX or fatbin text carries no line table");
+    return loc;
+  }
+  loc.lines = std::move(*lines);
+  if (!loc.lines.has_line_table || loc.lines.files.empty()) {
+    loc.outcome = SourceOutcome::kNoLineInfo;
+    loc.message =
+        "the code object has no DWARF line table: a JIT-compiled or binary-only kernel (cuBLAS, "
+        "PTX JIT, Triton, Tensile), or one built without line information (nvcc -lineinfo or "
+        "-G; clang -g). Rebuild the application with line information to get sources.";
+    return loc;
+  }
+
+  // The translation unit as recorded.
+  if (!loc.lines.compile_unit.empty()) {
+    loc.tu_original = loc.lines.compile_unit;
+  } else {
+    for (const std::string& f : loc.lines.files) {
+      if (IsCompilable(f)) {
+        loc.tu_original = f;
+        break;
+      }
+    }
+    if (loc.tu_original.empty()) loc.tu_original = loc.lines.files.front();
+  }
+
+  // Here, or in the hint.
+  // A hint that does not hold the recorded path wins over it: the user
+  // named the tree to use (a checkout next to the original, say).
+  loc.tried.push_back(loc.tu_original);
+  const bool here = FileExists(loc.tu_original);
+  if (here && (options.source_dir.empty() || IsUnder(loc.tu_original, options.source_dir))) {
+    loc.tu = loc.tu_original;
+  } else if (!options.source_dir.empty()) {
+    loc.remap = RemapBySuffix(loc.tu_original, options.source_dir, &loc.tried);
+    if (loc.remap.has_value()) {
+      loc.tu = loc.remap->Apply(loc.tu_original);
+    } else if (here) {
+      loc.tu = loc.tu_original;
+    }
+  }
+  if (loc.tu.empty()) {
+    loc.outcome = SourceOutcome::kSourcesNotFound;
+    loc.message = absl::StrCat(
+        "the code object was built from ", loc.tu_original,
+        " but it was found neither there nor under the --source-dir hint; tried: ",
+        absl::StrJoin(loc.tried, ", "),
+        options.source_dir.empty()
+            ? ". Pass --source-dir=DIR naming the application's source tree on this host."
+            : ". The --source-dir hint seems to name the wrong folder.");
+    return loc;
+  }
+
+  // The compile command.
+  std::vector<std::string> candidates;
+  FindDatabase(loc, options, &candidates);
+  const CompileCommand* entry = nullptr;
+  std::vector<CompileCommand> db;
+  for (const std::string& path : candidates) {
+    if (!FileExists(path)) continue;
+    loc.databases_tried.push_back(path);
+    auto parsed = LoadCompileDatabase(path);
+    if (!parsed.ok()) continue;
+    db = std::move(*parsed);
+    // The database may still name the capture host's paths (tree moved):
+    // remap by the same prefix, or by the database's own location.
+    entry = FindCompileCommand(db, loc.tu, loc.remap);
+    if (entry != nullptr) break;
+  }
+  if (entry != nullptr) {
+    CompileCommand c = *entry;
+    if (loc.remap.has_value() && c.file != loc.tu) {
+      c.argv = RemapArgv(c.argv, *loc.remap);
+      c.directory = loc.remap->Apply(c.directory);
+      c.file = loc.tu;
+    }
+    loc.compile_origin = CompileOrigin::kDatabase;
+    loc.command = std::move(c);
+  } else {
+    loc.compile_origin = CompileOrigin::kDefault;
+    loc.compile_note =
+        loc.databases_tried.empty()
+            ? absl::StrCat("no compile_commands.json was found (looked next to the sources",
+                           options.source_dir.empty() ? "" : " and in the --source-dir hint",
+                           "; pass --compile-commands=FILE): the default command is used")
+            : absl::StrCat("no entry for ", loc.tu, " in ",
+                           absl::StrJoin(loc.databases_tried, ", "),
+                           ": the default command is used");
+  }
+
+  // The application's source root.
+  if (!options.source_dir.empty() && IsUnder(loc.tu, options.source_dir)) {
+    loc.root = options.source_dir;
+  } else {
+    std::vector<std::string> anchors = {DirName(loc.tu)};
+    if (loc.command.has_value()) {
+      anchors.push_back(loc.command->directory);
+      anchors.push_back(DirName(loc.command->database));
+    } else {
+      // Without a database, the line table's own (non-system) files anchor it.
+      for (const std::string& f : loc.lines.files) {
+        std::string local = loc.remap.has_value() ? loc.remap->Apply(f) : f;
+        if (!IsSystemPath(local) && FileExists(local)) anchors.push_back(DirName(local));
+      }
+    }
+    loc.root = CommonAncestor(anchors);
+    if (loc.root == "/" || IsSystemPath(loc.root)) loc.root = DirName(loc.tu);
+  }
+  loc.root_original = loc.remap.has_value() && IsUnder(loc.root, loc.remap->to)
+                          ? Normalize(RelativeTo(loc.root, loc.remap->to), loc.remap->from)
+                          : loc.root;
+
+  loc.files.push_back(loc.tu);
+  for (const std::string& f : loc.lines.files) {
+    std::string local = loc.remap.has_value() ? loc.remap->Apply(f) : f;
+    if (local == loc.tu || !IsUnder(local, loc.root) || IsSystemPath(local)) continue;
+    if (FileExists(local)) loc.files.push_back(local);
+  }
+  loc.outcome = SourceOutcome::kFound;
+  if (loc.compile_origin == CompileOrigin::kDefault) loc.message = loc.compile_note;
+  return loc;
+}
+
+}  // namespace kerncap::repro

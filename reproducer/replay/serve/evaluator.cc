@@ -1,0 +1,408 @@
+#include "reproducer/replay/serve/evaluator.h"
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "reproducer/replay/comparator.h"
+
+namespace kerncap::replay::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// What the bytes of a code object are, by their first bytes: the driver
+// accepts all three through cuModuleLoadData, but PTX must be NUL-terminated
+// and garbage is better refused here with a clear message.
+enum class CodeFormat { kCubin, kFatbin, kPtx, kUnknown };
+
+CodeFormat Sniff(const std::string& b) {
+  if (b.size() >= 4 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0) return CodeFormat::kCubin;
+  if (b.size() >= 4 && std::memcmp(b.data(), "\x50\xed\x55\xba", 4) == 0) {
+    return CodeFormat::kFatbin;  // fatbin magic 0xBA55ED50, little-endian
+  }
+  if (b.find(".version") != std::string::npos && b.find(".target") != std::string::npos) {
+    return CodeFormat::kPtx;
+  }
+  return CodeFormat::kUnknown;
+}
+
+const char* FormatName(CodeFormat f) {
+  switch (f) {
+    case CodeFormat::kCubin: return "cubin";
+    case CodeFormat::kFatbin: return "fatbin";
+    case CodeFormat::kPtx: return "PTX";
+    case CodeFormat::kUnknown: break;
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+// One candidate's module, unloaded when it goes out of scope (unless the
+// context is gone: then there is nothing left to unload).
+class ResidentEvaluator::Candidate {
+ public:
+  Candidate(const CudaDriver& cu, const bool* lost) : cu_(cu), lost_(lost) {}
+  ~Candidate() { Unload(); }
+
+  absl::Status Load(std::string bytes, const std::string& kernel, const std::string& device) {
+    const CodeFormat format = Sniff(bytes);
+    if (format == CodeFormat::kUnknown) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the code object (", bytes.size(),
+          " bytes) is neither a cubin (ELF), a fatbin nor PTX text"));
+    }
+    if (format == CodeFormat::kPtx) bytes.push_back('\0');
+    char log[8192] = {};
+    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* vals[] = {log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof(log)))};
+    CUresult r = cu_.cuModuleLoadDataEx(&module_, bytes.data(), 2, opts, vals);
+    if (r != CUDA_SUCCESS) {
+      module_ = nullptr;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the candidate ", FormatName(format), " (", bytes.size(), " bytes) does not load on ",
+          device, ": ", cu_.ErrorText(r), log[0] != '\0' ? "; JIT log: " : "", log,
+          format == CodeFormat::kPtx ? "" : " (is it built for this GPU's architecture?)"));
+    }
+    r = cu_.cuModuleGetFunction(&function_, module_, kernel.c_str());
+    if (r != CUDA_SUCCESS) {
+      return absl::NotFoundError(absl::StrCat("the candidate ", FormatName(format),
+                                              " has no kernel '", kernel,
+                                              "' (cuModuleGetFunction: ", cu_.ErrorText(r),
+                                              "); give \"kernel\" with its mangled name"));
+    }
+    return absl::OkStatus();
+  }
+
+  void Unload() {
+    if (module_ != nullptr && !*lost_) cu_.cuModuleUnload(module_);
+    module_ = nullptr;
+  }
+
+  CUmodule module() const { return module_; }
+  CUfunction function() const { return function_; }
+
+ private:
+  const CudaDriver& cu_;
+  const bool* lost_;
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+};
+
+absl::StatusOr<std::unique_ptr<ResidentEvaluator>> ResidentEvaluator::Create(
+    ResidentState* state) {
+  std::unique_ptr<ResidentEvaluator> e(new ResidentEvaluator(state));
+  const CudaDriver& cu = e->cu_;
+  KC_RETURN_IF_ERROR(cu.Check(cu.cuCtxSetCurrent(state->session().context()), "cuCtxSetCurrent"));
+  KC_RETURN_IF_ERROR(
+      cu.Check(cu.cuStreamCreate(&e->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  std::vector<uint64_t> sizes;
+  for (size_t i = 0; i < state->regions().size(); ++i) {
+    const ResidentState::Region& r = state->regions()[i];
+    if (r.where != ResidentState::Where::kDevice) continue;
+    e->compared_.push_back(i);
+    sizes.push_back(r.size);
+  }
+  KC_ASSIGN_OR_RETURN(e->comparator_, DeviceComparator::Create(cu, sizes));
+  return e;
+}
+
+ResidentEvaluator::~ResidentEvaluator() {
+  comparator_.reset();
+  if (lost_) return;  // nothing of the context is left to free
+  for (CUevent ev : events_) cu_.cuEventDestroy(ev);
+  if (stream_ != nullptr) cu_.cuStreamDestroy(stream_);
+}
+
+nlohmann::json ResidentEvaluator::Info() {
+  nlohmann::json j = state_->Info();
+  j["evaluations"] = evaluations_;
+  j["failed_evaluations"] = failed_evaluations_;
+  j["comparator"] = "device (PTX JIT-loaded at start)";
+  j["comparator_load_ms"] = comparator_->load_ms();
+  j["compared_device_regions"] = compared_.size();
+  return j;
+}
+
+absl::Status ResidentEvaluator::Failed(absl::Status s) {
+  const CUresult r = cu_.cuCtxSynchronize();
+  if (r == CUDA_SUCCESS) return s;
+  lost_ = true;
+  return absl::AbortedError(absl::StrCat(
+      "the candidate faulted (", s.message(), "); the CUDA context is lost (", cu_.ErrorText(r),
+      ") and the restored state with it: the server stops"));
+}
+
+absl::Status ResidentEvaluator::EnsureEvents(size_t count) {
+  while (events_.size() < count) {
+    CUevent ev = nullptr;
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventCreate(&ev, CU_EVENT_DEFAULT), "cuEventCreate"));
+    events_.push_back(ev);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ResidentEvaluator::ReadCodeObject(
+    const EvaluateRequest& request) const {
+  if (request.code_object.has_value()) return *request.code_object;
+  std::ifstream f(request.code_object_path, std::ios::binary);
+  if (!f) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read the code object '",
+                                                   request.code_object_path, "': ",
+                                                   std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  if (bytes.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the code object '", request.code_object_path, "' is empty"));
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::vector<ResidentEvaluator::GlobalSlot>> ResidentEvaluator::BindGlobals(
+    CUmodule module, std::vector<std::string>* warnings) {
+  std::vector<GlobalSlot> slots;
+  for (ResidentState::Region& r : state_->regions()) {
+    if (r.where != ResidentState::Where::kGlobal) continue;
+    r.dirty = false;  // a fresh module: its variables hold the image's initial values
+    CUdeviceptr at = 0;
+    size_t bytes = 0;
+    CUresult cr = cu_.cuModuleGetGlobal(&at, &bytes, module, r.name.c_str());
+    if (cr != CUDA_SUCCESS) {
+      warnings->push_back(absl::StrCat("module variable '", r.name,
+                                       "' is not in the candidate; its captured value is not "
+                                       "restored and it is not validated"));
+      continue;
+    }
+    if (bytes != r.size) {
+      warnings->push_back(absl::StrCat("module variable '", r.name, "' is ", bytes,
+                                       " bytes in the candidate, ", r.size,
+                                       " captured; not restored, not validated"));
+      continue;
+    }
+    slots.push_back(GlobalSlot{&r, at});
+  }
+  return slots;
+}
+
+absl::Status ResidentEvaluator::RestoreGlobals(const std::vector<GlobalSlot>& globals,
+                                               bool dirty_only) {
+  for (const GlobalSlot& g : globals) {
+    if (dirty_only && !g.region->dirty) continue;
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemcpyHtoDAsync(g.address, g.region->host_pristine.data(),
+                                                       g.region->size, stream_),
+                                 absl::StrCat("restoring module variable '", g.region->name, "'")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResidentEvaluator::Validate(const EvaluateRequest& request,
+                                         const std::vector<GlobalSlot>& globals,
+                                         EvaluateResult* result) {
+  std::vector<ResidentState::Region>& regions = state_->regions();
+  // Without a verdict the comparison still runs, exactly, to find changes.
+  auto rule = [&](const ResidentState::Region& r) -> std::pair<DType, Tolerance> {
+    if (!request.validate) return {DType::kBytes, Tolerance{}};
+    return request.compare.For(r.index, r.va, r.name);
+  };
+  auto verdict = [&](const ResidentState::Region& r, uint64_t replay_va, DType dtype,
+                     const CompareStats& s) {
+    RegionVerdict v;
+    v.index = r.index;
+    v.va = r.va;
+    v.replay_va = replay_va;
+    v.kind = r.kind;
+    v.name = r.name;
+    v.size = r.size;
+    v.written = r.written;
+    v.dtype = dtype;
+    v.passed = s.elements_failing == 0;
+    v.mismatches = s.elements_failing;
+    v.differing = s.elements_differing;
+    v.nan_mismatches = s.nan_mismatches;
+    v.worst_abs = s.max_abs_error;
+    v.worst_rel = s.max_rel_error;
+    v.worst_ulp = s.max_ulp_error;
+    v.first_mismatch_offset = s.first_fail_offset;
+    if (!s.samples.empty()) v.first_mismatch = {s.samples[0].expected, s.samples[0].actual};
+    return v;
+  };
+  auto record = [&](ResidentState::Region& r, RegionVerdict v) {
+    ++result->regions_compared;
+    if (v.differing > 0) r.dirty = true;  // restore it before the next launch
+    if (!v.passed) ++result->regions_failing;
+    if (v.written || v.differing > 0 || !v.passed) result->regions.push_back(std::move(v));
+  };
+
+  // Device regions: one kernel for all.
+  std::vector<KcCompareRegion> params;
+  std::vector<DType> dtypes;
+  for (size_t i : compared_) {
+    const ResidentState::Region& r = regions[i];
+    auto [dtype, tol] = rule(r);
+    dtypes.push_back(dtype);
+    params.push_back(MakeCompareRegion(r.replay_va, r.golden, r.size, dtype, tol));
+  }
+  absl::StatusOr<std::vector<KcCompareStats>> raw = comparator_->Run(params, stream_);
+  if (!raw.ok()) return Failed(raw.status());
+  for (size_t k = 0; k < compared_.size(); ++k) {
+    ResidentState::Region& r = regions[compared_[k]];
+    CompareStats s = ToCompareStats((*raw)[k]);
+    RegionVerdict v = verdict(r, r.replay_va, dtypes[k], s);
+    // The only bytes that cross PCIe: the first failing element, both ways.
+    const size_t es = DTypeSize(dtypes[k]);
+    if (!v.passed && s.first_fail_offset >= 0 &&
+        static_cast<uint64_t>(s.first_fail_offset) + es <= r.size) {
+      const uint64_t off = static_cast<uint64_t>(s.first_fail_offset);
+      uint64_t a = 0, e = 0;
+      if (cu_.cuMemcpyDtoH(&a, r.replay_va + off, es) == CUDA_SUCCESS &&
+          cu_.cuMemcpyDtoH(&e, r.golden + off, es) == CUDA_SUCCESS) {
+        v.first_mismatch = {ElementToDouble(dtypes[k], &e), ElementToDouble(dtypes[k], &a)};
+      }
+    }
+    record(r, std::move(v));
+  }
+  // Host regions (the stream is idle: Run() waited) and module variables.
+  std::string actual;
+  for (ResidentState::Region& r : regions) {
+    if (r.where != ResidentState::Where::kHost) continue;
+    auto [dtype, tol] = rule(r);
+    RegionComparator cmp(dtype, tol);
+    cmp.Compare(0, r.host_expected().data(), reinterpret_cast<const void*>(r.replay_va), r.size);
+    record(r, verdict(r, r.replay_va, dtype, cmp.stats()));
+  }
+  for (const GlobalSlot& g : globals) {
+    ResidentState::Region& r = *g.region;
+    actual.resize(r.size);
+    absl::Status st = cu_.Check(cu_.cuMemcpyDtoH(actual.data(), g.address, r.size),
+                                absl::StrCat("reading module variable '", r.name, "'"));
+    if (!st.ok()) return Failed(st);
+    auto [dtype, tol] = rule(r);
+    RegionComparator cmp(dtype, tol);
+    cmp.Compare(0, r.host_expected().data(), actual.data(), r.size);
+    record(r, verdict(r, g.address, dtype, cmp.stats()));
+    r.dirty |= r.written;
+  }
+  result->validated = request.validate;
+  result->passed = result->regions_failing == 0;
+  return absl::OkStatus();
+}
+
+absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction f,
+                                     const std::vector<GlobalSlot>& globals,
+                                     EvaluateResult* result, std::vector<double>* samples) {
+  const int total = request.warmup + request.iterations;
+  if (total == 0) return absl::OkStatus();
+  // What each launch must find pristine: the validation launch's dirty set.
+  std::vector<const ResidentState::Region*> device, host;
+  bool any_global = false;
+  for (const ResidentState::Region& r : state_->regions()) {
+    if (!r.dirty) continue;
+    if (r.where == ResidentState::Where::kDevice) device.push_back(&r);
+    if (r.where == ResidentState::Where::kHost) host.push_back(&r);
+    any_global |= r.where == ResidentState::Where::kGlobal;
+  }
+  result->restore_each =
+      request.restore_each.value_or(!device.empty() || !host.empty() || any_global);
+  KC_RETURN_IF_ERROR(EnsureEvents(2 * static_cast<size_t>(total)));
+  for (int it = 0; it < total; ++it) {
+    if (result->restore_each) {
+      if (!host.empty()) {
+        // Host memory cannot be restored in stream order: wait for the GPU.
+        absl::Status st = cu_.Check(cu_.cuStreamSynchronize(stream_), "kernel execution");
+        if (!st.ok()) return Failed(st);
+        for (const ResidentState::Region* r : host) {
+          std::memcpy(reinterpret_cast<void*>(r->replay_va), r->host_pristine.data(), r->size);
+          result->restored_bytes += r->size;
+        }
+      }
+      for (const ResidentState::Region* r : device) {
+        KC_RETURN_IF_ERROR(state_->EnqueueRestore(*r, stream_));
+        result->restored_bytes += r->size;
+      }
+      KC_RETURN_IF_ERROR(RestoreGlobals(globals, /*dirty_only=*/true));
+    }
+    CUevent start = events_[2 * it], stop = events_[2 * it + 1];
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start, stream_), "cuEventRecord"));
+    absl::Status st = state_->session().LaunchFunctionAsync(f, stream_);
+    if (!st.ok()) return Failed(st);
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(stop, stream_), "cuEventRecord"));
+  }
+  absl::Status st = cu_.Check(cu_.cuStreamSynchronize(stream_), "kernel execution");
+  if (!st.ok()) return Failed(st);
+  for (int it = 0; it < total; ++it) {
+    float ms = 0;
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventElapsedTime(&ms, events_[2 * it], events_[2 * it + 1]),
+                                 "cuEventElapsedTime"));
+    result->kernel_total_ms += ms;
+    if (it >= request.warmup) samples->push_back(ms);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest& request) {
+  if (lost_) return absl::FailedPreconditionError("the CUDA context is lost; restart the server");
+  const auto t0 = Clock::now();
+  ++evaluations_;
+  ++failed_evaluations_;  // until it succeeds
+  KC_RETURN_IF_ERROR(
+      cu_.Check(cu_.cuCtxSetCurrent(state_->session().context()), "cuCtxSetCurrent"));
+  EvaluateResult result;
+  result.kernel = request.kernel.empty() ? state_->source().manifest().kernel().mangled_name()
+                                         : request.kernel;
+  result.warmup = request.warmup;
+
+  KC_ASSIGN_OR_RETURN(std::string bytes, ReadCodeObject(request));
+  Candidate cand(cu_, &lost_);
+  KC_RETURN_IF_ERROR(cand.Load(std::move(bytes), result.kernel, state_->session().info().device));
+  KC_ASSIGN_OR_RETURN(std::vector<GlobalSlot> globals, BindGlobals(cand.module(), &result.warnings));
+  KC_RETURN_IF_ERROR(RestoreGlobals(globals, /*dirty_only=*/false));
+  absl::Status attr = state_->session().ApplyAttributesTo(cand.function(), &result.warnings);
+  if (!attr.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the captured function attributes do not apply to the candidate: ", attr.message()));
+  }
+  result.load_ms = MsSince(t0);
+
+  // The validation launch, from pristine state.
+  KC_ASSIGN_OR_RETURN(uint64_t restored, state_->RestoreDirty(stream_));
+  result.restored_bytes += restored;
+  KC_RETURN_IF_ERROR(EnsureEvents(2));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(events_[0], stream_), "cuEventRecord"));
+  absl::Status st = state_->session().LaunchFunctionAsync(cand.function(), stream_);
+  if (!st.ok()) {
+    return Failed(
+        absl::InvalidArgumentError(absl::StrCat("launching the candidate: ", st.message())));
+  }
+  state_->MarkWritten();
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(events_[1], stream_), "cuEventRecord"));
+  KC_RETURN_IF_ERROR(Validate(request, globals, &result));  // waits for the launch
+  float launch_ms = 0;
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventElapsedTime(&launch_ms, events_[0], events_[1]),
+                               "cuEventElapsedTime"));
+  result.validation_launch_ms = launch_ms;
+  result.kernel_total_ms = launch_ms;
+
+  std::vector<double> samples;
+  KC_RETURN_IF_ERROR(Time(request, cand.function(), globals, &result, &samples));
+  if (samples.empty()) samples.push_back(launch_ms);
+  result.kernel_ms = ComputeBenchStats(std::move(samples));
+  cand.Unload();
+  result.wall_ms = MsSince(t0);
+  result.overhead_ms = result.wall_ms - result.kernel_total_ms;
+  --failed_evaluations_;
+  return result;
+}
+
+}  // namespace kerncap::replay::serve

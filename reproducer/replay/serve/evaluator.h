@@ -1,0 +1,85 @@
+// evaluator.h: evaluates one candidate code object against the resident
+// state (resident_state.h). Per request:
+//
+//   1. read the code object (path or inline bytes); cuModuleLoadDataEx
+//      (cubin, fatbin, or PTX that the driver JIT-compiles; the JIT log is
+//      returned on failure); cuModuleGetFunction(kernel);
+//   2. restore the capture's module variables into the candidate's module
+//      and re-apply the captured function attributes;
+//   3. restore every dirty region from its pristine copy (device-to-device);
+//   4. one launch with the captured configuration and argument blob, timed
+//      with events; then ONE comparison launch over every device region
+//      against its expected image (golden if written, else pristine), host
+//      regions and module variables on the host. This both validates and
+//      finds regions the candidate changed that it should not have; those
+//      are restored next time like the written ones;
+//   5. warm-up + timed launches, restoring the dirty regions before each
+//      (unless restore_each is false), all enqueued at once with an event
+//      pair per launch and one synchronization at the end;
+//   6. unload the module.
+//
+// A CUDA error that leaves the context unusable (illegal address, trap, ...)
+// makes lost() true: the restored state is gone with the context.
+#ifndef KERNCAP_REPRODUCER_REPLAY_SERVE_EVALUATOR_H_
+#define KERNCAP_REPRODUCER_REPLAY_SERVE_EVALUATOR_H_
+
+#include <cuda.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "reproducer/replay/serve/device_comparator.h"
+#include "reproducer/replay/serve/resident_state.h"
+#include "reproducer/replay/serve/server.h"
+
+namespace kerncap::replay::serve {
+
+class ResidentEvaluator : public Evaluator {
+ public:
+  // `state` must outlive the evaluator. JIT-loads the comparison kernel.
+  static absl::StatusOr<std::unique_ptr<ResidentEvaluator>> Create(ResidentState* state);
+  ~ResidentEvaluator() override;
+
+  nlohmann::json Info() override;
+  absl::StatusOr<EvaluateResult> Evaluate(const EvaluateRequest& request) override;
+  bool lost() const override { return lost_; }
+
+ private:
+  class Candidate;  // one loaded code object (RAII unload)
+  struct GlobalSlot {  // a module variable of the capture, in the candidate's module
+    ResidentState::Region* region;
+    CUdeviceptr address;
+  };
+
+  explicit ResidentEvaluator(ResidentState* state) : state_(state), cu_(state->cu()) {}
+
+  absl::StatusOr<std::string> ReadCodeObject(const EvaluateRequest& request) const;
+  absl::StatusOr<std::vector<GlobalSlot>> BindGlobals(CUmodule module,
+                                                      std::vector<std::string>* warnings);
+  absl::Status RestoreGlobals(const std::vector<GlobalSlot>& globals, bool dirty_only);
+  absl::Status Validate(const EvaluateRequest& request, const std::vector<GlobalSlot>& globals,
+                        EvaluateResult* result);
+  absl::Status Time(const EvaluateRequest& request, CUfunction f,
+                    const std::vector<GlobalSlot>& globals, EvaluateResult* result,
+                    std::vector<double>* samples);
+  absl::Status EnsureEvents(size_t count);
+  // A failed CUDA step: when the context is gone, marks the evaluator lost
+  // and says so; otherwise returns `s`.
+  absl::Status Failed(absl::Status s);
+
+  ResidentState* state_;
+  const CudaDriver& cu_;
+  std::unique_ptr<DeviceComparator> comparator_;
+  std::vector<size_t> compared_;  // state regions (indices) the comparator covers, in order
+  CUstream stream_ = nullptr;
+  std::vector<CUevent> events_;
+  bool lost_ = false;
+  uint64_t evaluations_ = 0;
+  uint64_t failed_evaluations_ = 0;
+};
+
+}  // namespace kerncap::replay::serve
+
+#endif  // KERNCAP_REPRODUCER_REPLAY_SERVE_EVALUATOR_H_

@@ -1,0 +1,184 @@
+// protocol.h: the wire protocol of `kerncap-replay serve` (resident mode):
+// requests, their validation, and the answers. Pure: no sockets, no GPU.
+//
+// Transport: a Unix stream socket (serve --socket=PATH, mode 0600). Each
+// request is ONE JSON object on ONE line (UTF-8, terminated by '\n'); the
+// server answers each with one JSON object on one line, in order. A client
+// may send any number of requests on one connection; requests from all
+// connections are executed one at a time (the GPU state is one resource).
+// Requests longer than 256 MiB are refused.
+//
+// Requests ("op" selects the operation; unknown keys are errors, so typos
+// such as "iteration" are caught; "id", any JSON value, is echoed back):
+//
+//   {"op":"evaluate",
+//    "code_object_path":"/abs/path/cand.cubin",  // cubin, fatbin or PTX
+//        -- or --
+//    "code_object_b64":"f0VMRgIBAQ...",          // the same bytes, base64
+//    "kernel":"_Z6matmulPfS_S_i",   // mangled name; default: the captured one
+//    "iterations":10,   // timed launches, 0..100000 (0: validate only)
+//    "warmup":2,        // untimed launches before them, 0..10000
+//    "validate":true,   // false: no verdict (changes are still detected)
+//    "restore_each":true,  // restore written regions before every timed
+//                          // launch; default: when the kernel writes memory
+//    "tolerance":{      // as `kerncap-replay validate` (compare_options.h)
+//      "dtype":"f32", "region_dtype":["0x7f3a00000000:f16","3:i32"],
+//      "atol":1e-5, "rtol":1e-3, "ulp":2, "nan_unequal":false}}
+//   {"op":"info"}       // what is being served
+//   {"op":"shutdown"}   // answer, then stop serving (exit 0)
+//
+// Exactly one of code_object_path / code_object_b64. A relative path is
+// resolved against the server's working directory (`submit` sends absolute
+// paths).
+//
+// Answers:
+//   {"ok":true,"id":..,"op":"evaluate","kernel":"..",
+//    "validation":{"passed":true,"regions_compared":12,"regions_failing":0,
+//                  "regions":[{"index":3,"va":"0x7f3a00200000","kind":"device",
+//                              "name":"","size":4096,"written":true,"dtype":"f32",
+//                              "passed":true,"mismatches":0,"differing":0,
+//                              "nan_mismatches":0,"worst_abs":0,"worst_rel":0,
+//                              "worst_ulp":0,"first_mismatch_offset":-1,
+//                              "first_mismatch":{"expected":..,"actual":..}}]},
+//    "kernel_ms":{"min":..,"median":..,"max":..,"mean":..,"stddev":..,"iterations":10},
+//    "validation_launch_ms":..,"kernel_total_ms":..,"wall_ms":..,"overhead_ms":..,
+//    "load_ms":..,"restored_bytes":..,"restore_each":true,"warmup":2,
+//    "warnings":[..]}
+//   "regions" lists the regions the capture says the kernel writes plus any
+//   region that differs (a candidate writing where it should not); the
+//   others are counted in regions_compared. "validation" is absent with
+//   "validate":false. kernel_ms covers the timed launches (the validation
+//   launch alone when iterations is 0). overhead_ms = wall_ms (the whole
+//   evaluation inside the server: reading and loading the code object,
+//   restores, comparison, launches, unloading) - kernel_total_ms (device time
+//   of every launch of the evaluation: validation, warm-up, timed).
+//   Infinite errors are the string "inf" (JSON has no infinity).
+//
+//   {"ok":true,"id":..,"op":"info", ...facts about the served capture...}
+//   {"ok":true,"id":..,"op":"shutdown"}
+//   {"ok":false,"id":..,"error":"message","code":"INVALID_ARGUMENT"}
+//   {"ok":false,...,"context_lost":true}: the candidate faulted (illegal
+//     address, trap, ...); the CUDA context and with it the restored state
+//     are gone, so the server answers this and exits non-zero rather than
+//     answer later requests wrongly.
+#ifndef KERNCAP_REPRODUCER_REPLAY_SERVE_PROTOCOL_H_
+#define KERNCAP_REPRODUCER_REPLAY_SERVE_PROTOCOL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "reproducer/replay/compare_options.h"
+#include "reproducer/replay/report.h"
+
+namespace kerncap::replay::serve {
+
+inline constexpr size_t kMaxRequestBytes = 256u << 20;
+inline constexpr int kMaxIterations = 100000;
+inline constexpr int kMaxWarmup = 10000;
+inline constexpr int kDefaultIterations = 10;
+inline constexpr int kDefaultWarmup = 2;
+
+struct EvaluateRequest {
+  // Exactly one is set: a path the server reads, or the bytes themselves
+  // (decoded from code_object_b64).
+  std::string code_object_path;
+  std::optional<std::string> code_object;
+  std::string kernel;  // empty: the captured kernel
+  int iterations = kDefaultIterations;
+  int warmup = kDefaultWarmup;
+  bool validate = true;
+  std::optional<bool> restore_each;  // unset: automatic
+  CompareOptions compare;
+  // What the request said about tolerances, to send it on (client side).
+  nlohmann::json tolerance_json = nlohmann::json::object();
+};
+
+enum class Op { kEvaluate, kInfo, kShutdown };
+
+struct Request {
+  Op op = Op::kInfo;
+  nlohmann::json id;  // null when the request had none
+  EvaluateRequest evaluate;
+};
+
+// Parses and validates one request line (without or with its '\n').
+// InvalidArgument with a message meant for the client on any problem: not
+// JSON, not an object, missing or unknown op, unknown keys, no code object
+// or both forms, bad base64, iterations/warmup out of range, bad tolerance.
+absl::StatusOr<Request> ParseRequest(absl::string_view line);
+
+// The "id" of a request line when it can be recovered (for answering a
+// request that failed validation); null otherwise.
+nlohmann::json RequestId(absl::string_view line);
+
+// Parses a "tolerance" object into compare options (shared by the parser
+// and by `submit`, which builds the object from its flags).
+absl::StatusOr<CompareOptions> ParseTolerance(const nlohmann::json& tolerance);
+
+// The request object `submit` and the benchmarks send.
+nlohmann::json EvaluateRequestJson(const EvaluateRequest& request, const nlohmann::json& id);
+
+// --- Answers ---------------------------------------------------------------
+
+// One compared region (mirrors comparator.h's CompareStats, trimmed).
+struct RegionVerdict {
+  size_t index = 0;
+  uint64_t va = 0;
+  uint64_t replay_va = 0;
+  std::string kind;
+  std::string name;
+  uint64_t size = 0;
+  bool written = false;  // the captured post image changes it
+  DType dtype = DType::kBytes;
+  bool passed = true;
+  uint64_t mismatches = 0;  // elements outside the tolerance
+  uint64_t differing = 0;   // elements bitwise different
+  uint64_t nan_mismatches = 0;
+  double worst_abs = 0;
+  double worst_rel = 0;
+  uint64_t worst_ulp = 0;
+  int64_t first_mismatch_offset = -1;
+  std::optional<std::pair<double, double>> first_mismatch;  // expected, actual
+};
+
+struct EvaluateResult {
+  std::string kernel;
+  bool validated = false;
+  bool passed = true;
+  size_t regions_compared = 0;
+  size_t regions_failing = 0;
+  std::vector<RegionVerdict> regions;  // written or differing (see above)
+  BenchStats kernel_ms;
+  int warmup = 0;
+  double validation_launch_ms = 0;
+  double kernel_total_ms = 0;
+  double wall_ms = 0;
+  double overhead_ms = 0;
+  double load_ms = 0;
+  uint64_t restored_bytes = 0;
+  bool restore_each = false;
+  std::vector<std::string> warnings;
+};
+
+nlohmann::json EvaluateAnswer(const nlohmann::json& id, const EvaluateResult& result);
+nlohmann::json ErrorAnswer(const nlohmann::json& id, const absl::Status& status,
+                           bool context_lost = false);
+// `info` is the evaluator's description; ok/id/op are added.
+nlohmann::json InfoAnswer(const nlohmann::json& id, nlohmann::json info);
+nlohmann::json ShutdownAnswer(const nlohmann::json& id);
+
+// One line of the wire format: compact JSON + '\n'.
+std::string ToLine(const nlohmann::json& answer);
+
+// JSON has no infinity or NaN: "inf", "-inf", "nan" strings instead.
+nlohmann::json JsonNumber(double v);
+
+}  // namespace kerncap::replay::serve
+
+#endif  // KERNCAP_REPRODUCER_REPLAY_SERVE_PROTOCOL_H_

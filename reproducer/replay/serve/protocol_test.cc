@@ -1,0 +1,226 @@
+#include "reproducer/replay/serve/protocol.h"
+
+#include <limits>
+
+#include "absl/strings/escaping.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kerncap::replay::serve {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+std::string Error(absl::string_view line) {
+  absl::StatusOr<Request> r = ParseRequest(line);
+  EXPECT_FALSE(r.ok()) << line;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+TEST(ProtocolTest, ParsesAFullEvaluateRequest) {
+  auto r = ParseRequest(
+      R"({"op":"evaluate","id":7,"code_object_path":"/tmp/c.cubin","kernel":"_Z3foov",)"
+      R"("iterations":20,"warmup":0,"validate":false,"restore_each":false,)"
+      R"("tolerance":{"dtype":"f32","region_dtype":["0x7f00:f16","3:i32"],"atol":1e-5,)"
+      R"("rtol":0.001,"ulp":2,"nan_unequal":true}})"
+      "\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->op, Op::kEvaluate);
+  EXPECT_EQ(r->id, 7);
+  const EvaluateRequest& e = r->evaluate;
+  EXPECT_EQ(e.code_object_path, "/tmp/c.cubin");
+  EXPECT_FALSE(e.code_object.has_value());
+  EXPECT_EQ(e.kernel, "_Z3foov");
+  EXPECT_EQ(e.iterations, 20);
+  EXPECT_EQ(e.warmup, 0);
+  EXPECT_FALSE(e.validate);
+  ASSERT_TRUE(e.restore_each.has_value());
+  EXPECT_FALSE(*e.restore_each);
+  ASSERT_TRUE(e.compare.dtype.has_value());
+  EXPECT_EQ(*e.compare.dtype, DType::kF32);
+  ASSERT_EQ(e.compare.rules.size(), 2u);
+  EXPECT_EQ(*e.compare.rules[0].va, 0x7f00u);
+  EXPECT_EQ(e.compare.rules[0].dtype, DType::kF16);
+  EXPECT_EQ(*e.compare.rules[1].index, 3u);
+  EXPECT_DOUBLE_EQ(e.compare.tolerance.atol, 1e-5);
+  EXPECT_DOUBLE_EQ(e.compare.tolerance.rtol, 1e-3);
+  EXPECT_EQ(e.compare.tolerance.ulp, 2u);
+  EXPECT_FALSE(e.compare.tolerance.nan_equal);
+}
+
+TEST(ProtocolTest, DefaultsAndInlineCode) {
+  const std::string bytes("\x7f" "ELF\x02\x01\x00binary", 13);
+  auto r = ParseRequest(json{{"op", "evaluate"}, {"code_object_b64", absl::Base64Escape(bytes)}}
+                            .dump());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->id.is_null());
+  ASSERT_TRUE(r->evaluate.code_object.has_value());
+  EXPECT_EQ(*r->evaluate.code_object, bytes);
+  EXPECT_EQ(r->evaluate.iterations, kDefaultIterations);
+  EXPECT_EQ(r->evaluate.warmup, kDefaultWarmup);
+  EXPECT_TRUE(r->evaluate.validate);
+  EXPECT_FALSE(r->evaluate.restore_each.has_value());
+  EXPECT_FALSE(r->evaluate.compare.dtype.has_value());
+  EXPECT_TRUE(r->evaluate.compare.tolerance.exact());
+}
+
+TEST(ProtocolTest, InfoAndShutdown) {
+  auto i = ParseRequest(R"({"op":"info","id":"a"})");
+  ASSERT_TRUE(i.ok());
+  EXPECT_EQ(i->op, Op::kInfo);
+  EXPECT_EQ(i->id, "a");
+  auto s = ParseRequest(R"({"op":"shutdown"})");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->op, Op::kShutdown);
+  EXPECT_THAT(Error(R"({"op":"info","iterations":3})"), HasSubstr("unknown key 'iterations'"));
+}
+
+TEST(ProtocolTest, RejectsMalformedRequestsClearly) {
+  EXPECT_THAT(Error("{\"op\": \"evaluate\""), HasSubstr("not JSON"));
+  EXPECT_THAT(Error("\n"), HasSubstr("empty line"));
+  EXPECT_THAT(Error("[1,2]"), HasSubstr("expected a JSON object, got array"));
+  EXPECT_THAT(Error(R"({"id":1})"), HasSubstr("missing 'op'"));
+  EXPECT_THAT(Error(R"({"op":3})"), HasSubstr("'op' must be a string"));
+  EXPECT_THAT(Error(R"({"op":"launch"})"), HasSubstr("unknown op 'launch'"));
+  EXPECT_THAT(Error(R"({"op":"evaluate"})"), HasSubstr("missing code object"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","code_object_b64":"YQ=="})"),
+              HasSubstr("either code_object_path or code_object_b64, not both"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":""})"),
+              HasSubstr("non-empty string"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_b64":"!!not base64!!"})"),
+              HasSubstr("not valid base64"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","iterations":-1})"),
+              HasSubstr("'iterations' must be between 0 and 100000 (got -1)"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","iterations":1e9})"),
+              HasSubstr("'iterations' must be an integer"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","iterations":100001})"),
+              HasSubstr("between 0 and 100000"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","iterations":18446744073709551615})"),
+              HasSubstr("between 0 and 100000"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","warmup":-2})"),
+              HasSubstr("'warmup' must be between 0 and 10000"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","iteration":5})"),
+              HasSubstr("unknown key 'iteration'"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","validate":"yes"})"),
+              HasSubstr("'validate' must be true or false"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","kernel":7})"),
+              HasSubstr("'kernel' must be a non-empty string"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","tolerance":1})"),
+              HasSubstr("'tolerance' must be an object"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","tolerance":{"atol":-1}})"),
+              HasSubstr("'atol' must be a finite number >= 0"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","tolerance":{"dtype":"f7"}})"),
+              HasSubstr("unknown dtype 'f7'"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","tolerance":{"ulp":-3}})"),
+              HasSubstr("'ulp' must be an integer >= 0"));
+  EXPECT_THAT(
+      Error(R"({"op":"evaluate","code_object_path":"a","tolerance":{"region_dtype":["x"]}})"),
+      HasSubstr("expected SEL:DTYPE"));
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"a","tolerance":{"abs":1}})"),
+              HasSubstr("unknown key 'abs' in tolerance"));
+}
+
+TEST(ProtocolTest, RecoversTheIdOfABadRequest) {
+  EXPECT_EQ(RequestId(R"({"op":"nope","id":42})"), 42);
+  EXPECT_TRUE(RequestId("garbage").is_null());
+}
+
+TEST(ProtocolTest, RequestJsonRoundTrips) {
+  EvaluateRequest r;
+  r.code_object = std::string("\0\1\2PTX", 6);
+  r.kernel = "k";
+  r.iterations = 3;
+  r.warmup = 1;
+  r.validate = false;
+  r.restore_each = true;
+  r.tolerance_json = {{"dtype", "bf16"}, {"rtol", 0.01}};
+  auto back = ParseRequest(ToLine(EvaluateRequestJson(r, "x")));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->id, "x");
+  EXPECT_EQ(*back->evaluate.code_object, *r.code_object);
+  EXPECT_EQ(back->evaluate.kernel, "k");
+  EXPECT_EQ(back->evaluate.iterations, 3);
+  EXPECT_EQ(back->evaluate.warmup, 1);
+  EXPECT_FALSE(back->evaluate.validate);
+  EXPECT_TRUE(*back->evaluate.restore_each);
+  EXPECT_EQ(*back->evaluate.compare.dtype, DType::kBF16);
+  EXPECT_DOUBLE_EQ(back->evaluate.compare.tolerance.rtol, 0.01);
+
+  EvaluateRequest p;
+  p.code_object_path = "/x.cubin";
+  json j = EvaluateRequestJson(p, nullptr);
+  EXPECT_FALSE(j.contains("id"));
+  EXPECT_FALSE(j.contains("tolerance"));
+  EXPECT_EQ(j["code_object_path"], "/x.cubin");
+}
+
+TEST(ProtocolTest, FormatsAnswers) {
+  EvaluateResult r;
+  r.kernel = "k";
+  r.validated = true;
+  r.passed = false;
+  r.regions_compared = 3;
+  r.regions_failing = 1;
+  RegionVerdict v;
+  v.index = 2;
+  v.va = 0x7f0000001000;
+  v.replay_va = 0x7f0000001000;
+  v.kind = "device";
+  v.size = 64;
+  v.written = true;
+  v.dtype = DType::kF32;
+  v.passed = false;
+  v.mismatches = 4;
+  v.differing = 5;
+  v.worst_abs = std::numeric_limits<double>::infinity();
+  v.worst_rel = 0.5;
+  v.first_mismatch_offset = 8;
+  v.first_mismatch = {{1.0, 2.0}};
+  r.regions.push_back(v);
+  r.kernel_ms = ComputeBenchStats({1.0, 3.0, 2.0});
+  r.kernel_total_ms = 6.5;
+  r.wall_ms = 9.0;
+  r.overhead_ms = 2.5;
+  r.warnings = {"w"};
+  const std::string line = ToLine(EvaluateAnswer(3, r));
+  ASSERT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1);  // one line
+  json j = json::parse(line);
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_EQ(j["id"], 3);
+  EXPECT_FALSE(j["validation"]["passed"].get<bool>());
+  EXPECT_EQ(j["validation"]["regions_failing"], 1);
+  const json& reg = j["validation"]["regions"][0];
+  EXPECT_EQ(reg["va"], "0x7f0000001000");
+  EXPECT_EQ(reg["dtype"], "f32");
+  EXPECT_EQ(reg["mismatches"], 4);
+  EXPECT_EQ(reg["worst_abs"], "inf");
+  EXPECT_EQ(reg["first_mismatch"]["actual"], 2.0);
+  EXPECT_EQ(j["kernel_ms"]["median"], 2.0);
+  EXPECT_EQ(j["kernel_ms"]["iterations"], 3);
+  EXPECT_EQ(j["overhead_ms"], 2.5);
+  EXPECT_EQ(j["warnings"][0], "w");
+
+  r.validated = false;
+  EXPECT_FALSE(EvaluateAnswer(nullptr, r).contains("validation"));
+
+  json e = ErrorAnswer("q", absl::NotFoundError("no kernel"), /*context_lost=*/true);
+  EXPECT_FALSE(e["ok"].get<bool>());
+  EXPECT_EQ(e["error"], "no kernel");
+  EXPECT_EQ(e["code"], "NOT_FOUND");
+  EXPECT_TRUE(e["context_lost"].get<bool>());
+  EXPECT_FALSE(ErrorAnswer(nullptr, absl::InternalError("x")).contains("context_lost"));
+
+  json i = InfoAnswer(1, {{"capture_id", "cap-1"}});
+  EXPECT_EQ(i["op"], "info");
+  EXPECT_EQ(i["capture_id"], "cap-1");
+  EXPECT_EQ(ShutdownAnswer(nullptr)["op"], "shutdown");
+  // Bytes that are not UTF-8 do not break the line.
+  EXPECT_NO_THROW(ToLine(ErrorAnswer(nullptr, absl::InternalError("bad \xff byte"))));
+}
+
+}  // namespace
+}  // namespace kerncap::replay::serve
