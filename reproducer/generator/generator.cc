@@ -201,6 +201,8 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
     LocateOptions lo;
     lo.source_dir = options.source_dir;
     lo.compile_commands = options.compile_commands;
+    lo.kernel_name = m.kernel().demangled_name().empty() ? m.kernel().mangled_name()
+                                                         : m.kernel().demangled_name();
     loc = LocateSources(code.bytes, lo);
     mk.no_source_reason = loc.message;
   }

@@ -1,5 +1,6 @@
 #include "reproducer/generator/source_locator.h"
 
+#include <cctype>
 #include <filesystem>
 
 #include "absl/strings/match.h"
@@ -132,6 +133,82 @@ const CompileCommand* FindCompileCommand(const std::vector<CompileCommand>& db,
   return nullptr;
 }
 
+std::string KernelIdentifier(std::string_view demangled) {
+  std::string_view s = demangled;
+  // The parameter list: the "(...)" that ends the name (scope names such as
+  // "(anonymous namespace)" contain parentheses too).
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  size_t end = s.size();
+  if (!s.empty() && s.back() == ')') {
+    int depth = 0;
+    for (size_t i = s.size(); i-- > 0;) {
+      if (s[i] == ')') ++depth;
+      if (s[i] == '(' && --depth == 0) {
+        end = i;
+        break;
+      }
+    }
+  }
+  s = s.substr(0, end);
+  // Trailing template arguments.
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  if (!s.empty() && s.back() == '>') {
+    int d = 0;
+    for (size_t i = s.size(); i-- > 0;) {
+      if (s[i] == '>') ++d;
+      if (s[i] == '<' && --d == 0) {
+        s = s.substr(0, i);
+        break;
+      }
+    }
+  }
+  // The last identifier (after "::" or the return type).
+  size_t start = s.size();
+  while (start > 0 && (std::isalnum(static_cast<unsigned char>(s[start - 1])) || s[start - 1] == '_')) {
+    --start;
+  }
+  return std::string(s.substr(start));
+}
+
+bool SourceDefinesKernel(std::string_view text, std::string_view identifier) {
+  if (identifier.empty()) return false;
+  auto is_ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t pos = text.find(identifier); pos != std::string_view::npos;
+       pos = text.find(identifier, pos + 1)) {
+    if (pos > 0 && is_ident(text[pos - 1])) continue;
+    size_t after = pos + identifier.size();
+    if (after < text.size() && is_ident(text[after])) continue;
+    while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
+    if (after >= text.size() || (text[after] != '(' && text[after] != '<')) continue;
+    // A definition, not a call: "__global__" appears before it in the file.
+    if (text.rfind("__global__", pos) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// The compilable file of the line table that defines the kernel, read here
+// or through the hint; empty when none does (or the name is unknown).
+std::string UnitDefiningKernel(const LineTableInfo& lines, const LocateOptions& options) {
+  const std::string id = KernelIdentifier(options.kernel_name);
+  if (id.empty()) return "";
+  for (const std::string& f : lines.files) {
+    if (!IsCompilable(f)) continue;
+    std::string local = FileExists(f) ? f : "";
+    if (local.empty() && !options.source_dir.empty()) {
+      std::vector<std::string> ignored;
+      if (auto remap = RemapBySuffix(f, options.source_dir, &ignored)) local = remap->Apply(f);
+    }
+    if (local.empty()) continue;
+    auto text = ReadFile(local);
+    if (text.ok() && SourceDefinesKernel(*text, id)) return f;
+  }
+  return "";
+}
+
+}  // namespace
+
 SourceLocation LocateSources(std::string_view code_object, const LocateOptions& in_options) {
   SourceLocation loc;
   LocateOptions options = in_options;
@@ -164,6 +241,8 @@ SourceLocation LocateSources(std::string_view code_object, const LocateOptions& 
   // The translation unit as recorded.
   if (!loc.lines.compile_unit.empty()) {
     loc.tu_original = loc.lines.compile_unit;
+  } else if (std::string unit = UnitDefiningKernel(loc.lines, options); !unit.empty()) {
+    loc.tu_original = std::move(unit);
   } else {
     for (const std::string& f : loc.lines.files) {
       if (IsCompilable(f)) {

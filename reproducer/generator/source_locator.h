@@ -4,7 +4,10 @@
 //   1. The code object's DWARF line table names the files it was built from
 //      (line_table.h), as paths of the capture host.
 //   2. The translation unit is the compile unit's file (HIP -g), else the
-//      first compilable file (.cu .hip .cpp .cc .cxx .c) of the table.
+//      compilable file (.cu .hip .cpp .cc .cxx .c) of the table whose text
+//      defines the kernel (a device-linked cubin, nvcc -rdc, carries the line
+//      tables of every unit of the application), else the first compilable
+//      file.
 //   3. Each recorded path is used as is when it exists here; otherwise it is
 //      remapped into the --source-dir hint by the longest relative suffix
 //      that exists there ("/build/app/src/k.cu" -> HINT/app/src/k.cu, else
@@ -60,7 +63,17 @@ struct PathRemap {
 struct LocateOptions {
   std::string source_dir;        // hint (absolute after normalisation)
   std::string compile_commands;  // explicit database
+  std::string kernel_name;       // demangled name of the captured kernel (unit selection)
 };
+
+// The kernel's own identifier in a demangled name:
+// "void ns::attention_scores_kernel<64>(float const*, int)" ->
+// "attention_scores_kernel"; a plain name ("add_kernel") is returned as is.
+std::string KernelIdentifier(std::string_view demangled);
+
+// True when `text` (a source file) defines a function named `identifier`
+// (the identifier followed by "(" or a template argument list "<").
+bool SourceDefinesKernel(std::string_view text, std::string_view identifier);
 
 struct SourceLocation {
   SourceOutcome outcome = SourceOutcome::kNoLineInfo;

@@ -110,6 +110,7 @@ absl::StatusOr<std::unique_ptr<ReplaySession>> ReplaySession::Create(
 }
 
 ReplaySession::~ReplaySession() {
+  CancelMapping();  // before anything it maps is released
   if (ctx_ != nullptr) {
     cu_.cuCtxSetCurrent(ctx_);
     cu_.cuCtxSynchronize();
@@ -166,7 +167,7 @@ absl::Status ReplaySession::InitDevice() {
   return absl::OkStatus();
 }
 
-absl::Status ReplaySession::ReserveAndMap() {
+absl::Status ReplaySession::ReserveRanges() {
   const v1::CaptureManifest& m = src_->manifest();
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -251,32 +252,86 @@ absl::Status ReplaySession::ReserveAndMap() {
                                "cuDevicePrimaryCtxRetain"));
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
 
-  CUmemAccessDesc access = {};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device_;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  // Every placement is known now (a reservation's delta fixes its regions'
+  // replay addresses), so the relocator can be completed and the upload can
+  // start before any physical memory exists. The mappings themselves are
+  // made by the mapping thread (StartMapping), in upload order: ordered by
+  // the first pre region (task order) they hold.
   for (size_t ri = 0; ri < reservations.size(); ++ri) {
     const Reservation& res = reservations[ri];
     const uint64_t delta = bases[ri] - res.va;  // wraps; added back below
     for (const Mapping& mp : res.mappings) {
-      CUmemGenericAllocationHandle h = 0;
-      KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemCreate(&h, mp.size, &prop, 0),
-                                   absl::StrFormat("cuMemCreate(%u bytes)", mp.size)));
-      handles_.push_back(h);
-      const CUdeviceptr at = mp.va + delta;
-      KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemMap(at, mp.size, 0, h, 0),
-                                   absl::StrFormat("cuMemMap(0x%x, %u)", at, mp.size)));
-      mapped_.emplace_back(at, mp.size);
-      KC_RETURN_IF_ERROR(
-          cu_.Check(cu_.cuMemSetAccess(at, mp.size, &access, 1), "cuMemSetAccess"));
+      size_t first = SIZE_MAX;
       for (size_t idx : mp.region_indices) {
         const v1::Region& r = m.pre().regions(static_cast<int>(idx));
         placements_[idx] = Placement{true, false, r.va() + delta};
         relocator_.Add(r.va(), r.data().size(), r.va() + delta);
+        first = std::min(first, idx);
       }
+      map_jobs_.push_back(MapJob{mp.va + delta, mp.size, first, mp.region_indices});
     }
   }
+  std::stable_sort(map_jobs_.begin(), map_jobs_.end(),
+                   [](const MapJob& a, const MapJob& b) { return a.first_region < b.first_region; });
+  region_mapping_.assign(placements_.size(), 0);
+  for (size_t j = 0; j < map_jobs_.size(); ++j) {
+    for (size_t idx : map_jobs_[j].regions) region_mapping_[idx] = static_cast<uint32_t>(j);
+  }
+  map_prop_ = prop;
   return absl::OkStatus();
+}
+
+absl::Status ReplaySession::MapOne(size_t job) {
+  const MapJob& mj = map_jobs_[job];
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemGenericAllocationHandle h = 0;
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemCreate(&h, mj.size, &map_prop_, 0),
+                               absl::StrFormat("cuMemCreate(%u bytes)", mj.size)));
+  handles_.push_back(h);
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemMap(mj.va, mj.size, 0, h, 0),
+                               absl::StrFormat("cuMemMap(0x%x, %u)", mj.va, mj.size)));
+  mapped_.emplace_back(mj.va, mj.size);
+  return cu_.Check(cu_.cuMemSetAccess(mj.va, mj.size, &access, 1), "cuMemSetAccess");
+}
+
+absl::Status ReplaySession::StartMapping() {
+  if (map_jobs_.empty()) return absl::OkStatus();
+  auto body = [this] {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = cu_.Check(cu_.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent (mapping thread)");
+    if (!s.ok()) {
+      map_progress_.Fail(s);
+    } else {
+      s = MapInOrder(
+          map_jobs_.size(), [this](size_t j) { return MapOne(j); }, &map_progress_, &map_cancel_);
+    }
+    map_status_ = std::move(s);
+    map_seconds_ = Seconds(t0);
+  };
+  // KERNCAP_REPLAY_SERIAL_MAP=1: map everything before the upload (the
+  // former behaviour; for comparing the overlap on a GPU).
+  const char* serial = std::getenv("KERNCAP_REPLAY_SERIAL_MAP");
+  if (serial != nullptr && std::atoi(serial) > 0) {
+    body();
+    info_.map_seconds = map_seconds_;
+    return map_status_;
+  }
+  mapper_ = std::thread(body);
+  return absl::OkStatus();
+}
+
+absl::Status ReplaySession::FinishMapping() {
+  if (mapper_.joinable()) mapper_.join();
+  info_.map_seconds = map_seconds_;
+  return map_status_;
+}
+
+void ReplaySession::CancelMapping() {
+  map_cancel_ = true;
+  if (mapper_.joinable()) mapper_.join();
 }
 
 absl::Status ReplaySession::PlaceHostRegions() {
@@ -366,7 +421,8 @@ absl::Status ReplaySession::UploadPreImage() {
     for (uint64_t i = 0; i < ChunkCount(list); ++i) {
       const uint64_t off = ChunkOffset(list, i);
       tasks.push_back(RestoreTask{&list.chunk_digests(static_cast<int>(i)), ChunkLength(list, i),
-                                  p.replay_va + off, r.va() + off, p.host});
+                                  p.replay_va + off, r.va() + off, p.host,
+                                  p.host ? 0u : region_mapping_[idx]});
     }
   }
   RestorePipelineOptions options;
@@ -377,12 +433,16 @@ absl::Status ReplaySession::UploadPreImage() {
                         : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
   options.slots = options.workers + 4;
   const size_t staging_bytes = RestoreStagingBytes(tasks, options);
+  // Pinned staging: allocated while the mapping thread maps the first
+  // regions (the first copy waits for the first mapping anyway).
+  const auto ts = std::chrono::steady_clock::now();
   void* staging = nullptr;
   if (staging_bytes > 0) {
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAllocHost(&staging, staging_bytes),
                                  absl::StrCat("cuMemAllocHost(restore staging, ", staging_bytes,
                                               " bytes)")));
   }
+  info_.staging_seconds = Seconds(ts);
   absl::StatusOr<RestorePipelineStats> stats;
   {
     CudaCopier copier(cu_, ctx_);
@@ -393,13 +453,21 @@ absl::Status ReplaySession::UploadPreImage() {
           [this](const RestoreTask& t, char* out) {
             return src_->ReadChunkInto(*t.digest, t.size, out);
           },
-          &relocator_, &copier, static_cast<char*>(staging), options);
+          &relocator_, &copier, static_cast<char*>(staging), options,
+          map_jobs_.empty() ? nullptr : &map_progress_);
     } else {
       stats = init;
     }
   }
   if (staging != nullptr) cu_.cuMemFreeHost(staging);
+  // Every device task waited for its mapping, but a mapping holding no task
+  // may still be in progress: wait for the mapper (stop it on failure).
+  if (!stats.ok()) map_cancel_ = true;
+  absl::Status mapped = FinishMapping();
+  if (!mapped.ok() && !absl::IsCancelled(mapped)) return mapped;
   KC_RETURN_IF_ERROR(stats.status());
+  KC_RETURN_IF_ERROR(mapped);
+  info_.map_wait_seconds = stats->map_wait_seconds;
   info_.restored_bytes += stats->bytes;
   info_.patched_words += stats->patched_words;
   info_.upload_bytes = stats->bytes;
@@ -578,13 +646,20 @@ absl::Status ReplaySession::Prepare() {
   if (prepared_) return absl::OkStatus();
   const auto t0 = std::chrono::steady_clock::now();
   KC_RETURN_IF_ERROR(InitDevice());
-  KC_RETURN_IF_ERROR(ReserveAndMap());
+  info_.init_seconds = Seconds(t0);
+  const auto tr = std::chrono::steady_clock::now();
+  KC_RETURN_IF_ERROR(ReserveRanges());
+  info_.reserve_seconds = Seconds(tr);
+  // Physical memory is mapped on a thread, overlapped with the host regions,
+  // the staging allocation and the upload (UploadPreImage joins it).
+  KC_RETURN_IF_ERROR(StartMapping());
   KC_RETURN_IF_ERROR(PlaceHostRegions());
   KC_RETURN_IF_ERROR(relocator_.Finalize());
   info_.moved = relocator_.ranges();
   info_.relocated = !relocator_.empty();
   const v1::CaptureManifest& m = src_->manifest();
   KC_RETURN_IF_ERROR(UploadPreImage());
+  const auto tc = std::chrono::steady_clock::now();
   KC_RETURN_IF_ERROR(LoadCode());
   KC_RETURN_IF_ERROR(RestoreGlobals());
   KC_RETURN_IF_ERROR(ApplyAttributes());
@@ -594,6 +669,7 @@ absl::Status ReplaySession::Prepare() {
       cu_.Check(cu_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate"));
+  info_.code_seconds = Seconds(tc);
   info_.regions = static_cast<uint64_t>(
       std::count_if(placements_.begin(), placements_.end(), [](const Placement& p) { return p.restored; }));
   info_.restore_seconds = Seconds(t0);

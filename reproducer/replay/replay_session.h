@@ -2,8 +2,12 @@
 //
 //   Prepare():  cuInit -> reserve the planned ranges at their original
 //               addresses (before any context exists, so nothing of the
-//               driver's own can take them) -> map physical memory per
-//               mapping -> upload every pre-image region chunk by chunk ->
+//               driver's own can take them; every placement is known then)
+//               -> map physical memory per mapping on a mapping thread, in
+//               upload order, overlapped with placing host regions,
+//               allocating staging and uploading every pre-image region
+//               chunk by chunk (a chunk's copy waits until its mapping is
+//               published) ->
 //               load the code object -> restore module variables by name ->
 //               re-apply function attributes. Ranges whose address cannot be
 //               had are mapped elsewhere and everything is pointer-patched
@@ -18,9 +22,11 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,6 +37,7 @@
 #include "reproducer/replay/relocator.h"
 #include "reproducer/replay/report.h"
 #include "reproducer/replay/reservation_planner.h"
+#include "reproducer/replay/restore_pipeline.h"
 
 namespace kerncap::replay {
 
@@ -101,7 +108,20 @@ class ReplaySession {
       : src_(source), cu_(*drv), options_(std::move(options)) {}
 
   absl::Status InitDevice();
-  absl::Status ReserveAndMap();
+  // One physical mapping to make (replay address, planned pre regions).
+  struct MapJob {
+    CUdeviceptr va = 0;
+    size_t size = 0;
+    size_t first_region = 0;       // lowest pre region index (upload order)
+    std::vector<size_t> regions;
+  };
+  // Reserves the planned ranges, creates the context and fixes every device
+  // placement (and relocation entry); fills map_jobs_ in upload order.
+  absl::Status ReserveRanges();
+  absl::Status MapOne(size_t job);  // cuMemCreate + cuMemMap + cuMemSetAccess
+  absl::Status StartMapping();      // the mapping thread (serial with KERNCAP_REPLAY_SERIAL_MAP=1)
+  absl::Status FinishMapping();     // joins it; its status
+  void CancelMapping();             // stops it at the next mapping and joins
   absl::Status PlaceHostRegions();
   absl::Status UploadPreImage();           // every restored region, pipelined
   absl::Status UploadRegion(size_t index);  // one region, chunk by chunk (globals)
@@ -133,6 +153,16 @@ class ReplaySession {
   std::vector<std::pair<void*, size_t>> host_mmaps_;
   std::vector<void*> host_allocs_;
   std::vector<Placement> placements_;  // per pre region
+  // Mapping thread state. handles_/mapped_ are appended by the mapping
+  // thread while it runs and read only after it was joined.
+  std::vector<MapJob> map_jobs_;
+  std::vector<uint32_t> region_mapping_;  // per pre region: its map_jobs_ ordinal
+  CUmemAllocationProp map_prop_ = {};
+  MappingProgress map_progress_;
+  std::atomic<bool> map_cancel_{false};
+  std::thread mapper_;
+  absl::Status map_status_;
+  double map_seconds_ = 0;
   Relocator relocator_;
   std::string args_;                   // argument blob (patched when relocated)
   std::vector<void*> kernel_params_;   // pointers into args_ (per argument)

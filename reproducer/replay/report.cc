@@ -72,6 +72,12 @@ nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
                               ? static_cast<double>(info.upload_bytes) / info.upload_seconds / 1e9
                               : 0.0},
           {"upload_workers", info.upload_workers},
+          {"init_seconds", info.init_seconds},
+          {"reserve_seconds", info.reserve_seconds},
+          {"map_seconds", info.map_seconds},
+          {"map_wait_seconds", info.map_wait_seconds},
+          {"staging_seconds", info.staging_seconds},
+          {"code_seconds", info.code_seconds},
           {"launch_ms", info.launch_ms},
           {"warnings", info.warnings}};
 }
@@ -140,6 +146,14 @@ std::string FormatReplayInfo(const ReplayInfo& info) {
   absl::StrAppendFormat(&out, "restored %u regions, %.1f MiB in %u reservations, %.3f s\n",
                         info.regions, info.restored_bytes / 1048576.0, info.reservations,
                         info.restore_seconds);
+  if (info.upload_seconds > 0) {
+    absl::StrAppendFormat(&out,
+                          "  init %.3f s, reserve %.3f s, upload %.3f s (map %.3f s overlapped, "
+                          "%.3f s waited; staging %.3f s), code %.3f s\n",
+                          info.init_seconds, info.reserve_seconds, info.upload_seconds,
+                          info.map_seconds, info.map_wait_seconds, info.staging_seconds,
+                          info.code_seconds);
+  }
   if (info.relocated) {
     absl::StrAppendFormat(&out,
                           "RELOCATED REPLAY: %u range(s) not at their original address; %u "

@@ -26,6 +26,16 @@ struct ReplayInfo {
   uint64_t restored_bytes = 0;
   uint64_t reservations = 0;
   double restore_seconds = 0;        // all of Prepare (reserve, map, upload, code, globals)
+  // Phases of Prepare. map_seconds runs on the mapping thread, overlapped
+  // with staging_seconds and upload_seconds (not a term of a sum);
+  // map_wait_seconds: restore workers blocked on a not-yet-mapped region,
+  // summed over workers.
+  double init_seconds = 0;           // cuInit, device checks
+  double reserve_seconds = 0;        // address reservations + context
+  double map_seconds = 0;            // cuMemCreate + cuMemMap + cuMemSetAccess, all mappings
+  double map_wait_seconds = 0;
+  double staging_seconds = 0;        // pinned staging allocation (inside upload_seconds)
+  double code_seconds = 0;           // code object, globals, attributes, arguments, sync
   // The pipelined pre-image upload alone (read + verify + decompress + copy).
   uint64_t upload_bytes = 0;
   double upload_seconds = 0;

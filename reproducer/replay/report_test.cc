@@ -91,6 +91,31 @@ TEST(ReportTest, RelocationIsSaidLoudly) {
   EXPECT_EQ(j["patched_pointer_words"], 12);
 }
 
+TEST(ReportTest, RestorePhaseTimesAreReported) {
+  ValidationReport r = SampleReport();
+  r.info.restored_bytes = 8ull << 30;
+  r.info.restore_seconds = 0.4;
+  r.info.upload_bytes = 8ull << 30;
+  r.info.upload_seconds = 0.3;
+  r.info.map_seconds = 0.25;
+  r.info.map_wait_seconds = 0.01;
+  r.info.staging_seconds = 0.02;
+  r.info.init_seconds = 0.05;
+  r.info.reserve_seconds = 0.03;
+  r.info.code_seconds = 0.02;
+  nlohmann::json j = ValidationJson(r);
+  EXPECT_EQ(j["restore_seconds"], 0.4);
+  EXPECT_EQ(j["upload_seconds"], 0.3);
+  EXPECT_EQ(j["map_seconds"], 0.25);
+  EXPECT_EQ(j["map_wait_seconds"], 0.01);
+  EXPECT_EQ(j["staging_seconds"], 0.02);
+  EXPECT_EQ(j["init_seconds"], 0.05);
+  EXPECT_EQ(j["reserve_seconds"], 0.03);
+  EXPECT_EQ(j["code_seconds"], 0.02);
+  EXPECT_TRUE(j.contains("upload_gbps"));
+  EXPECT_TRUE(absl::StrContains(FormatValidation(r), "map 0.250 s overlapped"));
+}
+
 TEST(ReportTest, BenchJsonAndText) {
   BenchReport b;
   b.warmup = 3;

@@ -31,13 +31,68 @@ Resolved Resolve(const std::vector<RestoreTask>& tasks, const RestorePipelineOpt
 
 bool NeedsStaging(const RestoreTask& t) { return !t.host && !t.digest->empty(); }
 
-// A unit of work for one worker: task indices, all host or all staged.
+// A unit of work for one worker, in task order: a run of all-zero device
+// chunks with consecutive destinations (one memset), or task indices, all
+// host or all staged. `mapping`: the last mapping its destinations need.
 struct Batch {
-  bool host = false;
-  std::vector<size_t> tasks;
+  enum Kind { kStaged, kHost, kZero } kind = kStaged;
+  std::vector<size_t> tasks;   // kStaged, kHost
+  uint64_t zero_dst = 0;       // kZero
+  uint64_t zero_size = 0;
+  uint32_t mapping = 0;
 };
 
 }  // namespace
+
+void MappingProgress::Publish(size_t n) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (n <= mapped_) return;
+    mapped_ = n;
+  }
+  cv_.notify_all();
+}
+
+void MappingProgress::Fail(absl::Status error) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (error_.ok()) error_ = error.ok() ? absl::InternalError("mapping failed") : std::move(error);
+  }
+  cv_.notify_all();
+}
+
+absl::Status MappingProgress::WaitMapped(size_t ordinal) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (ordinal < mapped_) return absl::OkStatus();
+  const auto t0 = std::chrono::steady_clock::now();
+  cv_.wait(l, [&] { return ordinal < mapped_ || !error_.ok(); });
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ordinal < mapped_ ? absl::OkStatus() : error_;
+}
+
+size_t MappingProgress::mapped() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return mapped_;
+}
+
+double MappingProgress::wait_seconds() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return wait_seconds_;
+}
+
+absl::Status MapInOrder(size_t count, const std::function<absl::Status(size_t)>& map_one,
+                        MappingProgress* progress, const std::atomic<bool>* cancel) {
+  for (size_t i = 0; i < count; ++i) {
+    absl::Status s = cancel != nullptr && cancel->load() ? absl::CancelledError("mapping cancelled")
+                                                         : map_one(i);
+    if (!s.ok()) {
+      progress->Fail(s);
+      return s;
+    }
+    progress->Publish(i + 1);
+  }
+  return absl::OkStatus();
+}
 
 size_t RestoreStagingBytes(const std::vector<RestoreTask>& tasks,
                            const RestorePipelineOptions& options) {
@@ -50,27 +105,32 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
                                                         const ChunkReader& read,
                                                         const Relocator* relocator,
                                                         RestoreCopier* copier, char* staging,
-                                                        const RestorePipelineOptions& options) {
+                                                        const RestorePipelineOptions& options,
+                                                        MappingProgress* mapping) {
   const auto t0 = std::chrono::steady_clock::now();
   const Resolved cfg = Resolve(tasks, options);
   if (relocator != nullptr && relocator->empty()) relocator = nullptr;
   RestorePipelineStats stats;
 
-  // Plan: zero runs (device memsets), host batches and staged batches of up
-  // to slot_bytes, in task order.
+  // Plan, in task order: zero runs (device memsets), host batches and staged
+  // batches of up to slot_bytes.
   std::vector<Batch> batches;
-  std::vector<std::pair<uint64_t, uint64_t>> zero_runs;
-  Batch staged, host;
+  Batch zero{Batch::kZero, {}, 0, 0, 0};
+  Batch staged{Batch::kStaged, {}, 0, 0, 0}, host{Batch::kHost, {}, 0, 0, 0};
   size_t staged_bytes = 0, host_bytes = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const RestoreTask& t = tasks[i];
     stats.bytes += t.size;
     if (t.size == 0) continue;
     if (!t.host && t.digest->empty()) {
-      if (!zero_runs.empty() && zero_runs.back().first + zero_runs.back().second == t.dst) {
-        zero_runs.back().second += t.size;
+      if (zero.zero_size > 0 && zero.zero_dst + zero.zero_size == t.dst) {
+        zero.zero_size += t.size;
+        zero.mapping = std::max(zero.mapping, t.mapping);
       } else {
-        zero_runs.emplace_back(t.dst, t.size);
+        if (zero.zero_size > 0) batches.push_back(zero);
+        zero.zero_dst = t.dst;
+        zero.zero_size = t.size;
+        zero.mapping = t.mapping;
       }
       stats.zero_bytes += t.size;
       continue;
@@ -79,15 +139,18 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
     size_t& filled = t.host ? host_bytes : staged_bytes;
     if (!b.tasks.empty() && filled + t.size > cfg.slot_bytes) {
       batches.push_back(std::move(b));
-      b = Batch{};
+      b.tasks.clear();
+      b.mapping = 0;
       filled = 0;
     }
-    b.host = t.host;
     b.tasks.push_back(i);
+    if (!t.host) b.mapping = std::max(b.mapping, t.mapping);
     filled += t.size;
   }
+  if (zero.zero_size > 0) batches.push_back(zero);
   if (!staged.tasks.empty()) batches.push_back(std::move(staged));
   if (!host.tasks.empty()) batches.push_back(std::move(host));
+  const double wait_before = mapping != nullptr ? mapping->wait_seconds() : 0.0;
 
   std::mutex submit_mu;  // serializes the copier's enqueue calls
   absl::Status first_error;
@@ -98,17 +161,11 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
     if (first_error.ok()) first_error = std::move(s);
     failed = true;
   };
-
-  {
-    std::lock_guard<std::mutex> l(submit_mu);
-    for (const auto& [dst, size] : zero_runs) {
-      absl::Status s = copier->ZeroAsync(dst, size);
-      if (!s.ok()) {
-        fail(std::move(s));
-        break;
-      }
-    }
-  }
+  // The batch's device destinations are mapped (outside submit_mu: other
+  // workers keep enqueueing batches whose mappings are ready).
+  auto mapped = [&](const Batch& b) {
+    return mapping != nullptr ? mapping->WaitMapped(b.mapping) : absl::OkStatus();
+  };
 
   // The slot ring: free slots in release order (oldest submission first);
   // pending[s]: the slot's last copies may still be in flight.
@@ -145,7 +202,19 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
       const size_t bi = next.fetch_add(1);
       if (bi >= batches.size()) break;
       const Batch& b = batches[bi];
-      if (b.host) {
+      if (b.kind == Batch::kZero) {
+        absl::Status s = mapped(b);
+        if (s.ok() && !failed) {
+          std::lock_guard<std::mutex> l(submit_mu);
+          s = copier->ZeroAsync(b.zero_dst, b.zero_size);
+        }
+        if (!s.ok()) {
+          fail(std::move(s));
+          break;
+        }
+        continue;
+      }
+      if (b.kind == Batch::kHost) {
         for (size_t i : b.tasks) {
           const RestoreTask& t = tasks[i];
           char* dst = reinterpret_cast<char*>(t.dst);
@@ -171,6 +240,7 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
         if (s.ok() && relocator) patched += relocator->PatchWords(t.src_va, base + off, t.size);
         off += t.size;
       }
+      if (s.ok() && !failed) s = mapped(b);
       if (!s.ok() || failed) {
         // Nothing of this slot was enqueued now.
         release(slot, still_pending);
@@ -230,6 +300,7 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
   stats.host_bytes = hosted;
   stats.copies = copies;
   stats.patched_words = patched;
+  if (mapping != nullptr) stats.map_wait_seconds = mapping->wait_seconds() - wait_before;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return stats;
 }

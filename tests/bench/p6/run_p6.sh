@@ -33,9 +33,9 @@ AGENT=${KERNCAP_AGENT:?set KERNCAP_AGENT to libkerncap_agent.so}
 mkdir -p "$LOGS"
 note() { echo "[p6 $(date +%T)] $*" | tee -a "$LOGS/p6.log"; }
 now() { date +%s.%N; }
-since() { echo "$(now) - $1" | bc -l; }
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.3f", a - b }'; }
 
-for tool in cmake ninja nvcc bc make; do
+for tool in cmake ninja nvcc make awk; do
   command -v "$tool" > /dev/null || { note "missing $tool: P6 not measured"; exit 77; }
 done
 nvidia-smi > /dev/null 2>&1 || { note "no GPU: P6 not measured"; exit 77; }
@@ -112,7 +112,7 @@ done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 ma=$(median "${A[@]}")
 mb=$(median "${B[@]}")
-ratio=$(echo "$ma / $mb" | bc -l)
+ratio=$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.3f", a / b }')
 printf 'P6 edit loop: traditional %.2f s, kerncap %.2f s, ratio %.1fx (target >= 30); full build %.1f s\n' \
   "$ma" "$mb" "$ratio" "$full_build" | tee -a "$LOGS/p6.log"
 printf 'BENCH_JSON {"bench":"p6_edit_loop","traditional_s":%.3f,"kerncap_s":%.3f,"ratio":%.2f,"full_build_s":%.1f,"reps":%d}\n' \
