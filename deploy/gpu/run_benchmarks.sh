@@ -233,6 +233,10 @@ for size in $SIZES; do
     timeout "$(cap 200)" "$BIN"/kerncap-replay run --json --daemon="unix:$WORK/$name/ctl.sock" "$cid" \
       > "$LOGS/p8_replay.json" 2> "$LOGS/p8_replay.stderr"
     note "kerncap-replay exit $? after $((SECONDS - t1)) s (fetch + restore + launch)"
+    # The same replay with the physical mapping done before the upload (the
+    # previous design), for the record of what overlapping them gains.
+    KERNCAP_REPLAY_SERIAL_MAP=1 timeout "$(cap 200)" "$BIN"/kerncap-replay run --json \
+      --daemon="unix:$WORK/$name/ctl.sock" "$cid" > "$LOGS/p8_replay_serial.json" 2>&1
     pj=$(grep -h '^BENCH_JSON' "$LOGS/p8_pinned.log" | sed 's/^BENCH_JSON //')
     [[ -n $pj ]] && emit "$pj"
     if command -v python3 > /dev/null; then
@@ -246,11 +250,19 @@ except Exception as e:
     sys.exit(0)
 b, s = r.get("restored_bytes", 0), r.get("restore_seconds", 0)
 gbps = b / s / 1e9 if s else 0
+phases = {k: r.get(k) for k in ("upload_seconds", "upload_gbps", "map_seconds", "map_wait_seconds",
+                                "staging_seconds", "init_seconds", "reserve_seconds", "code_seconds")}
+try:
+    serial = json.load(open(sys.argv[1].replace(".json", "_serial.json")))
+    ss = serial.get("restore_seconds", 0)
+    phases["serial_map_restore_gbps"] = round(serial.get("restored_bytes", 0) / ss / 1e9, 3) if ss else None
+except Exception:
+    pass
 print(json.dumps({"bench": "p8_replay_restore", "restored_bytes": b, "restore_seconds": s,
                   "restore_gbps": round(gbps, 3), "pinned_h2d_gbps": p.get("h2d_gbps"),
                   "ratio": round(gbps / p["h2d_gbps"], 4) if p.get("h2d_gbps") else None,
                   "target": 0.5, "wall_seconds_incl_fetch": int(sys.argv[3]),
-                  "relocated": r.get("relocated")}))
+                  "relocated": r.get("relocated"), **phases}))
 PY
     fi
   fi
