@@ -240,6 +240,19 @@ absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
           absl::StrCat(field, " must be an absolute path on the daemon host: ", *value));
     }
   }
+  // These name folders on the daemon host, and finding sources there runs
+  // the compiler of a compile command the folders lead to: only local users
+  // (the Unix socket, guarded by file permissions) may point them anywhere.
+  // Remote clients get the project streamed back, sources found from the
+  // paths the code object records.
+  if (!TokenAuthorizer::IsUnixPeer(context->peer()) &&
+      (!request.out_dir().empty() || !request.source_dir().empty() ||
+       !request.compile_commands().empty())) {
+    return absl::PermissionDeniedError(
+        "out_dir, source_dir and compile_commands name paths on the daemon host and are "
+        "accepted only over its local Unix socket; leave them empty to have the project "
+        "streamed back");
+  }
   if (request.kind() == v1::REPRODUCER_TRITON) {
     return absl::UnimplementedError("Triton reproducers are not implemented yet (kerncap issue 6)");
   }

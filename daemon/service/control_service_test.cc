@@ -617,7 +617,7 @@ TEST_F(ControlServiceTest, GenerateReproducerStreamsProjectInPieces) {
   ASSERT_TRUE(reader->Finish().ok());
   ASSERT_TRUE(receiver.Finish().ok());
   ASSERT_TRUE((*stage)->Commit().ok());
-  EXPECT_EQ(code_frames, 3);  // 9 MiB in 4 MiB pieces
+  EXPECT_EQ(code_frames, 10);  // 9 MiB + 123 bytes in 1 MiB pieces
   EXPECT_EQ(*ReadFile(out + "/code/kernel.cubin"), code);
   auto p = nlohmann::json::parse(project_json);
   EXPECT_EQ(p["provenance"]["capture_id"], id);
@@ -790,6 +790,49 @@ TEST(ControlServiceImportReferenceTest, WithoutImporterIsUnimplemented) {
   v1::ImportCaptureResponse resp;
   EXPECT_EQ(d.stub->ImportReferenceCapture(&ctx, req, &resp).error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// Daemon-host paths in GenerateReproducer are for local users only; a
+// remote client still gets the project streamed back.
+TEST(ControlServiceAuthTest, ReproducerHostPathsOnlyOverTheUnixSocket) {
+  store::testing::TempDir tmp;
+  TestDaemon d(tmp.path(), nullptr, "t0ken");
+  ASSERT_GT(d.tcp_port, 0);
+  std::string code;
+  const std::string id = IngestWithCode(*d.store, &code);
+  auto tcp = v1::KerncapControl::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", d.tcp_port),
+                                                             grpc::InsecureChannelCredentials()));
+  auto code_of = [&](v1::KerncapControl::Stub& stub, const v1::GenerateReproducerRequest& r,
+                     int* frames) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer t0ken");
+    auto reader = stub.GenerateReproducer(&ctx, r);
+    v1::ReproducerFile f;
+    *frames = 0;
+    while (reader->Read(&f)) ++*frames;
+    return reader->Finish().error_code();
+  };
+  int frames = 0;
+  for (const char* field : {"out_dir", "source_dir", "compile_commands"}) {
+    v1::GenerateReproducerRequest req;
+    req.set_capture_id(id);
+    const std::string path = tmp.path() + "/elsewhere";
+    if (std::string(field) == "out_dir") req.set_out_dir(path);
+    if (std::string(field) == "source_dir") req.set_source_dir(path);
+    if (std::string(field) == "compile_commands") req.set_compile_commands(path);
+    EXPECT_EQ(code_of(*tcp, req, &frames), grpc::StatusCode::PERMISSION_DENIED) << field;
+    EXPECT_EQ(frames, 0) << field;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp.path() + "/elsewhere"));
+  v1::GenerateReproducerRequest streamed;
+  streamed.set_capture_id(id);
+  EXPECT_EQ(code_of(*tcp, streamed, &frames), grpc::StatusCode::OK);
+  EXPECT_GT(frames, 0);
+  // The same out_dir request is fine over the Unix socket.
+  v1::GenerateReproducerRequest local = streamed;
+  local.set_out_dir(tmp.path() + "/elsewhere");
+  EXPECT_EQ(code_of(*d.stub, local, &frames), grpc::StatusCode::OK);
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/elsewhere/kerncap.json"));
 }
 
 TEST(ControlServiceAuthTest, TcpNeedsTokenUnixDoesNot) {

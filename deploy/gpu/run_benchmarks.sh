@@ -34,6 +34,7 @@
 #        KERNCAP_BENCH_LAUNCHES  P5 launches per run (default 1000000)
 #        KERNCAP_BENCH_P5_REPS   P5 rounds (default 7)
 #        KERNCAP_BENCH_P5_CPU    CPU core the P5 runs are pinned to (default 2)
+#        KERNCAP_BENCH_P5_DIAG=1 also the diagnostic P5 modes (no link, unpinned)
 #        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
 #        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
 #        KERNCAP_BENCH_SERVE_GIB        P5b state size (default 1)
@@ -148,6 +149,15 @@ P5_MODES=("no_agent:"
           "agent_unarmed:CUDA_INJECTION64_PATH=$AGENT"
           "agent_unarmed_toggle:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CALLBACK_TOGGLE=1"
           "agent_loaded_disabled:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_DISABLE=1")
+# KERNCAP_BENCH_P5_DIAG=1: modes that tell where the unarmed cost comes from:
+# the agent without the daemon link (no link threads), the same with launch
+# callbacks off, and the agent unpinned (all cores, like an application).
+if [[ ${KERNCAP_BENCH_P5_DIAG:-0} == 1 ]]; then
+  P5_MODES+=("agent_no_link:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_NO_DAEMON=1"
+             "agent_no_link_toggle:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_NO_DAEMON=1 KERNCAP_AGENT_CALLBACK_TOGGLE=1"
+             "agent_unarmed_unpinned:KC_UNPINNED=1 CUDA_INJECTION64_PATH=$AGENT"
+             "no_agent_unpinned:KC_UNPINNED=1")
+fi
 [[ $P5_PRELOAD == 1 ]] && P5_MODES+=("agent_unarmed_preload:LD_PRELOAD=$AGENT")
 # One core: the scheduler moving the launching thread between cores (and
 # NUMA nodes) is a large part of the run-to-run noise.
@@ -157,7 +167,9 @@ p5_run() {  # ROUND LABEL [ENV...]
   local round=$1 label=$2
   shift 2
   # shellcheck disable=SC2068  # the env assignments are words on purpose
-  timeout "$(cap 60)" env KERNCAP_AGENT_SOCKET="$WORK/p5/agent.sock" $@ "${PIN[@]}" \
+  local pin=("${PIN[@]}")
+  [[ " $* " == *" KC_UNPINNED=1 "* ]] && pin=()
+  timeout "$(cap 60)" env KERNCAP_AGENT_SOCKET="$WORK/p5/agent.sock" $@ "${pin[@]}" \
     "$GB"/launch_rate_bench --launches="$LAUNCHES" --label="$label" > "$LOGS/p5-run.tmp" 2>&1
   cat "$LOGS/p5-run.tmp" >> "$LOGS/p5.log"
   # Tag the JSON line with its round, so ratios pair runs of the same round.
@@ -287,7 +299,11 @@ base = runs.get("no_agent", {})
 for label, title in (("agent_unarmed", "P5 launch rate, unarmed / no agent (inject)"),
                      ("agent_unarmed_toggle", "P5 same, launch callbacks off while unarmed"),
                      ("agent_loaded_disabled", "   (injection, agent disabled) / no agent"),
-                     ("agent_unarmed_preload", "P5 launch rate, unarmed / no agent (preload)")):
+                     ("agent_unarmed_preload", "P5 launch rate, unarmed / no agent (preload)"),
+                     ("agent_no_link", "   diag: agent without the daemon link"),
+                     ("agent_no_link_toggle", "   diag: no link, launch callbacks off"),
+                     ("agent_unarmed_unpinned", "   diag: agent, unpinned (vs pinned base)"),
+                     ("no_agent_unpinned", "   diag: no agent, unpinned (vs pinned base)")):
     ratios = [v / base[k] for k, v in sorted(runs.get(label, {}).items()) if base.get(k)]
     if ratios:
         med = statistics.median(ratios)

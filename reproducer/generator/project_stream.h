@@ -23,7 +23,10 @@
 
 namespace kerncap::repro {
 
-inline constexpr size_t kProjectPieceBytes = 4u << 20;
+// 1 MiB: a frame must stay under gRPC's default 4 MiB receive limit, which
+// clients that do not raise it (a plain grpcio channel, a TCP kerncapctl
+// built elsewhere) keep; chunk frames of ExportCapture are the same size.
+inline constexpr size_t kProjectPieceBytes = 1u << 20;
 
 // Sends `project_dir`/`rel` through `write` (false: the reader went away:
 // Cancelled).
