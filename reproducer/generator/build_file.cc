@@ -82,8 +82,30 @@ std::string BuildMakefile(const MakefileSpec& s) {
       &mk, "REPLAY_FLAGS ?=\nVALIDATE_FLAGS ?=\nBENCH_FLAGS ?=\n\n",
       "# The replay takes the rebuilt code object once there is one.\n",
       "CODE_OBJECT = $(if $(wildcard $(BUILT_CODE)),$(BUILT_CODE),$(CAPTURED_CODE))\n",
-      "CODE_OBJECT_FLAG = $(if $(wildcard $(BUILT_CODE)),--code-object=$(BUILT_CODE))\n\n",
-      ".PHONY: help recompile run validate bench asm ptx asm-build clean\n\n");
+      "CODE_OBJECT_FLAG = $(if $(wildcard $(BUILT_CODE)),--code-object=$(BUILT_CODE))\n\n");
+  if (cuda) {
+    mk +=
+        "# Resident mode: `make serve` starts kerncap-replay serve, which restores the\n"
+        "# capture once and keeps it on the GPU. While its socket exists, validate and\n"
+        "# bench send the code object to it (kerncap-replay submit) instead of starting\n"
+        "# a replay each time; `make serve-stop` stops it. The socket path is relative\n"
+        "# to this folder on purpose: the ~107-byte limit of Unix socket paths counts\n"
+        "# the string given to bind/connect, so a deep project folder cannot exceed it.\n"
+        "# An absolute SERVE_SOCKET must itself fit in 107 bytes.\n"
+        "# VALIDATE_FLAGS / BENCH_FLAGS also go to submit, which takes the tolerance\n"
+        "# options and --iterations --warmup --restore-each --no-restore-each, not\n"
+        "# --cold-l2 or --samples (make serve-stop for those).\n"
+        "SERVE_SOCKET ?= $(BUILD)/serve.sock\n"
+        "SERVE_PID := $(BUILD)/serve.pid\n"
+        "SERVE_LOG := $(BUILD)/serve.log\n"
+        "SERVE_TIMEOUT ?= 300\n"
+        "SERVE_FLAGS ?=\n"
+        "# Looked at when a recipe runs, not when the Makefile is read.\n"
+        "SERVING = $(shell test -S $(SERVE_SOCKET) && echo yes)\n"
+        "SUBMIT = $(KERNCAP_REPLAY) submit --socket=$(SERVE_SOCKET) $(CODE_OBJECT)\n\n";
+  }
+  absl::StrAppend(&mk, ".PHONY: help recompile run validate bench asm ptx asm-build clean",
+                  cuda ? " serve serve-stop" : "", "\n\n");
 
   // help
   mk += "help:\n";
@@ -110,8 +132,20 @@ std::string BuildMakefile(const MakefileSpec& s) {
   } else {
     help("asm-build", "not implemented for HIP yet");
   }
-  help("clean", "remove build/");
-  mk += "\t@echo 'run/validate/bench use build/ code once it exists, else the captured one.'\n\n";
+  if (cuda) {
+    help("serve", "start kerncap-replay serve in the background (capture restored once)");
+    help("serve-stop", "stop it (submit --shutdown, else kill the pid in build/serve.pid)");
+  }
+  help("clean", cuda ? "remove build/ (but not the socket, pid and log of a running server)"
+                     : "remove build/");
+  mk += "\t@echo 'run/validate/bench use build/ code once it exists, else the captured one.'\n";
+  if (cuda) {
+    mk +=
+        "\t@echo 'While $(SERVE_SOCKET) exists (make serve), validate and bench go to the'\n"
+        "\t@echo 'server (kerncap-replay submit): no start-up or full restore per run.'\n\n";
+  } else {
+    mk += "\t@echo 'serve/serve-stop (resident mode) are CUDA only: not available for HIP.'\n\n";
+  }
 
   // recompile
   mk += "recompile: $(BUILT_CODE)\n\n";
@@ -132,10 +166,74 @@ std::string BuildMakefile(const MakefileSpec& s) {
 
   // replay
   mk += "run:\n\t$(KERNCAP_REPLAY) run $(CAPTURE) $(CODE_OBJECT_FLAG) $(REPLAY_FLAGS)\n\n";
-  mk +=
-      "validate:\n\t$(KERNCAP_REPLAY) validate $(CAPTURE) $(CODE_OBJECT_FLAG) "
-      "$(VALIDATE_FLAGS)\n\n";
-  mk += "bench:\n\t$(KERNCAP_REPLAY) bench $(CAPTURE) $(CODE_OBJECT_FLAG) $(BENCH_FLAGS)\n\n";
+  const std::string validate =
+      "$(KERNCAP_REPLAY) validate $(CAPTURE) $(CODE_OBJECT_FLAG) $(VALIDATE_FLAGS)";
+  const std::string bench = "$(KERNCAP_REPLAY) bench $(CAPTURE) $(CODE_OBJECT_FLAG) $(BENCH_FLAGS)";
+  if (cuda) {
+    // A server: submit (validation only, or timing only as `bench` does).
+    absl::StrAppend(&mk, "validate:\n\t$(if $(SERVING),$(SUBMIT) --iterations=0 $(VALIDATE_FLAGS),",
+                    validate, ")\n\n");
+    absl::StrAppend(&mk, "bench:\n\t$(if $(SERVING),$(SUBMIT) --no-validate $(BENCH_FLAGS),", bench,
+                    ")\n\n");
+  } else {
+    absl::StrAppend(&mk, "validate:\n\t", validate, "\n\n");
+    absl::StrAppend(&mk, "bench:\n\t", bench, "\n\n");
+  }
+  if (cuda) {
+    // serve: the server's own pid (nohup execs it) in build/serve.pid; ready
+    // when the socket exists; a server that dies first (77: no GPU, 3: an
+    // error) is a zombie child until waited for, hence the ps check.
+    mk +=
+        "serve:\n"
+        "\t@mkdir -p $(BUILD)\n"
+        "\t@pid=$$(cat $(SERVE_PID) 2>/dev/null); \\\n"
+        "\tif test -S $(SERVE_SOCKET) && { { test -n \"$$pid\" && kill -0 $$pid 2>/dev/null; } || \\\n"
+        "\t    $(KERNCAP_REPLAY) submit --socket=$(SERVE_SOCKET) --info --timeout=10 >/dev/null 2>&1; "
+        "}; then \\\n"
+        "\t  echo 'serve: already serving on $(SERVE_SOCKET) (make serve-stop stops it)'; exit 0; fi; "
+        "\\\n"
+        "\trm -f $(SERVE_SOCKET) $(SERVE_PID); \\\n"
+        "\techo '$(KERNCAP_REPLAY) serve $(CAPTURE) --socket=$(SERVE_SOCKET) $(SERVE_FLAGS) "
+        "(log: $(SERVE_LOG))'; \\\n"
+        "\tnohup $(KERNCAP_REPLAY) serve $(CAPTURE) --socket=$(SERVE_SOCKET) $(SERVE_FLAGS) "
+        "</dev/null >$(SERVE_LOG) 2>&1 & \\\n"
+        "\tpid=$$!; echo $$pid > $(SERVE_PID); \\\n"
+        "\tend=$$(( $$(date +%s) + $(SERVE_TIMEOUT) )); \\\n"
+        "\twhile ! test -S $(SERVE_SOCKET); do \\\n"
+        "\t  if ! kill -0 $$pid 2>/dev/null || ps -o stat= -p $$pid 2>/dev/null | grep -q Z; then "
+        "\\\n"
+        "\t    wait $$pid; rc=$$?; rm -f $(SERVE_PID); \\\n"
+        "\t    echo \"serve: kerncap-replay serve exited with status $$rc before its socket "
+        "appeared (77: no GPU, 3: error); end of $(SERVE_LOG):\" >&2; \\\n"
+        "\t    tail -n 20 $(SERVE_LOG) >&2; exit 2; fi; \\\n"
+        "\t  if test $$(date +%s) -ge $$end; then \\\n"
+        "\t    kill $$pid 2>/dev/null; rm -f $(SERVE_PID); \\\n"
+        "\t    echo \"serve: no socket at $(SERVE_SOCKET) after $(SERVE_TIMEOUT) s; stopped pid "
+        "$$pid (a larger capture: make serve SERVE_TIMEOUT=...); end of $(SERVE_LOG):\" >&2; "
+        "\\\n"
+        "\t    tail -n 20 $(SERVE_LOG) >&2; exit 2; fi; \\\n"
+        "\t  sleep 0.2 2>/dev/null || sleep 1; \\\n"
+        "\tdone; \\\n"
+        "\techo \"serve: pid $$pid serves $(CAPTURE) on $(SERVE_SOCKET); validate and bench use "
+        "it until make serve-stop\"\n\n";
+    // serve-stop: a pid is killed only when it still is a `serve` process.
+    mk +=
+        "serve-stop:\n"
+        "\t@pid=$$(cat $(SERVE_PID) 2>/dev/null); \\\n"
+        "\tif test -S $(SERVE_SOCKET) && $(KERNCAP_REPLAY) submit --socket=$(SERVE_SOCKET) "
+        "--shutdown --timeout=10 >/dev/null 2>&1; then \\\n"
+        "\t  echo 'serve-stop: the server on $(SERVE_SOCKET) shut down'; \\\n"
+        "\telif test -n \"$$pid\" && ps -o args= -p $$pid 2>/dev/null | grep -q ' serve '; then "
+        "\\\n"
+        "\t  kill $$pid && echo \"serve-stop: killed kerncap-replay serve (pid $$pid)\"; \\\n"
+        "\telif test -S $(SERVE_SOCKET); then \\\n"
+        "\t  echo 'serve-stop: nothing answered on $(SERVE_SOCKET); removed it'; \\\n"
+        "\telse echo 'serve-stop: no server running'; fi; \\\n"
+        "\ti=0; while test -S $(SERVE_SOCKET) && test $$i -lt 50 && \\\n"
+        "\t    { test -z \"$$pid\" || kill -0 $$pid 2>/dev/null; }; do \\\n"
+        "\t  sleep 0.1 2>/dev/null || sleep 1; i=$$((i + 1)); done; \\\n"
+        "\trm -f $(SERVE_SOCKET) $(SERVE_PID)\n\n";
+  }
 
   // asm
   mk += "asm:\n\t@mkdir -p $(BUILD)\n";
@@ -180,7 +278,19 @@ std::string BuildMakefile(const MakefileSpec& s) {
                      "back into a code object)") +
           "\n";
   }
-  mk += "clean:\n\trm -rf $(BUILD)\n";
+  if (cuda) {
+    // clean keeps a running server reachable (make clean recompile validate).
+    mk +=
+        "clean:\n"
+        "\t@if test -S $(SERVE_SOCKET); then \\\n"
+        "\t  echo 'clean: a server is running: keeping $(SERVE_SOCKET) $(SERVE_PID) $(SERVE_LOG) "
+        "(make serve-stop clean removes them)'; \\\n"
+        "\t  find $(BUILD) -mindepth 1 -maxdepth 1 ! -path $(SERVE_SOCKET) ! -path $(SERVE_PID) "
+        "! -path $(SERVE_LOG) -exec rm -rf {} +; \\\n"
+        "\telse echo 'rm -rf $(BUILD)'; rm -rf $(BUILD); fi\n";
+  } else {
+    mk += "clean:\n\trm -rf $(BUILD)\n";
+  }
   return mk;
 }
 

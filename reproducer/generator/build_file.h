@@ -16,7 +16,17 @@
 //   ptx        CUDA: nvcc -ptx of the source -> build/kernel.ptx (edit it...)
 //   asm-build  CUDA: ptxas build/kernel.ptx (or the captured PTX) ->
 //              build/kernel.cubin; HIP: not implemented (says so)
-//   clean      removes build/
+//   serve, serve-stop
+//              CUDA: kerncap-replay serve capture.kcap --socket=$(SERVE_SOCKET)
+//              (default build/serve.sock, relative: the Unix socket path
+//              limit counts that string, not the folder) in the background,
+//              pid in build/serve.pid, log in build/serve.log, ready when the
+//              socket exists (SERVE_TIMEOUT seconds at most); serve-stop sends
+//              submit --shutdown, else kills that pid. While the socket
+//              exists, validate and bench run kerncap-replay submit on it
+//              instead of a one-shot replay. HIP: not generated (help says so)
+//   clean      removes build/ (CUDA: a running server's socket, pid and log
+//              are kept)
 // Binary-only projects (no sources) keep run/validate/bench/asm; recompile
 // and ptx explain why they cannot work.
 #ifndef KERNCAP_REPRODUCER_GENERATOR_BUILD_FILE_H_
