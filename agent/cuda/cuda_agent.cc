@@ -633,26 +633,21 @@ void CudaAgent::Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
       allocations_.EraseRange(q->ptr, q->size);
       break;
     }
-    // Modules: attribute images loaded during the call to the handle it made.
+    // Modules: attribute images loaded during the call to the handle it made
+    // or named (with lazy loading, e.g. Triton's load-then-get, the image
+    // arrives in cuModuleGetFunction).
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoad:
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData:
     case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx:
-    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary: {
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary:
       // All four parameter structs start with `CUmodule* module`.
-      CUmodule mod = *static_cast<const cuModuleLoadData_params*>(p)->module;
-      for (uint32_t id : modules_.TakePending()) {
-        modules_.NoteHandle(reinterpret_cast<uint64_t>(mod), id);
-      }
+      modules_.AttributePending(
+          reinterpret_cast<uint64_t>(*static_cast<const cuModuleLoadData_params*>(p)->module));
       break;
-    }
-    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetFunction: {
-      // A lazily loaded module's image arrives here (Triton: load, then get).
-      CUmodule mod = static_cast<const cuModuleGetFunction_params*>(p)->hmod;
-      for (uint32_t id : modules_.TakePending()) {
-        modules_.NoteHandle(reinterpret_cast<uint64_t>(mod), id);
-      }
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetFunction:
+      modules_.AttributePending(
+          reinterpret_cast<uint64_t>(static_cast<const cuModuleGetFunction_params*>(p)->hmod));
       break;
-    }
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
@@ -762,8 +757,10 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   if (api.FuncLoad != nullptr) api.FuncLoad(f);
   CUmodule module = nullptr;
   if (cuFuncGetModule(&module, f) != CUDA_SUCCESS) module = nullptr;
-  for (uint32_t id : modules_.TakePending()) {
-    if (module != nullptr) modules_.NoteHandle(reinterpret_cast<uint64_t>(module), id);
+  if (module != nullptr) {
+    modules_.AttributePending(reinterpret_cast<uint64_t>(module));
+  } else {
+    modules_.DiscardPending();
   }
 
   CaptureHeader header;

@@ -44,18 +44,14 @@ void ModuleRegistry::OnModuleUnloading(uint32_t module_id) {
   }
 }
 
-std::vector<uint32_t> ModuleRegistry::TakePending() {
-  std::vector<uint32_t> out;
-  out.swap(t_pending_modules);
-  return out;
+void ModuleRegistry::AttributePending(uint64_t cu_module) {
+  std::vector<uint32_t> ids;
+  ids.swap(t_pending_modules);
+  std::lock_guard lock(mu_);
+  for (uint32_t id : ids) by_handle_[cu_module] = id;
 }
 
 void ModuleRegistry::DiscardPending() { t_pending_modules.clear(); }
-
-void ModuleRegistry::NoteHandle(uint64_t cu_module, uint32_t module_id) {
-  std::lock_guard lock(mu_);
-  by_handle_[cu_module] = module_id;
-}
 
 void ModuleRegistry::EnsureParsed(ModuleRecord& r) {
   if (r.parsed) return;

@@ -10,8 +10,8 @@
 //   1. by module handle: modules loaded on a thread during one driver call are
 //      attributed to the CUmodule that call produced or named (cuModuleLoad*,
 //      cuModuleGetFunction: pending ids are discarded at the call's ENTER and
-//      taken at its EXIT) or that the capture path obtained with
-//      cuFuncGetModule right after forcing the load (NoteHandle);
+//      attributed at its EXIT) or that the capture path obtained with
+//      cuFuncGetModule right after forcing the load (AttributePending);
 //   2. by kernel name: the image whose symbol table defines the mangled name,
 //      preferring the most recently loaded one.
 #ifndef KERNCAP_AGENT_CUDA_MODULE_REGISTRY_H_
@@ -46,12 +46,11 @@ class ModuleRegistry {
   void OnModuleLoaded(uint32_t module_id, uint64_t context, const void* image, size_t size);
   void OnModuleUnloading(uint32_t module_id);
 
-  // Modules loaded on the calling thread since the last TakePending() or
-  // DiscardPending().
-  std::vector<uint32_t> TakePending();
+  // Attributes the modules loaded on the calling thread since the last
+  // AttributePending() or DiscardPending() to `cu_module` (a CUmodule).
+  void AttributePending(uint64_t cu_module);
   // Forgets them (they stay registered, found by kernel name only).
   void DiscardPending();
-  void NoteHandle(uint64_t cu_module, uint32_t module_id);
 
   // The record for a kernel (see header comment). Parses cubins as needed.
   std::shared_ptr<ModuleRecord> FindForKernel(uint64_t cu_module, const std::string& mangled);

@@ -30,10 +30,10 @@ TEST(ModuleRegistryTest, SameKernelNameInSeveralModulesIsFoundByHandle) {
   // Module 1 and 2 loaded during their own get-function calls.
   reg.DiscardPending();
   reg.OnModuleLoaded(1, 7, a.data(), a.size());
-  for (uint32_t id : reg.TakePending()) reg.NoteHandle(0x1000, id);
+  reg.AttributePending(0x1000);
   reg.DiscardPending();
   reg.OnModuleLoaded(2, 7, b.data(), b.size());
-  for (uint32_t id : reg.TakePending()) reg.NoteHandle(0x2000, id);
+  reg.AttributePending(0x2000);
   // Module 3 loaded lazily somewhere else (no attribution window).
   reg.OnModuleLoaded(3, 7, c.data(), c.size());
   reg.DiscardPending();  // the next attribution window starts: 3 stays unattributed
@@ -51,19 +51,36 @@ TEST(ModuleRegistryTest, SameKernelNameInSeveralModulesIsFoundByHandle) {
   EXPECT_EQ(reg.FindForKernel(0x1000, "no_such_kernel"), nullptr);
 }
 
+// Attribution takes what is pending: nothing is left for a later handle.
+TEST(ModuleRegistryTest, AttributionLeavesNothingPending) {
+  const std::string cubin = TestCubin();
+  if (cubin.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  const std::string a = cubin + std::string(1, 'a');
+  const std::string b = cubin + std::string(1, 'b');
+  ModuleRegistry reg;
+  reg.OnModuleLoaded(5, 7, a.data(), a.size());
+  reg.AttributePending(0x5000);
+  reg.AttributePending(0x7000);  // nothing loaded since: no mapping
+  reg.OnModuleLoaded(6, 7, b.data(), b.size());
+  reg.DiscardPending();
+  auto r = reg.FindForKernel(0x7000, "scale_kernel");  // by name: the newest
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->module_id, 6u);
+  EXPECT_EQ(reg.FindForKernel(0x5000, "scale_kernel")->module_id, 5u);
+}
+
 TEST(ModuleRegistryTest, UnloadForgetsTheHandle) {
   const std::string cubin = TestCubin();
   if (cubin.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
   ModuleRegistry reg;
   reg.OnModuleLoaded(5, 7, cubin.data(), cubin.size());
-  for (uint32_t id : reg.TakePending()) reg.NoteHandle(0x5000, id);
+  reg.AttributePending(0x5000);
   EXPECT_EQ(reg.size(), 1u);
   EXPECT_EQ(reg.total_bytes(), cubin.size());
   reg.OnModuleUnloading(5);
   EXPECT_EQ(reg.size(), 0u);
   EXPECT_EQ(reg.total_bytes(), 0u);
   EXPECT_EQ(reg.FindForKernel(0x5000, "scale_kernel"), nullptr);
-  EXPECT_TRUE(reg.TakePending().empty());
 }
 
 }  // namespace
