@@ -7,12 +7,14 @@
 // bookkeeping. Armed: every driver call passes the CaptureGate in shared mode;
 // a launch that an arm selects is captured with the core's orchestrator.
 //
-// Unarmed, a driver callback costs one atomic load (armed_path_refs_). With
-// KERNCAP_AGENT_CALLBACK_TOGGLE=1 only the always-on driver callbacks stay
-// enabled while unarmed (allocations, modules, stream capture), so kernel
-// launches do not call back at all; arming switches the whole driver domain
-// on (CallbackToggle) and disarming switches it back off once no armed call
-// or capture is in flight.
+// Unarmed, only the always-on driver callbacks are enabled (allocations,
+// modules, stream capture), so kernel launches do not call back at all;
+// arming switches every driver callback on (CallbackToggle) and disarming
+// switches them back off once no armed call or capture is in flight
+// (KERNCAP_AGENT_CALLBACK_TOGGLE=0 keeps them all on; a callback then costs
+// one atomic load, armed_path_refs_, while unarmed). Callbacks are enabled id
+// by id, never as whole CUPTI domains: a whole domain slows every launch
+// (measured, see EnableCallbacks).
 //
 // Callback contract (per driver call, ENTER -> EXIT; the value is kept per
 // thread by the ENTER, keyed by correlationId, and mirrored in
@@ -50,10 +52,14 @@ namespace kerncap::agent::cuda {
 // Backend-independent settings come from agent/core/agent_env.h.
 struct AgentConfig : CommonAgentConfig {
   int arm_grace_ms = 20;  // KERNCAP_AGENT_ARM_GRACE_MS (see CudaAgent::OnLaunchEnter)
-  // KERNCAP_AGENT_CALLBACK_TOGGLE=1: switch the launch callbacks off while
-  // unarmed. Opt-in: it did not reach the P5 target on the H200 and one
-  // benchmark capture was missed with it on (see README, "Benchmarks").
-  bool callback_toggle = false;
+  // KERNCAP_AGENT_CALLBACK_TOGGLE (default 1): only the always-on driver
+  // callbacks stay enabled while unarmed; 0 keeps every driver callback on.
+  bool callback_toggle = true;
+  // KERNCAP_AGENT_CUPTI_DOMAINS: "ids" (default: callbacks enabled id by id),
+  // "domains" (whole driver + resource domains, as before the P5 diagnosis;
+  // slower launches) or "none" (diagnostic: subscribed, nothing enabled, no
+  // captures).
+  std::string cupti_domains = "ids";
 };
 AgentConfig ConfigFromEnv();
 
@@ -116,6 +122,7 @@ class CudaAgent {
   void OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr);
   // CallbackToggle's switch: all driver callbacks (on) or the always-on set.
   bool SwitchArmedCallbacks(bool on);
+  bool EnableCallbacks();  // the CUPTI callbacks config_.cupti_domains names
   // Keeps the arm's reference on armed_path_refs_ in step with the transport.
   void SyncArmRef();
   // No link (disabled or not built): tracking only, launches never armed.

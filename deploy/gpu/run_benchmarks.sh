@@ -8,9 +8,10 @@
 #       rounds; each round runs every mode once, in an order that rotates from
 #       round to round, and the figure per mode is the median of its per-round
 #       ratios against the same round's no-agent run (process-to-process noise
-#       is ~10%, so single pairs say little). Modes: agent_unarmed (launch
-#       callbacks on, one atomic load each), agent_unarmed_toggle
-#       (KERNCAP_AGENT_CALLBACK_TOGGLE=1: launch callbacks off while unarmed),
+#       is ~10%, so single pairs say little). Modes: agent_unarmed (the
+#       default: no launch callbacks while unarmed), agent_unarmed_no_toggle
+#       (KERNCAP_AGENT_CALLBACK_TOGGLE=0: every driver callback kept on, one
+#       atomic load per launch callback),
 #       agent_loaded_disabled (KERNCAP_AGENT_DISABLE=1: the driver's injection
 #       mode alone) and, with KERNCAP_BENCH_P5_PRELOAD=1, LD_PRELOAD loading.
 #       >= 0.97
@@ -35,6 +36,7 @@
 #        KERNCAP_BENCH_P5_REPS   P5 rounds (default 7)
 #        KERNCAP_BENCH_P5_CPU    CPU core the P5 runs are pinned to (default 2)
 #        KERNCAP_BENCH_P5_DIAG=1 also the diagnostic P5 modes (no link, unpinned)
+#        KERNCAP_BENCH_P5_MODES="label ..."  only these P5 modes (plus no_agent)
 #        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
 #        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
 #        KERNCAP_BENCH_SERVE_GIB        P5b state size (default 1)
@@ -147,18 +149,28 @@ note "P5: launch rate, $LAUNCHES launches per run"
 start_daemon p5 1 || exit 1
 P5_MODES=("no_agent:"
           "agent_unarmed:CUDA_INJECTION64_PATH=$AGENT"
-          "agent_unarmed_toggle:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CALLBACK_TOGGLE=1"
+          "agent_unarmed_no_toggle:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CALLBACK_TOGGLE=0"
           "agent_loaded_disabled:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_DISABLE=1")
 # KERNCAP_BENCH_P5_DIAG=1: modes that tell where the unarmed cost comes from:
-# the agent without the daemon link (no link threads), the same with launch
-# callbacks off, and the agent unpinned (all cores, like an application).
+# the agent without the daemon link (no link threads), whole CUPTI domains
+# (the subscription before this was measured), CUPTI subscribed with nothing
+# enabled, and the agent unpinned (all cores, like an application).
 if [[ ${KERNCAP_BENCH_P5_DIAG:-0} == 1 ]]; then
   P5_MODES+=("agent_no_link:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_NO_DAEMON=1"
-             "agent_no_link_toggle:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_NO_DAEMON=1 KERNCAP_AGENT_CALLBACK_TOGGLE=1"
+             "agent_cupti_domains:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CUPTI_DOMAINS=domains"
+             "agent_cupti_none:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CUPTI_DOMAINS=none"
              "agent_unarmed_unpinned:KC_UNPINNED=1 CUDA_INJECTION64_PATH=$AGENT"
              "no_agent_unpinned:KC_UNPINNED=1")
 fi
 [[ $P5_PRELOAD == 1 ]] && P5_MODES+=("agent_unarmed_preload:LD_PRELOAD=$AGENT")
+# KERNCAP_BENCH_P5_MODES="label ...": only these modes (no_agent, the base, always).
+if [[ -n ${KERNCAP_BENCH_P5_MODES:-} ]]; then
+  kept=()
+  for m in "${P5_MODES[@]}"; do
+    [[ ${m%%:*} == no_agent || " $KERNCAP_BENCH_P5_MODES " == *" ${m%%:*} "* ]] && kept+=("$m")
+  done
+  P5_MODES=("${kept[@]}")
+fi
 # One core: the scheduler moving the launching thread between cores (and
 # NUMA nodes) is a large part of the run-to-run noise.
 PIN=()
@@ -297,11 +309,12 @@ for r in rows:
 print("%-44s %14s %10s %8s" % ("figure", "value", "ratio", "target"))
 base = runs.get("no_agent", {})
 for label, title in (("agent_unarmed", "P5 launch rate, unarmed / no agent (inject)"),
-                     ("agent_unarmed_toggle", "P5 same, launch callbacks off while unarmed"),
+                     ("agent_unarmed_no_toggle", "P5 same, every driver callback kept on"),
                      ("agent_loaded_disabled", "   (injection, agent disabled) / no agent"),
                      ("agent_unarmed_preload", "P5 launch rate, unarmed / no agent (preload)"),
                      ("agent_no_link", "   diag: agent without the daemon link"),
-                     ("agent_no_link_toggle", "   diag: no link, launch callbacks off"),
+                     ("agent_cupti_domains", "   diag: whole CUPTI domains (before)"),
+                     ("agent_cupti_none", "   diag: CUPTI subscribed, nothing enabled"),
                      ("agent_unarmed_unpinned", "   diag: agent, unpinned (vs pinned base)"),
                      ("no_agent_unpinned", "   diag: no agent, unpinned (vs pinned base)")):
     ratios = [v / base[k] for k, v in sorted(runs.get(label, {}).items()) if base.get(k)]
