@@ -190,5 +190,26 @@ TEST(CompareOptionsTest, RegionRulesOverrideTheGlobalDType) {
   EXPECT_EQ(o.For(1, 0x3000, "").first, DType::kF64);
 }
 
+TEST(CompareOptionsTest, RegionRuleToleranceReplacesTheGlobalOne) {
+  CompareOptions o;
+  o.dtype = DType::kF32;
+  o.tolerance.atol = 1e-3;
+  RegionDTypeRule loose;
+  loose.index = 2;
+  loose.dtype = DType::kF16;
+  loose.tolerance = Tolerance{0.5, 0.25, 4, true};
+  o.rules = {loose};
+  auto [t, tol] = o.For(2, 0x1000, "");
+  EXPECT_EQ(t, DType::kF16);
+  EXPECT_EQ(tol.atol, 0.5);
+  EXPECT_EQ(tol.rtol, 0.25);
+  EXPECT_EQ(tol.ulp, 4u);
+  // Other regions keep the global dtype and tolerance.
+  auto [t1, tol1] = o.For(1, 0x2000, "");
+  EXPECT_EQ(t1, DType::kF32);
+  EXPECT_EQ(tol1.atol, 1e-3);
+  EXPECT_EQ(tol1.ulp, 0u);
+}
+
 }  // namespace
 }  // namespace kerncap::replay

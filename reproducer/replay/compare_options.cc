@@ -35,14 +35,16 @@ absl::StatusOr<RegionDTypeRule> ParseRegionDType(absl::string_view text) {
 std::pair<DType, Tolerance> CompareOptions::For(size_t index, uint64_t va,
                                                 absl::string_view name) const {
   std::optional<DType> t = dtype;
+  const Tolerance* tol = &tolerance;
   for (const RegionDTypeRule& r : rules) {
     if ((r.va && *r.va == va) || (r.index && *r.index == index) ||
         (!r.name.empty() && r.name == name)) {
       t = r.dtype;
+      if (r.tolerance) tol = &*r.tolerance;
     }
   }
-  if (!t) return {DType::kBytes, Tolerance{0, 0, 0, tolerance.nan_equal}};
-  return {*t, tolerance};
+  if (!t) return {DType::kBytes, Tolerance{0, 0, 0, tol->nan_equal}};
+  return {*t, *tol};
 }
 
 }  // namespace kerncap::replay

@@ -23,6 +23,9 @@ struct RegionDTypeRule {
   std::optional<size_t> index;
   std::string name;
   DType dtype = DType::kBytes;
+  // Replaces the global tolerance for the matching region (the C API's
+  // per-region tolerances, capi/); unset: the global one applies.
+  std::optional<Tolerance> tolerance;
 };
 
 // Parses "0x7f12...:f32", "3:i32" or "d_offset:i32".

@@ -757,6 +757,19 @@ absl::StatusOr<ValidationReport> ReplaySession::Validate(const CompareOptions& o
         "capture ", m.capture_id(), " has no complete post-dispatch image: nothing to validate"));
   }
   KC_RETURN_IF_ERROR(Launch().status());
+  return CompareWithPostImage(options);
+}
+
+absl::StatusOr<ValidationReport> ReplaySession::CompareWithPostImage(
+    const CompareOptions& options) {
+  const v1::CaptureManifest& m = src_->manifest();
+  if (!m.post_complete()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "capture ", m.capture_id(), " has no complete post-dispatch image: nothing to validate"));
+  }
+  if (!prepared_) {
+    return absl::FailedPreconditionError("the replay is not prepared: nothing to compare yet");
+  }
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize after the launch"));
   absl::flat_hash_map<std::pair<uint64_t, uint32_t>, const v1::Region*> post;
   for (const v1::Region& r : m.post().regions()) post[{r.va(), r.device()}] = &r;
@@ -833,6 +846,23 @@ absl::StatusOr<std::vector<ReplaySession::Chunk>> ReplaySession::WrittenChunks()
     }
   }
   return out;
+}
+
+absl::Status ReplaySession::RestoreWrittenRegions() {
+  if (!prepared_) {
+    return absl::FailedPreconditionError("the replay is not prepared: nothing to restore yet");
+  }
+  if (!written_) {
+    KC_ASSIGN_OR_RETURN(std::vector<Chunk> chunks, WrittenChunks());
+    written_ = std::move(chunks);
+  }
+  KC_RETURN_IF_ERROR(
+      cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (before restoring written regions)"));
+  for (const Chunk& c : *written_) {
+    KC_RETURN_IF_ERROR(CopyToReplay(Placement{true, c.host, c.replay_va}, 0, c.bytes));
+  }
+  // A copy from pageable memory may return before its DMA has finished.
+  return cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (after restoring written regions)");
 }
 
 absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,6 +91,19 @@ class ReplaySession {
   // Enqueues one launch of `f` on `stream` with the captured configuration
   // and argument blob (LaunchAsync() is this with the captured kernel).
   absl::Status LaunchFunctionAsync(CUfunction f, CUstream stream);
+
+  // --- Embedding (capi/: libkerncap_replay.so), after Prepare() -----------
+  // The calling thread needs the session's context current (context()).
+  // Compares device memory as it is now with the captured post-dispatch
+  // image, without launching anything (Validate() is Launch() plus this).
+  // Synchronizes the context first, so a kernel the caller launched itself
+  // in the same (primary) context, e.g. a JIT-compiled one, is waited for.
+  absl::StatusOr<ValidationReport> CompareWithPostImage(const CompareOptions& options);
+  // Puts every chunk the captured kernel writes back to its pre-dispatch
+  // bytes (the ones Bench() restores), synchronously: the context is
+  // synchronized before and after. The bytes are read from the capture on
+  // the first call and kept in host memory for later ones.
+  absl::Status RestoreWrittenRegions();
 
  private:
   // Where one pre-image region lives in this replay.
@@ -166,6 +180,7 @@ class ReplaySession {
   Relocator relocator_;
   std::string args_;                   // argument blob (patched when relocated)
   std::vector<void*> kernel_params_;   // pointers into args_ (per argument)
+  std::optional<std::vector<Chunk>> written_;  // RestoreWrittenRegions()'s bytes
   bool prepared_ = false;
 };
 

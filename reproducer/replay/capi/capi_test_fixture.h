@@ -1,0 +1,167 @@
+// capi_test_fixture.h: the synthetic capture the C API tests use (C++ unit
+// and GPU tests, and through replay_capi_fixture the Python tests).
+//
+// add_one(unsigned long long** table, unsigned n): for i < n,
+// (*table)[i] += 1: pre region 0 (the table) holds one pointer to region 1
+// (n u64 values i*3); the post image says each value gained `golden_delta`
+// (1 is right). The code object is PTX (sm_90), so the GPU tests need no
+// toolkit on the GPU machine.
+//
+// `rich` adds what only the CPU tests look at (the kernel cannot use them):
+// a pinned host region, a module variable "kc_scale", a kernarg region, a
+// by-value u64 argument that points nowhere, a demangled name, Triton JIT
+// metadata, dynamic shared memory, a cluster, launch attributes and the
+// captured device identity.
+#ifndef KERNCAP_REPRODUCER_REPLAY_CAPI_CAPI_TEST_FIXTURE_H_
+#define KERNCAP_REPRODUCER_REPLAY_CAPI_CAPI_TEST_FIXTURE_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+#include "reproducer/replay/replay_test_util.h"
+
+namespace kerncap::replay::testing {
+
+constexpr char kAddOnePtx[] = R"(
+.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry add_one(.param .u64 table, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [table];
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra DONE;
+  cvta.to.global.u64 %rd2, %rd1;
+  ld.global.u64 %rd3, [%rd2];
+  cvta.to.global.u64 %rd4, %rd3;
+  mul.wide.u32 %rd5, %r5, 8;
+  add.s64 %rd6, %rd4, %rd5;
+  ld.global.u64 %rd7, [%rd6];
+  add.s64 %rd7, %rd7, 1;
+  st.global.u64 [%rd6], %rd7;
+DONE:
+  ret;
+}
+)";
+
+constexpr uint64_t kCapiTableVa = 0x7f3b00000000;  // holds one pointer
+constexpr uint64_t kCapiDataVa = 0x7f3b00200000;   // kCapiN u64 values
+constexpr uint32_t kCapiN = 100000;
+// rich only:
+constexpr uint64_t kCapiHostVa = 0x7f3c00001000;
+constexpr uint64_t kCapiGlobalVa = 0x7f3d00000400;
+constexpr uint64_t kCapiKernargVa = 0x7f3e00000000;
+constexpr uint64_t kCapiByValue = 0x1234567890abcdefull;  // in no region
+
+struct CapiFixtureOptions {
+  uint64_t golden_delta = 1;
+  bool rich = false;
+};
+
+inline absl::Status WriteCapiFixture(const std::string& path, const CapiFixtureOptions& o) {
+  KcapBuilder b(64 << 10);
+  std::string table(8, '\0');
+  std::memcpy(table.data(), &kCapiDataVa, 8);
+  std::string data(kCapiN * 8, '\0'), post(kCapiN * 8, '\0');
+  for (uint64_t i = 0; i < kCapiN; ++i) {
+    const uint64_t v = i * 3, w = v + o.golden_delta;
+    std::memcpy(data.data() + i * 8, &v, 8);
+    std::memcpy(post.data() + i * 8, &w, 8);
+  }
+  v1::CaptureManifest m;
+  m.set_capture_id("cap-capi-selftest");
+  m.set_post_complete(true);
+  m.mutable_kernel()->set_mangled_name("add_one");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  v1::Region* t = m.mutable_pre()->add_regions();
+  t->set_va(kCapiTableVa);
+  t->set_kind(v1::REGION_DEVICE);
+  *t->mutable_data() = b.Add(table);
+  v1::Region* d = m.mutable_pre()->add_regions();
+  d->set_va(kCapiDataVa);
+  d->set_kind(v1::REGION_DEVICE);
+  *d->mutable_data() = b.Add(data);
+  *m.mutable_post()->add_regions() = b.Diff(*t, table, table);  // unchanged
+  *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
+  v1::CodeObject* c = m.add_code_objects();
+  c->set_format(v1::CODE_OBJECT_PTX);
+  c->set_name("add_one.ptx");
+  *c->mutable_data() = b.Add(kAddOnePtx);
+  v1::LaunchConfig* l = m.mutable_launch();
+  l->add_grid((kCapiN + 255) / 256);
+  l->add_block(256);
+  // Exactly the kernel's parameter size (8 + 4), as the agent records it.
+  std::string blob(12, '\0');
+  std::memcpy(blob.data(), &kCapiTableVa, 8);
+  std::memcpy(blob.data() + 8, &kCapiN, 4);
+  v1::Argument* a0 = m.add_arguments();
+  a0->set_offset(0);
+  a0->set_size(8);
+  a0->set_kind(v1::ARG_POINTER);
+  a0->set_name("table");
+  v1::Argument* a1 = m.add_arguments();
+  a1->set_offset(8);
+  a1->set_size(4);
+  a1->set_kind(v1::ARG_BY_VALUE);
+  a1->set_name("n");
+  if (o.rich) {
+    m.mutable_kernel()->set_demangled_name("add_one(unsigned long long**, unsigned int)");
+    m.mutable_kernel()->set_arch("sm_90");
+    m.mutable_kernel()->set_jit_metadata_json(
+        R"({"name":"add_one","num_warps":8,"signature":{"table":"*u64","n":"u32"}})");
+    m.mutable_device()->set_ordinal(0);
+    m.mutable_device()->set_name("NVIDIA H200");
+    m.mutable_device()->set_arch("sm_90");
+    l->add_grid(2);  // grid [391, 2, 1]
+    l->set_shared_mem_bytes(4096);
+    l->add_cluster(2);
+    l->add_cluster(1);
+    l->add_cluster(1);
+    (*l->mutable_attributes())["func.max_dynamic_shared_size_bytes"] = 4096;
+    v1::Region* h = m.mutable_pre()->add_regions();  // index 2
+    h->set_va(kCapiHostVa);
+    h->set_kind(v1::REGION_HOST_PINNED);
+    *h->mutable_data() = b.Add(std::string(256, '\x5a'));
+    v1::Region* g = m.mutable_pre()->add_regions();  // index 3
+    g->set_va(kCapiGlobalVa);
+    g->set_kind(v1::REGION_MODULE_GLOBAL);
+    g->set_name("kc_scale");
+    *g->mutable_data() = b.Add(std::string("\x00\x00\x80\x3f", 4));  // 1.0f
+    v1::Region* k = m.mutable_pre()->add_regions();  // index 4
+    k->set_va(kCapiKernargVa);
+    k->set_kind(v1::REGION_KERNARG);
+    *k->mutable_data() = b.Add(std::string(32, '\x01'));
+    // A by-value u64 at offset 16 (after 4 bytes of padding) and one that
+    // points 16 bytes into the data region.
+    blob.resize(32, '\0');
+    std::memcpy(blob.data() + 16, &kCapiByValue, 8);
+    const uint64_t inside = kCapiDataVa + 16;
+    std::memcpy(blob.data() + 24, &inside, 8);
+    v1::Argument* a2 = m.add_arguments();
+    a2->set_offset(16);
+    a2->set_size(8);
+    a2->set_kind(v1::ARG_BY_VALUE);
+    a2->set_name("seed");
+    a2->set_type_name("unsigned long long");
+    v1::Argument* a3 = m.add_arguments();
+    a3->set_offset(24);
+    a3->set_size(8);
+    a3->set_name("cursor");
+  }
+  m.set_argument_blob(blob);
+  return b.Write(path, m);
+}
+
+}  // namespace kerncap::replay::testing
+
+#endif  // KERNCAP_REPRODUCER_REPLAY_CAPI_CAPI_TEST_FIXTURE_H_
