@@ -38,6 +38,7 @@ Examples:
   kerncapctl bench cap-7f3a --warmup=10 --iterations=200 --cold-l2 --json
   kerncapctl repro cap-7f3a --out ./matmul        reproducer project; then: make -C matmul help
   kerncapctl repro matmul.kcap --out ./matmul --source-dir=~/src/app   (no daemon needed)
+  kerncapctl repro cap-91bc --out ./tmm           a Triton capture: then cd tmm && python3 run.py
   kerncapctl --host node17:7443 --tls-ca ca.pem status
 
 Connection: --socket (default $KERNCAP_SOCKET, else $XDG_RUNTIME_DIR/kerncap/kerncapd.sock,
@@ -229,13 +230,27 @@ int Main(int argc, char** argv) {
   repro->add_option("--compile-commands", repro_opts->compile_commands,
                     "compile_commands.json to take the kernel's compile command from");
   repro->add_flag("--force", repro_opts->force, "replace an earlier reproducer at --out");
-  repro->add_flag("--binary", repro_opts->binary,
-                  "do not look for sources (run/validate/bench/asm only)");
+  CLI::Option* repro_binary = repro->add_flag(
+      "--binary", repro_opts->binary, "do not look for sources (run/validate/bench/asm only)");
+  CLI::Option* repro_triton = repro->add_flag(
+      "--triton", repro_opts->triton,
+      "the Triton (Python) project; an error when the capture has no Triton metadata (the "
+      "default already picks it when there is)");
+  CLI::Option* repro_native = repro->add_flag(
+      "--native", repro_opts->native, "the CUDA/HIP project even for a Triton capture");
+  repro_triton->excludes(repro_binary)->excludes(repro_native);
+  repro_native->excludes(repro_binary);
   repro->footer(
       "The project: kerncap.json (kernel, launch, arguments, compile command, provenance, "
       "source-finding outcome), capture.kcap, code/ (code object and disassembly), src/ (the "
       "kernel's translation unit and application headers) and a Makefile (make help). Every "
-      "path in it is relative: the folder can be moved.");
+      "path in it is relative: the folder can be moved.\n"
+      "A Triton capture (recorded with the kerncap Triton shim) gets a Python project instead: "
+      "kernel.py (the kernel's source, editable), run.py (restores the capture through "
+      "kerncap_replay.py, launches kernel.py with the captured configuration, checks the "
+      "binary, validates per buffer; --bench, --config, --grid, --dry-run), a Makefile and "
+      "README.md. run.py needs libkerncap_replay.so: KERNCAP_REPLAY_LIB=/path/to/it, or "
+      "kerncap-replay's folder on PATH.");
   repro->callback([&] {
     repro_local = IsLocalCapture(repro_opts->capture);
     action = [repro_opts](Connection& c, Output o) { return CmdRepro(c, o, *repro_opts); };

@@ -43,6 +43,9 @@ absl::Status CmdReproLocal(Output o, const ReproOptions& opts) {
   g.compile_commands = Absolute(opts.compile_commands);
   g.force = opts.force;
   g.binary_only = opts.binary;
+  g.kind = opts.triton   ? repro::ProjectKind::kTriton
+           : opts.native ? repro::ProjectKind::kNative
+                         : repro::ProjectKind::kAuto;
   KC_ASSIGN_OR_RETURN(repro::GenerateResult r, repro::GenerateProjectFromKcap(opts.capture, g));
   Print(o, r);
   return absl::OkStatus();
@@ -57,6 +60,9 @@ absl::Status CmdRepro(Connection& c, Output o, const ReproOptions& opts) {
   req.set_source_dir(Absolute(opts.source_dir));
   req.set_compile_commands(Absolute(opts.compile_commands));
   if (opts.binary) req.set_kind(v1::REPRODUCER_BINARY);
+  if (opts.triton) req.set_kind(v1::REPRODUCER_TRITON);
+  // The daemon's CUDA and HIP kinds both mean "the native project".
+  if (opts.native) req.set_kind(v1::REPRODUCER_CUDA);
   auto ctx = c.NewContext(false);
   auto reader = c.stub().GenerateReproducer(ctx.get(), req);
   repro::ProjectReceiver receiver(stage.get());

@@ -1,6 +1,10 @@
 // repro_command.h: `kerncapctl repro CAPTURE --out DIR [--source-dir=DIR]
-// [--compile-commands=FILE] [--force] [--binary] [--json]`, a reproducer
-// project (reproducer/generator/generator.h).
+// [--compile-commands=FILE] [--force] [--binary | --triton | --native]
+// [--json]`, a reproducer project (reproducer/generator/generator.h).
+//
+// A capture carrying the Triton shim's metadata gets the Python (Triton)
+// project unless --native or --binary; --triton insists on it (an error
+// when the capture has no Triton metadata).
 //
 //   CAPTURE an existing file (.kcap): generated here, no daemon involved;
 //           the source hint and compile database are paths on this host.
@@ -28,6 +32,8 @@ struct ReproOptions {
   std::string compile_commands;
   bool force = false;
   bool binary = false;  // do not look for sources
+  bool triton = false;  // the Triton project (fails without Triton metadata)
+  bool native = false;  // the CUDA/HIP project even for a Triton capture
 };
 
 // True when CAPTURE names an existing regular file (generated locally).

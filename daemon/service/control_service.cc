@@ -253,9 +253,6 @@ absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
         "accepted only over its local Unix socket; leave them empty to have the project "
         "streamed back");
   }
-  if (request.kind() == v1::REPRODUCER_TRITON) {
-    return absl::UnimplementedError("Triton reproducers are not implemented yet (kerncap issue 6)");
-  }
   KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request.capture_id()));
   repro::CaptureAccess access;
   KC_ASSIGN_OR_RETURN(access.manifest, store_.GetManifest(id));
@@ -283,6 +280,21 @@ absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
   options.compile_commands = request.compile_commands();
   options.force = request.force();
   options.binary_only = request.kind() == v1::REPRODUCER_BINARY;
+  // UNSPECIFIED: a Triton project when the capture carries the Triton
+  // shim's metadata, else CUDA/HIP; TRITON without that metadata is
+  // FAILED_PRECONDITION (the generator says why).
+  switch (request.kind()) {
+    case v1::REPRODUCER_TRITON:
+      options.kind = repro::ProjectKind::kTriton;
+      break;
+    case v1::REPRODUCER_CUDA:
+    case v1::REPRODUCER_HIP:
+      options.kind = repro::ProjectKind::kNative;
+      break;
+    default:
+      options.kind = repro::ProjectKind::kAuto;
+      break;
+  }
   // Without out_dir the project is generated in a temp folder and streamed.
   std::string temp_root;
   if (request.out_dir().empty()) {

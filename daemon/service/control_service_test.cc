@@ -15,6 +15,7 @@
 #include "daemon/service/limits.h"
 #include "daemon/service/manifest_util.h"
 #include "client/kerncapctl/kcap_file.h"
+#include "common/digest.h"
 #include "common/file_util.h"
 #include "daemon/store/store_test_util.h"
 #include "gtest/gtest.h"
@@ -591,6 +592,99 @@ std::string IngestWithCode(store::Store& store, std::string* code) {
   return id.ok() ? *id : "";
 }
 
+// A capture of a Triton kernel with the Triton shim's metadata.
+std::string IngestTriton(store::Store& store, const std::string& code) {
+  auto ingest = store.BeginCapture();
+  EXPECT_TRUE(ingest.ok()) << ingest.status();
+  v1::Region region;
+  region.set_va(0x7f0000000000);
+  region.set_kind(v1::REGION_DEVICE);
+  std::string bytes = TextBytes(64 << 10, 5);
+  region.mutable_data()->set_size(bytes.size());
+  auto h = (*ingest)->AddRegion(ImageKind::kPre, region);
+  EXPECT_TRUE(h.ok());
+  EXPECT_TRUE((*ingest)->WriteRegion(*h, 0, bytes.data(), bytes.size(), nullptr).ok());
+  v1::CodeObject co;
+  co.set_format(v1::CODE_OBJECT_CUBIN);
+  EXPECT_TRUE((*ingest)->AddCodeObject(co, code.data(), code.size()).ok());
+  const std::string source = "def kc_add_one(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n";
+  nlohmann::ordered_json doc = {
+      {"schema", "kerncap.triton-jit/1"},
+      {"kernel_name", "kc_add_one"},
+      {"current", "v"},
+      {"variants",
+       {{{"id", "v"},
+         {"name", "kc_add_one"},
+         {"binary", {{"format", "cubin"}, {"sha256", Sha256(code).ToHex()}}},
+         {"num_warps", 4},
+         {"num_stages", 3},
+         {"signature", {{"x_ptr", "*fp32"}, {"n", "i32"}, {"BLOCK", "constexpr"}}},
+         {"constexprs", {{"BLOCK", 1024}}},
+         {"function", "f"}}}},
+      {"functions",
+       {{"f",
+         {{"name", "kc_add_one"},
+          {"file", "/nonexistent/app/kernels.py"},
+          {"source", source},
+          {"source_truncated", false}}}}}};
+  v1::CaptureManifest m;
+  m.mutable_kernel()->set_mangled_name("kc_add_one");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  m.mutable_kernel()->set_arch("sm_90");
+  m.mutable_kernel()->set_jit_metadata_json(doc.dump());
+  std::string blob(16, '\0');
+  uint64_t ptr = 0x7f0000000000;
+  int32_t n = 4096;
+  std::memcpy(blob.data(), &ptr, 8);
+  std::memcpy(blob.data() + 8, &n, 4);
+  m.set_argument_blob(blob);
+  for (uint32_t off : {0u, 8u}) {
+    v1::Argument* a = m.add_arguments();
+    a->set_offset(off);
+    a->set_size(off == 0 ? 8 : 4);
+  }
+  auto id = (*ingest)->Commit(std::move(m));
+  EXPECT_TRUE(id.ok()) << id.status();
+  return id.ok() ? *id : "";
+}
+
+TEST_F(ControlServiceTest, GenerateReproducerTritonProject) {
+  const std::string code = "\x7f" "ELF cubin of kc_add_one";
+  const std::string id = IngestTriton(store(), code);
+  auto generate = [&](v1::ReproducerKind kind, const std::string& out) {
+    v1::GenerateReproducerRequest req;
+    req.set_capture_id(id);
+    req.set_kind(kind);
+    req.set_out_dir(out);
+    grpc::ClientContext ctx;
+    auto reader = stub().GenerateReproducer(&ctx, req);
+    v1::ReproducerFile f;
+    std::string project_json;
+    while (reader->Read(&f)) project_json = f.project_json();
+    grpc::Status st = reader->Finish();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return nlohmann::json::parse(project_json.empty() ? "{}" : project_json);
+  };
+  // The automatic kind and TRITON give the Python project.
+  for (v1::ReproducerKind kind : {v1::REPRODUCER_KIND_UNSPECIFIED, v1::REPRODUCER_TRITON}) {
+    const std::string out = tmp_.path() + "/triton-" + std::to_string(kind);
+    nlohmann::json p = generate(kind, out);
+    EXPECT_EQ(p["kind"], "triton") << p.dump();
+    EXPECT_EQ(p["triton"]["variant"]["selected_by"], "code_object_digest");
+    EXPECT_EQ(p["triton"]["kernel_source"]["origin"], "recorded_source");
+    for (const char* f : {"run.py", "kernel.py", "kerncap_replay.py", "Makefile", "capture.kcap"}) {
+      EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
+    }
+    EXPECT_TRUE(absl::StrContains(*ReadFile(out + "/kernel.py"),
+                                  "@triton.jit\ndef kc_add_one(x_ptr, n, BLOCK: tl.constexpr):"));
+  }
+  // CUDA: the native project of the same capture.
+  nlohmann::json p = generate(v1::REPRODUCER_CUDA, tmp_.path() + "/native");
+  EXPECT_NE(p["kind"], "triton");
+  EXPECT_FALSE(p.contains("triton"));
+  EXPECT_FALSE(std::filesystem::exists(tmp_.path() + "/native/run.py"));
+}
+
 TEST_F(ControlServiceTest, GenerateReproducerStreamsProjectInPieces) {
   std::string code;
   std::string id = IngestWithCode(store(), &code);
@@ -690,8 +784,17 @@ TEST_F(ControlServiceTest, GenerateReproducerRejectsBadRequests) {
   req.set_source_dir("src");
   EXPECT_EQ(code_of(req), grpc::StatusCode::INVALID_ARGUMENT);
   req.set_source_dir("");
+  // Triton asked of a capture without the Triton shim's metadata.
   req.set_kind(v1::REPRODUCER_TRITON);
-  EXPECT_EQ(code_of(req), grpc::StatusCode::UNIMPLEMENTED);
+  {
+    grpc::ClientContext ctx;
+    auto reader = stub().GenerateReproducer(&ctx, req);
+    v1::ReproducerFile f;
+    EXPECT_FALSE(reader->Read(&f));
+    grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+    EXPECT_TRUE(absl::StrContains(st.error_message(), "no Triton metadata")) << st.error_message();
+  }
   // A synthetic capture with no code object: nothing to reproduce.
   req.set_kind(v1::REPRODUCER_KIND_UNSPECIFIED);
   req.set_capture_id(Ingest(8));

@@ -3,8 +3,10 @@
 # tests need on the GPU machine (Ubuntu 24.04, CUDA 13 driver) into .bundle/:
 #
 #   .bundle/bin/         kerncapd kerncapctl kerncap-replay
-#   .bundle/lib/         libkerncap_agent.so + every shared library the
-#                        binaries need that the GPU machine may lack
+#   .bundle/lib/         libkerncap_agent.so, libkerncap_replay.so (the replay
+#                        library the Triton reproducers' run.py loads) + every
+#                        shared library the binaries need that the GPU machine
+#                        may lack
 #   .bundle/lib/cupti/   our libcupti.so.13, used only when the machine has none
 #   .bundle/gpu_tests/   the CUDA test programs (agent/cuda/gpu_tests)
 #   .bundle/tests/       gpu_e2e_test, replay_gpu_test, serve_gpu_test, repro_gpu_test
@@ -44,12 +46,17 @@ fi
 # The reproducer projects' GPU test (reproducer/generator), when configured.
 [[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^repro_gpu_test:') ]] &&
   TARGETS+=(repro_gpu_test)
+# The replay library behind the Triton reproducers' run.py (reproducer/replay/capi);
+# the shim's GPU cases run those reproducers.
+[[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^kerncap_replay_capi:') ]] &&
+  TARGETS+=(kerncap_replay_capi)
 ninja -C "$BUILD" -j"${JOBS:-2}" "${TARGETS[@]}"
 
 rm -rf "$OUT"
 mkdir -p "$OUT"/{bin,lib/cupti,gpu_tests,gpu_bench,tests,python}
 cp "$BUILD"/bin/{kerncapd,kerncapctl,kerncap-replay} "$OUT"/bin/
 cp "$BUILD"/lib/libkerncap_agent.so "$OUT"/lib/
+[[ -f $BUILD/lib/libkerncap_replay.so ]] && cp "$BUILD"/lib/libkerncap_replay.so "$OUT"/lib/
 find "$BUILD"/gpu_tests -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_tests/ \;
 find "$BUILD"/gpu_bench -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_bench/ \;
 cp "$BUILD"/tests/{gpu_e2e_test,replay_gpu_test} "$OUT"/tests/
@@ -65,7 +72,7 @@ find "$OUT"/python_shim -name __pycache__ -prune -exec rm -rf {} +
 # Shared libraries, resolved by ldd here.
 skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcupti\.so|libcublas)'
 declare -A seen=()
-for f in "$OUT"/bin/* "$OUT"/lib/libkerncap_agent.so "$OUT"/gpu_tests/* "$OUT"/gpu_bench/* \
+for f in "$OUT"/bin/* "$OUT"/lib/libkerncap_*.so "$OUT"/gpu_tests/* "$OUT"/gpu_bench/* \
          "$OUT"/tests/*; do
   while read -r name _ path _; do
     [[ -z ${name:-} || $name =~ $skip_re ]] && continue

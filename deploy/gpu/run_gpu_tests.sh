@@ -59,13 +59,19 @@ echo "cuBLAS: ${KERNCAP_CUBLAS_DIR:-none found (cublas_sgemm will skip)}" | tee 
 export KERNCAP_BUILD_DIR=$HERE
 export KERNCAP_GPU_LOG_DIR=$LOGS/cases
 { uname -a; cat /etc/os-release 2>/dev/null | head -2; nvidia-smi 2>&1 | head -15; } >> "$LOGS/environment.txt"
-for b in "$HERE"/bin/* "$HERE"/tests/* "$HERE"/lib/libkerncap_agent.so; do
+for b in "$HERE"/bin/* "$HERE"/tests/* "$HERE"/lib/libkerncap_*.so; do
   ldd "$b" | grep -q "not found" && { echo "missing libraries for $b:"; ldd "$b" | grep "not found"; }
 done 2>&1 | tee "$LOGS/ldd_missing.txt"
 
 rc=0
+# KERNCAP_GPU_ONLY="name ...": run only these tests (e.g. gpu_e2e_test when
+# only the agent changed); the others are listed as left out.
 run() {
   local name=$1; shift
+  if [[ -n ${KERNCAP_GPU_ONLY:-} && " $KERNCAP_GPU_ONLY " != *" $name "* ]]; then
+    echo "=== $name: left out (KERNCAP_GPU_ONLY)" | tee -a "$LOGS/summary.txt"
+    return
+  fi
   echo "=== $name" | tee -a "$LOGS/summary.txt"
   "$@" > "$LOGS/$name.log" 2>&1
   local r=$?
@@ -96,9 +102,14 @@ run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
 if [[ ${KERNCAP_GPU_PYTHON:-1} != 0 ]]; then
   run gpu_e2e_python timeout "${KC_T_PYTHON:-100}" "$HERE"/tests/gpu_e2e_test \
     --gtest_filter='*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_python.xml
-  # Triton shim cases: autotuned matmul, in-place kernel, torch.compile model.
+  # Triton shim cases: autotuned matmul, in-place kernel, torch.compile model,
+  # each followed by its Triton reproducer (kerncapctl repro + run.py: needs
+  # lib/libkerncap_replay.so, which the runner passes as KERNCAP_REPLAY_LIB).
+  # With the reproducers they take longer than the rest together: give them
+  # a device call of their own (KERNCAP_GPU_ONLY=shim_gpu_test);
+  # KERNCAP_SHIM_REPRO=0 leaves the reproducers out.
   if [[ -n $PY && -d $HERE/python_shim ]]; then
-    run shim_gpu_test timeout "${KC_T_SHIM:-300}" "$PY" "$HERE"/python_shim/tests/gpu/run_gpu_shim_tests.py \
+    run shim_gpu_test timeout "${KC_T_SHIM:-560}" "$PY" "$HERE"/python_shim/tests/gpu/run_gpu_shim_tests.py \
       --build "$HERE" --logs "$LOGS/shim"
   fi
 else

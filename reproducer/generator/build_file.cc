@@ -78,6 +78,15 @@ std::string BuildMakefile(const MakefileSpec& s) {
     for (const std::string& h : s.headers) absl::StrAppend(&mk, " \\\n  ", MakeWord(h));
     absl::StrAppend(&mk, "\n", "FLAGS := ", Words(s.flags), "\n");
   }
+  if (!cuda && s.has_source) {
+    // The assembly loop (make asm / asm-build): kerncap-asm cuts the kernel
+    // out of clang -S output and splices the edited copy back; ld.lld is
+    // the one clang would run with the compile flags' -B (evaluated lazily).
+    absl::StrAppend(&mk, "KERNEL := ", MakeWord(s.kernel_symbol), "\n",
+                    "ASM_KERNEL := asm/kernel.s\n", "KERNCAP_ASM ?= kerncap-asm\n",
+                    "LD_LLD ?= $(shell $(CLANG) $(filter -B%,$(FLAGS)) -print-prog-name=ld.lld)\n",
+                    "SPLICE_FLAGS ?=\n");
+  }
   absl::StrAppend(
       &mk, "REPLAY_FLAGS ?=\nVALIDATE_FLAGS ?=\nBENCH_FLAGS ?=\n\n",
       "# The replay takes the rebuilt code object once there is one.\n",
@@ -126,18 +135,24 @@ std::string BuildMakefile(const MakefileSpec& s) {
   help("bench", "time the kernel (kerncap-replay bench)");
   help("asm", cuda ? "SASS of the current code object -> build/kernel.sass"
                    : "AMDGPU assembly of the current code object -> build/kernel.s");
+  if (!cuda && s.has_source) {
+    help("", "and clang -S of src/ -> build/module.s, the kernel cut from it -> asm/kernel.s");
+    help("", "(edit that; an existing asm/kernel.s is kept, the fresh cut is build/kernel.orig.s)");
+  }
   if (cuda) {
     help("ptx", "PTX of the source -> build/kernel.ptx (edit it, then make asm-build)");
     help("asm-build", "ptxas build/kernel.ptx (or the captured PTX) -> build/kernel.cubin");
+  } else if (s.has_source) {
+    help("asm-build", "asm/kernel.s spliced into build/module.s, clang + ld.lld -> build/kernel.hsaco");
   } else {
-    help("asm-build", "not implemented for HIP yet");
+    help("asm-build", "not available: no sources (see kerncap.json source.message)");
   }
   if (cuda) {
     help("serve", "start kerncap-replay serve in the background (capture restored once)");
     help("serve-stop", "stop it (submit --shutdown, else kill the pid in build/serve.pid)");
   }
   help("clean", cuda ? "remove build/ (but not the socket, pid and log of a running server)"
-                     : "remove build/");
+                     : "remove build/ (asm/kernel.s is kept)");
   mk += "\t@echo 'run/validate/bench use build/ code once it exists, else the captured one.'\n";
   if (cuda) {
     mk +=
@@ -249,7 +264,31 @@ std::string BuildMakefile(const MakefileSpec& s) {
   } else {
     mk +=
         "\t$(LLVM_OBJDUMP) -d --mcpu=$(ARCH) $(CODE_OBJECT) > $(BUILD)/kernel.s\n"
-        "\t@echo 'AMDGPU assembly of $(CODE_OBJECT) -> $(BUILD)/kernel.s'\n\n";
+        "\t@echo 'AMDGPU assembly of $(CODE_OBJECT) -> $(BUILD)/kernel.s'\n";
+    if (s.has_source) {
+      // The module after the disassembly (which needs no compiler; -q first:
+      // no "is up to date" line); a user's asm/kernel.s is never overwritten.
+      mk +=
+          "\t@command -v $(KERNCAP_ASM) >/dev/null 2>&1 || { echo 'asm: $(KERNCAP_ASM) not "
+          "found: it is built with kerncap (bin/kerncap-asm): make asm "
+          "KERNCAP_ASM=<kerncap build>/bin/kerncap-asm' >&2; exit 2; }\n"
+          "\t@$(MAKE) --no-print-directory -q $(BUILD)/module.s 2>/dev/null || \\\n"
+          "\t  $(MAKE) --no-print-directory $(BUILD)/module.s\n"
+          "\t$(KERNCAP_ASM) extract --kernel=$(KERNEL) --module=$(BUILD)/module.s "
+          "--out=$(BUILD)/kernel.orig.s\n"
+          "\t@mkdir -p $(dir $(ASM_KERNEL)); if test -f $(ASM_KERNEL); then \\\n"
+          "\t  echo 'asm: $(ASM_KERNEL) exists: kept (your edits); the kernel as compiled now "
+          "is $(BUILD)/kernel.orig.s (rm $(ASM_KERNEL) && make asm starts over)'; \\\n"
+          "\telse cp $(BUILD)/kernel.orig.s $(ASM_KERNEL) && \\\n"
+          "\t  echo 'asm: kernel $(KERNEL) of $(BUILD)/module.s -> $(ASM_KERNEL) (edit it, then "
+          "make asm-build)'; fi\n\n";
+      absl::StrAppend(&mk, "$(BUILD)/module.s: $(SRC) $(HEADERS)", s.vfs_overlay ? " vfs.yaml" : "",
+                      "\n\t@mkdir -p $(BUILD)\n",
+                      "\t$(CLANG) -x hip --cuda-device-only --no-gpu-bundle-output "
+                      "--offload-arch=$(ARCH) $(FLAGS)",
+                      s.vfs_overlay ? " -ivfsoverlay vfs.yaml" : "", " -S -o $@ $(SRC)\n");
+    }
+    mk += "\n";
   }
 
   // ptx / asm-build
@@ -272,11 +311,32 @@ std::string BuildMakefile(const MakefileSpec& s) {
         "\t$(PTXAS) -arch=$(ARCH) -o $(BUILD)/kernel.cubin $(PTX_SOURCE)\n\n";
   } else {
     mk += "ptx:\n" + FailRecipe("ptx", "PTX is CUDA only") + "\n";
-    mk += "asm-build:\n" +
-          FailRecipe("asm-build",
-                     "not implemented for HIP yet (TODO: assemble edited AMDGPU assembly "
-                     "back into a code object)") +
-          "\n";
+    if (s.has_source) {
+      mk +=
+          "asm-build:\n"
+          "\t@test -f $(BUILD)/module.s || { echo 'asm-build: no $(BUILD)/module.s yet: run make "
+          "asm first (clang -S of the sources; it also writes $(ASM_KERNEL))' >&2; exit 2; }\n"
+          "\t@test -f $(ASM_KERNEL) || { echo 'asm-build: no $(ASM_KERNEL): run make asm first "
+          "(it writes the kernel there for editing)' >&2; exit 2; }\n"
+          "\t@command -v $(KERNCAP_ASM) >/dev/null 2>&1 || { echo 'asm-build: $(KERNCAP_ASM) not "
+          "found: it is built with kerncap (bin/kerncap-asm): make asm-build "
+          "KERNCAP_ASM=<kerncap build>/bin/kerncap-asm' >&2; exit 2; }\n"
+          "\t$(KERNCAP_ASM) splice --kernel=$(KERNEL) --module=$(BUILD)/module.s "
+          "--edited=$(ASM_KERNEL) --out=$(BUILD)/module.edited.s $(SPLICE_FLAGS)\n"
+          "\t$(CLANG) -x assembler -target amdgcn-amd-amdhsa "
+          "$$($(KERNCAP_ASM) flags --module=$(BUILD)/module.s --arch=$(ARCH)) "
+          "-c -o $(BUILD)/module.edited.o $(BUILD)/module.edited.s\n"
+          "\t$(LD_LLD) -shared --no-undefined -o $(BUILT_CODE) $(BUILD)/module.edited.o\n"
+          "\t@echo 'asm-build: $(ASM_KERNEL) spliced into $(BUILD)/module.s -> $(BUILT_CODE) "
+          "(make validate / bench use it)'\n\n";
+    } else {
+      mk += "asm-build:\n" +
+            FailRecipe("asm-build",
+                       "needs the sources (make asm cuts the kernel out of clang -S of "
+                       "them): " +
+                           s.no_source_reason) +
+            "\n";
+    }
   }
   if (cuda) {
     // clean keeps a running server reachable (make clean recompile validate).

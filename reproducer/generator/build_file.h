@@ -12,10 +12,17 @@
 //              code object; REPLAY_FLAGS / VALIDATE_FLAGS / BENCH_FLAGS pass
 //              options through
 //   asm        disassembly of the current code object -> build/kernel.sass
-//              (nvdisasm, else cuobjdump -sass) / build/kernel.s (llvm-objdump)
+//              (nvdisasm, else cuobjdump -sass) / build/kernel.s (llvm-objdump);
+//              HIP with sources also: clang -S of the unit (recompile's
+//              command, -S) -> build/module.s, the kernel's part of it
+//              (kerncap-asm extract, amdgpu_asm.h) -> build/kernel.orig.s,
+//              copied to asm/kernel.s unless that exists (edits are kept)
 //   ptx        CUDA: nvcc -ptx of the source -> build/kernel.ptx (edit it...)
 //   asm-build  CUDA: ptxas build/kernel.ptx (or the captured PTX) ->
-//              build/kernel.cubin; HIP: not implemented (says so)
+//              build/kernel.cubin; HIP: kerncap-asm splice asm/kernel.s into
+//              build/module.s -> build/module.edited.s, clang -x assembler
+//              -c, ld.lld -shared -> build/kernel.hsaco (LD_LLD: the ld.lld
+//              clang would use with the flags' -B); binary-only: says why not
 //   serve, serve-stop
 //              CUDA: kerncap-replay serve capture.kcap --socket=$(SERVE_SOCKET)
 //              (default build/serve.sock, relative: the Unix socket path
@@ -26,7 +33,7 @@
 //              exists, validate and bench run kerncap-replay submit on it
 //              instead of a one-shot replay. HIP: not generated (help says so)
 //   clean      removes build/ (CUDA: a running server's socket, pid and log
-//              are kept)
+//              are kept; HIP: asm/ is kept)
 // Binary-only projects (no sources) keep run/validate/bench/asm; recompile
 // and ptx explain why they cannot work.
 #ifndef KERNCAP_REPRODUCER_GENERATOR_BUILD_FILE_H_
@@ -53,6 +60,7 @@ struct MakefileSpec {
   std::vector<std::pair<std::string, std::string>> external;  // EXT_n defaults
   std::string no_source_reason;
   bool vfs_overlay = false;  // vfs.yaml at the root (HIP)
+  std::string kernel_symbol;  // HIP: the kernel's symbol (make asm / asm-build)
   std::string clang_default = "clang";
   std::string llvm_objdump_default = "llvm-objdump";
 };

@@ -71,8 +71,11 @@ TEST(BuildFileTest, BinaryOnlyAndHip) {
   EXPECT_TRUE(absl::StrContains(mk, "recompile: no line table")) << mk;
   EXPECT_TRUE(absl::StrContains(mk, "CLANG ?= clang-15"));
   EXPECT_TRUE(absl::StrContains(mk, "--mcpu=$(ARCH)"));
-  EXPECT_TRUE(absl::StrContains(mk, "not implemented for HIP yet"));
+  EXPECT_TRUE(absl::StrContains(mk, "asm-build: needs the sources (make asm cuts")) << mk;
+  EXPECT_TRUE(absl::StrContains(mk, "no line table"));
+  EXPECT_FALSE(absl::StrContains(mk, "not implemented"));
   EXPECT_FALSE(absl::StrContains(mk, "SRC :="));
+  EXPECT_FALSE(absl::StrContains(mk, "module.s")) << "binary-only: no clang -S";
   s.has_source = true;
   s.source = "src/k.hip";
   s.vfs_overlay = true;
@@ -90,6 +93,217 @@ TEST(BuildFileTest, BinaryOnlyAndHip) {
       << mk;
   EXPECT_TRUE(absl::StrContains(mk, "clean:\n\trm -rf $(BUILD)\n")) << mk;
   ExpectNoAbsolutePaths(mk);
+}
+
+MakefileSpec HipSpec() {
+  MakefileSpec s;
+  s.lang = Language::kHip;
+  s.title = "Reproducer of scale";
+  s.arch = "gfx90a";
+  s.captured_code = "code/kernel.hsaco";
+  s.has_source = true;
+  s.source = "src/k.hip";
+  s.headers = {"src/k.h"};
+  s.flags = {"-O2", "-Btools"};
+  s.vfs_overlay = true;
+  s.kernel_symbol = "scale";
+  s.clang_default = "clang-15";
+  return s;
+}
+
+TEST(BuildFileTest, HipAsmLoopText) {
+  const std::string mk = BuildMakefile(HipSpec());
+  ExpectNoAbsolutePaths(mk);
+  for (const char* needle : {
+           "KERNEL := scale\n",
+           "ASM_KERNEL := asm/kernel.s\n",
+           "KERNCAP_ASM ?= kerncap-asm\n",
+           "LD_LLD ?= $(shell $(CLANG) $(filter -B%,$(FLAGS)) -print-prog-name=ld.lld)\n",
+           "SPLICE_FLAGS ?=\n",
+           // make asm: the disassembly, then clang -S through the overlay, the cut.
+           "asm:\n\t@mkdir -p $(BUILD)\n\t$(LLVM_OBJDUMP) -d --mcpu=$(ARCH) $(CODE_OBJECT) > "
+           "$(BUILD)/kernel.s\n",
+           "\t@$(MAKE) --no-print-directory -q $(BUILD)/module.s 2>/dev/null || \\\n"
+           "\t  $(MAKE) --no-print-directory $(BUILD)/module.s\n",
+           "$(BUILD)/module.s: $(SRC) $(HEADERS) vfs.yaml\n",
+           "\t$(CLANG) -x hip --cuda-device-only --no-gpu-bundle-output --offload-arch=$(ARCH) "
+           "$(FLAGS) -ivfsoverlay vfs.yaml -S -o $@ $(SRC)\n",
+           "$(KERNCAP_ASM) extract --kernel=$(KERNEL) --module=$(BUILD)/module.s "
+           "--out=$(BUILD)/kernel.orig.s\n",
+           // make asm-build: splice, assemble for the module's target, link.
+           "$(KERNCAP_ASM) splice --kernel=$(KERNEL) --module=$(BUILD)/module.s "
+           "--edited=$(ASM_KERNEL) --out=$(BUILD)/module.edited.s $(SPLICE_FLAGS)\n",
+           "$(CLANG) -x assembler -target amdgcn-amd-amdhsa $$($(KERNCAP_ASM) flags "
+           "--module=$(BUILD)/module.s --arch=$(ARCH)) -c -o $(BUILD)/module.edited.o "
+           "$(BUILD)/module.edited.s\n",
+           "$(LD_LLD) -shared --no-undefined -o $(BUILT_CODE) $(BUILD)/module.edited.o\n",
+           "@echo '  asm-build   asm/kernel.s spliced into build/module.s",
+       }) {
+    EXPECT_TRUE(absl::StrContains(mk, needle)) << needle << "\n" << mk;
+  }
+  EXPECT_FALSE(absl::StrContains(mk, "not implemented")) << mk;
+}
+
+// HIP make asm / asm-build against stand-ins for clang, ld.lld, llvm-objdump
+// and kerncap-asm (shell scripts logging their arguments): the recipes'
+// order, the kept edits, the errors.
+class HipAsmMakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    make_ = FindTool("make");
+    if (make_.empty()) GTEST_SKIP() << "make not found";
+    char tmpl[] = "/tmp/kc_build_file_hip_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    fs::create_directories(dir_ + "/src");
+    Write("Makefile", BuildMakefile(HipSpec()));
+    Write("src/k.hip", "kernel");
+    Write("src/k.h", "header");
+    Write("vfs.yaml", "overlay");
+    Script("fake-clang",
+           "echo \"clang $*\" >> calls.log\n"
+           "case \"$*\" in *-print-prog-name=ld.lld*)\n"
+           "  case \"$*\" in *-Btools*) echo ./fake-lld ;; *) echo ld.lld ;; esac; exit 0 ;; esac\n"
+           "prev=; for a in \"$@\"; do test \"$prev\" = -o && out=$a; prev=$a; done\n"
+           "case \"$*\" in *'-x assembler'*)\n"
+           "  if grep -q BROKEN build/module.edited.s; then\n"
+           "    echo 'asm/kernel.s:3:2: error: invalid instruction' >&2; exit 1; fi\n"
+           "  echo object > \"$out\" ;;\n"
+           "*) echo module > \"$out\" ;; esac\n");
+    Script("fake-asm",
+           "echo \"asm $*\" >> calls.log\n"
+           "for a in \"$@\"; do case $a in --out=*) out=${a#--out=} ;; esac; done\n"
+           "case $1 in extract) echo cut > \"$out\" ;; splice) cat asm/kernel.s > \"$out\" ;;\n"
+           "flags) echo -mcpu=gfx90a ;; esac\n");
+    Script("fake-lld",
+           "echo \"lld $*\" >> calls.log\n"
+           "prev=; for a in \"$@\"; do test \"$prev\" = -o && out=$a; prev=$a; done\n"
+           "echo hsaco > \"$out\"\n");
+    Script("fake-objdump", "echo disassembly\n");
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void Write(const std::string& rel, const std::string& text) {
+    std::ofstream(dir_ + "/" + rel, std::ios::binary) << text;
+  }
+  void Script(const std::string& rel, const std::string& body) {
+    Write(rel, "#!/bin/sh\n" + body);
+    ::chmod((dir_ + "/" + rel).c_str(), 0755);
+  }
+  std::string Read(const std::string& rel) {
+    std::ifstream f(dir_ + "/" + rel);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  ToolResult Make(std::vector<std::string> args) {
+    std::vector<std::string> argv = {make_,
+                                     "--no-print-directory",
+                                     "-C",
+                                     dir_,
+                                     "CLANG=./fake-clang",
+                                     "KERNCAP_ASM=./fake-asm",
+                                     "LLVM_OBJDUMP=./fake-objdump"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunTool(argv, "", 60);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ToolResult{};
+  }
+  std::string make_, dir_;
+};
+
+TEST_F(HipAsmMakeTest, AsmCutsTheKernelAndAsmBuildLinksIt) {
+  ToolResult r = Make({"help"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* t : {"  asm ", "build/module.s", "asm/kernel.s", "  asm-build ", "ld.lld"}) {
+    EXPECT_TRUE(absl::StrContains(r.out, t)) << t << " missing from make help:\n" << r.out;
+  }
+  r = Make({"asm-build"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "no build/module.s yet: run make asm first")) << r.err;
+  r = Make({"asm", "KERNCAP_ASM=./no-such-tool"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "asm: ./no-such-tool not found")) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/build/module.s")) << "nothing compiled without the tool";
+
+  r = Make({"asm"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Read("build/kernel.s"), "disassembly\n");
+  EXPECT_EQ(Read("build/module.s"), "module\n");
+  EXPECT_EQ(Read("asm/kernel.s"), "cut\n");
+  const std::string calls = Read("calls.log");
+  EXPECT_TRUE(absl::StrContains(calls,
+                                "clang -x hip --cuda-device-only --no-gpu-bundle-output "
+                                "--offload-arch=gfx90a -O2 -Btools -ivfsoverlay vfs.yaml -S -o "
+                                "build/module.s src/k.hip\n"))
+      << calls;
+  EXPECT_TRUE(absl::StrContains(
+      calls, "asm extract --kernel=scale --module=build/module.s --out=build/kernel.orig.s\n"))
+      << calls;
+  EXPECT_TRUE(absl::StrContains(r.out, "asm/kernel.s (edit it, then make asm-build)")) << r.out;
+
+  // Edited, then the module is older than the sources: recompiled, the edit kept.
+  Write("asm/kernel.s", "mine\n");
+  fs::last_write_time(dir_ + "/build/module.s",
+                      fs::file_time_type::clock::now() - std::chrono::seconds(60));
+  r = Make({"asm"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Read("asm/kernel.s"), "mine\n");
+  EXPECT_EQ(Read("build/kernel.orig.s"), "cut\n");
+  EXPECT_TRUE(absl::StrContains(r.out, "asm/kernel.s exists: kept")) << r.out;
+  r = Make({"asm"});  // the module up to date: not compiled again, no make chatter
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "up to date")) << r.out;
+  size_t compiles = 0;
+  for (size_t p = 0; (p = Read("calls.log").find(" -S -o ", p)) != std::string::npos; ++p) {
+    ++compiles;
+  }
+  EXPECT_EQ(compiles, 2u);
+
+  r = Make({"asm-build"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Read("build/kernel.hsaco"), "hsaco\n");
+  EXPECT_EQ(Read("build/module.edited.s"), "mine\n");
+  const std::string after = Read("calls.log");
+  EXPECT_TRUE(absl::StrContains(after,
+                                "asm splice --kernel=scale --module=build/module.s "
+                                "--edited=asm/kernel.s --out=build/module.edited.s\n"))
+      << after;
+  EXPECT_TRUE(absl::StrContains(after,
+                                "clang -x assembler -target amdgcn-amd-amdhsa -mcpu=gfx90a -c -o "
+                                "build/module.edited.o build/module.edited.s\n"))
+      << after;
+  // LD_LLD: the ld.lld clang names when given the flags' -B.
+  EXPECT_TRUE(absl::StrContains(after, "clang -Btools -print-prog-name=ld.lld\n")) << after;
+  EXPECT_TRUE(absl::StrContains(
+      after, "lld -shared --no-undefined -o build/kernel.hsaco build/module.edited.o\n"))
+      << after;
+  r = Make({"asm-build", "SPLICE_FLAGS=--keep-register-counts"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(Read("calls.log"), "--out=build/module.edited.s "
+                                                   "--keep-register-counts\n"));
+
+  // An assembler error names the edited file's line.
+  Write("asm/kernel.s", "mine\nBROKEN\n");
+  r = Make({"asm-build"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "asm/kernel.s:3:2: error")) << r.err;
+
+  // clean keeps the edits; asm-build then asks for make asm.
+  r = Make({"clean"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_FALSE(fs::exists(dir_ + "/build"));
+  EXPECT_EQ(Read("asm/kernel.s"), "mine\nBROKEN\n");
+  r = Make({"asm-build"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "run make asm first")) << r.err;
+  fs::remove(dir_ + "/asm/kernel.s");
+  fs::create_directories(dir_ + "/build");
+  Write("build/module.s", "module\n");
+  r = Make({"asm-build"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "no asm/kernel.s: run make asm first")) << r.err;
 }
 
 TEST(BuildFileTest, CudaResidentModeText) {

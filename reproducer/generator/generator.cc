@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/digest.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
@@ -19,6 +20,7 @@
 #include "reproducer/generator/project_manifest.h"
 #include "reproducer/generator/project_writer.h"
 #include "reproducer/generator/source_locator.h"
+#include "reproducer/generator/triton_project.h"
 #include "reproducer/generator/vfs_overlay.h"
 #include "reproducer/replay/capture_source.h"
 
@@ -138,14 +140,56 @@ void Disassemble(const KernelCode& code, Language lang, const std::string& arch,
   out->disassembler = fs::path(argv[0]).filename().string();
 }
 
-std::string RoleOf(const std::string& rel) {
+std::string RoleOf(const std::string& rel, bool triton) {
   if (rel == "capture.kcap") return "capture";
+  if (triton) {
+    if (rel == "kernel.py") return "source";
+    if (rel == "run.py") return "script";
+    if (rel == "kerncap_replay.py") return "binding";
+    if (rel == "README.md") return "doc";
+  }
   if (rel == "Makefile") return "build";
   if (rel == "vfs.yaml") return "overlay";
   if (absl::StartsWith(rel, "code/")) {
     return absl::EndsWith(rel, ".sass") || absl::EndsWith(rel, ".s") ? "disassembly" : "code";
   }
   return "source";
+}
+
+// The file list, kerncap.json (which describes every other file), commit.
+absl::StatusOr<GenerateResult> Finish(ProjectStage& stage, ProjectFacts& facts, bool triton) {
+  ProjectStage* const s = &stage;  // NOLINT: reads like the code it came from
+  GenerateResult result;
+  std::vector<std::string> rels;
+  for (const auto& e : fs::recursive_directory_iterator(s->dir())) {
+    if (!e.is_regular_file()) continue;
+    rels.push_back(fs::relative(e.path(), s->dir()).string());
+  }
+  std::sort(rels.begin(), rels.end());
+  for (const std::string& rel : rels) {
+    ProjectFile pf;
+    pf.path = rel;
+    pf.role = RoleOf(rel, triton);
+    pf.bytes = fs::file_size(s->PathOf(rel));
+    // The capture can be many GiB and checks itself (per-record XXH3,
+    // per-chunk SHA-256): no whole-file digest for it.
+    if (rel != "capture.kcap") {
+      KC_ASSIGN_OR_RETURN(std::string data, ReadFile(s->PathOf(rel)));
+      pf.sha256 = Sha256(data).ToHex();
+    }
+    if (!triton && pf.role == "source" && rel != facts.compile.translation_unit) {
+      pf.role = "header";
+    }
+    facts.files.push_back(pf);
+  }
+  result.project = BuildProjectManifest(facts);
+  KC_RETURN_IF_ERROR(s->WriteFile("kerncap.json", result.project.dump(2) + "\n"));
+  rels.push_back("kerncap.json");
+  std::sort(rels.begin(), rels.end());
+  KC_RETURN_IF_ERROR(s->Commit());
+  result.out_dir = s->out_dir();
+  result.files = std::move(rels);
+  return result;
 }
 
 }  // namespace
@@ -158,6 +202,23 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
   if (arch.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("capture ", m.capture_id(), " records no GPU architecture"));
+  }
+  bool triton = false;
+  if (options.kind == ProjectKind::kTriton) {
+    if (options.binary_only) {
+      return absl::InvalidArgumentError("a Triton reproducer and a binary-only one exclude each other");
+    }
+    if (!HasTritonMetadata(m)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "capture ", m.capture_id(), " (kernel ", m.kernel().mangled_name(),
+          ") carries no Triton metadata (", kTritonJitSchema,
+          " in kernel.jit_metadata_json): no Triton reproducer. The kerncap Triton shim "
+          "(python_shim, KERNCAP_TRITON_SHIM=1) must be active in the application when the kernel "
+          "is compiled"));
+    }
+    triton = true;
+  } else if (options.kind == ProjectKind::kAuto && !options.binary_only) {
+    triton = HasTritonMetadata(m);
   }
   const ToolPaths tools = ResolveTools(options.tools);
   KC_ASSIGN_OR_RETURN(std::unique_ptr<ProjectStage> stage,
@@ -176,6 +237,29 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
   facts.code.format = code.format;
   Disassemble(code, lang, arch, tools, *stage, &facts.code, &facts.warnings);
 
+  if (triton) {
+    // No `make asm` in a Triton project.
+    for (std::string* note : {&facts.code.note, facts.warnings.empty() ? nullptr
+                                                                       : &facts.warnings.back()}) {
+      if (note != nullptr && absl::StrContains(*note, " (make asm")) {
+        note->erase(note->find(" (make asm"));
+      }
+    }
+    TritonInputs ti;
+    ti.capture = &m;
+    ti.code_sha256 = Sha256(code.bytes).ToHex();
+    ti.code_format = code.format;
+    ti.code_file = code.file;
+    ti.python3 = FindTool(tools.python3);
+    KC_ASSIGN_OR_RETURN(TritonProjectFiles tp, WriteTritonProject(ti, *stage));
+    facts.triton = std::move(tp.section);
+    facts.warnings.insert(facts.warnings.end(), tp.warnings.begin(), tp.warnings.end());
+    facts.compile.origin = CompileOrigin::kNone;
+    facts.compile.reason =
+        "Triton kernel: kernel.py is compiled by Triton's JIT when run.py calls it";
+    return Finish(*stage, facts, /*triton=*/true);
+  }
+
   // Sources.
   SourceLocation loc;
   IncludeClosure closure;
@@ -183,6 +267,10 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
   mk.lang = lang;
   mk.arch = arch;
   mk.captured_code = code.file;
+  // The kernel's symbol in the code object (HIP: what make asm cuts out).
+  mk.kernel_symbol = std::string(absl::StripSuffix(
+      m.kernel().mangled_name().empty() ? m.kernel().demangled_name() : m.kernel().mangled_name(),
+      ".kd"));
   if (code.format == "ptx") mk.captured_ptx = code.file;
   mk.title = absl::StrCat(
       "Reproducer of ",
@@ -279,37 +367,7 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
     facts.compile.reason = loc.message;
   }
   KC_RETURN_IF_ERROR(stage->WriteFile("Makefile", BuildMakefile(mk)));
-
-  // The file list (kerncap.json describes every other file).
-  GenerateResult result;
-  std::vector<std::string> rels;
-  for (const auto& e : fs::recursive_directory_iterator(stage->dir())) {
-    if (!e.is_regular_file()) continue;
-    rels.push_back(fs::relative(e.path(), stage->dir()).string());
-  }
-  std::sort(rels.begin(), rels.end());
-  for (const std::string& rel : rels) {
-    ProjectFile pf;
-    pf.path = rel;
-    pf.role = RoleOf(rel);
-    pf.bytes = fs::file_size(stage->PathOf(rel));
-    // The capture can be many GiB and checks itself (per-record XXH3,
-    // per-chunk SHA-256): no whole-file digest for it.
-    if (rel != "capture.kcap") {
-      KC_ASSIGN_OR_RETURN(std::string data, ReadFile(stage->PathOf(rel)));
-      pf.sha256 = Sha256(data).ToHex();
-    }
-    if (pf.role == "source" && rel != facts.compile.translation_unit) pf.role = "header";
-    facts.files.push_back(pf);
-  }
-  result.project = BuildProjectManifest(facts);
-  KC_RETURN_IF_ERROR(stage->WriteFile("kerncap.json", result.project.dump(2) + "\n"));
-  rels.push_back("kerncap.json");
-  std::sort(rels.begin(), rels.end());
-  KC_RETURN_IF_ERROR(stage->Commit());
-  result.out_dir = stage->out_dir();
-  result.files = std::move(rels);
-  return result;
+  return Finish(*stage, facts, /*triton=*/false);
 }
 
 absl::StatusOr<GenerateResult> GenerateProjectFromKcap(const std::string& kcap_path,
@@ -344,6 +402,26 @@ std::string SummarizeProject(const GenerateResult& r) {
       absl::StrCat("reproducer written to ", r.out_dir, " (", p["kind"].get<std::string>(), ", ",
                    p["kernel"]["platform"].get<std::string>(), " ",
                    p["kernel"]["arch"].get<std::string>(), ", ", r.files.size(), " files)\n");
+  if (p.contains("triton") && p["triton"].is_object()) {
+    const nlohmann::json& t = p["triton"];
+    const nlohmann::json& ks = t["kernel_source"];
+    absl::StrAppend(&s, "  kernel:  kernel.py (", t["function"].value("name", ""), ", from ",
+                    ks.value("origin", "") == "module" ? "its module file" : "the recorded source",
+                    "); variant selected by ", t["variant"].value("selected_by", ""), "\n");
+    for (const auto& w : p["warnings"]) {
+      absl::StrAppend(&s, "  warning: ", w.get<std::string>(), "\n");
+    }
+    absl::StrAppend(
+        &s,
+        "  needs:   torch + triton, and libkerncap_replay.so: export "
+        "KERNCAP_REPLAY_LIB=/path/to/libkerncap_replay.so\n"
+        "           (or put the folder holding kerncap-replay on PATH)\n",
+        "  run:     cd ", r.out_dir, " && python3 run.py            # launch, same binary?, validate\n",
+        "           python3 run.py --bench 100                         # vs the captured binary\n",
+        "           python3 run.py --config '{\"num_warps\": 8}' [--grid X,Y,Z]   # another config\n",
+        "           python3 run.py --dry-run                           # the call (no GPU); make help\n");
+    return s;
+  }
   const nlohmann::json& src = p["source"];
   const std::string outcome = src.value("outcome", "");
   if (outcome == "found") {

@@ -14,6 +14,10 @@
 //   Makefile       recompile / run / validate / bench / asm / ptx /
 //                  asm-build (build_file.h)
 //
+// A Triton capture (Triton shim metadata in kernel.jit_metadata_json) gets
+// a Python project instead of src/ and the CUDA Makefile: kernel.py, run.py,
+// kerncap_replay.py, a Makefile and README.md (triton_project.h).
+//
 // Without sources (binary-only kernels, no line table, wrong folder) the
 // project has no src/ and its kerncap.json says why (source.outcome).
 // Nothing is written at out_dir unless the whole project was written
@@ -32,12 +36,19 @@
 
 namespace kerncap::repro {
 
+// Which project: kAuto is the Triton project when the capture carries the
+// Triton shim's metadata (triton_project.h), else the CUDA/HIP one; kNative
+// is always the CUDA/HIP one; kTriton fails (FailedPrecondition) without
+// Triton metadata.
+enum class ProjectKind { kAuto, kNative, kTriton };
+
 struct GenerateOptions {
+  ProjectKind kind = ProjectKind::kAuto;
   std::string out_dir;
   std::string source_dir;        // hint: the application's sources on this host
   std::string compile_commands;  // explicit compile_commands.json
   bool force = false;            // replace a non-empty out_dir
-  bool binary_only = false;      // do not look for sources
+  bool binary_only = false;      // do not look for sources (a CUDA/HIP project)
   ToolPaths tools;               // empty entries are looked up
 };
 

@@ -15,7 +15,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/digest.h"
 #include "common/file_util.h"
 #include "daemon/import/reference_capture.h"
@@ -594,9 +597,142 @@ TEST_F(HipGeneratorTest, RecompilesThroughVfsOverlayAfterMove) {
       moved);
   EXPECT_EQ(pp.exit_code, 0) << pp.err;
   EXPECT_TRUE(absl::StrContains(pp.out, "kc_mul")) << pp.out;
+  // The assembly loop starts with make asm (AsmBuildSplicesTheEditedKernelBack).
   ToolResult ab = Exec({Make(), "-C", moved, "asm-build"});
-  EXPECT_NE(ab.exit_code, 0);
-  EXPECT_TRUE(absl::StrContains(ab.err, "not implemented for HIP")) << ab.err;
+  EXPECT_EQ(ab.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(ab.err, "no build/module.s yet: run make asm first")) << ab.err;
+}
+
+// make asm cuts the captured kernel out of clang -S of the unit (which also
+// defines another kernel and a device function); the edited copy goes back
+// in with make asm-build, assembled and linked into build/kernel.hsaco.
+TEST_F(HipGeneratorTest, AsmBuildSplicesTheEditedKernelBack) {
+  const char* build = std::getenv("KERNCAP_BUILD_DIR");
+  const std::string kasm = build == nullptr ? "" : std::string(build) + "/bin/kerncap-asm";
+  if (kasm.empty() || !FileExists(kasm)) GTEST_SKIP() << "kerncap-asm binary not built";
+  std::string objdump = FindTool("llvm-objdump-15");
+  if (objdump.empty()) objdump = FindTool("llvm-objdump", {"/usr/lib/llvm-15/bin"});
+  if (objdump.empty()) GTEST_SKIP() << "llvm-objdump missing: the rebuilt code object cannot be read";
+  Write(app_->tu, Read(app_->tu) +
+                      "__device__ __attribute__((noinline)) float kc_twice(float x) {\n"
+                      "  return 2.0f * x;\n}\n"
+                      "extern \"C\" __global__ void shift(float* p, int n) {\n"
+                      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                      "  if (i < n) p[i] = kc_twice(p[i]) + 1.0f;\n}\n");
+  std::vector<std::string> argv = {
+      clang_, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "--offload-arch=gfx90a"};
+  for (const std::string& f : Flags()) argv.push_back(f);
+  std::vector<std::string> db = argv;
+  db.insert(db.end(), {"-c", "../src/kern.hip", "-o", "kern.o"});
+  app_->WriteDatabase(db);
+  const std::string hsaco = tmp_.path + "/k.hsaco";
+  argv.insert(argv.end(), {"-o", hsaco, "../src/kern.hip"});
+  ToolResult c = Exec(argv, app_->root + "/build");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string out = tmp_.path + "/proj";
+  GenerateOptions o;
+  o.out_dir = out;
+  o.tools.clang = clang_;
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Read(hsaco), true), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(LoadProject(out)["source"]["outcome"], "found");
+  auto make = [&](const std::string& target) {
+    return Exec({Make(), "--no-print-directory", "-C", out, "CLANG=" + clang_,
+                 "KERNCAP_ASM=" + kasm, "LLVM_OBJDUMP=" + objdump, target});
+  };
+  // The statements of a file (comment lines and blanks dropped).
+  auto statements = [](const std::string& text) {
+    std::vector<std::string> v;
+    for (absl::string_view l : absl::StrSplit(text, '\n')) {
+      absl::string_view t = absl::StripAsciiWhitespace(l);
+      if (!t.empty() && t[0] != ';') v.emplace_back(l);
+    }
+    return v;
+  };
+  auto has = [](const std::vector<std::string>& lines, const std::string& needle) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return absl::StrContains(l, needle); });
+  };
+
+  ToolResult a = make("asm");
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_TRUE(absl::StrContains(Read(out + "/build/kernel.s"), "<scale>:"));
+  const std::string module = Read(out + "/build/module.s");
+  EXPECT_TRUE(absl::StrContains(module, "\nshift:")) << "the module holds the whole unit";
+  const std::string cut = Read(out + "/asm/kernel.s");
+  const std::vector<std::string> st = statements(cut);
+  EXPECT_TRUE(has(st, "scale:")) << cut;
+  EXPECT_TRUE(has(st, ".amdhsa_kernel scale")) << cut;
+  EXPECT_TRUE(has(st, "scale.kd")) << "the kernel's metadata item:\n" << cut;
+  for (const char* other : {"shift", "kc_twice", "amdhsa.target", ".amdgpu_metadata"}) {
+    EXPECT_FALSE(has(st, other)) << other << " in asm/kernel.s:\n" << cut;
+  }
+
+  // The edit: two instructions at the kernel's entry, one naming v60.
+  std::vector<std::string> lines = absl::StrSplit(cut, '\n');
+  auto label = std::find_if(lines.begin(), lines.end(),
+                            [](const std::string& l) { return absl::StartsWith(l, "scale:"); });
+  ASSERT_NE(label, lines.end());
+  const size_t label_line = static_cast<size_t>(label - lines.begin()) + 1;  // 1-based
+  lines.insert(label + 1, {"\ts_nop 7", "\tv_mov_b32_e32 v60, 0"});
+  const std::string edited = absl::StrJoin(lines, "\n");
+  Write(out + "/asm/kernel.s", edited);
+  ToolResult b = make("asm-build");
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_TRUE(absl::StrContains(b.err, ".amdhsa_next_free_vgpr")) << b.err;
+  EXPECT_TRUE(absl::StrContains(Read(out + "/build/module.edited.s"),
+                                ".amdhsa_next_free_vgpr 61\n"));
+  const std::string built = Read(out + "/build/kernel.hsaco");
+  ASSERT_GT(built.size(), 20u);
+  EXPECT_EQ(static_cast<unsigned char>(built[18]), 224) << "EM_AMDGPU expected";
+  ToolResult dis = Exec({objdump, "-d", "-t", "--mcpu=gfx90a", out + "/build/kernel.hsaco"});
+  ASSERT_EQ(dis.exit_code, 0) << dis.err;
+  const size_t at = dis.out.find("<scale>:\n");
+  ASSERT_NE(at, std::string::npos) << dis.out;
+  std::vector<std::string> body = absl::StrSplit(dis.out.substr(at), '\n');
+  ASSERT_GT(body.size(), 3u);
+  EXPECT_TRUE(absl::StrContains(body[1], "s_nop 7")) << body[1];
+  EXPECT_TRUE(absl::StrContains(body[2], "v_mov_b32_e32 v60, 0")) << body[2];
+  for (const char* sym : {"<shift>:", "scale.kd", "shift.kd", "kc_twice"}) {
+    EXPECT_TRUE(absl::StrContains(dis.out, sym)) << sym << " missing from the rebuilt module";
+  }
+  // The metadata note: both kernels, the edited one's count raised.
+  std::string readelf = FindTool("llvm-readelf-15");
+  if (readelf.empty()) readelf = FindTool("llvm-readelf", {"/usr/lib/llvm-15/bin"});
+  if (!readelf.empty()) {
+    ToolResult notes = Exec({readelf, "--notes", out + "/build/kernel.hsaco"});
+    ASSERT_EQ(notes.exit_code, 0) << notes.err;
+    const size_t item = notes.out.find("scale.kd");
+    ASSERT_NE(item, std::string::npos) << notes.out;
+    const std::string rest = notes.out.substr(item, notes.out.find("\n  - ", item) - item);
+    EXPECT_TRUE(std::regex_search(rest, std::regex(R"(\.vgpr_count: +61\n)"))) << notes.out;
+    EXPECT_TRUE(absl::StrContains(notes.out, "shift.kd")) << notes.out;
+  }
+
+  // make asm again: the disassembly is of the rebuilt object, the edit is kept.
+  a = make("asm");
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  EXPECT_TRUE(absl::StrContains(a.out, "asm/kernel.s exists: kept")) << a.out;
+  EXPECT_EQ(Read(out + "/asm/kernel.s"), edited);
+  EXPECT_TRUE(absl::StrContains(Read(out + "/build/kernel.s"), "s_nop 7"));
+  EXPECT_FALSE(absl::StrContains(Read(out + "/build/kernel.orig.s"), "s_nop 7"));
+
+  // Broken edits: an unknown instruction is reported at its asm/kernel.s
+  // line; a removed marker is named.
+  std::vector<std::string> bad = lines;
+  bad.insert(bad.begin() + static_cast<long>(label_line), "\tv_no_such_instruction v0");
+  Write(out + "/asm/kernel.s", absl::StrJoin(bad, "\n"));
+  ToolResult e = make("asm-build");
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(e.err, absl::StrCat("asm/kernel.s:", label_line + 1, ":")))
+      << e.err;
+  EXPECT_TRUE(absl::StrContains(e.err, "error")) << e.err;
+  Write(out + "/asm/kernel.s",
+        absl::StrReplaceAll(edited, {{";;kerncap-end function scale\n", ""}}));
+  e = make("asm-build");
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(e.err, "kerncap-asm: asm/kernel.s:")) << e.err;
+  EXPECT_TRUE(absl::StrContains(e.err, ";;kerncap-end function scale marker is missing")) << e.err;
 }
 
 // A capture folder of the reference Kerncap tool, imported into a store

@@ -167,11 +167,11 @@ json BuildProjectManifest(const ProjectFacts& f) {
       {"disassembly", f.code.disassembly.empty() ? json(nullptr) : json(f.code.disassembly)},
       {"disassembler", f.code.disassembler},
       {"note", f.code.note}};
-  return {
+  json out = {
       {"schema", "kerncap.reproducer"},
       {"schema_version", kProjectSchemaVersion},
       {"generator", "kerncap 0.1.0"},
-      {"kind", f.source_project ? "source" : "binary"},
+      {"kind", !f.triton.is_null() ? "triton" : f.source_project ? "source" : "binary"},
       {"kernel",
        {{"mangled", m.kernel().mangled_name()},
         {"demangled", m.kernel().demangled_name()},
@@ -193,6 +193,8 @@ json BuildProjectManifest(const ProjectFacts& f) {
       {"files", files},
       {"warnings", StringList(f.warnings)},
   };
+  if (!f.triton.is_null()) out["triton"] = f.triton;
+  return out;
 }
 
 }  // namespace kerncap::repro

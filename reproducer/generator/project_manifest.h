@@ -4,7 +4,8 @@
 //   schema            "kerncap.reproducer"
 //   schema_version    1
 //   generator         "kerncap <version>"
-//   kind              "source" (sources found, recompile works) | "binary"
+//   kind              "source" (sources found, recompile works) | "binary" |
+//                     "triton" (a Python project: kernel.py + run.py, triton_project.h)
 //   kernel            {mangled, demangled, platform: "cuda"|"hip", arch: "sm_90"|"gfx90a"}
 //   launch            {grid[3], block[3], shared_mem_bytes, private_mem_bytes, cluster[],
 //                      cooperative, attributes{name: value}}   (HSA grid: work-items)
@@ -33,7 +34,10 @@
 //                      tool_version}, tags{}}
 //   files             [{path, bytes, sha256, role}] every file of the project but
 //                     kerncap.json itself; role: capture|code|disassembly|source|header|
-//                     build|overlay
+//                     build|overlay; Triton projects: source (kernel.py), script
+//                     (run.py), binding (kerncap_replay.py), doc (README.md)
+//   triton            Triton projects only: the pinned variant, parameter mapping,
+//                     kernel source origin... (format in triton_project.h)
 //   warnings          [text]
 #ifndef KERNCAP_REPRODUCER_GENERATOR_PROJECT_MANIFEST_H_
 #define KERNCAP_REPRODUCER_GENERATOR_PROJECT_MANIFEST_H_
@@ -91,6 +95,7 @@ struct ProjectFacts {
   std::vector<std::string> headers;  // project paths
   std::vector<ProjectFile> files;
   std::vector<std::string> warnings;
+  nlohmann::json triton;  // null unless a Triton project (triton_project.h)
 };
 
 nlohmann::json BuildProjectManifest(const ProjectFacts& facts);

@@ -47,6 +47,7 @@ ToolPaths ResolveTools(const ToolPaths& in) {
     t.clang = FindTool("clang-15");
     if (t.clang.empty()) t.clang = FindTool("clang", llvm);
   }
+  if (t.python3.empty()) t.python3 = FindTool("python3");
   if (t.llvm_objdump.empty()) {
     t.llvm_objdump = FindTool("llvm-objdump-15");
     if (t.llvm_objdump.empty()) t.llvm_objdump = FindTool("llvm-objdump", llvm);

@@ -233,6 +233,184 @@ def check_capture(cid, kernel_name, chosen=None, source_file=None):
     return m, doc, cur
 
 
+# ---------------------------------------------------------------------------
+# Triton reproducer projects (`kerncapctl repro` of the capture, then the
+# project's run.py in a process of its own). KERNCAP_SHIM_REPRO=0 leaves
+# them out.
+
+
+def repro_enabled():
+    return os.environ.get("KERNCAP_SHIM_REPRO", "1") not in ("", "0")
+
+
+def repro_env():
+    """run.py's environment: the case's, minus the agent and the shim (the
+    reproducer is a plain process), plus where libkerncap_replay.so is."""
+    env = dict(os.environ)
+    for k in ("CUDA_INJECTION64_PATH", "KERNCAP_TRITON_SHIM", "KERNCAP_SHIM_DEBUG", "KERNCAP_AGENT_SOCKET"):
+        env.pop(k, None)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and not p.rstrip("/").endswith(os.path.join("kerncap_shim", "_site"))]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+class Repro:
+    """A generated project and its run.py."""
+
+    def __init__(self, cid, name):
+        import tempfile  # pylint: disable=import-outside-toplevel
+        self.name = name
+        self.dir = os.path.join(tempfile.mkdtemp(prefix="kc_repro_%s_" % name), "project")
+        t0 = time.time()
+        rc, out, err = ctl("--json", "repro", cid, "--out", self.dir, timeout=300)
+        check(rc == 0, "kerncapctl repro %s failed (%d): %s %s" % (cid, rc, out[-2000:], err[-2000:]))
+        self.project = json.loads(out)["project"]
+        dump("repro_kerncap", self.project)
+        check(self.project.get("kind") == "triton", "kerncapctl repro made a %r project, not a Triton one: %s"
+              % (self.project.get("kind"), self.project.get("warnings")))
+        t = self.project["triton"]
+        print("[ repro ] %s in %.1f s: variant by %s, kernel.py from %s, %d parameter(s), warnings %s" % (
+            self.dir, time.time() - t0, t["variant"]["selected_by"], t["kernel_source"]["origin"],
+            len(t["parameters"]), self.project.get("warnings")))
+        check(t["variant"]["selected_by"] == "code_object_digest",
+              "the project's variant was selected by %s, not by the captured binary's digest"
+              % t["variant"]["selected_by"])
+        self.kernel_py = os.path.join(self.dir, "kernel.py")
+        with open(self.kernel_py) as f:
+            self.kernel_source = f.read()
+        self.runs = 0
+
+    def run(self, *args, expect_rc=0, timeout=300):
+        """python3 run.py --json ARGS; returns its JSON document."""
+        self.runs += 1
+        py = os.environ.get("KERNCAP_PYTHON", sys.executable)
+        cmd = [py, "run.py", "--json"] + list(args)
+        t0 = time.time()
+        r = subprocess.run(cmd, cwd=self.dir, env=repro_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout, check=False)
+        out, err = r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+        d = os.environ.get("KERNCAP_CASE_LOG_DIR")
+        if d:
+            with open(os.path.join(d, "repro_run_%d.txt" % self.runs), "w") as f:
+                f.write("$ %s\nexit %d\n--- stdout\n%s\n--- stderr\n%s\n" % (" ".join(cmd), r.returncode, out, err))
+        try:
+            doc = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        except ValueError:
+            doc = {}
+        b = doc.get("binary") or {}
+        v = doc.get("validation") or {}
+        print("[ repro ] run.py %s: exit %d in %.1f s; binary %s; validation %s %s%s" % (
+            " ".join(args) or "(captured config)", r.returncode, time.time() - t0,
+            "identical" if b.get("identical") else ("same code" if b.get("same") else "DIFFERENT"),
+            "pass" if v.get("pass") else "FAIL", v.get("failing") or "",
+            "; notes %s" % doc.get("notes") if doc.get("notes") else ""))
+        accepted = expect_rc if isinstance(expect_rc, tuple) else (expect_rc,)
+        check(r.returncode in accepted, "run.py %s exited %d, expected %s:\n%s\n%s" % (
+            " ".join(args), r.returncode, " or ".join(map(str, accepted)), out[-3000:], err[-3000:]))
+        return doc
+
+    def edit(self, old, new):
+        check(old in self.kernel_source, "kernel.py has no %r to edit:\n%s" % (old, self.kernel_source))
+        with open(self.kernel_py, "w") as f:
+            f.write(self.kernel_source.replace(old, new, 1))
+
+    def restore(self):
+        with open(self.kernel_py, "w") as f:
+            f.write(self.kernel_source)
+
+    def cleanup(self):
+        import shutil  # pylint: disable=import-outside-toplevel
+        shutil.rmtree(os.path.dirname(self.dir), ignore_errors=True)
+
+
+def first_store_edit(source, fn_name):
+    """An edit of the kernel's first tl.store(PTR, VALUE, ...) that changes
+    what it stores (VALUE + 1): (old, new, the pointer parameter written)."""
+    import re  # pylint: disable=import-outside-toplevel
+    body = source[source.index("def %s(" % fn_name):]
+    m = re.search(r"tl\.store\(\s*([A-Za-z_][A-Za-z0-9_]*)([^,]*),\s*([A-Za-z_][A-Za-z0-9_]*)\s*([,)])", body)
+    check(m is not None, "no tl.store(ptr..., value...) in %s to edit" % fn_name)
+    old = m.group(0)
+    new = "tl.store(%s%s, %s + 1%s" % (m.group(1), m.group(2), m.group(3), m.group(4))
+    return old, new, m.group(1)
+
+
+def other_num_warps(n):
+    return 8 if n != 8 else 4
+
+
+def validate_exact_or_within(repro, args, tolerance, why):
+    """run.py ARGS must pass: bitwise, or (another configuration may sum in
+    another order) within `tolerance`, per buffer dtype."""
+    doc = repro.run(*args, expect_rc=(0, 1))
+    if (doc.get("validation") or {}).get("pass"):
+        return doc
+    print("[ info ] %s: not bitwise equal (%s); again with %s" % (
+        why, (doc.get("validation") or {}).get("failing"), " ".join(tolerance)))
+    return repro.run(*(list(args) + list(tolerance)))
+
+
+def check_reproducer(cid, kernel_name, edit=None, config_runs=(), tolerance=("--rtol", "1e-3", "--atol", "1e-3"),
+                     bench=0):
+    """The reproducer checks every case makes after its own:
+
+    1. kerncapctl repro CAPTURE: a Triton project whose variant is the
+       captured binary's;
+    2. run.py (captured configuration): passes, and Triton built the same
+       binary (same code; the line table names kernel.py);
+    3. kernel.py edited to store something else: validation fails, naming
+       the buffer, and the binary differs;
+    4. --config with another num_warps: passes (bitwise, or within
+       `tolerance` where another warp count sums in another order), and the
+       binary differs (the config took effect);
+    5. each of `config_runs` ((args, why)): passes likewise;
+    6. --bench N when `bench`.
+    Returns the project."""
+    if not repro_enabled():
+        print("[ info ] reproducer checks left out (KERNCAP_SHIM_REPRO=0)")
+        return None
+    repro = Repro(cid, kernel_name)
+    try:
+        t = repro.project["triton"]
+        fn = t["function"]["name"]
+        doc = repro.run()
+        check(doc.get("result") == "pass", "run.py did not pass: %s" % doc.get("validation"))
+        check((doc.get("binary") or {}).get("same"), "run.py built another binary than the captured one: %s; "
+              "notes %s" % (doc.get("binary"), doc.get("notes")))
+        # 3. An edit that changes the results.
+        old, new, buffer = edit if edit is not None else first_store_edit(repro.kernel_source, fn)
+        repro.edit(old, new)
+        doc = repro.run(expect_rc=1)
+        failing = (doc.get("validation") or {}).get("failing") or []
+        check(any(buffer in f.split("/") for f in failing),
+              "the edited kernel failed validation but %r is not among the failing buffers %s" % (buffer, failing))
+        check(not (doc.get("binary") or {}).get("same"), "the edited kernel.py built the captured binary")
+        repro.restore()
+        # 4. Another num_warps.
+        warps = other_num_warps(t["launch_options"].get("num_warps", 4))
+        doc = validate_exact_or_within(repro, ["--config", json.dumps({"num_warps": warps})], tolerance,
+                                       "num_warps=%d" % warps)
+        check(not (doc.get("binary") or {}).get("same"),
+              "--config num_warps=%d built the captured binary: the option was not applied" % warps)
+        check((doc.get("plan") or {}).get("options", {}).get("num_warps") == warps, "plan %s" % doc.get("plan"))
+        # 5. Case-specific configurations.
+        for args, why in config_runs:
+            validate_exact_or_within(repro, list(args), tolerance, why)
+        # 6. Timing against the captured binary.
+        if bench:
+            doc = repro.run("--bench", str(bench))
+            b = doc.get("bench") or {}
+            check(b.get("kernel_py", {}).get("median_ms", 0) > 0 and
+                  b.get("captured_binary", {}).get("median_ms", 0) > 0, "bench %s" % b)
+            print("[ repro ] bench: kernel.py median %.4f ms, captured binary %.4f ms" % (
+                b["kernel_py"]["median_ms"], b["captured_binary"]["median_ms"]))
+        print("[ repro ] %s: %d run.py invocation(s) as expected" % (kernel_name, repro.runs))
+        return repro.project
+    finally:
+        repro.cleanup()
+
+
 def try_validate(cid):
     """Replays the capture (kerncapctl validate); informational only: the
     shim's own checks do not depend on replay."""

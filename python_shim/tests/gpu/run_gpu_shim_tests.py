@@ -13,6 +13,15 @@ is started on a temporary store, and the case runs with:
                                             would without installing it
     TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR  fresh, so everything compiles
     KERNCAP_CTL, KERNCAP_CTL_SOCKET         for the case to arm and inspect
+    KERNCAP_REPLAY_LIB, PATH += DIR/bin     for the reproducer's run.py (DIR/lib/
+                                            libkerncap_replay.so, kerncap-replay)
+
+After its own checks each case generates the Triton reproducer of its
+capture (kerncapctl repro) and runs the project's run.py: the captured
+configuration (must pass and build the captured binary), an edited kernel.py
+(must fail, naming the buffer), another num_warps (must pass), and for the
+matmul other block sizes with their grid (gpu_case.check_reproducer).
+KERNCAP_SHIM_REPRO=0 (or --env KERNCAP_SHIM_REPRO=0) leaves that out.
 
 Output lines "[ OK ] case", "[ FAILED ] case", "[ SKIPPED ] case: why"
 (the format deploy/gpu/run_gpu_tests.sh summarises); logs per case in
@@ -79,7 +88,13 @@ def run_case(name, args):
                     "KERNCAP_CTL_SOCKET": sock,
                     "PYTHONUNBUFFERED": "1",
                     "KERNCAP_CASE_LOG_DIR": case_dir,
+                    "KERNCAP_PYTHON": args.python,
                 })
+                # The reproducer's replay library (reproducer/replay/capi).
+                lib = os.path.join(args.build, "lib", "libkerncap_replay.so")
+                if os.path.exists(lib):
+                    env["KERNCAP_REPLAY_LIB"] = lib
+                env["PATH"] = os.pathsep.join([os.path.join(args.build, "bin"), env.get("PATH", "")])
                 for kv in args.env:
                     k, _, v = kv.partition("=")
                     env[k] = v
@@ -112,7 +127,7 @@ def main():
     ap.add_argument("--logs", default=os.environ.get("KERNCAP_GPU_LOG_DIR", os.path.join(os.getcwd(),
                                                                                         "shim-gpu-logs")))
     ap.add_argument("--python", default=os.environ.get("KERNCAP_PYTHON", sys.executable))
-    ap.add_argument("--timeout", type=int, default=150, help="seconds per case")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per case")
     ap.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
                     help="extra environment for the cases (repeatable)")
     ap.add_argument("--tag", default="", help="suffix for the log folders (repeated runs)")
@@ -124,6 +139,12 @@ def main():
         if not os.path.exists(os.path.join(args.build, f)):
             print("[ FAILED ] setup: %s missing in %s" % (f, args.build))
             return 1
+    repro_off = any(kv.startswith("KERNCAP_SHIM_REPRO=") and kv.split("=", 1)[1] in ("", "0")
+                    for kv in args.env) or os.environ.get("KERNCAP_SHIM_REPRO", "1") in ("", "0")
+    if not repro_off and not os.path.exists(os.path.join(args.build, "lib", "libkerncap_replay.so")):
+        print("[ FAILED ] setup: lib/libkerncap_replay.so missing in %s (the reproducer checks need it; "
+              "KERNCAP_SHIM_REPRO=0 leaves them out)" % args.build)
+        return 1
     failed = 0
     for name in args.cases:
         rc, took, text = run_case(name, args)

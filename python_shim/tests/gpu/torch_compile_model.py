@@ -4,7 +4,8 @@ possibly through torch's static CUDA launcher. The shim records them from
 Inductor's CachingAutotuner. After a warm-up, one recorded kernel (one with
 several candidate configs if any) is armed and captured; the capture's
 metadata must name the launched binary, the file Inductor wrote, and the
-candidate and chosen configs."""
+candidate and chosen configs. Then its reproducer
+(gpu_case.check_reproducer)."""
 import os
 import sys
 
@@ -68,6 +69,9 @@ def main():
     gc.check(at.get("chosen") is not None, "no chosen config recorded: %s" % at)
     gc.check(v.get("config") is not None and gc.config_of(v["config"]) == gc.config_of(at["chosen"]),
              "current variant's config %s, chosen %s" % (v.get("config"), at.get("chosen")))
+    # The reproducer of Inductor's kernel (kernel.py keeps Inductor's runtime
+    # imports; the edit changes its first store).
+    gc.check_reproducer(cid, name, tolerance=("--rtol", "1e-3", "--atol", "1e-4"))
     print("PASS: torch_compile_model (%s via %s, %d configs)" % (name, v.get("via"), len(at["configs"])))
 
 

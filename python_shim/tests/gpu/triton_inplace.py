@@ -1,6 +1,7 @@
 """An in-place Triton kernel (x = x * alpha + y) with a heuristics-chosen
 block size and no autotuner: the capture's metadata must name the binary
-that ran and carry its constexprs, signature and specialisation."""
+that ran and carry its constexprs, signature and specialisation. Then its
+reproducer (gpu_case.check_reproducer)."""
 import sys
 
 import gpu_case as gc
@@ -47,6 +48,9 @@ def main():
     gc.check(v.get("target", {}).get("name", "").startswith("sm_"), "target %s" % v.get("target"))
     gc.check("autotune" not in doc, "no autotuner here, yet: %s" % doc.get("autotune"))
     gc.try_validate(cid)
+    # The reproducer: kernel.py with the heuristics decorator removed, BLOCK
+    # pinned to the captured 1024.
+    gc.check_reproducer(cid, "kc_inplace_axpy", edit=("x * alpha + y", "x * alpha + y + 1.0", "x_ptr"), bench=10)
     print("PASS: triton_inplace")
 
 

@@ -3,8 +3,10 @@
 Autotuning compiles and benchmarks every candidate config under the same
 kernel name; afterwards the capture of a real launch must carry the
 metadata of the chosen config, and its code object must be the chosen
-variant's binary.
+variant's binary. Then its reproducer (gpu_case.check_reproducer), also
+run with another candidate's block sizes and the grid they need.
 """
+import json
 import sys
 
 import gpu_case as gc
@@ -80,6 +82,16 @@ def main():
     gc.check(len(doc["variants"]) >= len(CONFIGS), "expected a variant per candidate: %d" % len(doc["variants"]))
     gc.check(v.get("target", {}).get("backend") == "cuda", "target %s" % v.get("target"))
     gc.try_validate(cid)
+    # The reproducer, also with other block sizes: another candidate whose
+    # tiles differ, with the grid those tiles need.
+    other = next(c for c in CONFIGS if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) !=
+                 (best.kwargs["BLOCK_M"], best.kwargs["BLOCK_N"]))
+    cfg = dict(other.kwargs, num_warps=other.num_warps, num_stages=other.num_stages)
+    other_grid = "%d,%d,1" % (triton.cdiv(M, other.kwargs["BLOCK_M"]), triton.cdiv(N, other.kwargs["BLOCK_N"]))
+    gc.check_reproducer(
+        cid, "kc_matmul_kernel", edit=("acc.to(tl.float16)", "(acc + 1.0).to(tl.float16)", "c_ptr"),
+        config_runs=[(["--config", json.dumps(cfg), "--grid", other_grid], "config %s grid %s" % (cfg, other_grid))],
+        tolerance=("--rtol", "1e-2", "--atol", "0.05"), bench=10)
     print("PASS: triton_matmul_autotune (chosen %s, %d candidates)" % (gc.config_of(best), len(CONFIGS)))
 
 

@@ -1,0 +1,1108 @@
+// Triton reproducer projects (triton_project.h) on CPU: a synthetic capture
+// of an autotuned Triton matmul with the Triton shim's metadata (as the shim
+// records it with Triton 3.6: specialised strides, two variants, the chosen
+// one's binary being the captured code object), generated into a project.
+// Checks the project's files, kerncap.json's triton section, the kernel.py
+// slice of a real module file (and the fallbacks to the recorded source),
+// and `python3 run.py --dry-run --json`: the call rebuilt from the captured
+// argument bytes. Needs python3 for the slicing and run.py parts (skipped,
+// saying so, without it). Launching needs a GPU: python_shim/tests/gpu.
+#include "reproducer/generator/triton_project.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/digest.h"
+#include "gtest/gtest.h"
+#include "reproducer/generator/generator.h"
+#include "reproducer/generator/tool_runner.h"
+#include "reproducer/replay/replay_test_util.h"
+
+namespace kerncap::repro {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+struct TempDir {
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "kerncap-triton-test-XXXXXX").string();
+    path = ::mkdtemp(t.data());
+  }
+  ~TempDir() {
+    if (std::getenv("KERNCAP_TEST_KEEP") != nullptr) {  // for looking at what was generated
+      std::fprintf(stderr, "kept %s\n", path.c_str());
+      return;
+    }
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+void Write(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The kernel as Triton's JITFunction.src holds it (from "def").
+constexpr char kKernelDef[] =
+    R"(def kc_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                     stride_cm, stride_cn, alpha, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0) % (GROUP_M * 1024)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_K), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_K) & (offs_n[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    acc = _scale(acc, alpha)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+)";
+
+// The application's module: the kernel among things a reproducer must not
+// take (the __main__ block, an import only the application has, an unused
+// helper, the autotuner's configs).
+std::string ModuleText(const std::string& kernel_def = kKernelDef) {
+  return absl::StrCat(R"("""The application's matmul (kerncap test fixture)."""
+import os
+import sys
+
+import gpu_case as gc
+import triton
+import triton.language as tl
+
+torch = gc.require_gpu()
+GROUP_M = 8
+UNUSED_CONSTANT = os.getpid()
+
+CONFIGS = [
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=8, num_stages=4),
+]
+
+
+@triton.jit
+def _scale(x, alpha):
+    return x * alpha
+
+
+@triton.jit
+def _unused_helper(x):
+    return x + 1
+
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+@triton.jit
+)",
+                      kernel_def, R"(
+
+def main():
+    a = torch.randn((1024, 512), device="cuda", dtype=torch.float16)
+    print(a)
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
+)");
+}
+
+constexpr uint64_t kA = 0x7f0000000000, kB = 0x7f0000100000, kC = 0x7f0000200000;
+const std::string kCode = "\x7f" "ELF fake cubin of kc_matmul_kernel (BLOCK_M=128)";
+const std::string kOtherCode = "\x7f" "ELF fake cubin of kc_matmul_kernel (BLOCK_M=64)";
+
+ordered_json Variant(const std::string& code, int block_m, int warps, int stages, int index) {
+  ordered_json sig = ordered_json::object();
+  for (const char* p : {"a_ptr", "b_ptr", "c_ptr"}) sig[p] = "*fp16";
+  for (const char* p : {"M", "N", "K", "stride_am"}) sig[p] = "i32";
+  sig["stride_ak"] = "constexpr";  // == 1: specialised into a constant
+  sig["stride_bk"] = "i32";
+  sig["stride_bn"] = "constexpr";
+  sig["stride_cm"] = "i32";
+  sig["stride_cn"] = "constexpr";
+  sig["alpha"] = "fp32";
+  for (const char* p : {"BLOCK_M", "BLOCK_N", "BLOCK_K"}) sig[p] = "constexpr";
+  ordered_json consts = {{"stride_ak", 1}, {"stride_bn", 1},      {"stride_cn", 1},
+                         {"BLOCK_M", block_m}, {"BLOCK_N", 64}, {"BLOCK_K", 32}};
+  ordered_json spec = ordered_json::object();
+  for (const char* p : {"a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk",
+                        "stride_cm"}) {
+    spec[p] = ordered_json::array({ordered_json::array({"tt.divisibility", 16})});
+  }
+  const std::string sha = Sha256(code).ToHex();
+  ordered_json config = {{"kwargs", {{"BLOCK_M", block_m}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}},
+                         {"num_warps", warps},
+                         {"num_stages", stages},
+                         {"num_ctas", 1}};
+  return {
+      {"name", "kc_matmul_kernel"},
+      {"binary", {{"format", "cubin"}, {"sha256", sha}, {"size", code.size()}}},
+      {"triton_hash", "6bb0487b54f40c16541b05285ba84c9558b003732751da8d0a84f7b0ffe766f3"},
+      {"target", {{"backend", "cuda"}, {"arch", 90}, {"warp_size", 32}, {"name", "sm_90"}}},
+      {"num_warps", warps},
+      {"num_ctas", 1},
+      {"num_stages", stages},
+      {"warp_size", 32},
+      {"maxnreg", nullptr},
+      {"shared", 49152},
+      {"signature", sig},
+      {"constexprs", consts},
+      {"specialization", spec},
+      {"options",
+       {{"ptx_version", nullptr}, {"enable_fp_fusion", true}, {"enable_reflect_ftz", true},
+        {"launch_cooperative_grid", false}, {"launch_pdl", false},
+        {"default_dot_input_precision", "tf32"}, {"max_num_imprecise_acc_default", 1073741824},
+        {"debug", false}, {"backend_name", "cuda"}, {"sanitize_overflow", true},
+        {"arch", "sm90"}, {"instrumentation_mode", ""}, {"tmem_size", 0},
+        {"global_scratch_size", 0}, {"global_scratch_align", 1}, {"profile_scratch_size", 0},
+        {"profile_scratch_align", 1}}},
+      {"triton_version", "3.6.0"},
+      {"via", "compilation_listener"},
+      {"cache_hit", false},
+      {"compiled_during", "autotune benchmark"},
+      {"config", config},
+      {"function", "kc_matmul_kernel:24b7aa5a998fd722"},
+      {"id", sha},
+      {"config_index", index},
+  };
+}
+
+ordered_json Document(const std::string& module_file, const std::string& recorded_def) {
+  ordered_json params = ordered_json::array();
+  for (const char* p : {"a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak",
+                        "stride_bk", "stride_bn", "stride_cm", "stride_cn", "alpha"}) {
+    params.push_back({{"name", p}, {"constexpr", false}});
+  }
+  for (const char* p : {"BLOCK_M", "BLOCK_N", "BLOCK_K"}) {
+    params.push_back({{"name", p}, {"constexpr", true}, {"annotation", "constexpr"}});
+  }
+  ordered_json v0 = Variant(kOtherCode, 64, 4, 3, 0);
+  ordered_json v1 = Variant(kCode, 128, 8, 4, 1);
+  ordered_json configs = ordered_json::array({v0["config"], v1["config"]});
+  ordered_json doc = {
+      {"schema", "kerncap.triton-jit/1"},
+      {"kernel_name", "kc_matmul_kernel"},
+      {"producer", {{"shim", "0.1.0"}, {"python", "3.11.7"}, {"pid", 25537}, {"triton", "3.6.0"}}},
+      // Not the captured binary: the digest match must win over `current`.
+      {"current", v0["id"]},
+      {"variants", ordered_json::array({v0, v1})},
+      {"functions",
+       {{"kc_matmul_kernel:24b7aa5a998fd722",
+         {{"name", "kc_matmul_kernel"},
+          {"qualname", "kc_matmul_kernel"},
+          {"module", "kc_app_matmul"},
+          {"file", module_file},
+          {"first_line", 29},
+          {"starting_line", 31},
+          {"source_sha256", Sha256(recorded_def).ToHex()},
+          {"source_bytes", recorded_def.size()},
+          {"source", recorded_def},
+          {"source_truncated", false},
+          {"params", params}}}}},
+      {"autotune",
+       {{"kind", "triton.Autotuner"},
+        {"function", "kc_matmul_kernel:24b7aa5a998fd722"},
+        {"key_args", {"M", "N", "K"}},
+        {"configs", configs},
+        {"chosen", v1["config"]},
+        {"chosen_index", 1},
+        {"chosen_for_key", {1024, 768, 512}},
+        {"chosen_variant", v1["id"]}}},
+  };
+  return doc;
+}
+
+// The captured launch: 13 Python-level parameters of which 3 strides were
+// specialised to constexpr 1, so 10 kernel parameters, plus Triton's two
+// scratch pointers.
+struct Fixture {
+  std::string module_file;
+  std::string recorded_def = kKernelDef;
+  std::string code = kCode;
+  int drop_args = 0;  // leave out the last N kernel parameters
+  bool with_metadata = true;
+};
+
+std::string MakeKcap(const std::string& dir, const Fixture& f) {
+  replay::testing::KcapBuilder b(1 << 16);
+  v1::CaptureManifest m;
+  m.set_format_version(1);
+  m.set_capture_id("cap-7f3a00112233");
+  m.set_created_unix_ms(1767225600000);
+  m.set_source(v1::SOURCE_AGENT);
+  m.mutable_process()->set_pid(25537);
+  m.mutable_process()->set_hostname("gpu-node");
+  m.mutable_kernel()->set_mangled_name("kc_matmul_kernel");
+  m.mutable_kernel()->set_demangled_name("kc_matmul_kernel");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  m.mutable_kernel()->set_arch("sm_90");
+  m.mutable_device()->set_arch("sm_90");
+  m.mutable_device()->set_ordinal(0);
+  for (uint32_t v : {8u, 12u, 1u}) m.mutable_launch()->add_grid(v);
+  for (uint32_t v : {256u, 1u, 1u}) m.mutable_launch()->add_block(v);
+  v1::CodeObject* co = m.add_code_objects();
+  co->set_digest(Sha256(f.code).ToBytes());
+  co->set_format(v1::CODE_OBJECT_CUBIN);
+  *co->mutable_data() = b.Add(f.code);
+  m.mutable_kernel()->set_code_object_digest(co->digest());
+  for (uint64_t va : {kA, kB, kC}) {
+    v1::Region* r = m.mutable_pre()->add_regions();
+    r->set_va(va);
+    r->set_kind(v1::REGION_DEVICE);
+    *r->mutable_data() = b.Add(std::string(4096, '\x01'));
+  }
+  std::string blob(72, '\0');
+  auto put = [&blob](size_t off, const void* p, size_t n) { std::memcpy(blob.data() + off, p, n); };
+  put(0, &kA, 8);
+  put(8, &kB, 8);
+  put(16, &kC, 8);
+  const int32_t ints[6] = {1024, 768, 512, 512, 768, 768};  // M N K stride_am stride_bk stride_cm
+  for (int i = 0; i < 6; ++i) put(24 + 4 * i, &ints[i], 4);
+  const float alpha = -1.25f;
+  put(48, &alpha, 4);
+  struct A {
+    uint32_t off, size;
+    v1::ArgumentKind kind;
+  };
+  std::vector<A> args = {{0, 8, v1::ARG_POINTER},   {8, 8, v1::ARG_POINTER},
+                         {16, 8, v1::ARG_POINTER},  {24, 4, v1::ARG_BY_VALUE},
+                         {28, 4, v1::ARG_BY_VALUE}, {32, 4, v1::ARG_BY_VALUE},
+                         {36, 4, v1::ARG_BY_VALUE}, {40, 4, v1::ARG_BY_VALUE},
+                         {44, 4, v1::ARG_BY_VALUE}, {48, 4, v1::ARG_BY_VALUE},
+                         {56, 8, v1::ARG_POINTER},  {64, 8, v1::ARG_POINTER}};
+  args.resize(args.size() - f.drop_args);
+  m.set_argument_blob(blob);
+  for (const A& a : args) {
+    v1::Argument* arg = m.add_arguments();
+    arg->set_offset(a.off);
+    arg->set_size(a.size);
+    arg->set_kind(a.kind);
+  }
+  if (f.with_metadata) {
+    m.mutable_kernel()->set_jit_metadata_json(Document(f.module_file, f.recorded_def).dump());
+  }
+  fs::create_directories(dir);
+  std::string path = dir + "/capture.kcap";
+  absl::Status st = b.Write(path, m);
+  EXPECT_TRUE(st.ok()) << st;
+  return path;
+}
+
+std::string Python3() { return FindTool("python3"); }
+
+// No absolute path in a generated text file (its shebang aside).
+void ExpectNoAbsolutePaths(const std::string& name, const std::string& text,
+                           const std::string& tmp) {
+  EXPECT_FALSE(absl::StrContains(text, tmp)) << name << " names the generation folder";
+  static const std::regex kAbs(R"((^|[\s='"(])/(usr|home|tmp|root|work|opt|var)\b)");
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (n++ == 0 && absl::StartsWith(line, "#!")) continue;
+    std::string l(line);
+    EXPECT_FALSE(std::regex_search(l, kAbs)) << name << ": absolute path in line: " << l;
+  }
+}
+
+class TritonProjectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fixture_.module_file = tmp_.path + "/app/kc_app_matmul.py";
+    Write(fixture_.module_file, ModuleText());
+  }
+  absl::StatusOr<GenerateResult> Generate(const std::string& out, ProjectKind kind =
+                                                                      ProjectKind::kAuto) {
+    GenerateOptions o;
+    o.out_dir = out;
+    o.kind = kind;
+    return GenerateProjectFromKcap(MakeKcap(tmp_.path, fixture_), o);
+  }
+  // python3 run.py ARGS in `dir`.
+  ToolResult RunPy(const std::string& dir, std::vector<std::string> args) {
+    std::vector<std::string> argv = {Python3(), "run.py"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunTool(argv, dir, 120);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ToolResult{};
+  }
+
+  TempDir tmp_;
+  Fixture fixture_;
+};
+
+TEST_F(TritonProjectTest, ProjectFilesAndTritonSection) {
+  if (Python3().empty()) GTEST_SKIP() << "python3 not found: the module slice cannot be tested";
+  const std::string out = tmp_.path + "/out/matmul";
+  auto r = Generate(out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const char* f : {"kerncap.json", "capture.kcap", "code/kernel.cubin", "kernel.py", "run.py",
+                        "kerncap_replay.py", "Makefile", "README.md"}) {
+    EXPECT_TRUE(fs::exists(out + "/" + f)) << f;
+  }
+  EXPECT_FALSE(fs::exists(out + "/src"));
+  EXPECT_EQ(Read(out + "/code/kernel.cubin"), kCode);
+  EXPECT_TRUE((fs::status(out + "/run.py").permissions() & fs::perms::owner_exec) !=
+              fs::perms::none);
+
+  json p = json::parse(Read(out + "/kerncap.json"));
+  EXPECT_EQ(p, r->project);
+  EXPECT_EQ(p["kind"], "triton");
+  EXPECT_EQ(p["kernel"]["platform"], "cuda");
+  const json& t = p["triton"];
+  EXPECT_EQ(t["schema"], "kerncap.triton-jit/1");
+  EXPECT_EQ(t["kernel_name"], "kc_matmul_kernel");
+  // The captured code object is variant 1 (not `current`, which is 0).
+  EXPECT_EQ(t["variant"]["selected_by"], "code_object_digest");
+  EXPECT_EQ(t["variant"]["id"], Sha256(kCode).ToHex());
+  EXPECT_EQ(t["variant"]["config_index"], 1);
+  EXPECT_EQ(t["captured_binary"]["sha256"], Sha256(kCode).ToHex());
+  EXPECT_EQ(t["captured_binary"]["format"], "cubin");
+  EXPECT_EQ(t["constexprs"]["BLOCK_M"], 128);
+  EXPECT_EQ(t["signature"]["a_ptr"], "*fp16");
+  EXPECT_EQ(t["launch_options"], json({{"num_warps", 8}, {"num_stages", 4}, {"num_ctas", 1}}));
+  EXPECT_EQ(t["compile_options"]["enable_fp_fusion"], true);
+  EXPECT_EQ(t["compile_options"]["sanitize_overflow"], true);
+  EXPECT_EQ(t["compile_options"]["default_dot_input_precision"], "tf32");
+  for (const char* derived : {"arch", "backend_name", "global_scratch_size", "ptx_version",
+                              "instrumentation_mode"}) {
+    EXPECT_FALSE(t["compile_options"].contains(derived)) << derived;
+  }
+  EXPECT_EQ(t["autotune"]["chosen_index"], 1);
+  EXPECT_EQ(t["autotune"]["configs"].size(), 2u);
+  EXPECT_EQ(t["config"]["kwargs"]["BLOCK_M"], 128);
+  EXPECT_EQ(t["grid"], json({8, 12, 1}));
+  EXPECT_EQ(t["binding"]["embedded"], true);
+
+  // The parameter mapping: 16 Python parameters onto 10 of 12 kernel ones.
+  const json& ps = t["parameters"];
+  ASSERT_EQ(ps.size(), 16u);
+  auto param = [&ps](const std::string& n) {
+    for (const json& x : ps) {
+      if (x["name"] == n) return x;
+    }
+    ADD_FAILURE() << "no parameter " << n;
+    return json();
+  };
+  EXPECT_EQ(ps[0]["name"], "a_ptr");
+  EXPECT_EQ(param("a_ptr")["kind"], "pointer");
+  EXPECT_EQ(param("a_ptr")["kernel_args"], json({0}));
+  EXPECT_EQ(param("c_ptr")["kernel_args"], json({2}));
+  EXPECT_EQ(param("M")["kind"], "scalar");
+  EXPECT_EQ(param("M")["kernel_args"], json({3}));
+  EXPECT_EQ(param("stride_ak")["kind"], "constexpr");
+  EXPECT_EQ(param("stride_ak")["constexpr_declared"], false);
+  EXPECT_EQ(param("stride_ak")["value"], 1);
+  EXPECT_EQ(param("stride_bk")["kernel_args"], json({7}));
+  EXPECT_EQ(param("alpha")["kernel_args"], json({9}));
+  EXPECT_EQ(param("alpha")["type"], "fp32");
+  EXPECT_EQ(param("BLOCK_M")["constexpr_declared"], true);
+  EXPECT_EQ(param("BLOCK_M")["value"], 128);
+  EXPECT_EQ(t["kernel_params"]["captured"], 12);
+  EXPECT_EQ(t["kernel_params"]["used"], 10);
+  EXPECT_EQ(t["kernel_params"]["trailing_extra"], 2);
+
+  // kernel.py: the kernel with @triton.jit only, its helper and constant,
+  // nothing of the application's own.
+  const json& ks = t["kernel_source"];
+  EXPECT_EQ(ks["origin"], "module");
+  EXPECT_EQ(ks["file"], "kernel.py");
+  EXPECT_EQ(ks["module_matches_capture"], true);
+  EXPECT_EQ(ks["module_file"], fixture_.module_file);
+  const std::string k = Read(out + "/kernel.py");
+  EXPECT_TRUE(absl::StrContains(k, absl::StrCat("@triton.jit\n", kKernelDef))) << k;
+  EXPECT_TRUE(absl::StrContains(k, "@triton.jit\ndef _scale(x, alpha):\n    return x * alpha\n"))
+      << k;
+  EXPECT_TRUE(absl::StrContains(k, "\nGROUP_M = 8\n")) << k;
+  EXPECT_TRUE(absl::StrContains(k, "\nimport triton\n")) << k;
+  EXPECT_TRUE(absl::StrContains(k, "\nimport triton.language as tl\n")) << k;
+  for (const char* absent : {"_unused_helper", "__main__", "def main", "UNUSED_CONSTANT",
+                             "CONFIGS = [", "torch = gc"}) {
+    EXPECT_FALSE(absl::StrContains(k, absent)) << absent << " in\n" << k;
+  }
+  // The removed decorator and dropped imports appear only as comments.
+  for (absl::string_view line : absl::StrSplit(k, '\n')) {
+    if (absl::StartsWith(line, "#")) continue;
+    EXPECT_FALSE(absl::StrContains(line, "autotune")) << line;
+    EXPECT_FALSE(absl::StrContains(line, "gpu_case")) << line;
+    EXPECT_FALSE(absl::StartsWith(line, "import os")) << line;
+  }
+  EXPECT_TRUE(absl::StrContains(k, "#   @triton.autotune(configs=CONFIGS, key=[\"M\", \"N\", \"K\"])"))
+      << k;
+  EXPECT_TRUE(absl::StrContains(k, "#   import gpu_case as gc")) << k;
+  // It is valid Python (compiled, not run: triton is not needed).
+  ToolResult c = *RunTool({Python3(), "-c", "import sys; compile(open(sys.argv[1]).read(), 'k', 'exec')",
+                           out + "/kernel.py"});
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+
+  // Relative, self-contained files.
+  for (const char* f : {"kernel.py", "run.py", "Makefile", "README.md"}) {
+    ExpectNoAbsolutePaths(f, Read(out + "/" + f), tmp_.path);
+  }
+  EXPECT_EQ(Read(out + "/kerncap_replay.py"),
+            Read(std::string(KERNCAP_SOURCE_DIR) + "/reproducer/replay/capi/kerncap_replay.py"));
+  const std::string mk = Read(out + "/Makefile");
+  for (const char* target : {"\nrun:", "\nvalidate:", "\nbench:", "\nhelp:", "\nclean:",
+                             "PYTHON ?= python3"}) {
+    EXPECT_TRUE(absl::StrContains(mk, target)) << target;
+  }
+  // Roles in the file list.
+  std::map<std::string, std::string> roles;
+  for (const json& f : p["files"]) roles[f["path"]] = f["role"];
+  EXPECT_EQ(roles["kernel.py"], "source");
+  EXPECT_EQ(roles["run.py"], "script");
+  EXPECT_EQ(roles["kerncap_replay.py"], "binding");
+  EXPECT_EQ(roles["Makefile"], "build");
+  const std::string summary = SummarizeProject(*r);
+  EXPECT_TRUE(absl::StrContains(summary, "python3 run.py")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "KERNCAP_REPLAY_LIB")) << summary;
+}
+
+TEST_F(TritonProjectTest, DryRunDecodesTheCapturedArguments) {
+  if (Python3().empty()) GTEST_SKIP() << "python3 not found: run.py cannot be run";
+  const std::string built = tmp_.path + "/out/matmul";
+  ASSERT_TRUE(Generate(built).ok());
+  // The project works from anywhere (relative paths only).
+  const std::string out = tmp_.path + "/moved/matmul";
+  fs::create_directories(tmp_.path + "/moved");
+  fs::rename(built, out);
+  ToolResult r = RunPy(out, {"--dry-run", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json plan = json::parse(r.out)["plan"];
+  EXPECT_EQ(plan["function"], "kc_matmul_kernel");
+  const json& a = plan["args"];
+  EXPECT_EQ(a["a_ptr"], "0x7f0000000000");
+  EXPECT_EQ(a["b_ptr"], "0x7f0000100000");
+  EXPECT_EQ(a["c_ptr"], "0x7f0000200000");
+  EXPECT_EQ(a["M"], 1024);
+  EXPECT_EQ(a["N"], 768);
+  EXPECT_EQ(a["K"], 512);
+  EXPECT_EQ(a["stride_am"], 512);
+  EXPECT_EQ(a["stride_bk"], 768);
+  EXPECT_EQ(a["stride_cm"], 768);
+  EXPECT_EQ(a["alpha"], -1.25);
+  EXPECT_EQ(a["stride_ak"], 1);  // specialised constant, passed as captured
+  EXPECT_EQ(a.size(), 13u);
+  EXPECT_EQ(plan["arg_kinds"]["alpha"], "scalar");
+  EXPECT_EQ(plan["arg_kinds"]["stride_cn"], "constexpr");
+  EXPECT_EQ(plan["constexprs"], json({{"BLOCK_M", 128}, {"BLOCK_N", 64}, {"BLOCK_K", 32}}));
+  EXPECT_EQ(plan["options"], json({{"num_warps", 8}, {"num_stages", 4}, {"num_ctas", 1}}));
+  EXPECT_EQ(plan["compile_options"]["enable_fp_fusion"], true);
+  EXPECT_EQ(plan["grid"], json({8, 12, 1}));
+  EXPECT_EQ(plan["grid_origin"], "captured");
+  EXPECT_TRUE(plan["notes"].empty()) << plan["notes"];
+
+  // Another configuration: constexprs and options overridden, the grid
+  // kept (with a note saying so), or given.
+  r = RunPy(out, {"--dry-run", "--json", "--config", R"({"BLOCK_M": 64, "num_warps": 4})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  plan = json::parse(r.out)["plan"];
+  EXPECT_EQ(plan["constexprs"]["BLOCK_M"], 64);
+  EXPECT_EQ(plan["options"]["num_warps"], 4);
+  EXPECT_EQ(plan["options"]["num_stages"], 4);
+  EXPECT_EQ(plan["grid"], json({8, 12, 1}));
+  ASSERT_EQ(plan["notes"].size(), 1u);
+  EXPECT_TRUE(absl::StrContains(plan["notes"][0].get<std::string>(), "BLOCK_M")) << plan["notes"];
+  r = RunPy(out, {"--dry-run", "--json", "--config", R"({"BLOCK_M": 64})", "--grid", "16,12"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  plan = json::parse(r.out)["plan"];
+  EXPECT_EQ(plan["grid"], json({16, 12, 1}));
+  EXPECT_EQ(plan["grid_origin"], "--grid");
+  EXPECT_TRUE(plan["notes"].empty()) << plan["notes"];
+  // One of the autotuner's recorded candidates.
+  r = RunPy(out, {"--dry-run", "--json", "--candidate", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  plan = json::parse(r.out)["plan"];
+  EXPECT_EQ(plan["constexprs"]["BLOCK_M"], 64);
+  EXPECT_EQ(plan["options"]["num_warps"], 4);
+  EXPECT_EQ(plan["options"]["num_stages"], 3);
+  r = RunPy(out, {"--list-configs", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["chosen_index"], 1);
+  // The text form names the call.
+  r = RunPy(out, {"--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "kc_matmul_kernel[(8, 12, 1)](a_ptr=\"0x7f0000000000\""))
+      << r.out;
+  // What cannot be: a runtime argument as config, bad JSON, a bad grid.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--config", R"({"M": 5})"},
+        std::vector<std::string>{"--config", "{BLOCK_M: 64}"},
+        std::vector<std::string>{"--grid", "0,1"},
+        std::vector<std::string>{"--candidate", "7"}}) {
+    std::vector<std::string> argv = {"--dry-run"};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    r = RunPy(out, argv);
+    EXPECT_EQ(r.exit_code, 2) << bad[1] << ": " << r.out << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.err, "run.py: ")) << r.err;
+  }
+}
+
+TEST_F(TritonProjectTest, RunReexecutesWithoutAddressRandomisation) {
+  if (Python3().empty()) GTEST_SKIP() << "python3 not found: run.py cannot be run";
+  const std::string out = tmp_.path + "/out/matmul";
+  ASSERT_TRUE(Generate(out).ok());
+  // Whether this machine lets a process switch randomisation off (a
+  // container's seccomp profile may refuse it; run.py then carries on).
+  ToolResult probe = *RunTool({Python3(), "-c",
+                               "import ctypes, sys; l = ctypes.CDLL(None); c = l.personality(0xffffffff);"
+                               " sys.exit(0 if c != -1 and l.personality(c | 0x40000) != -1 else 1)"});
+  const bool can = probe.exit_code == 0;
+  // No replay library: run.py gets as far as restoring memory and stops there.
+  setenv("KERNCAP_REPLAY_LIB", (tmp_.path + "/none/libkerncap_replay.so").c_str(), 1);
+  ToolResult r = RunPy(out, {"--json"});
+  ToolResult keep = RunPy(out, {"--json", "--keep-aslr"});
+  unsetenv("KERNCAP_REPLAY_LIB");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["aslr"], can ? "off" : "on") << r.out;
+  EXPECT_TRUE(absl::StrContains(j["error"].get<std::string>(), "replay")) << r.out;
+  EXPECT_EQ(keep.exit_code, 3) << keep.out << keep.err;
+  EXPECT_EQ(json::parse(keep.out)["aslr"], "on") << keep.out;
+}
+
+TEST_F(TritonProjectTest, WithoutTheModuleFileUsesTheRecordedSource) {
+  fixture_.module_file = tmp_.path + "/gone/kc_app_matmul.py";
+  const std::string out = tmp_.path + "/out/matmul";
+  auto r = Generate(out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const json& ks = r->project["triton"]["kernel_source"];
+  EXPECT_EQ(ks["origin"], "recorded_source");
+  EXPECT_TRUE(absl::StrContains(ks["note"].get<std::string>(), "not readable")) << ks;
+  const std::string k = Read(out + "/kernel.py");
+  EXPECT_TRUE(absl::StrContains(k, absl::StrCat("import triton\nimport triton.language as tl\n\n\n"
+                                                "@triton.jit\n",
+                                                kKernelDef)))
+      << k;
+  EXPECT_FALSE(absl::StrContains(k, "autotune")) << k;
+  EXPECT_FALSE(absl::StrContains(k, "gone")) << k;
+  bool warned = false;
+  for (const json& w : r->project["warnings"]) {
+    warned |= absl::StrContains(w.get<std::string>(), "kernel.py");
+  }
+  EXPECT_TRUE(warned) << r->project["warnings"];
+  ExpectNoAbsolutePaths("kernel.py", k, tmp_.path);
+}
+
+TEST_F(TritonProjectTest, WithoutPython3UsesTheRecordedSource) {
+  GenerateOptions o;
+  o.out_dir = tmp_.path + "/out/matmul";
+  o.tools.python3 = tmp_.path + "/no/python3";
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, fixture_), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const json& ks = r->project["triton"]["kernel_source"];
+  EXPECT_EQ(ks["origin"], "recorded_source");
+  EXPECT_TRUE(absl::StrContains(ks["note"].get<std::string>(), "python3")) << ks;
+}
+
+TEST_F(TritonProjectTest, RecordedSourceWithDecoratorsKeepsOnlyTheJit) {
+  // Older Triton releases record the decorators with the source.
+  fixture_.module_file = tmp_.path + "/gone/kc_app_matmul.py";
+  fixture_.recorded_def = absl::StrCat(
+      "@triton.autotune(\n    configs=CONFIGS,\n    key=[\"M\"],\n)\n@triton.jit\n", kKernelDef);
+  const std::string out = tmp_.path + "/out/matmul";
+  auto r = Generate(out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string k = Read(out + "/kernel.py");
+  EXPECT_TRUE(absl::StrContains(k, absl::StrCat("\n@triton.jit\n", kKernelDef))) << k;
+  EXPECT_FALSE(absl::StrContains(k, "autotune")) << k;
+  EXPECT_FALSE(absl::StrContains(k, "configs=")) << k;
+}
+
+TEST_F(TritonProjectTest, ChangedModuleKeepsTheCompiledKernel) {
+  if (Python3().empty()) GTEST_SKIP() << "python3 not found";
+  // The application was edited after the capture: the kernel that ran is
+  // the recorded one; helpers still come from the file.
+  std::string edited = kKernelDef;
+  edited.replace(edited.find("acc = _scale(acc, alpha)"), 24, "acc = _scale(acc, alpha * 2)");
+  Write(fixture_.module_file, ModuleText(edited));
+  const std::string out = tmp_.path + "/out/matmul";
+  auto r = Generate(out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const json& ks = r->project["triton"]["kernel_source"];
+  EXPECT_EQ(ks["origin"], "module");
+  EXPECT_EQ(ks["module_matches_capture"], false);
+  EXPECT_TRUE(absl::StrContains(ks["note"].get<std::string>(), "recorded source")) << ks;
+  const std::string k = Read(out + "/kernel.py");
+  EXPECT_TRUE(absl::StrContains(k, absl::StrCat("@triton.jit\n", kKernelDef))) << k;
+  EXPECT_FALSE(absl::StrContains(k, "alpha * 2")) << k;
+  EXPECT_TRUE(absl::StrContains(k, "def _scale(")) << k;
+}
+
+TEST_F(TritonProjectTest, DigestMismatchFallsBackToCurrentAndSaysSo) {
+  fixture_.code = "\x7f" "ELF a binary no variant recorded";
+  auto r = Generate(tmp_.path + "/out/matmul");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const json& t = r->project["triton"];
+  EXPECT_EQ(t["variant"]["selected_by"], "current");
+  EXPECT_EQ(t["variant"]["id"], Sha256(kOtherCode).ToHex());
+  EXPECT_EQ(t["launch_options"]["num_warps"], 4);
+  EXPECT_EQ(t["captured_binary"]["sha256"], Sha256(fixture_.code).ToHex());
+  bool warned = false;
+  for (const json& w : r->project["warnings"]) {
+    warned |= absl::StrContains(w.get<std::string>(), "no recorded variant");
+  }
+  EXPECT_TRUE(warned) << r->project["warnings"];
+}
+
+TEST_F(TritonProjectTest, FewerKernelParametersThanTheSignatureNeedsFail) {
+  fixture_.drop_args = 4;  // the scratch pointers and two real parameters
+  const std::string out = tmp_.path + "/out/matmul";
+  auto r = Generate(out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "stride_cm")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "only 8")) << r.status();
+  EXPECT_FALSE(fs::exists(out));
+  // Exactly the function's parameters (no scratch pointers) is fine.
+  fixture_.drop_args = 2;
+  r = Generate(out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->project["triton"]["kernel_params"]["trailing_extra"], 0);
+}
+
+TEST_F(TritonProjectTest, KindSelection) {
+  // Asked for Triton without metadata: a clear FailedPrecondition, nothing written.
+  fixture_.with_metadata = false;
+  const std::string out = tmp_.path + "/out/matmul";
+  auto r = Generate(out, ProjectKind::kTriton);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "no Triton metadata")) << r.status();
+  EXPECT_FALSE(fs::exists(out));
+  // With metadata: auto picks Triton; native and binary-only do not.
+  fixture_.with_metadata = true;
+  r = Generate(out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->project["kind"], "triton");
+  GenerateOptions o;
+  o.out_dir = tmp_.path + "/out/native";
+  o.kind = ProjectKind::kNative;
+  r = GenerateProjectFromKcap(MakeKcap(tmp_.path + "/n", fixture_), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->project["kind"], "triton");
+  EXPECT_FALSE(r->project.contains("triton"));
+  EXPECT_FALSE(fs::exists(o.out_dir + "/run.py"));
+  o.out_dir = tmp_.path + "/out/binary";
+  o.kind = ProjectKind::kAuto;
+  o.binary_only = true;
+  r = GenerateProjectFromKcap(MakeKcap(tmp_.path + "/b", fixture_), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->project["kind"], "binary");
+  o.kind = ProjectKind::kTriton;
+  o.out_dir = tmp_.path + "/out/both";
+  r = GenerateProjectFromKcap(MakeKcap(tmp_.path + "/c", fixture_), o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+}
+
+// kerncapctl repro on a .kcap of a Triton capture: --triton, --native and
+// the default, and the run commands it prints.
+TEST_F(TritonProjectTest, KerncapctlReproFlags) {
+  const char* build = std::getenv("KERNCAP_BUILD_DIR");
+  const std::string ctl = build == nullptr ? "" : std::string(build) + "/bin/kerncapctl";
+  if (ctl.empty() || FindTool(ctl).empty()) GTEST_SKIP() << "kerncapctl binary not built";
+  const std::string kcap = MakeKcap(tmp_.path, fixture_);
+  const std::string none = "--socket=" + tmp_.path + "/none.sock";  // no daemon needed
+  auto ctl_run = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {ctl, none};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunTool(argv, "", 120);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ToolResult{};
+  };
+  ToolResult r = ctl_run({"repro", kcap, "--out", tmp_.path + "/p1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "(triton, cuda sm_90")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "python3 run.py --bench")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "KERNCAP_REPLAY_LIB")) << r.out;
+  r = ctl_run({"--json", "repro", kcap, "--out", tmp_.path + "/p2", "--triton"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["project"]["kind"], "triton");
+  r = ctl_run({"--json", "repro", kcap, "--out", tmp_.path + "/p3", "--native"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(json::parse(r.out)["project"]["kind"], "triton");
+  r = ctl_run({"repro", kcap, "--out", tmp_.path + "/p4", "--triton", "--binary"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  // --triton on a capture without Triton metadata: an error that says why.
+  fixture_.with_metadata = false;
+  const std::string plain = MakeKcap(tmp_.path + "/plain", fixture_);
+  r = ctl_run({"repro", plain, "--out", tmp_.path + "/p5", "--triton"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "no Triton metadata")) << r.err;
+  EXPECT_FALSE(fs::exists(tmp_.path + "/p5"));
+}
+
+// An Inductor (torch.compile) kernel file and a variant recorded through
+// torch's static launcher (no compile options recorded).
+TEST_F(TritonProjectTest, InductorKernelKeepsRuntimeImportsAndDerivesOptions) {
+  if (Python3().empty()) GTEST_SKIP() << "python3 not found";
+  const std::string def =
+      "def triton_poi_fused_add_0(in_out_ptr0, in_ptr0, xnumel, XBLOCK : tl.constexpr):\n"
+      "    xoffset = tl.program_id(0) * XBLOCK\n"
+      "    xindex = xoffset + tl.arange(0, XBLOCK)[:]\n"
+      "    xmask = xindex < xnumel\n"
+      "    tmp0 = tl.load(in_out_ptr0 + (xindex), xmask)\n"
+      "    tmp1 = tl.load(in_ptr0 + (xindex), xmask)\n"
+      "    tmp2 = triton_helpers.maximum(tmp0, tmp1)\n"
+      "    tl.store(in_out_ptr0 + (xindex), tmp2, xmask)\n";
+  const std::string file = tmp_.path + "/inductor/cq/cqxyz.py";
+  Write(file,
+        absl::StrCat(
+            "\nimport triton\nimport triton.language as tl\n\n"
+            "from torch._inductor.runtime import triton_helpers, triton_heuristics\n"
+            "from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math\n"
+            "from torch._inductor.runtime.hints import AutotuneHint, ReductionHint, TileHint, "
+            "DeviceProperties\n"
+            "triton_helpers.set_driver_to_gpu()\n\n"
+            "@triton_heuristics.pointwise(\n"
+            "    size_hints={'x': 1048576}, \n    filename=__file__,\n"
+            "    triton_meta={'signature': {'in_out_ptr0': '*fp32', 'in_ptr0': '*fp32', "
+            "'xnumel': 'i32', 'XBLOCK': 'constexpr'}, 'device': DeviceProperties(type='cuda', "
+            "index=0, multi_processor_count=132, cc=90, major=9, regs_per_multiprocessor=65536, "
+            "max_threads_per_multi_processor=2048, warp_size=32), 'constants': {}, "
+            "'enable_fp_fusion': True},\n"
+            "    inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set(), 'kernel_name': "
+            "'triton_poi_fused_add_0', 'mutated_arg_names': ['in_out_ptr0'], "
+            "'assert_indirect_indexing': True, 'is_hip': False},\n"
+            "    min_elem_per_thread=0\n)\n@triton.jit\n",
+            def));
+  ordered_json sig = {{"in_out_ptr0", "*fp32"}, {"in_ptr0", "*fp32"}, {"xnumel", "i32"},
+                      {"XBLOCK", "constexpr"}};
+  const std::string code = "\x7f" "ELF inductor cubin";
+  ordered_json variant = {
+      {"name", "triton_poi_fused_add_0"},
+      {"binary", {{"format", "cubin"}, {"sha256", Sha256(code).ToHex()}, {"size", code.size()}}},
+      {"num_warps", 4},
+      {"num_stages", 1},
+      {"signature", sig},
+      {"constexprs", {{"XBLOCK", 1024}}},
+      {"options", ordered_json::object()},
+      {"via", "inductor-static-launcher"},
+      {"config", {{"kwargs", {{"XBLOCK", 1024}}}, {"num_warps", 4}, {"num_stages", 1}}},
+      {"function", "triton_poi_fused_add_0:aa"},
+      {"id", Sha256(code).ToHex()}};
+  ordered_json doc = {
+      {"schema", "kerncap.triton-jit/1"},
+      {"kernel_name", "triton_poi_fused_add_0"},
+      {"current", Sha256(code).ToHex()},
+      {"variants", ordered_json::array({variant})},
+      {"functions",
+       {{"triton_poi_fused_add_0:aa",
+         {{"name", "triton_poi_fused_add_0"},
+          {"file", file},
+          {"inductor_file", file},
+          {"source", def},
+          {"source_sha256", Sha256(def).ToHex()},
+          {"source_truncated", false},
+          {"params",
+           {{{"name", "in_out_ptr0"}, {"constexpr", false}},
+            {{"name", "in_ptr0"}, {"constexpr", false}},
+            {{"name", "xnumel"}, {"constexpr", false}},
+            {{"name", "XBLOCK"}, {"constexpr", true}}}}}}}},
+      {"autotune",
+       {{"kind", "inductor.CachingAutotuner"},
+        {"configs", {variant["config"]}},
+        {"chosen", variant["config"]},
+        {"chosen_index", 0}}},
+      {"inductor", {{"kernel_name", "triton_poi_fused_add_0"}, {"file", file}}}};
+  replay::testing::KcapBuilder b(1 << 16);
+  v1::CaptureManifest m;
+  m.set_capture_id("cap-1nduct0r000");
+  m.mutable_kernel()->set_mangled_name("triton_poi_fused_add_0");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  m.mutable_kernel()->set_arch("sm_90");
+  m.mutable_kernel()->set_jit_metadata_json(doc.dump());
+  for (uint32_t v : {1024u, 1u, 1u}) m.mutable_launch()->add_grid(v);
+  v1::CodeObject* co = m.add_code_objects();
+  co->set_digest(Sha256(code).ToBytes());
+  co->set_format(v1::CODE_OBJECT_CUBIN);
+  *co->mutable_data() = b.Add(code);
+  std::string blob(40, '\0');
+  const uint64_t p0 = kA, p1 = kB;
+  const int32_t n = 1 << 20;
+  std::memcpy(blob.data(), &p0, 8);
+  std::memcpy(blob.data() + 8, &p1, 8);
+  std::memcpy(blob.data() + 16, &n, 4);
+  m.set_argument_blob(blob);
+  for (uint32_t off : {0u, 8u, 16u, 24u, 32u}) {
+    v1::Argument* a = m.add_arguments();
+    a->set_offset(off);
+    a->set_size(off == 16 ? 4 : 8);
+  }
+  const std::string kcap = tmp_.path + "/inductor.kcap";
+  ASSERT_TRUE(b.Write(kcap, m).ok());
+  GenerateOptions o;
+  o.out_dir = tmp_.path + "/out/inductor";
+  auto r = GenerateProjectFromKcap(kcap, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const json& t = r->project["triton"];
+  EXPECT_EQ(t["kernel_source"]["origin"], "module");
+  EXPECT_EQ(t["compile_options"]["debug"], true);
+  EXPECT_EQ(t["compile_options"]["sanitize_overflow"], false);
+  EXPECT_EQ(t["compile_options"]["enable_fp_fusion"], true);
+  EXPECT_EQ(t["options_from_inductor"].size(), 3u) << t["options_from_inductor"];
+  EXPECT_EQ(t["inductor_decorator"]["decorator"], "triton_heuristics.pointwise");
+  EXPECT_EQ(t["launch_options"], json({{"num_warps", 4}, {"num_stages", 1}}));
+  const std::string k = Read(o.out_dir + "/kernel.py");
+  EXPECT_TRUE(absl::StrContains(
+      k, "from torch._inductor.runtime import triton_helpers, triton_heuristics\n"))
+      << k;
+  EXPECT_TRUE(absl::StrContains(k, absl::StrCat("\n@triton.jit\n", def))) << k;
+  for (absl::string_view line : absl::StrSplit(k, '\n')) {
+    if (absl::StartsWith(line, "#")) continue;
+    EXPECT_FALSE(absl::StrContains(line, "pointwise")) << line;
+    EXPECT_FALSE(absl::StrContains(line, "set_driver_to_gpu")) << line;
+    EXPECT_FALSE(absl::StrContains(line, "__file__")) << line;
+  }
+  ExpectNoAbsolutePaths("kernel.py", k, tmp_.path);
+  ToolResult dr = RunPy(o.out_dir, {"--dry-run", "--json"});
+  ASSERT_EQ(dr.exit_code, 0) << dr.err;
+  json plan = json::parse(dr.out)["plan"];
+  EXPECT_EQ(plan["args"]["xnumel"], 1 << 20);
+  EXPECT_EQ(plan["args"]["in_ptr0"], "0x7f0000100000");
+  EXPECT_EQ(plan["constexprs"]["XBLOCK"], 1024);
+  EXPECT_EQ(plan["grid"], json({1024, 1, 1}));
+}
+
+// The real Triton (python_shim's fake driver: compiles, never launches):
+// an application's autotuned matmul compiled and recorded by the shim, its
+// chosen binary wrapped in a capture, the project generated, and run.py's
+// launch path run with a stand-in replay library. run.py must make Triton
+// build the very binary that was captured; an edited kernel.py or another
+// config must not. Needs a python with triton: $KERNCAP_TRITON_PYTHON, else
+// the venv python_shim_test makes in the build folder; skips without.
+std::string TritonPython() {
+  for (std::string p : {std::string(std::getenv("KERNCAP_TRITON_PYTHON") != nullptr
+                                        ? std::getenv("KERNCAP_TRITON_PYTHON")
+                                        : ""),
+                        std::getenv("KERNCAP_BUILD_DIR") != nullptr
+                            ? std::string(std::getenv("KERNCAP_BUILD_DIR")) +
+                                  "/python_shim/python_shim_venv/bin/python"
+                            : std::string()}) {
+    if (p.empty() || FindTool(p).empty()) continue;
+    auto r = RunTool({p, "-c", "import triton, triton.backends.nvidia"});
+    if (r.ok() && r->exit_code == 0) return p;
+  }
+  return "";
+}
+
+TEST(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
+  const std::string py = TritonPython();
+  if (py.empty()) {
+    GTEST_SKIP() << "no python with triton (set KERNCAP_TRITON_PYTHON, or run python_shim_test "
+                    "first for its venv)";
+  }
+  TempDir tmp;
+  const std::string src = KERNCAP_SOURCE_DIR;
+  const std::string harness = src + "/reproducer/generator/triton/testing/cpu_harness.py";
+  ::setenv("PYTHONPATH", (src + "/python_shim/src:" + src + "/python_shim/tests").c_str(), 1);
+  ::setenv("TRITON_CACHE_DIR", (tmp.path + "/cache-app").c_str(), 1);
+  const std::string app = tmp.path + "/app";
+  fs::create_directories(app);
+  auto r = RunTool({py, harness, "capture", app}, "", 600);
+  ASSERT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->out + r->err : r.status().ToString());
+  const json launch = json::parse(Read(app + "/launch.json"));
+  const std::string cubin = Read(app + "/kernel.cubin");
+
+  replay::testing::KcapBuilder b(1 << 16);
+  v1::CaptureManifest m;
+  m.set_capture_id("cap-c0ffee000001");
+  m.mutable_kernel()->set_mangled_name("kc_cpu_matmul");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  m.mutable_kernel()->set_arch("sm_90");
+  m.mutable_kernel()->set_jit_metadata_json(Read(app + "/doc.json"));
+  for (const json& g : launch["grid"]) m.mutable_launch()->add_grid(g.get<uint32_t>());
+  for (const json& g : launch["block"]) m.mutable_launch()->add_block(g.get<uint32_t>());
+  v1::CodeObject* co = m.add_code_objects();
+  co->set_digest(Sha256(cubin).ToBytes());
+  co->set_format(v1::CODE_OBJECT_CUBIN);
+  *co->mutable_data() = b.Add(cubin);
+  m.mutable_kernel()->set_code_object_digest(co->digest());
+  for (const json& va : launch["regions"]) {
+    v1::Region* reg = m.mutable_pre()->add_regions();
+    reg->set_va(va.get<uint64_t>());
+    reg->set_kind(v1::REGION_DEVICE);
+    *reg->mutable_data() = b.Add(std::string(1 << 16, '\x02'));
+  }
+  std::string blob;
+  for (const json& prm : launch["params"]) {
+    const uint32_t size = prm["size"].get<uint32_t>();
+    while (blob.size() % size != 0) blob.push_back('\0');
+    v1::Argument* a = m.add_arguments();
+    a->set_offset(static_cast<uint32_t>(blob.size()));
+    a->set_size(size);
+    blob += absl::HexStringToBytes(prm["hex"].get<std::string>());
+  }
+  m.set_argument_blob(blob);
+  const std::string kcap = tmp.path + "/capture.kcap";
+  ASSERT_TRUE(b.Write(kcap, m).ok());
+  GenerateOptions o;
+  o.out_dir = tmp.path + "/repro";
+  auto g = GenerateProjectFromKcap(kcap, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->project["triton"]["variant"]["selected_by"], "code_object_digest");
+  EXPECT_EQ(g->project["triton"]["kernel_source"]["origin"], "module");
+
+  // A cold cache: run.py's call compiles for real.
+  ::setenv("TRITON_CACHE_DIR", (tmp.path + "/cache-repro").c_str(), 1);
+  auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {py, harness, "run", o.out_dir, "--json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto res = RunTool(argv, "", 600);
+    EXPECT_TRUE(res.ok() && res->exit_code == 0)
+        << (res.ok() ? res->out + res->err : res.status().ToString());
+    json j = res.ok() ? json::parse(res->out, nullptr, false) : json();
+    EXPECT_TRUE(j.is_object()) << (res.ok() ? res->out + res->err : "");
+    return j.is_object() ? j : json::object();
+  };
+  json j = run({});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  // The same code; the line table differs (kernel.py is not the module).
+  EXPECT_EQ(j["binary"]["same"], true) << j["binary"] << j["notes"];
+  EXPECT_EQ(j["binary"]["identical"], false) << j["binary"];
+  EXPECT_EQ(j["binary"]["captured_sha256"], Sha256(cubin).ToHex());
+  EXPECT_EQ(j["binary"]["captured_code_sha256"], j["binary"]["compiled_code_sha256"]);
+  EXPECT_EQ(j["validation"]["pass"], true);
+  EXPECT_EQ(j["harness"]["launches"], 1);
+  // The replay library was prepared before the launch and closed after.
+  const json& calls = j["harness"]["replay_calls"];
+  ASSERT_GE(calls.size(), 4u) << calls;
+  EXPECT_EQ(calls[0][0], "open");
+  EXPECT_EQ(calls[0][1], "capture.kcap");
+  EXPECT_EQ(calls[1][0], "prepare");
+  EXPECT_EQ(calls[2][0], "validate");
+  EXPECT_EQ(calls.back()[0], "close");
+  // Tolerances go per buffer, with the element type from the signature.
+  j = run({"--rtol", "0.01"});
+  const json& v = j["harness"]["replay_calls"][2][1];
+  EXPECT_EQ(v["regions"]["2"]["dtype"], "f16") << v;
+  EXPECT_EQ(v["regions"]["2"]["rtol"], 0.01) << v;
+  EXPECT_TRUE(v["dtype"].is_null()) << v;
+  EXPECT_EQ(j["validation"]["buffers"][2]["buffer"], "c_ptr") << j["validation"];
+
+  // Another configuration compiles another binary (and says so).
+  j = run({"--config", R"({"num_warps": 4})"});
+  EXPECT_EQ(j["binary"]["same"], false) << j["binary"];
+  EXPECT_EQ(j["harness"]["launches"], 1);
+  // So does an edited kernel.py.
+  std::string k = Read(o.out_dir + "/kernel.py");
+  const size_t at = k.find("acc = _scale(acc, alpha)");
+  ASSERT_NE(at, std::string::npos) << k;
+  const std::string pristine = k;
+  k.replace(at, 24, "acc = _scale(acc, alpha * 2.0)");
+  Write(o.out_dir + "/kernel.py", k);
+  j = run({});
+  EXPECT_EQ(j["binary"]["same"], false) << j["binary"];
+  Write(o.out_dir + "/kernel.py", pristine);
+
+  // A variant specialised otherwise than the JIT would from the values (as
+  // Inductor compiles): run.py pins it, which here makes another binary.
+  const std::string kj = o.out_dir + "/kerncap.json";
+  const std::string original = Read(kj);
+  json pj = json::parse(original);
+  pj["triton"]["specialization"].erase("M");  // M=1024 not marked divisible
+  for (json& prm : pj["triton"]["parameters"]) {
+    if (prm["name"] == "stride_am") {  // compiled as a constant
+      prm = {{"name", "stride_am"}, {"index", prm["index"]}, {"type", "constexpr"},
+             {"kind", "constexpr"}, {"constexpr_declared", false}, {"value", 512}};
+    }
+  }
+  Write(kj, pj.dump(1));
+  j = run({});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  const std::string notes = j["notes"].dump();
+  EXPECT_TRUE(absl::StrContains(notes, "M=1024: not specialised")) << notes;
+  EXPECT_TRUE(absl::StrContains(notes, "stride_am: compiled as the constant 512")) << notes;
+  EXPECT_EQ(j["binary"]["same"], false) << j["binary"];
+  Write(kj, original);
+  j = run({});
+  EXPECT_EQ(j["binary"]["same"], true) << j["binary"] << j["notes"];
+}
+
+// Tuples and host tensor descriptors (TMA) map onto several kernel
+// parameters; the descriptor's base address is found in the CUtensorMap.
+TEST(TritonParameterMapTest, TuplesAndTensorDescriptors) {
+  v1::CaptureManifest m;
+  v1::Region* r = m.mutable_pre()->add_regions();
+  r->set_va(kA);
+  r->mutable_data()->set_size(1 << 20);
+  // pair: (*fp32, i32); desc: tensordesc<fp16[64, 32]> lowered to TMA:
+  // CUtensorMap (128 bytes) + 2 x i32 shape + 2 x i64 strides.
+  std::string blob(8 + 4 + 4 + 128 + 8 + 16, '\0');
+  const uint64_t p = kA + 256, base = kA + 4096, flags = 0x1234;
+  std::memcpy(blob.data(), &p, 8);
+  std::memcpy(blob.data() + 16, &flags, 8);  // descriptor word 0: not an address
+  std::memcpy(blob.data() + 24, &base, 8);   // word 1: the global address
+  m.set_argument_blob(blob);
+  struct A {
+    uint32_t off, size;
+  };
+  for (A a : {A{0, 8}, A{8, 4}, A{16, 128}, A{144, 4}, A{148, 4}, A{152, 8}, A{160, 8}}) {
+    v1::Argument* arg = m.add_arguments();
+    arg->set_offset(a.off);
+    arg->set_size(a.size);
+  }
+  ordered_json variant = {
+      {"signature",
+       {{"pair", {"*fp32", "i32"}}, {"desc", "tensordesc<fp16[64, 32]>"}, {"B", "constexpr"}}},
+      {"constexprs", {{"B", 16}}}};
+  ordered_json function = {{"params",
+                            {{{"name", "pair"}, {"constexpr", false}},
+                             {{"name", "desc"}, {"constexpr", false}},
+                             {{"name", "B"}, {"constexpr", true}}}}};
+  auto map = MapTritonParameters(m, variant, function);
+  ASSERT_TRUE(map.ok()) << map.status();
+  const json& ps = map->parameters;
+  ASSERT_EQ(ps.size(), 3u);
+  EXPECT_EQ(ps[0]["kind"], "tuple");
+  EXPECT_EQ(ps[0]["elements"][0]["name"], "pair[0]");
+  EXPECT_EQ(ps[0]["elements"][0]["kernel_args"], json({0}));
+  EXPECT_EQ(ps[0]["elements"][1]["kernel_args"], json({1}));
+  EXPECT_EQ(ps[1]["kind"], "tensordesc");
+  EXPECT_EQ(ps[1]["layout"], "tma");
+  EXPECT_EQ(ps[1]["block_shape"], json({64, 32}));
+  EXPECT_EQ(ps[1]["dtype"], "fp16");
+  EXPECT_EQ(ps[1]["kernel_args"], json({2, 3, 4, 5, 6}));
+  EXPECT_EQ(ps[1]["base"], "0x7f0000001000");
+  EXPECT_EQ(ps[1]["region"], 0);
+  EXPECT_EQ(ps[2]["value"], 16);
+  EXPECT_EQ(map->kernel_params["trailing_extra"], 0);
+  // A signature type this generator does not know is refused by name.
+  variant["signature"]["desc"] = "weird<3>";
+  map = MapTritonParameters(m, variant, function);
+  ASSERT_FALSE(map.ok());
+  EXPECT_TRUE(absl::StrContains(map.status().message(), "weird<3>")) << map.status();
+  // A size that does not match the type is refused too.
+  variant["signature"]["desc"] = "i64";
+  map = MapTritonParameters(m, variant, function);
+  ASSERT_FALSE(map.ok());
+  EXPECT_TRUE(absl::StrContains(map.status().message(), "128 bytes")) << map.status();
+}
+
+}  // namespace
+}  // namespace kerncap::repro
