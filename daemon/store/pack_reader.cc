@@ -48,4 +48,8 @@ absl::Status PackReader::ReadBlob(uint64_t offset, uint32_t len, std::string* ou
   return PreadAll(fd_, out->data(), len, offset, absl::StrCat("read pack ", name_, " at ", offset));
 }
 
+absl::Status PackReader::ReadInto(uint64_t offset, size_t len, char* out) const {
+  return PreadAll(fd_, out, len, offset, absl::StrCat("read pack ", name_, " at ", offset));
+}
+
 }  // namespace kerncap::store

@@ -27,6 +27,8 @@ class PackReader {
 
   // Reads `len` stored bytes at `offset`. Thread-safe.
   absl::Status ReadBlob(uint64_t offset, uint32_t len, std::string* out) const;
+  // The same into `out` (`len` writable bytes). Thread-safe.
+  absl::Status ReadInto(uint64_t offset, size_t len, char* out) const;
 
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }

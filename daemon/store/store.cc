@@ -52,20 +52,6 @@ std::string Hex(const Digest& d) { return d.ToHex(); }
 
 }  // namespace
 
-void ForEachManifestChunk(const v1::CaptureManifest& m,
-                          const std::function<void(const Digest&)>& fn) {
-  auto list = [&](const v1::ChunkList& l) {
-    for (const std::string& raw : l.chunk_digests()) {
-      if (raw.empty()) continue;
-      auto d = Digest::FromBytes(raw);
-      if (d.ok()) fn(*d);
-    }
-  };
-  for (const auto& r : m.pre().regions()) list(r.data());
-  for (const auto& r : m.post().regions()) list(r.data());
-  for (const auto& c : m.code_objects()) list(c.data());
-}
-
 // ---------------------------------------------------------------------------
 // Impl: open / close.
 
@@ -104,6 +90,12 @@ absl::Status Store::Impl::Open() {
   if (opts_.dir.empty()) return absl::InvalidArgumentError("store directory is empty");
   if (opts_.pack_target_bytes == 0) opts_.pack_target_bytes = 1;
   KC_RETURN_IF_ERROR(MakeDirs(opts_.dir));
+  {
+    std::error_code ec;
+    abs_dir_ = fs::absolute(opts_.dir, ec).lexically_normal().string();
+    if (ec) abs_dir_ = opts_.dir;
+    while (abs_dir_.size() > 1 && abs_dir_.back() == '/') abs_dir_.pop_back();
+  }
 
   // One daemon per store: flock on LOCK, which also records the holder's pid.
   const std::string lock_path = opts_.dir + "/LOCK";
@@ -603,7 +595,8 @@ absl::Status Store::Verify(absl::string_view capture_id, bool rehash,
 
 v1::StoreStats Store::Stats() {
   v1::StoreStats s;
-  s.set_path(impl_->opts_.dir);
+  // Absolute: kerncap-replay on this host opens the store read-only by it.
+  s.set_path(impl_->abs_dir_);
   {
     absl::MutexLock l(&impl_->ids_mu_);
     s.set_captures(impl_->ids_.size());

@@ -36,6 +36,7 @@
 #include "daemon/store/pack_reader.h"
 #include "daemon/store/pack_writer.h"
 #include "daemon/store/store.h"
+#include "daemon/store/store_reader.h"  // ForEachManifestChunk
 
 namespace kerncap::store {
 
@@ -59,10 +60,6 @@ struct ChunkTask {
   uint32_t size = 0;
   std::shared_ptr<WriteGroup> group;
 };
-
-// Visits every stored (non-zero) chunk digest a manifest references.
-void ForEachManifestChunk(const v1::CaptureManifest& m,
-                          const std::function<void(const Digest&)>& fn);
 
 class Store::Impl {
  public:
@@ -124,6 +121,7 @@ class Store::Impl {
                       const std::function<void(const v1::VerifyProgress&)>& progress);  // verify.cc
 
   StoreOptions opts_;
+  std::string abs_dir_;  // opts_.dir made absolute at Open (reported by Stats)
   std::string packs_dir_;
   int lock_fd_ = -1;
   ManifestStore manifests_;

@@ -18,8 +18,11 @@
 #   P1  capture pause, 8 GiB then 32 GiB of live, hashed device memory: wall
 #       time of the captured launch call vs a pinned D2H copy of the same
 #       pre + post bytes, measured in the same process. <= 1.25
-#   P8  kerncap-replay restore throughput (the 8 GiB capture, fetched from
-#       kerncapd) vs pinned H2D bandwidth measured in the same run. >= 0.5
+#   P8  kerncap-replay restore throughput (the 8 GiB capture, from kerncapd:
+#       --daemon reads the daemon's store directly, read-only, when it can,
+#       else streams it through ExportCapture; the summary says which) vs
+#       pinned H2D bandwidth measured in the same run. >= 0.5
+#       KERNCAP_BENCH_P8_EXPORT=1 also times the export path (--via-export).
 #   Mem peak RSS (VmHWM; RssAnon/RssShmem sampled) of the application and of
 #       kerncapd during the 32 GiB capture.
 #   P5b/serve  kerncap-replay serve (resident mode): median overhead per
@@ -39,6 +42,7 @@
 #        KERNCAP_BENCH_P5_MODES="label ..."  only these P5 modes (plus no_agent)
 #        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
 #        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
+#        KERNCAP_BENCH_P8_EXPORT=1  P8 also through the export stream (--via-export)
 #        KERNCAP_BENCH_SERVE_GIB        P5b state size (default 1)
 #        KERNCAP_BENCH_SERVE_CANDIDATES P5b evaluations (default 20)
 set -uo pipefail
@@ -251,20 +255,32 @@ for size in $SIZES; do
   ctl "$name" show "$cid" > "$LOGS/show-$name.txt" 2>&1
 
   if [[ -n $cid && $size == "${SIZES%% *}" ]]; then
-    note "P8: replay restore of $cid ($size GiB) from kerncapd vs pinned H2D"
+    note "P8: replay restore of $cid ($size GiB) from kerncapd (its store when readable) vs pinned H2D"
     timeout "$(cap 60)" "$GB"/pinned_bw_bench --gib=4 --reps=3 > "$LOGS/p8_pinned.log" 2>&1
     t1=$SECONDS
     timeout "$(cap 200)" "$BIN"/kerncap-replay run --json --daemon="unix:$WORK/$name/ctl.sock" "$cid" \
       > "$LOGS/p8_replay.json" 2> "$LOGS/p8_replay.stderr"
-    note "kerncap-replay exit $? after $((SECONDS - t1)) s (fetch + restore + launch)"
+    rc=$?
+    note "kerncap-replay exit $rc after $((SECONDS - t1)) s (open + restore + launch): $(grep -h 'kerncap-replay: ' "$LOGS/p8_replay.stderr" | head -1)"
+    p8_wall=$((SECONDS - t1))
+    if [[ ${KERNCAP_BENCH_P8_EXPORT:-0} == 1 ]]; then
+      t2=$SECONDS
+      timeout "$(cap 200)" "$BIN"/kerncap-replay run --json --via-export \
+        --daemon="unix:$WORK/$name/ctl.sock" "$cid" > "$LOGS/p8_replay_export.json" \
+        2> "$LOGS/p8_replay_export.stderr"
+      rc=$?
+      echo "$((SECONDS - t2))" > "$LOGS/p8_replay_export.wall"
+      note "kerncap-replay --via-export exit $rc after $((SECONDS - t2)) s"
+    fi
     # The same replay with the physical mapping done before the upload (the
     # previous design), for the record of what overlapping them gains.
     KERNCAP_REPLAY_SERIAL_MAP=1 timeout "$(cap 200)" "$BIN"/kerncap-replay run --json \
-      --daemon="unix:$WORK/$name/ctl.sock" "$cid" > "$LOGS/p8_replay_serial.json" 2>&1
+      --daemon="unix:$WORK/$name/ctl.sock" "$cid" > "$LOGS/p8_replay_serial.json" \
+      2> "$LOGS/p8_replay_serial.stderr"
     pj=$(grep -h '^BENCH_JSON' "$LOGS/p8_pinned.log" | sed 's/^BENCH_JSON //')
     [[ -n $pj ]] && emit "$pj"
     if command -v python3 > /dev/null; then
-      python3 - "$LOGS/p8_replay.json" "$pj" "$((SECONDS - t1))" <<'PY' | tee -a "$RESULTS"
+      python3 - "$LOGS/p8_replay.json" "$pj" "$p8_wall" <<'PY' | tee -a "$RESULTS"
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))
@@ -282,7 +298,15 @@ try:
     phases["serial_map_restore_gbps"] = round(serial.get("restored_bytes", 0) / ss / 1e9, 3) if ss else None
 except Exception:
     pass
+try:  # KERNCAP_BENCH_P8_EXPORT=1: the same replay through the export stream
+    ex = json.load(open(sys.argv[1].replace(".json", "_export.json")))
+    es = ex.get("restore_seconds", 0)
+    phases["export_restore_gbps"] = round(ex.get("restored_bytes", 0) / es / 1e9, 3) if es else None
+    phases["export_wall_seconds"] = int(open(sys.argv[1].replace(".json", "_export.wall")).read())
+except Exception:
+    pass
 print(json.dumps({"bench": "p8_replay_restore", "restored_bytes": b, "restore_seconds": s,
+                  "source": r.get("source", "export"),
                   "restore_gbps": round(gbps, 3), "pinned_h2d_gbps": p.get("h2d_gbps"),
                   "ratio": round(gbps / p["h2d_gbps"], 4) if p.get("h2d_gbps") else None,
                   "target": 0.5, "wall_seconds_incl_fetch": int(sys.argv[3]),
@@ -345,6 +369,12 @@ for r in rows:
     if r.get("bench") == "p8_replay_restore" and r.get("ratio") is not None:
         print("%-44s %14s %10.3f %8s" % ("P8 replay restore / pinned H2D",
               "%.2f/%.1f GB/s" % (r["restore_gbps"], r["pinned_h2d_gbps"]), r["ratio"], ">=0.5"))
+        # store:<dir> = read kerncapd's store directly; export = gRPC stream to a temp .kcap
+        print("%-44s %14s" % ("   source, wall s (open + restore + launch)",
+              "%s, %s" % (r.get("source", "?"), r.get("wall_seconds_incl_fetch"))))
+        if r.get("export_wall_seconds") is not None:
+            print("%-44s %14s" % ("   --via-export: wall s, restore GB/s",
+                  "%s, %s" % (r["export_wall_seconds"], r.get("export_restore_gbps"))))
     if r.get("bench") == "p5b_serve":
         print("%-44s %14s %10s %8s" % ("P5b serve overhead per candidate, %.2g GiB" % r["state_gib"],
               "%.3f ms" % r["overhead_ms_median"], "-", "<=5 ms"))

@@ -91,7 +91,23 @@ std::string BuildMakefile(const MakefileSpec& s) {
       &mk, "REPLAY_FLAGS ?=\nVALIDATE_FLAGS ?=\nBENCH_FLAGS ?=\n\n",
       "# The replay takes the rebuilt code object once there is one.\n",
       "CODE_OBJECT = $(if $(wildcard $(BUILT_CODE)),$(BUILT_CODE),$(CAPTURED_CODE))\n",
-      "CODE_OBJECT_FLAG = $(if $(wildcard $(BUILT_CODE)),--code-object=$(BUILT_CODE))\n\n");
+      "CODE_OBJECT_FLAG = $(if $(wildcard $(BUILT_CODE)),--code-object=$(BUILT_CODE))\n");
+  if (cuda) {
+    mk +=
+        "# bench with a rebuilt code object also times the captured one in the same run\n"
+        "# (launches interleaved, same restore before each) and prints the speedup;\n"
+        "# BENCH_COMPARE=no times the rebuilt one alone.\n"
+        "BENCH_COMPARE ?= yes\n";
+  } else {
+    mk +=
+        "# HSA replay cannot yet time the captured code object beside a rebuilt one\n"
+        "# (CUDA reproducers do: kerncap-replay bench --compare-original); bench times\n"
+        "# the rebuilt one alone. Kept for when it can.\n"
+        "BENCH_COMPARE ?= no\n";
+  }
+  mk +=
+      "COMPARE_FLAG = $(if $(wildcard $(BUILT_CODE)),$(if $(filter yes,$(BENCH_COMPARE)),"
+      "--compare-original,--no-compare-original))\n\n";
   if (cuda) {
     mk +=
         "# Resident mode: `make serve` starts kerncap-replay serve, which restores the\n"
@@ -111,7 +127,10 @@ std::string BuildMakefile(const MakefileSpec& s) {
         "SERVE_FLAGS ?=\n"
         "# Looked at when a recipe runs, not when the Makefile is read.\n"
         "SERVING = $(shell test -S $(SERVE_SOCKET) && echo yes)\n"
-        "SUBMIT = $(KERNCAP_REPLAY) submit --socket=$(SERVE_SOCKET) $(CODE_OBJECT)\n\n";
+        "SUBMIT = $(KERNCAP_REPLAY) submit --socket=$(SERVE_SOCKET) $(CODE_OBJECT)\n"
+        "# The server times the captured code object beside a rebuilt one as well.\n"
+        "SUBMIT_COMPARE_FLAG = $(if $(wildcard $(BUILT_CODE)),$(if $(filter yes,$(BENCH_COMPARE)),"
+        "--compare-original))\n\n";
   }
   absl::StrAppend(&mk, ".PHONY: help recompile run validate bench asm ptx asm-build clean",
                   cuda ? " serve serve-stop" : "", "\n\n");
@@ -132,7 +151,9 @@ std::string BuildMakefile(const MakefileSpec& s) {
   }
   help("run", "replay the captured dispatch once (kerncap-replay run)");
   help("validate", "replay and compare with the captured outputs");
-  help("bench", "time the kernel (kerncap-replay bench)");
+  help("bench", cuda ? "time the kernel (kerncap-replay bench); with build/ code: against the "
+                      "captured one, speedup"
+                    : "time the kernel (kerncap-replay bench)");
   help("asm", cuda ? "SASS of the current code object -> build/kernel.sass"
                    : "AMDGPU assembly of the current code object -> build/kernel.s");
   if (!cuda && s.has_source) {
@@ -183,13 +204,16 @@ std::string BuildMakefile(const MakefileSpec& s) {
   mk += "run:\n\t$(KERNCAP_REPLAY) run $(CAPTURE) $(CODE_OBJECT_FLAG) $(REPLAY_FLAGS)\n\n";
   const std::string validate =
       "$(KERNCAP_REPLAY) validate $(CAPTURE) $(CODE_OBJECT_FLAG) $(VALIDATE_FLAGS)";
-  const std::string bench = "$(KERNCAP_REPLAY) bench $(CAPTURE) $(CODE_OBJECT_FLAG) $(BENCH_FLAGS)";
+  const std::string bench =
+      "$(KERNCAP_REPLAY) bench $(CAPTURE) $(CODE_OBJECT_FLAG) $(COMPARE_FLAG) $(BENCH_FLAGS)";
   if (cuda) {
     // A server: submit (validation only, or timing only as `bench` does).
     absl::StrAppend(&mk, "validate:\n\t$(if $(SERVING),$(SUBMIT) --iterations=0 $(VALIDATE_FLAGS),",
                     validate, ")\n\n");
-    absl::StrAppend(&mk, "bench:\n\t$(if $(SERVING),$(SUBMIT) --no-validate $(BENCH_FLAGS),", bench,
-                    ")\n\n");
+    absl::StrAppend(&mk,
+                    "bench:\n\t$(if $(SERVING),$(SUBMIT) --no-validate $(SUBMIT_COMPARE_FLAG) "
+                    "$(BENCH_FLAGS),",
+                    bench, ")\n\n");
   } else {
     absl::StrAppend(&mk, "validate:\n\t", validate, "\n\n");
     absl::StrAppend(&mk, "bench:\n\t", bench, "\n\n");

@@ -10,7 +10,10 @@
 //              kerncap-replay on capture.kcap, with --code-object=build/...
 //              once recompile (or asm-build) produced one, else the captured
 //              code object; REPLAY_FLAGS / VALIDATE_FLAGS / BENCH_FLAGS pass
-//              options through
+//              options through. CUDA bench with a rebuilt code object adds
+//              --compare-original (the captured binary timed in the same
+//              run, speedup; BENCH_COMPARE=no: --no-compare-original); HIP
+//              passes --no-compare-original (HSA replay cannot compare yet)
 //   asm        disassembly of the current code object -> build/kernel.sass
 //              (nvdisasm, else cuobjdump -sass) / build/kernel.s (llvm-objdump);
 //              HIP with sources also: clang -S of the unit (recompile's
@@ -31,7 +34,8 @@
 //              socket exists (SERVE_TIMEOUT seconds at most); serve-stop sends
 //              submit --shutdown, else kills that pid. While the socket
 //              exists, validate and bench run kerncap-replay submit on it
-//              instead of a one-shot replay. HIP: not generated (help says so)
+//              instead of a one-shot replay (bench: submit --compare-original
+//              with a rebuilt code object). HIP: not generated (help says so)
 //   clean      removes build/ (CUDA: a running server's socket, pid and log
 //              are kept; HIP: asm/ is kept)
 // Binary-only projects (no sources) keep run/validate/bench/asm; recompile

@@ -325,8 +325,11 @@ TEST(BuildFileTest, CudaResidentModeText) {
            // socket there: submit; else the one-shot command
            "validate:\n\t$(if $(SERVING),$(SUBMIT) --iterations=0 $(VALIDATE_FLAGS),"
            "$(KERNCAP_REPLAY) validate $(CAPTURE) $(CODE_OBJECT_FLAG) $(VALIDATE_FLAGS))\n",
-           "bench:\n\t$(if $(SERVING),$(SUBMIT) --no-validate $(BENCH_FLAGS),"
-           "$(KERNCAP_REPLAY) bench $(CAPTURE) $(CODE_OBJECT_FLAG) $(BENCH_FLAGS))\n",
+           "bench:\n\t$(if $(SERVING),$(SUBMIT) --no-validate $(SUBMIT_COMPARE_FLAG) "
+           "$(BENCH_FLAGS),"
+           "$(KERNCAP_REPLAY) bench $(CAPTURE) $(CODE_OBJECT_FLAG) $(COMPARE_FLAG) "
+           "$(BENCH_FLAGS))\n",
+           "BENCH_COMPARE ?= yes\n",
            "@echo '  serve       ",
            "@echo '  serve-stop  ",
        }) {
@@ -446,6 +449,11 @@ TEST_F(ResidentMakeTest, ServeSubmitStop) {
   Write("build/kernel.cubin", "ELF");
   r = Make({"bench"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // A rebuilt code object: the server times the captured one beside it.
+  EXPECT_EQ(LastCall(),
+            "submit --socket=build/serve.sock build/kernel.cubin --no-validate --compare-original");
+  r = Make({"bench", "BENCH_COMPARE=no"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(LastCall(), "submit --socket=build/serve.sock build/kernel.cubin --no-validate");
 
   // clean keeps the server reachable.
@@ -471,6 +479,51 @@ TEST_F(ResidentMakeTest, ServeSubmitStop) {
   r = Make({"serve-stop"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.out, "no server running")) << r.out;
+}
+
+// make bench without a server: the captured binary alone, or a rebuilt code
+// object against it (kerncap-replay bench --compare-original).
+TEST_F(ResidentMakeTest, BenchComparesARebuiltCodeObjectWithTheCapturedOne) {
+  ToolResult r = Make({"bench"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LastCall(), "bench capture.kcap");
+  r = Make({"bench", "BENCH_FLAGS=--iterations=7"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LastCall(), "bench capture.kcap --iterations=7");
+  fs::create_directories(dir_ + "/build");
+  Write("build/kernel.cubin", "ELF");
+  r = Make({"bench", "BENCH_FLAGS=--iterations=7"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LastCall(),
+            "bench capture.kcap --code-object=build/kernel.cubin --compare-original "
+            "--iterations=7");
+  r = Make({"bench", "BENCH_COMPARE=no"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LastCall(),
+            "bench capture.kcap --code-object=build/kernel.cubin --no-compare-original");
+  r = Make({"help"});
+  EXPECT_TRUE(absl::StrContains(r.out, "against the captured one, speedup")) << r.out;
+}
+
+// HIP: the HSA replay cannot compare yet, so bench with a rebuilt hsaco times
+// it alone (explicitly, since kerncap-replay compares by default on CUDA).
+TEST_F(ResidentMakeTest, HipBenchTimesTheRebuiltCodeObjectAlone) {
+  MakefileSpec hip = CudaSpec();
+  hip.lang = Language::kHip;
+  hip.arch = "gfx90a";
+  hip.captured_code = "code/kernel.hsaco";
+  hip.kernel_symbol = "_Z5scalePfi";
+  Write("Makefile", BuildMakefile(hip));
+  ToolResult r = Make({"bench"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LastCall(), "bench capture.kcap");
+  fs::create_directories(dir_ + "/build");
+  Write("build/kernel.hsaco", "ELF");
+  r = Make({"bench"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(LastCall(),
+            "bench capture.kcap --code-object=build/kernel.hsaco --no-compare-original");
+  Write("Makefile", BuildMakefile(CudaSpec()));  // TearDown's serve-stop
 }
 
 TEST_F(ResidentMakeTest, ServerThatExitsEarlyFails) {

@@ -155,6 +155,10 @@ TEST(ReproGpuTest, RecompiledKernelIsReplayedAndValidated) {
   EXPECT_TRUE(absl::StrContains(bad.out, "FAIL") || absl::StrContains(bad.out, "fail")) << bad.out;
   ToolResult bench = run_make({"bench", "BENCH_FLAGS=--iterations=5 --warmup=1"});
   EXPECT_EQ(bench.exit_code, 0) << bench.out << bench.err;
+  // A rebuilt code object: benched against the captured binary in the same run.
+  EXPECT_TRUE(absl::StrContains(bench.out, "--compare-original")) << bench.out;
+  EXPECT_TRUE(absl::StrContains(bench.out, "interleaved ABBA")) << bench.out;
+  EXPECT_TRUE(absl::StrContains(bench.out, "speedup ")) << bench.out;
   std::cout << v.out << rc.out << bad.out << bench.out;
   fs::remove_all(tmp);
 }

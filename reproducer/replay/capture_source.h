@@ -1,5 +1,10 @@
 // capture_source.h: one capture's manifest plus on-demand access to its chunk
-// bytes, read from a `.kcap` file (client/kerncapctl/kcap_file.h).
+// bytes, read from a `.kcap` file (client/kerncapctl/kcap_file.h), or straight
+// from a kerncap store directory (OpenStore: daemon/store/store_reader.h,
+// read-only, safe next to the kerncapd that owns the store; chunks pread from
+// the store's pack files into the caller's memory, the pack's XXH3-64 of the
+// stored bytes checked, zstd decoded; packs held open so a concurrent GC
+// cannot take them away). The rest of this comment is about the file.
 //
 // Opening checks the file's structure (header, every record's length, the
 // trailer and its record count), parses and checksums the manifest record,
@@ -42,6 +47,10 @@
 #include "client/kerncapctl/kcap_file.h"
 #include "kerncap/v1/manifest.pb.h"
 
+namespace kerncap::store {
+class StoreCapture;
+}  // namespace kerncap::store
+
 namespace kerncap::replay {
 
 class CaptureSource {
@@ -49,10 +58,20 @@ class CaptureSource {
   // `unlink_after_open`: remove the file once indexed (temp exports).
   static absl::StatusOr<std::unique_ptr<CaptureSource>> OpenKcap(const std::string& path,
                                                                 bool unlink_after_open = false);
+  // Capture `capture_id` (a full id or a unique prefix) of the store at
+  // `store_dir`, without its lock and without writing to it.
+  static absl::StatusOr<std::unique_ptr<CaptureSource>> OpenStore(const std::string& store_dir,
+                                                                 const std::string& capture_id);
   ~CaptureSource();
 
   const v1::CaptureManifest& manifest() const { return manifest_; }
-  size_t chunk_count() const { return index_.size(); }
+  size_t chunk_count() const;
+
+  // Where the chunks come from, for messages and --json: "kcap:<path>" or
+  // "store:<absolute store dir>"; the opener may replace it (a temporary
+  // export says "export").
+  const std::string& origin() const { return origin_; }
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
 
   // Also recompute each chunk's SHA-256 on read and compare it with its
   // address (default off: see the top of this file). Call before reading.
@@ -90,7 +109,7 @@ class CaptureSource {
     uint32_t raw_size = 0;        // TransferChunk.raw_size
     int codec = 0;                // TransferChunk.codec (a v1::ChunkCodec value)
   };
-  CaptureSource(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  CaptureSource(std::string path, int fd);  // out of line: StoreCapture is incomplete here
 
   absl::Status ReadManifest(kcap::KcapReader& reader);
   absl::Status IndexChunks(kcap::KcapReader& reader);
@@ -100,11 +119,13 @@ class CaptureSource {
   absl::Status ReadZstd(const Entry& e, char* out) const;
   absl::Status DataLoss(const Entry& e, absl::string_view what) const;
 
-  std::string path_;
-  int fd_;
+  std::string path_;  // the .kcap file, or the store directory
+  int fd_;            // the .kcap file; -1 for a store
+  std::string origin_;
   bool verify_content_digests_ = false;
   v1::CaptureManifest manifest_;
-  absl::flat_hash_map<std::string, Entry> index_;
+  absl::flat_hash_map<std::string, Entry> index_;  // .kcap chunk records
+  std::unique_ptr<store::StoreCapture> store_;     // or the store's chunks
 };
 
 // Number of chunks covering list.size bytes.

@@ -3,7 +3,11 @@
 //
 //   kerncap-replay validate capture.kcap [--dtype=f32 --rtol=1e-5 ...]
 //   kerncap-replay bench capture.kcap --iterations=200 --cold-l2 --json
+//   kerncap-replay bench capture.kcap --code-object=new.cubin   (+ the captured
+//                  binary, interleaved: speedup; --no-compare-original: alone)
 //   kerncap-replay run --daemon=unix:/run/kerncap/kerncapd.sock cap-7f3a
+//                  (reads kerncapd's store directly when it can: daemon_fetch.h)
+//   kerncap-replay run --store=/var/lib/kerncap/store cap-7f3a   (read-only)
 //   kerncap-replay serve capture.kcap --socket=/tmp/k.sock   (resident mode,
 //   kerncap-replay submit --socket=/tmp/k.sock cand.cubin     serve/serve_cli.h)
 //
@@ -48,8 +52,10 @@ constexpr int kExitError = 3;
 constexpr int kExitNoDevice = 77;
 
 struct Common {
-  std::string source;  // .kcap path, or capture id with --daemon
+  std::string source;  // .kcap path, or capture id with --daemon / --store
   std::string daemon;
+  std::string store;       // read the capture from this store directory (read-only)
+  bool via_export = false;  // --daemon: always stream through ExportCapture
   int device = -1;
   bool json = false;
   bool no_relocate = false;
@@ -78,17 +84,26 @@ int Error(const absl::Status& s, bool json) {
   return code;
 }
 
+// Where the chunks come from (said on stderr; --json reports origin()):
+// --store: that store directory; --daemon: kerncapd's store directly when
+// this process can read it, else its export stream (daemon_fetch.h); else
+// SOURCE is a .kcap file.
 absl::StatusOr<std::unique_ptr<CaptureSource>> OpenCaptureFile(const Common& c) {
-  if (c.daemon.empty()) return CaptureSource::OpenKcap(c.source);
-  std::string tmp = (std::filesystem::temp_directory_path() /
-                     absl::StrCat("kerncap-replay-", ::getpid(), ".kcap"))
-                        .string();
-  auto id = FetchCaptureFromDaemon(c.daemon, c.source, tmp);
-  if (!id.ok()) {
-    std::filesystem::remove(tmp);
-    return id.status();
+  if (!c.store.empty()) {
+    auto src = CaptureSource::OpenStore(c.store, c.source);
+    if (src.ok()) {
+      std::cerr << "kerncap-replay: reading " << (*src)->manifest().capture_id()
+                << " from store " << (*src)->origin().substr(6) << " (read-only)" << std::endl;
+    }
+    return src;
   }
-  return CaptureSource::OpenKcap(tmp, /*unlink_after_open=*/true);
+  if (c.daemon.empty()) return CaptureSource::OpenKcap(c.source);
+  DaemonSourceOptions options;
+  options.allow_store = !c.via_export;
+  std::string note;
+  auto src = OpenDaemonCapture(c.daemon, c.source, options, &note);
+  if (src.ok() && !note.empty()) std::cerr << "kerncap-replay: " << note << std::endl;
+  return src;
 }
 
 absl::StatusOr<std::unique_ptr<CaptureSource>> OpenSource(const Common& c) {
@@ -113,9 +128,18 @@ absl::StatusOr<std::unique_ptr<ReplaySession>> OpenSession(const Common& c,
 }
 
 void AddCommon(CLI::App* app, Common* c) {
-  app->add_option("SOURCE", c->source, "capture file (.kcap), or a capture id with --daemon")
+  app->add_option("SOURCE", c->source,
+                  "capture file (.kcap), or a capture id with --daemon or --store")
       ->required();
-  app->add_option("--daemon", c->daemon, "read the capture from kerncapd at unix:PATH");
+  app->add_option("--daemon", c->daemon,
+                  "read the capture from kerncapd at unix:PATH (its store directly when "
+                  "readable here, else through its export stream)");
+  app->add_option("--store", c->store,
+                  "read the capture (SOURCE: id or unique prefix) from this kerncap store "
+                  "directory, read-only (no lock; fine while kerncapd runs)");
+  app->add_flag("--via-export", c->via_export,
+                "with --daemon: always stream the capture through kerncapd's export, even when "
+                "its store is readable here");
   app->add_option("--device", c->device, "GPU ordinal (default: the captured one)");
   app->add_flag("--json", c->json, "print one JSON document on stdout");
   app->add_flag("--no-relocate", c->no_relocate,
@@ -154,6 +178,12 @@ std::optional<int> MaybeHsa(const char* command, const Common& c,
                                         "(ROCm HSA headers or LLVM 15 missing at build time)"),
                c.json);
 #else
+  if (bo != nullptr && bo->compare_original) {
+    return Error(absl::UnimplementedError(
+                     "--compare-original is not supported for HSA captures yet (bench the "
+                     "variant and the captured code object in two runs)"),
+                 c.json);
+  }
   if (c.no_relocate || c.force_relocate || c.device >= 0) {
     std::cerr << "kerncap-replay: --device, --no-relocate and --force-relocate do not apply to "
                  "HSA replay (first GPU agent, original addresses only)\n";
@@ -173,6 +203,7 @@ std::optional<int> MaybeHsa(const char* command, const Common& c,
       j["command"] = "run";
       j["platform"] = "hsa";
       j["hsa"] = hs.HsaJson();
+      j["source"] = (*src)->origin();
       std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << FormatReplayInfo(*info) << "launch: " << info->launch_ms << " ms\n";
@@ -186,6 +217,7 @@ std::optional<int> MaybeHsa(const char* command, const Common& c,
       nlohmann::json j = ValidationJson(*report);
       j["platform"] = "hsa";
       j["hsa"] = hs.HsaJson();
+      j["source"] = (*src)->origin();
       std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << FormatValidation(*report);
@@ -203,6 +235,7 @@ std::optional<int> MaybeHsa(const char* command, const Common& c,
     nlohmann::json j = BenchJson(*report, samples);
     j["platform"] = "hsa";
     j["hsa"] = hs.HsaJson();
+    j["source"] = (*src)->origin();
     std::cout << j.dump(2) << std::endl;
   } else {
     std::cout << FormatBench(*report);
@@ -255,6 +288,13 @@ int Main(int argc, char** argv) {
   bench->add_flag("--no-restore-each", restore_off, "never restore between launches")
       ->excludes("--restore-each");
   bench->add_flag("--samples", samples, "include every sample in the JSON");
+  bool compare_on = false, compare_off = false;
+  bench->add_flag("--compare-original", compare_on,
+                  "also time the captured code object in the same run, interleaved (ABBA) "
+                  "with the --code-object variant, and report the speedup (default: on "
+                  "whenever --code-object is given; CUDA only)");
+  bench->add_flag("--no-compare-original", compare_off, "time only the loaded code object")
+      ->excludes("--compare-original");
 
   serve::ServeCommands serve_commands(&app);  // serve, submit
 
@@ -276,6 +316,7 @@ int Main(int argc, char** argv) {
     if (run_c.json) {
       nlohmann::json j = ReplayInfoJson((*s)->info());
       j["command"] = "run";
+      j["source"] = src->origin();  // kcap:<file> | store:<dir> | export
       std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << FormatReplayInfo((*s)->info()) << "launch: " << *ms << " ms\n";
@@ -306,7 +347,9 @@ int Main(int argc, char** argv) {
     auto report = (*s)->Validate(cmp);
     if (!report.ok()) return Error(report.status(), val_c.json);
     if (val_c.json) {
-      std::cout << ValidationJson(*report).dump(2) << std::endl;
+      nlohmann::json j = ValidationJson(*report);
+      j["source"] = src->origin();
+      std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << FormatValidation(*report);
     }
@@ -315,13 +358,19 @@ int Main(int argc, char** argv) {
   if (bench->parsed()) {
     if (restore_on) bo.restore_each = 1;
     if (restore_off) bo.restore_each = 0;
+    // HSA cannot compare yet: MaybeHsa refuses an explicit --compare-original.
+    bo.compare_original = compare_on;
     if (auto rc = MaybeHsa("bench", bench_c, &src, nullptr, &bo, samples)) return *rc;
+    // CUDA: a variant is benched against the captured binary unless told not to.
+    bo.compare_original = compare_on || (!compare_off && !bench_c.code_object.empty());
     auto s = OpenSession(bench_c, &src);
     if (!s.ok()) return Error(s.status(), bench_c.json);
     auto report = (*s)->Bench(bo);
     if (!report.ok()) return Error(report.status(), bench_c.json);
     if (bench_c.json) {
-      std::cout << BenchJson(*report, samples).dump(2) << std::endl;
+      nlohmann::json j = BenchJson(*report, samples);
+      j["source"] = src->origin();
+      std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << FormatBench(*report);
     }

@@ -6,8 +6,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "reproducer/replay/replay_session.h"
@@ -16,18 +18,26 @@
 namespace kerncap::replay {
 namespace {
 
-// add_one(unsigned long long** table, unsigned n): for i < n,
-// (*table)[i] += 1 — one level of pointer indirection through device memory,
-// so relocation must patch a pointer stored in a buffer, not only the argument.
-constexpr char kPtx[] = R"(
+// The kernel: testing::kAddOnePtx (replay_test_util.h).
+constexpr const char* kPtx = testing::kAddOnePtx;
+
+// The same kernel, made slow: every thread first spins for 200000 clock
+// cycles (clock64 reads cannot be optimized away), then does the same work.
+constexpr char kSlowPtx[] = R"(
 .version 7.8
 .target sm_90
 .address_size 64
 .visible .entry add_one(.param .u64 table, .param .u32 n)
 {
-  .reg .pred %p<2>;
+  .reg .pred %p<3>;
   .reg .b32 %r<6>;
-  .reg .b64 %rd<8>;
+  .reg .b64 %rd<11>;
+  mov.u64 %rd8, %clock64;
+SPIN:
+  mov.u64 %rd9, %clock64;
+  sub.s64 %rd10, %rd9, %rd8;
+  setp.lt.s64 %p2, %rd10, 200000;
+  @%p2 bra SPIN;
   ld.param.u64 %rd1, [table];
   ld.param.u32 %r1, [n];
   mov.u32 %r2, %ctaid.x;
@@ -68,6 +78,32 @@ class ReplayGpuTest : public ::testing::Test {
   }
   void TearDown() override {
     if (!path_.empty()) std::filesystem::remove(path_);
+    if (!path_.empty()) std::filesystem::remove(path_ + ".ptx");
+  }
+
+  // bench --compare-original with `variant_ptx` as the --code-object.
+  absl::StatusOr<BenchReport> BenchAgainstOriginal(const char* variant_ptx, int iterations,
+                                                   ValidationReport* after) {
+    const std::string code = path_ + ".ptx";
+    std::ofstream(code, std::ios::binary) << variant_ptx;
+    auto src = CaptureSource::OpenKcap(path_);
+    if (!src.ok()) return src.status();
+    SessionOptions o;
+    o.code_object_path = code;
+    auto s = ReplaySession::Create(src->get(), o);
+    if (!s.ok()) return s.status();
+    BenchOptions bo;
+    bo.warmup = 3;
+    bo.iterations = iterations;
+    bo.compare_original = true;
+    auto r = (*s)->Bench(bo);
+    if (!r.ok()) return r.status();
+    // Every launch started from restored inputs: the memory now holds one
+    // launch's result, whichever binary ran last.
+    auto v = (*s)->CompareWithPostImage(CompareOptions{});
+    if (!v.ok()) return v.status();
+    *after = *v;
+    return r;
   }
 
   // Writes the capture; `golden_delta` is what the post image says each
@@ -169,6 +205,45 @@ TEST_F(ReplayGpuTest, WrongGoldenImageFails) {
   EXPECT_EQ(r->regions[1].stats.elements_failing, differing);
   EXPECT_EQ(r->regions[1].stats.bytes_differing, differing);
   EXPECT_EQ(r->regions[1].stats.first_diff_offset, 0);
+}
+
+TEST_F(ReplayGpuTest, BenchComparesASlowerVariantWithTheCapturedBinary) {
+  WriteCapture(1);
+  ValidationReport after;
+  auto r = BenchAgainstOriginal(kSlowPtx, 20, &after);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::fprintf(stderr, "%s", FormatBench(*r).c_str());
+  ASSERT_TRUE(r->compared);
+  EXPECT_TRUE(r->restore_each);  // add_one writes its input
+  EXPECT_EQ(r->samples_ms.size(), 20u);
+  EXPECT_EQ(r->comparison.original_samples_ms.size(), 20u);
+  EXPECT_EQ(r->comparison.order, "ABBA");
+  EXPECT_GT(r->comparison.original_stats.median_ms, 0.0);
+  EXPECT_GT(r->stats.median_ms, r->comparison.original_stats.median_ms);
+  EXPECT_LT(r->comparison.speedup.speedup, 1.0);
+  EXPECT_LT(r->comparison.speedup.pair_p90, 1.0);  // every pair, or nearly, says slower
+  EXPECT_EQ(r->comparison.speedup.pairs, 20u);
+  nlohmann::json j = BenchJson(*r, false);
+  EXPECT_EQ(j["compare_original"], true);
+  EXPECT_EQ(j["original"]["median_ms"], r->comparison.original_stats.median_ms);
+  EXPECT_EQ(j["original"]["code_object"], "selftest.ptx");
+  EXPECT_LT(j["speedup"].get<double>(), 1.0);
+  EXPECT_TRUE(absl::StrContains(FormatBench(*r), "the variant is slower"));
+  EXPECT_TRUE(after.passed()) << FormatValidation(after);
+}
+
+TEST_F(ReplayGpuTest, BenchOfTheCapturedBinaryAgainstItselfIsEven) {
+  WriteCapture(1);
+  ValidationReport after;
+  auto r = BenchAgainstOriginal(kPtx, 50, &after);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::fprintf(stderr, "%s", FormatBench(*r).c_str());
+  ASSERT_TRUE(r->compared);
+  EXPECT_GT(r->comparison.speedup.speedup, 0.7);
+  EXPECT_LT(r->comparison.speedup.speedup, 1.4);
+  EXPECT_GT(r->comparison.speedup.pair_median, 0.7);
+  EXPECT_LT(r->comparison.speedup.pair_median, 1.4);
+  EXPECT_TRUE(after.passed()) << FormatValidation(after);
 }
 
 }  // namespace

@@ -118,6 +118,7 @@ ReplaySession::~ReplaySession() {
     if (stop_) cu_.cuEventDestroy(stop_);
     if (stream_) cu_.cuStreamDestroy(stream_);
     if (module_) cu_.cuModuleUnload(module_);
+    if (orig_module_) cu_.cuModuleUnload(orig_module_);
   }
   for (auto& [va, size] : mapped_) cu_.cuMemUnmap(va, size);
   for (CUmemGenericAllocationHandle h : handles_) cu_.cuMemRelease(h);
@@ -477,8 +478,11 @@ absl::Status ReplaySession::UploadPreImage() {
 }
 
 absl::Status ReplaySession::UploadRegion(size_t index) {
+  return UploadRegionTo(index, placements_[index], /*count=*/true);
+}
+
+absl::Status ReplaySession::UploadRegionTo(size_t index, const Placement& p, bool count) {
   const v1::Region& r = src_->manifest().pre().regions(static_cast<int>(index));
-  const Placement& p = placements_[index];
   const v1::ChunkList& list = r.data();
   std::string buf;
   for (uint64_t i = 0; i < ChunkCount(list); ++i) {
@@ -490,16 +494,17 @@ absl::Status ReplaySession::UploadRegion(size_t index) {
     } else {
       KC_RETURN_IF_ERROR(src_->ReadChunk(digest, len, &buf));
       if (!relocator_.empty()) {
-        info_.patched_words += relocator_.PatchWords(r.va() + off, buf.data(), buf.size());
+        const uint64_t patched = relocator_.PatchWords(r.va() + off, buf.data(), buf.size());
+        if (count) info_.patched_words += patched;
       }
       KC_RETURN_IF_ERROR(CopyToReplay(p, off, buf));
     }
-    info_.restored_bytes += len;
+    if (count) info_.restored_bytes += len;
   }
   return absl::OkStatus();
 }
 
-absl::Status ReplaySession::LoadCode() {
+absl::StatusOr<std::string> ReplaySession::CapturedImage(std::string* name) const {
   const v1::CaptureManifest& m = src_->manifest();
   const v1::CodeObject* code = &m.code_objects(0);
   for (const v1::CodeObject& c : m.code_objects()) {
@@ -507,22 +512,30 @@ absl::Status ReplaySession::LoadCode() {
       code = &c;
     }
   }
+  *name = code->name().empty() ? "captured" : code->name();
   std::string image;
-  std::string image_name = code->name();
+  image.reserve(code->data().size() + 1);
+  std::string buf;
+  for (uint64_t i = 0; i < ChunkCount(code->data()); ++i) {
+    KC_RETURN_IF_ERROR(src_->ReadChunk(code->data().chunk_digests(static_cast<int>(i)),
+                                       ChunkLength(code->data(), i), &buf));
+    image += buf;
+  }
+  if (code->format() == v1::CODE_OBJECT_PTX) image.push_back('\0');
+  return image;
+}
+
+absl::Status ReplaySession::LoadCode() {
+  const v1::CaptureManifest& m = src_->manifest();
+  std::string image;
+  std::string image_name;
   if (!options_.code_object_path.empty()) {
     // --code-object: a rebuilt kernel (reproducer `make recompile`).
     KC_ASSIGN_OR_RETURN(image, ReadFile(options_.code_object_path));
     image_name = options_.code_object_path;
     if (image.compare(0, 4, "\x7f" "ELF") != 0) image.push_back('\0');  // PTX text
   } else {
-    image.reserve(code->data().size() + 1);
-    std::string buf;
-    for (uint64_t i = 0; i < ChunkCount(code->data()); ++i) {
-      KC_RETURN_IF_ERROR(src_->ReadChunk(code->data().chunk_digests(static_cast<int>(i)),
-                                         ChunkLength(code->data(), i), &buf));
-      image += buf;
-    }
-    if (code->format() == v1::CODE_OBJECT_PTX) image.push_back('\0');
+    KC_ASSIGN_OR_RETURN(image, CapturedImage(&image_name));
   }
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleLoadData(&module_, image.data()),
                                absl::StrCat("cuModuleLoadData(", image_name, ", ",
@@ -536,6 +549,41 @@ absl::Status ReplaySession::LoadCode() {
   }
   KC_RETURN_IF_ERROR(cu_.Check(gr, absl::StrCat("cuModuleGetFunction(", name, ")")));
   return absl::OkStatus();
+}
+
+absl::Status ReplaySession::LoadOriginal() {
+  if (orig_function_ != nullptr) return absl::OkStatus();
+  const v1::CaptureManifest& m = src_->manifest();
+  KC_ASSIGN_OR_RETURN(std::string image, CapturedImage(&orig_name_));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleLoadData(&orig_module_, image.data()),
+                               absl::StrCat("cuModuleLoadData(captured code object ", orig_name_,
+                                            ", beside the variant)")));
+  const std::string& name = m.kernel().mangled_name();
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetFunction(&orig_function_, orig_module_, name.c_str()),
+                               absl::StrCat("cuModuleGetFunction(", name, ") in the captured "
+                                            "code object")));
+  // The same launch conditions as the variant: captured attributes...
+  KC_RETURN_IF_ERROR(ApplyAttributesTo(orig_function_, nullptr));
+  // ...and the captured module variables, in this module's own copies.
+  orig_globals_.clear();
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    if (!IsGlobalKind(r.kind())) continue;
+    CUdeviceptr dptr = 0;
+    size_t bytes = 0;
+    CUresult cr = cu_.cuModuleGetGlobal(&dptr, &bytes, orig_module_, r.name().c_str());
+    if (cr != CUDA_SUCCESS || bytes != r.data().size()) {
+      Warn(absl::StrCat("module variable '", r.name(), "' not restored in the captured code "
+                        "object loaded for the comparison (",
+                        cr != CUDA_SUCCESS ? cu_.ErrorText(cr) : absl::StrCat(bytes, " bytes"),
+                        ")"));
+      continue;
+    }
+    orig_globals_.emplace_back(static_cast<size_t>(i), dptr);
+    KC_RETURN_IF_ERROR(UploadRegionTo(static_cast<size_t>(i), Placement{true, false, dptr},
+                                      /*count=*/false));
+  }
+  return cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (captured code object loaded)");
 }
 
 absl::Status ReplaySession::RestoreGlobals() {
@@ -837,6 +885,8 @@ absl::StatusOr<std::vector<ReplaySession::Chunk>> ReplaySession::WrittenChunks()
       Chunk ch;
       ch.replay_va = p.replay_va + ChunkOffset(r.data(), c);
       ch.host = p.host;
+      ch.region = static_cast<size_t>(it->second);
+      ch.offset = ChunkOffset(r.data(), c);
       KC_RETURN_IF_ERROR(src_->ReadChunk(r.data().chunk_digests(static_cast<int>(c)),
                                          ChunkLength(r.data(), c), &ch.bytes));
       if (!relocator_.empty()) {
@@ -858,10 +908,17 @@ absl::Status ReplaySession::RestoreWrittenRegions() {
   }
   KC_RETURN_IF_ERROR(
       cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (before restoring written regions)"));
-  for (const Chunk& c : *written_) {
+  return RestoreChunks(*written_);
+}
+
+absl::Status ReplaySession::RestoreChunks(const std::vector<Chunk>& chunks) {
+  for (const Chunk& c : chunks) {
     KC_RETURN_IF_ERROR(CopyToReplay(Placement{true, c.host, c.replay_va}, 0, c.bytes));
   }
-  // A copy from pageable memory may return before its DMA has finished.
+  // cuMemcpyHtoD from pageable memory (the chunks are std::strings) may return
+  // once the bytes are staged, before the DMA has landed, and it runs on the
+  // legacy stream, which the non-blocking launch stream does not wait for: a
+  // kernel launched now could read half-restored inputs. Wait for the copies.
   return cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (after restoring written regions)");
 }
 
@@ -875,6 +932,31 @@ absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {
   for (const Chunk& c : written) report.restore_bytes_per_iteration += c.bytes.size();
   if (!report.restore_each) report.restore_bytes_per_iteration = 0;
 
+  // --compare-original: the captured code object as a second module; its
+  // written chunks are the variant's, except module variables, which live
+  // in each module.
+  std::vector<Chunk> written_orig;
+  if (options.compare_original) {
+    KC_RETURN_IF_ERROR(LoadOriginal());
+    absl::flat_hash_map<size_t, uint64_t> orig_globals(orig_globals_.begin(), orig_globals_.end());
+    const v1::CaptureManifest& m = src_->manifest();
+    for (const Chunk& c : written) {
+      if (!IsGlobalKind(m.pre().regions(static_cast<int>(c.region)).kind())) {
+        written_orig.push_back(c);
+        continue;
+      }
+      auto g = orig_globals.find(c.region);
+      if (g == orig_globals.end()) continue;
+      Chunk oc = c;
+      oc.replay_va = g->second + c.offset;
+      written_orig.push_back(std::move(oc));
+    }
+    report.compared = true;
+    report.comparison.variant = options_.code_object_path;
+    report.comparison.original = orig_name_;
+    report.comparison.order = "ABBA";
+  }
+
   CUdeviceptr flush = 0;
   size_t flush_words = 0;
   if (options.cold_l2) {
@@ -885,32 +967,54 @@ absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAlloc(&flush, bytes), "cuMemAlloc(L2 flush buffer)"));
     flush_words = bytes / 4;
   }
+  unsigned launches = 0;
+  // One timed launch of `f` from its restored inputs (and a cold L2).
+  auto time_one = [&](CUfunction f, const std::vector<Chunk>& restore,
+                      float* ms) -> absl::Status {
+    if (report.restore_each) KC_RETURN_IF_ERROR(RestoreChunks(restore));
+    if (flush != 0) {
+      KC_RETURN_IF_ERROR(cu_.Check(
+          cu_.cuMemsetD32Async(flush, launches, flush_words, stream_), "L2 flush"));
+    }
+    ++launches;
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start_, stream_), "cuEventRecord"));
+    KC_RETURN_IF_ERROR(LaunchFunctionAsync(f, stream_));
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(stop_, stream_), "cuEventRecord"));
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventSynchronize(stop_), "kernel execution"));
+    return cu_.Check(cu_.cuEventElapsedTime(ms, start_, stop_), "cuEventElapsedTime");
+  };
   absl::Status st;
   const int total = options.warmup + options.iterations;
   for (int it = 0; it < total && st.ok(); ++it) {
-    if (report.restore_each) {
-      for (const Chunk& c : written) {
-        st = CopyToReplay(Placement{true, c.host, c.replay_va}, 0, c.bytes);
-        if (!st.ok()) break;
-      }
-      if (!st.ok()) break;
-    }
-    if (flush != 0) {
-      st = cu_.Check(cu_.cuMemsetD32Async(flush, static_cast<unsigned>(it), flush_words, stream_),
-                     "L2 flush");
-      if (!st.ok()) break;
-    }
-    st = cu_.Check(cu_.cuEventRecord(start_, stream_), "cuEventRecord");
-    if (st.ok()) st = LaunchAsync();
-    if (st.ok()) st = cu_.Check(cu_.cuEventRecord(stop_, stream_), "cuEventRecord");
-    if (st.ok()) st = cu_.Check(cu_.cuEventSynchronize(stop_), "kernel execution");
     float ms = 0;
-    if (st.ok()) st = cu_.Check(cu_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
-    if (st.ok() && it >= options.warmup) report.samples_ms.push_back(ms);
+    if (!report.compared) {
+      st = time_one(function_, written, &ms);
+      if (st.ok() && it >= options.warmup) report.samples_ms.push_back(ms);
+      continue;
+    }
+    // ABBA: pair `it` runs variant then original when even, the other way
+    // round when odd (A B B A A B ...), so a drift of clocks or temperature
+    // over the run, or a launch favoured by coming first or second, hits both.
+    float orig_ms = 0;
+    const bool variant_first = it % 2 == 0;
+    for (int k = 0; k < 2 && st.ok(); ++k) {
+      const bool variant = (k == 0) == variant_first;
+      st = variant ? time_one(function_, written, &ms)
+                   : time_one(orig_function_, written_orig, &orig_ms);
+    }
+    if (st.ok() && it >= options.warmup) {
+      report.samples_ms.push_back(ms);
+      report.comparison.original_samples_ms.push_back(orig_ms);
+    }
   }
   if (flush != 0) cu_.cuMemFree(flush);
   KC_RETURN_IF_ERROR(st);
   report.stats = ComputeBenchStats(report.samples_ms);
+  if (report.compared) {
+    report.comparison.original_stats = ComputeBenchStats(report.comparison.original_samples_ms);
+    report.comparison.speedup =
+        ComputeSpeedup(report.comparison.original_samples_ms, report.samples_ms);
+  }
   if (!report.samples_ms.empty()) info_.launch_ms = report.stats.median_ms;
   report.info = info_;
   return report;

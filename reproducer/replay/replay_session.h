@@ -16,7 +16,8 @@
 //               configuration with the captured argument blob; device time.
 //   Validate(): compares device memory with the captured post-dispatch image.
 //   Bench():    warm-up + timed iterations (optional cold L2, restore of
-//               written regions before each launch).
+//               written regions before each launch); optionally interleaved
+//               with the captured code object as a baseline (speedup).
 #ifndef KERNCAP_REPRODUCER_REPLAY_REPLAY_SESSION_H_
 #define KERNCAP_REPRODUCER_REPLAY_REPLAY_SESSION_H_
 
@@ -57,6 +58,14 @@ struct BenchOptions {
   int iterations = 50;
   bool cold_l2 = false;
   int restore_each = -1;  // -1: automatic (on when the kernel writes memory)
+  // Also time the captured code object, loaded as a second module beside the
+  // one under test (SessionOptions::code_object_path; without one the
+  // captured code object is compared with itself: a noise check). Both get
+  // the captured function attributes and module variables; launches
+  // alternate in ABBA order, each after the same restore (and L2 flush);
+  // warm-up and iterations count pairs. BenchReport::comparison has both
+  // binaries' statistics and the speedup.
+  bool compare_original = false;
 };
 
 class ReplaySession {
@@ -91,6 +100,9 @@ class ReplaySession {
   // Enqueues one launch of `f` on `stream` with the captured configuration
   // and argument blob (LaunchAsync() is this with the captured kernel).
   absl::Status LaunchFunctionAsync(CUfunction f, CUstream stream);
+  // The captured code object's bytes (PTX NUL-terminated); *name: its name
+  // (a baseline beside candidates: bench --compare-original, serve).
+  absl::StatusOr<std::string> CapturedImage(std::string* name) const;
 
   // --- Embedding (capi/: libkerncap_replay.so), after Prepare() -----------
   // The calling thread needs the session's context current (context()).
@@ -115,6 +127,8 @@ class ReplaySession {
   struct Chunk {             // a written chunk's pre-dispatch bytes (bench restore)
     uint64_t replay_va = 0;
     bool host = false;
+    size_t region = 0;       // pre-image region index
+    uint64_t offset = 0;     // in the region
     std::string bytes;
   };
 
@@ -139,7 +153,14 @@ class ReplaySession {
   absl::Status PlaceHostRegions();
   absl::Status UploadPreImage();           // every restored region, pipelined
   absl::Status UploadRegion(size_t index);  // one region, chunk by chunk (globals)
+  // The same to `p` (count: add to info_'s restored bytes and patched words).
+  absl::Status UploadRegionTo(size_t index, const Placement& p, bool count);
   absl::Status LoadCode();
+  // Bench --compare-original: the captured code object as a second module
+  // (orig_*), attributes applied, module variables restored into it.
+  absl::Status LoadOriginal();
+  // Copies `chunks` back and waits until they have landed.
+  absl::Status RestoreChunks(const std::vector<Chunk>& chunks);
   absl::Status RestoreGlobals();
   absl::Status ApplyAttributes();
   absl::Status PrepareArguments();
@@ -158,6 +179,10 @@ class ReplaySession {
   CUcontext ctx_ = nullptr;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
+  CUmodule orig_module_ = nullptr;      // bench --compare-original: the captured code
+  CUfunction orig_function_ = nullptr;  // object beside a variant
+  std::string orig_name_;
+  std::vector<std::pair<size_t, CUdeviceptr>> orig_globals_;  // pre region -> its address there
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,7 +38,44 @@ BenchStats ComputeBenchStats(std::vector<double> s) {
   return b;
 }
 
+double Percentile(std::vector<double> s, double p) {
+  if (s.empty()) return 0;
+  std::sort(s.begin(), s.end());
+  const double pos = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(s.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, s.size() - 1);
+  return s[lo] + (pos - static_cast<double>(lo)) * (s[hi] - s[lo]);
+}
+
+SpeedupStats ComputeSpeedup(const std::vector<double>& original_ms,
+                            const std::vector<double>& variant_ms) {
+  SpeedupStats r;
+  const BenchStats o = ComputeBenchStats(original_ms);
+  const BenchStats v = ComputeBenchStats(variant_ms);
+  if (o.iterations == 0 || v.iterations == 0) return r;
+  r.speedup = v.median_ms > 0 ? o.median_ms / v.median_ms
+                              : std::numeric_limits<double>::infinity();
+  std::vector<double> ratios;
+  for (size_t k = 0; k < std::min(original_ms.size(), variant_ms.size()); ++k) {
+    if (variant_ms[k] > 0) ratios.push_back(original_ms[k] / variant_ms[k]);
+  }
+  r.pairs = ratios.size();
+  if (ratios.empty()) return r;
+  const BenchStats rs = ComputeBenchStats(ratios);
+  r.pair_median = rs.median_ms;
+  r.pair_min = rs.min_ms;
+  r.pair_max = rs.max_ms;
+  r.pair_p10 = Percentile(ratios, 10);
+  r.pair_p90 = Percentile(ratios, 90);
+  return r;
+}
+
 namespace {
+
+nlohmann::json StatsJson(const BenchStats& s) {
+  return {{"iterations", s.iterations}, {"min_ms", s.min_ms},       {"median_ms", s.median_ms},
+          {"max_ms", s.max_ms},         {"mean_ms", s.mean_ms},     {"stddev_ms", s.stddev_ms}};
+}
 
 // JSON has no infinity: report it as a string.
 nlohmann::json Num(double v) {
@@ -137,6 +175,25 @@ nlohmann::json BenchJson(const BenchReport& report, bool include_samples) {
   j["mean_ms"] = report.stats.mean_ms;
   j["stddev_ms"] = report.stats.stddev_ms;
   if (include_samples) j["samples_ms"] = report.samples_ms;
+  j["compare_original"] = report.compared;
+  if (report.compared) {
+    const BenchComparison& c = report.comparison;
+    nlohmann::json variant = StatsJson(report.stats);
+    variant["code_object"] = c.variant;
+    nlohmann::json original = StatsJson(c.original_stats);
+    original["code_object"] = c.original;
+    if (include_samples) original["samples_ms"] = c.original_samples_ms;
+    j["variant"] = variant;
+    j["original"] = original;
+    j["interleave"] = c.order;
+    j["speedup"] = Num(c.speedup.speedup);
+    j["speedup_pairs"] = {{"pairs", c.speedup.pairs},
+                          {"median", Num(c.speedup.pair_median)},
+                          {"p10", Num(c.speedup.pair_p10)},
+                          {"p90", Num(c.speedup.pair_p90)},
+                          {"min", Num(c.speedup.pair_min)},
+                          {"max", Num(c.speedup.pair_max)}};
+  }
   return j;
 }
 
@@ -197,13 +254,42 @@ std::string FormatValidation(const ValidationReport& report) {
 
 std::string FormatBench(const BenchReport& r) {
   std::string out = FormatReplayInfo(r.info);
-  absl::StrAppendFormat(&out, "bench: %d warm-up, %u iterations%s%s\n", r.warmup,
-                        r.stats.iterations, r.cold_l2 ? ", cold L2" : "",
+  absl::StrAppendFormat(&out, "bench: %d warm-up, %u iterations%s%s%s\n", r.warmup,
+                        r.stats.iterations, r.compared ? " of each binary" : "",
+                        r.cold_l2 ? ", cold L2" : "",
                         r.restore_each ? ", written regions restored before each launch" : "");
+  auto line = [&out](const BenchStats& s) {
+    absl::StrAppendFormat(
+        &out, "min %.4f ms  median %.4f ms  max %.4f ms  mean %.4f ms  stddev %.4f ms\n",
+        s.min_ms, s.median_ms, s.max_ms, s.mean_ms, s.stddev_ms);
+  };
+  if (!r.compared) {
+    line(r.stats);
+    return out;
+  }
+  const BenchComparison& c = r.comparison;
+  const SpeedupStats& sp = c.speedup;
+  absl::StrAppendFormat(&out, "interleaved %s (A = variant, B = original), same restore%s before "
+                        "every launch\n", c.order, r.cold_l2 ? " and L2 flush" : "");
+  absl::StrAppendFormat(&out, "variant  %s:\n  ", c.variant.empty() ? "(captured code object)"
+                                                                   : c.variant);
+  line(r.stats);
+  absl::StrAppendFormat(&out, "original %s (captured):\n  ", c.original);
+  line(c.original_stats);
   absl::StrAppendFormat(&out,
-                        "min %.4f ms  median %.4f ms  max %.4f ms  mean %.4f ms  stddev %.4f ms\n",
-                        r.stats.min_ms, r.stats.median_ms, r.stats.max_ms, r.stats.mean_ms,
-                        r.stats.stddev_ms);
+                        "speedup %.3fx (original median / variant median; > 1: the variant is "
+                        "faster)\n",
+                        sp.speedup);
+  absl::StrAppendFormat(&out,
+                        "  per pair (%u pairs): median %.3fx, p10..p90 %.3fx..%.3fx, "
+                        "min..max %.3fx..%.3fx\n",
+                        sp.pairs, sp.pair_median, sp.pair_p10, sp.pair_p90, sp.pair_min,
+                        sp.pair_max);
+  if (sp.pairs > 0 && sp.pair_p10 <= 1.0 && sp.pair_p90 >= 1.0) {
+    out += "  the p10..p90 band spans 1.0: no clear difference\n";
+  } else if (sp.pairs > 0) {
+    out += sp.speedup > 1 ? "  the variant is faster\n" : "  the variant is slower\n";
+  }
   return out;
 }
 

@@ -72,14 +72,44 @@ struct BenchStats {
 // the middle two. Empty input gives all zeros.
 BenchStats ComputeBenchStats(std::vector<double> samples_ms);
 
+// A variant against the original (captured) binary, timed in one run.
+// speedup = original median / variant median (> 1: the variant is faster).
+// Its spread comes from the pairs: launch k of the variant and launch k of
+// the original ran back to back, so each pair's ratio original/variant sees
+// the same clocks and thermal state; the ratios' median, 10th/90th
+// percentiles and extremes say how stable the speedup is.
+struct SpeedupStats {
+  size_t pairs = 0;
+  double speedup = 0;  // original median / variant median
+  double pair_median = 0, pair_p10 = 0, pair_p90 = 0, pair_min = 0, pair_max = 0;
+};
+// Pairs (original[k], variant[k]) up to the shorter vector; a pair with a
+// variant time <= 0 gives no ratio. A variant median of 0 gives infinity.
+// Percentiles interpolate linearly between the closest ranks.
+SpeedupStats ComputeSpeedup(const std::vector<double>& original_ms,
+                            const std::vector<double>& variant_ms);
+// The p-th percentile (0..100) of `samples` (linear interpolation; 0 when empty).
+double Percentile(std::vector<double> samples, double p);
+
+struct BenchComparison {
+  std::string variant;   // the variant's code object (--code-object); empty: captured
+  std::string original;  // the captured code object's name
+  std::string order;     // how launches were interleaved, e.g. "ABBA"
+  BenchStats original_stats;
+  std::vector<double> original_samples_ms;  // pair k: samples_ms[k], original_samples_ms[k]
+  SpeedupStats speedup;
+};
+
 struct BenchReport {
   ReplayInfo info;
-  BenchStats stats;
+  BenchStats stats;  // the kernel as loaded (the variant when comparing)
   int warmup = 0;
   bool cold_l2 = false;
   bool restore_each = false;
   uint64_t restore_bytes_per_iteration = 0;
   std::vector<double> samples_ms;
+  bool compared = false;  // comparison below is filled (--compare-original)
+  BenchComparison comparison;
 };
 
 nlohmann::json ReplayInfoJson(const ReplayInfo& info);

@@ -1,6 +1,8 @@
 #include "reproducer/replay/report.h"
 
+#include <cmath>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -132,6 +134,121 @@ TEST(ReportTest, BenchJsonAndText) {
   std::string t = FormatBench(b);
   EXPECT_TRUE(absl::StrContains(t, "cold L2"));
   EXPECT_TRUE(absl::StrContains(t, "median 2.0000 ms"));
+}
+
+TEST(SpeedupTest, PercentileInterpolates) {
+  EXPECT_EQ(Percentile({}, 50), 0.0);
+  EXPECT_EQ(Percentile({3.0}, 10), 3.0);
+  EXPECT_DOUBLE_EQ(Percentile({4.0, 1.0, 3.0, 2.0}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(Percentile({1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0}, 10), 2.0);
+  EXPECT_DOUBLE_EQ(Percentile({1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0}, 90), 10.0);
+  EXPECT_DOUBLE_EQ(Percentile({1.0, 2.0}, 90), 1.9);
+  EXPECT_EQ(Percentile({1.0, 2.0}, 0), 1.0);
+  EXPECT_EQ(Percentile({1.0, 2.0}, 100), 2.0);
+}
+
+TEST(SpeedupTest, RatioOfMediansAndPerPairSpread) {
+  // Original 2 ms, variant 1 ms, with one disturbed pair each way.
+  std::vector<double> orig = {2.0, 2.0, 2.0, 4.0, 2.0};
+  std::vector<double> var = {1.0, 1.0, 2.0, 1.0, 1.0};
+  SpeedupStats s = ComputeSpeedup(orig, var);
+  EXPECT_EQ(s.pairs, 5u);
+  EXPECT_DOUBLE_EQ(s.speedup, 2.0);  // median 2 / median 1
+  EXPECT_DOUBLE_EQ(s.pair_median, 2.0);
+  EXPECT_DOUBLE_EQ(s.pair_min, 1.0);
+  EXPECT_DOUBLE_EQ(s.pair_max, 4.0);
+  // Ratios sorted: 1 2 2 2 4 -> p10 at rank 0.4, p90 at rank 3.6.
+  EXPECT_DOUBLE_EQ(s.pair_p10, 1.4);
+  EXPECT_DOUBLE_EQ(s.pair_p90, 3.2);
+  // A slower variant: speedup below 1.
+  SpeedupStats slow = ComputeSpeedup({1.0, 1.0, 1.0}, {4.0, 5.0, 3.0});
+  EXPECT_DOUBLE_EQ(slow.speedup, 0.25);
+  EXPECT_DOUBLE_EQ(slow.pair_max, 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(slow.pair_min, 0.2);
+}
+
+TEST(SpeedupTest, EdgeCases) {
+  EXPECT_EQ(ComputeSpeedup({}, {1.0}).pairs, 0u);
+  EXPECT_EQ(ComputeSpeedup({}, {1.0}).speedup, 0.0);
+  // Unequal lengths pair up to the shorter; zero variant times give no ratio.
+  SpeedupStats s = ComputeSpeedup({2.0, 2.0, 2.0}, {1.0, 0.0});
+  EXPECT_EQ(s.pairs, 1u);
+  EXPECT_DOUBLE_EQ(s.pair_median, 2.0);
+  EXPECT_DOUBLE_EQ(s.speedup, 4.0);  // median 2 / median 0.5
+  SpeedupStats inf = ComputeSpeedup({1.0}, {0.0});
+  EXPECT_TRUE(std::isinf(inf.speedup));
+  EXPECT_EQ(inf.pairs, 0u);
+}
+
+BenchReport ComparedReport(std::vector<double> variant, std::vector<double> original) {
+  BenchReport b;
+  b.warmup = 2;
+  b.restore_each = true;
+  b.samples_ms = std::move(variant);
+  b.stats = ComputeBenchStats(b.samples_ms);
+  b.compared = true;
+  b.comparison.variant = "build/kernel.cubin";
+  b.comparison.original = "code/kernel.cubin";
+  b.comparison.order = "ABBA";
+  b.comparison.original_samples_ms = std::move(original);
+  b.comparison.original_stats = ComputeBenchStats(b.comparison.original_samples_ms);
+  b.comparison.speedup = ComputeSpeedup(b.comparison.original_samples_ms, b.samples_ms);
+  return b;
+}
+
+TEST(ReportTest, BenchComparisonJson) {
+  BenchReport b = ComparedReport({1.0, 1.0, 1.0, 1.0}, {2.0, 2.0, 3.0, 2.0});
+  nlohmann::json j = BenchJson(b, /*include_samples=*/true);
+  EXPECT_EQ(j["compare_original"], true);
+  EXPECT_EQ(j["median_ms"], 1.0);  // the top level stays the code object under test
+  EXPECT_EQ(j["variant"]["code_object"], "build/kernel.cubin");
+  EXPECT_EQ(j["variant"]["median_ms"], 1.0);
+  EXPECT_EQ(j["original"]["code_object"], "code/kernel.cubin");
+  EXPECT_EQ(j["original"]["median_ms"], 2.0);
+  EXPECT_EQ(j["original"]["max_ms"], 3.0);
+  EXPECT_EQ(j["original"]["iterations"], 4);
+  EXPECT_EQ(j["original"]["samples_ms"].size(), 4u);
+  EXPECT_EQ(j["interleave"], "ABBA");
+  EXPECT_EQ(j["speedup"], 2.0);
+  EXPECT_EQ(j["speedup_pairs"]["pairs"], 4);
+  EXPECT_EQ(j["speedup_pairs"]["median"], 2.0);
+  EXPECT_EQ(j["speedup_pairs"]["min"], 2.0);
+  EXPECT_EQ(j["speedup_pairs"]["max"], 3.0);
+  EXPECT_TRUE(j["speedup_pairs"].contains("p10"));
+  EXPECT_TRUE(j["speedup_pairs"].contains("p90"));
+  EXPECT_FALSE(BenchJson(b, false)["original"].contains("samples_ms"));
+  EXPECT_NO_THROW(nlohmann::json::parse(j.dump()));
+  // Infinity (a variant median of 0) stays valid JSON.
+  BenchReport z = ComparedReport({0.0}, {1.0});
+  EXPECT_EQ(BenchJson(z, false)["speedup"], "inf");
+  // Without a comparison: the flag, none of the comparison keys.
+  BenchReport plain;
+  plain.samples_ms = {1.0};
+  plain.stats = ComputeBenchStats(plain.samples_ms);
+  nlohmann::json pj = BenchJson(plain, false);
+  EXPECT_EQ(pj["compare_original"], false);
+  EXPECT_FALSE(pj.contains("speedup"));
+  EXPECT_FALSE(pj.contains("original"));
+}
+
+TEST(ReportTest, BenchComparisonText) {
+  std::string t = FormatBench(ComparedReport({1.0, 1.0, 1.0, 1.0}, {2.0, 2.0, 3.0, 2.0}));
+  EXPECT_TRUE(absl::StrContains(t, "4 iterations of each binary")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "interleaved ABBA")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "variant  build/kernel.cubin")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "original code/kernel.cubin (captured)")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "median 2.0000 ms")) << t;  // the original's
+  EXPECT_TRUE(absl::StrContains(t, "speedup 2.000x")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "per pair (4 pairs): median 2.000x")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "the variant is faster")) << t;
+  std::string slow = FormatBench(ComparedReport({2.0, 2.0, 2.0}, {1.0, 1.0, 1.0}));
+  EXPECT_TRUE(absl::StrContains(slow, "speedup 0.500x")) << slow;
+  EXPECT_TRUE(absl::StrContains(slow, "the variant is slower")) << slow;
+  std::string same = FormatBench(ComparedReport({1.0, 1.1, 0.9}, {1.0, 1.0, 1.0}));
+  EXPECT_TRUE(absl::StrContains(same, "no clear difference")) << same;
+  BenchReport cap = ComparedReport({1.0}, {1.0});
+  cap.comparison.variant.clear();
+  EXPECT_TRUE(absl::StrContains(FormatBench(cap), "variant  (captured code object)"));
 }
 
 }  // namespace

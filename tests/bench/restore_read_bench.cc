@@ -11,8 +11,15 @@
 // (zstd does not pay on them). It is written next to --dir and stays in the
 // page cache, so the figures are of the read path, not of the disk.
 //
+// The same chunks are also ingested into a kerncap store (daemon/store, the
+// store's own zstd decision) next to the file, and read back through
+// CaptureSource::OpenStore, the read-only path kerncap-replay takes on the
+// daemon's host (--daemon / --store): "store" rows beside the "kcap" rows
+// (--no_store skips it).
+//
 // Reports:
-//   open     CaptureSource::OpenKcap wall time (index build)
+//   open     CaptureSource::OpenKcap / OpenStore wall time (index build;
+//            pack trailers for the store)
 //   read     --threads (default: hardware threads) workers take chunks in file
 //            order from a shared counter and ReadChunkInto a per-thread 8 MiB
 //            staging ring (as the restore pipeline does); best of --passes
@@ -28,7 +35,7 @@
 //
 // Usage: restore_read_bench [--gib=1] [--dir=/tmp] [--chunk_kib=1024]
 //                           [--compressible_pct=25] [--threads=0] [--passes=3]
-//                           [--seed=1] [--verify_digests]
+//                           [--seed=1] [--verify_digests] [--no_store]
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <fcntl.h>
@@ -53,6 +60,7 @@
 #include "absl/strings/string_view.h"
 #include "client/kerncapctl/kcap_file.h"
 #include "common/digest.h"
+#include "daemon/store/store.h"
 #include "nlohmann/json.hpp"
 #include "reproducer/replay/capture_source.h"
 
@@ -76,6 +84,7 @@ struct Options {
   int passes = 3;
   uint64_t seed = 1;
   bool verify_digests = false;
+  bool store = true;  // also measure the store path
 };
 
 // One chunk of the file as the benchmark knows it.
@@ -241,6 +250,47 @@ absl::Status WriteCapture(const std::string& path, const Options& o,
   return (*writer)->Finish();
 }
 
+// Ingests the same chunks (regenerated) into a new store at `store_dir` as
+// one capture of one region, the way kerncapd does; returns its id.
+absl::StatusOr<std::string> WriteStore(const std::string& store_dir, const Options& o,
+                                       const std::vector<ChunkInfo>& chunks) {
+  store::StoreOptions so;
+  so.dir = store_dir;
+  so.chunk_size = o.chunk_kib << 10;
+  auto st = store::Store::Open(so);
+  if (!st.ok()) return st.status();
+  auto ingest = (*st)->BeginCapture();
+  if (!ingest.ok()) return ingest.status();
+  uint64_t total = 0;
+  for (const ChunkInfo& c : chunks) total += c.size;
+  v1::Region region;
+  region.set_va(0x7f0000000000);
+  region.set_kind(v1::REGION_DEVICE);
+  region.mutable_data()->set_size(total);
+  auto h = (*ingest)->AddRegion(ImageKind::kPre, region);
+  if (!h.ok()) return h.status();
+  const std::vector<uint16_t> table = Bf16Table();
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const size_t batch = static_cast<size_t>(threads) * 4;
+  const uint64_t chunk = uint64_t{o.chunk_kib} << 10;
+  for (size_t b = 0; b < chunks.size(); b += batch) {
+    std::vector<std::shared_ptr<std::string>> raw(std::min(batch, chunks.size() - b));
+    ParallelFor(threads, raw.size(), [&](int, size_t k) {
+      ChunkInfo again = chunks[b + k];
+      raw[k] = std::make_shared<std::string>(MakeRaw(table, &again, o.seed * 1000003 + b + k));
+    });
+    for (size_t k = 0; k < raw.size(); ++k) {
+      std::shared_ptr<std::string> bytes = raw[k];  // kept alive until consumed
+      absl::Status s = (*ingest)->WriteRegion(*h, (b + k) * chunk, bytes->data(), bytes->size(),
+                                              [bytes] {});
+      if (!s.ok()) return s;
+    }
+  }
+  v1::CaptureManifest m;
+  m.mutable_kernel()->set_mangled_name("_Z17restore_read_benchv");
+  return (*ingest)->Commit(std::move(m));
+}
+
 // Per-thread destination memory: an 8 MiB ring the chunks land in one after
 // the other, like a staging slot of the restore pipeline.
 struct Staging {
@@ -365,13 +415,15 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       ok = absl::SimpleAtoi(val("--seed="), &o->seed);
     } else if (a == "--verify_digests") {
       o->verify_digests = true;
+    } else if (a == "--no_store") {
+      o->store = false;
     } else {
       ok = false;
     }
     if (!ok) {
       std::fprintf(stderr,
                    "usage: %s [--gib=1] [--dir=/tmp] [--chunk_kib=1024] [--compressible_pct=25] "
-                   "[--threads=0] [--passes=3] [--seed=1] [--verify_digests]\n",
+                   "[--threads=0] [--passes=3] [--seed=1] [--verify_digests] [--no_store]\n",
                    argv[0]);
       return false;
     }
@@ -428,55 +480,98 @@ int Main(int argc, char** argv) {
               static_cast<double>(file_bytes) / (1 << 30), Seconds(t0, Clock::now()), threads,
               std::thread::hardware_concurrency());
 
-  // ---- open ----
-  t0 = Clock::now();
-  auto src = CaptureSource::OpenKcap(path, /*unlink_after_open=*/false);
-  const double open_s = Seconds(t0, Clock::now());
-  if (!src.ok()) {
-    std::fprintf(stderr, "open: %s\n", src.status().ToString().c_str());
-    std::filesystem::remove(path);
-    return 1;
+  // ---- store (same chunks, kerncapd's ingest) ----
+  const std::string store_dir =
+      (std::filesystem::path(o.dir) / absl::StrCat("restore_read_bench_", ::getpid(), ".store"))
+          .string();
+  std::string store_id;
+  if (o.store) {
+    t0 = Clock::now();
+    auto id = WriteStore(store_dir, o, chunks);
+    if (!id.ok()) {
+      std::fprintf(stderr, "store ingest: %s\n", id.status().ToString().c_str());
+      std::filesystem::remove(path);
+      std::filesystem::remove_all(store_dir);
+      return 1;
+    }
+    store_id = *id;
+    std::printf("store: %s ingested in %.1f s\n", store_id.c_str(), Seconds(t0, Clock::now()));
   }
-  (*src)->set_verify_content_digests(o.verify_digests);
+  auto cleanup = [&] {
+    std::filesystem::remove(path);
+    if (o.store) std::filesystem::remove_all(store_dir);
+  };
 
-  // ---- read vs memcpy ----
+  // ---- open ----
+  struct Measured {
+    std::string name;
+    double open_s = 0;
+    Timing all, raw, zstd;
+    bool ok = false;
+  };
   Staging staging(threads);
+  auto measure = [&](const std::string& name,
+                     const std::function<absl::StatusOr<std::unique_ptr<CaptureSource>>()>& open) {
+    Measured m;
+    m.name = name;
+    const auto start = Clock::now();
+    auto src = open();
+    m.open_s = Seconds(start, Clock::now());
+    if (!src.ok()) {
+      std::fprintf(stderr, "%s open: %s\n", name.c_str(), src.status().ToString().c_str());
+      return m;
+    }
+    (*src)->set_verify_content_digests(o.verify_digests);
+    auto read = [&](const std::vector<size_t>& which) {
+      if (which.empty()) return Timing{0, 0};
+      return Best(o.passes, [&] { return ReadPass(**src, chunks, which, threads, &staging); });
+    };
+    m.all = read(all);
+    m.raw = read(raw);
+    m.zstd = read(zstd);
+    m.ok = m.all.wall > 0 && m.raw.wall >= 0 && m.zstd.wall >= 0 &&
+           CheckAll(**src, chunks, threads);
+    return m;
+  };
+  std::vector<Measured> sources;
+  sources.push_back(measure("kcap", [&] { return CaptureSource::OpenKcap(path, false); }));
+  if (o.store) {
+    sources.push_back(measure("store", [&] { return CaptureSource::OpenStore(store_dir, store_id); }));
+  }
+
+  // ---- memcpy baseline ----
   Mapping map;
   if (!MapFile(path, &map)) {
     std::fprintf(stderr, "mmap %s failed\n", path.c_str());
-    std::filesystem::remove(path);
+    cleanup();
     return 1;
   }
-  auto read = [&](const std::vector<size_t>& which) {
-    if (which.empty()) return Timing{0, 0};
-    return Best(o.passes, [&] { return ReadPass(**src, chunks, which, threads, &staging); });
-  };
-  const Timing read_all = read(all);
-  const Timing read_raw = read(raw);
-  const Timing read_zstd = read(zstd);
   const Timing copy = Best(o.passes, [&] {
     return MemcpyPass(map.data, map.size, chunks, all, threads, &staging);
   });
-  const bool ok = read_all.wall > 0 && read_raw.wall >= 0 && read_zstd.wall >= 0 &&
-                  CheckAll(**src, chunks, threads);
-  std::filesystem::remove(path);
+  cleanup();
 
   auto gbs = [](uint64_t bytes, double s) { return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0; };
   const uint64_t raw_bytes = BytesOf(chunks, raw), zstd_bytes = BytesOf(chunks, zstd);
-  const double ratio = copy.wall > 0 && read_all.wall > 0 ? copy.wall / read_all.wall : 0;
-  const double cpu_ratio = copy.cpu > 0 && read_all.cpu > 0 ? copy.cpu / read_all.cpu : 0;
-  std::printf("\n%-30s %12s %16s\n", "measure", "wall", "per CPU-second");
-  std::printf("%-30s %9.1f ms %11.1f GB/s of file\n", "open (index build)", open_s * 1e3,
-              gbs(file_bytes, open_s));
-  auto row = [&](const char* what, uint64_t bytes, const Timing& t) {
-    std::printf("%-30s %7.2f GB/s %11.2f GB/s\n", what, gbs(bytes, t.wall), gbs(bytes, t.cpu));
+  std::printf("\n%-36s %12s %16s\n", "measure", "wall", "per CPU-second");
+  auto row = [&](const std::string& what, uint64_t bytes, const Timing& t) {
+    std::printf("%-36s %7.2f GB/s %11.2f GB/s\n", what.c_str(), gbs(bytes, t.wall),
+                gbs(bytes, t.cpu));
   };
-  row("ReadChunkInto, all chunks", total, read_all);
-  row("ReadChunkInto, raw chunks", raw_bytes, read_raw);
-  row("ReadChunkInto, zstd chunks", zstd_bytes, read_zstd);
+  bool ok = true;
+  for (const Measured& m : sources) {
+    std::printf("%-36s %9.1f ms\n", (m.name + ": open (index build)").c_str(), m.open_s * 1e3);
+    row(m.name + ": ReadChunkInto, all chunks", total, m.all);
+    row(m.name + ": ReadChunkInto, raw chunks", raw_bytes, m.raw);
+    row(m.name + ": ReadChunkInto, zstd chunks", zstd_bytes, m.zstd);
+    const double ratio = copy.wall > 0 && m.all.wall > 0 ? copy.wall / m.all.wall : 0;
+    const double cpu_ratio = copy.cpu > 0 && m.all.cpu > 0 ? copy.cpu / m.all.cpu : 0;
+    std::printf("%-36s %11.2fx %15.2fx\n", (m.name + ": read / memcpy").c_str(), ratio, cpu_ratio);
+    std::printf("%-36s %12s\n", (m.name + ": read-back check").c_str(),
+                m.ok ? "verified" : "FAILED");
+    ok = ok && m.ok;
+  }
   row("memcpy baseline (page cache)", total, copy);
-  std::printf("%-30s %11.2fx %15.2fx\n", "read / memcpy", ratio, cpu_ratio);
-  std::printf("%-30s %12s\n", "read-back check", ok ? "verified" : "FAILED");
 
   nlohmann::json j = {
       {"bench", "restore_read"},
@@ -488,19 +583,24 @@ int Main(int argc, char** argv) {
       {"threads", threads},
       {"cpus", std::thread::hardware_concurrency()},
       {"verify_digests", o.verify_digests},
-      {"open_ms", open_s * 1e3},
-      {"read_gbps", gbs(total, read_all.wall)},
-      {"read_raw_gbps", gbs(raw_bytes, read_raw.wall)},
-      {"read_zstd_gbps", gbs(zstd_bytes, read_zstd.wall)},
       {"memcpy_gbps", gbs(total, copy.wall)},
-      {"read_over_memcpy", ratio},
-      {"read_gbps_per_cpu_s", gbs(total, read_all.cpu)},
-      {"read_raw_gbps_per_cpu_s", gbs(raw_bytes, read_raw.cpu)},
-      {"read_zstd_gbps_per_cpu_s", gbs(zstd_bytes, read_zstd.cpu)},
       {"memcpy_gbps_per_cpu_s", gbs(total, copy.cpu)},
-      {"read_over_memcpy_cpu", cpu_ratio},
       {"ok", ok},
   };
+  for (const Measured& m : sources) {
+    // The .kcap keys keep their old names; the store's are prefixed "store_".
+    const std::string p = m.name == "kcap" ? "" : m.name + "_";
+    j[p + "open_ms"] = m.open_s * 1e3;
+    j[p + "read_gbps"] = gbs(total, m.all.wall);
+    j[p + "read_raw_gbps"] = gbs(raw_bytes, m.raw.wall);
+    j[p + "read_zstd_gbps"] = gbs(zstd_bytes, m.zstd.wall);
+    j[p + "read_over_memcpy"] = copy.wall > 0 && m.all.wall > 0 ? copy.wall / m.all.wall : 0;
+    j[p + "read_gbps_per_cpu_s"] = gbs(total, m.all.cpu);
+    j[p + "read_raw_gbps_per_cpu_s"] = gbs(raw_bytes, m.raw.cpu);
+    j[p + "read_zstd_gbps_per_cpu_s"] = gbs(zstd_bytes, m.zstd.cpu);
+    j[p + "read_over_memcpy_cpu"] = copy.cpu > 0 && m.all.cpu > 0 ? copy.cpu / m.all.cpu : 0;
+    j[p + "ok"] = m.ok;
+  }
   std::printf("BENCH_JSON %s\n", j.dump().c_str());
   return ok ? 0 : 1;
 }

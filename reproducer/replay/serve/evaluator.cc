@@ -98,6 +98,8 @@ class ResidentEvaluator::Candidate {
   CUfunction function_ = nullptr;
 };
 
+ResidentEvaluator::ResidentEvaluator(ResidentState* state) : state_(state), cu_(state->cu()) {}
+
 absl::StatusOr<std::unique_ptr<ResidentEvaluator>> ResidentEvaluator::Create(
     ResidentState* state) {
   std::unique_ptr<ResidentEvaluator> e(new ResidentEvaluator(state));
@@ -117,6 +119,7 @@ absl::StatusOr<std::unique_ptr<ResidentEvaluator>> ResidentEvaluator::Create(
 }
 
 ResidentEvaluator::~ResidentEvaluator() {
+  baseline_.reset();  // unloads unless the context is lost
   comparator_.reset();
   if (lost_) return;  // nothing of the context is left to free
   for (CUevent ev : events_) cu_.cuEventDestroy(ev);
@@ -299,9 +302,35 @@ absl::Status ResidentEvaluator::Validate(const EvaluateRequest& request,
   return absl::OkStatus();
 }
 
+absl::Status ResidentEvaluator::LoadBaseline(std::vector<std::string>* warnings) {
+  if (baseline_ != nullptr) return absl::OkStatus();
+  std::string name;
+  KC_ASSIGN_OR_RETURN(std::string bytes, state_->session().CapturedImage(&name));
+  auto b = std::make_unique<Candidate>(cu_, &lost_);
+  absl::Status st = b->Load(std::move(bytes), state_->source().manifest().kernel().mangled_name(),
+                            state_->session().info().device);
+  if (!st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("the captured code object ", name,
+                                                " (the baseline of compare_original): ",
+                                                st.message()));
+  }
+  std::vector<std::string> w;
+  KC_ASSIGN_OR_RETURN(baseline_globals_, BindGlobals(b->module(), &w));
+  for (std::string& x : w) warnings->push_back(absl::StrCat("baseline: ", x));
+  absl::Status attr = state_->session().ApplyAttributesTo(b->function(), warnings);
+  if (!attr.ok()) {
+    return absl::Status(attr.code(), absl::StrCat("the captured function attributes do not "
+                                                  "apply to the captured code object: ",
+                                                  attr.message()));
+  }
+  baseline_ = std::move(b);
+  return absl::OkStatus();
+}
+
 absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction f,
-                                     const std::vector<GlobalSlot>& globals,
-                                     EvaluateResult* result, std::vector<double>* samples) {
+                                     const std::vector<GlobalSlot>& globals, bool baseline,
+                                     EvaluateResult* result, std::vector<double>* samples,
+                                     std::vector<double>* baseline_samples) {
   const int total = request.warmup + request.iterations;
   if (total == 0) return absl::OkStatus();
   // What each launch must find pristine: the validation launch's dirty set.
@@ -315,8 +344,16 @@ absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction 
   }
   result->restore_each =
       request.restore_each.value_or(!device.empty() || !host.empty() || any_global);
-  KC_RETURN_IF_ERROR(EnsureEvents(2 * static_cast<size_t>(total)));
-  for (int it = 0; it < total; ++it) {
+  const size_t per = baseline ? 2 : 1;  // launches per iteration
+  const size_t launches = per * static_cast<size_t>(total);
+  KC_RETURN_IF_ERROR(EnsureEvents(2 * launches));
+  // Launch n is the candidate's unless is_baseline[n]. ABBA: the candidate
+  // first in even iterations, second in odd ones, so drift and any
+  // advantage of going first or second fall on both.
+  std::vector<bool> is_baseline(launches, false);
+  for (size_t n = 0; n < launches; ++n) {
+    const size_t it = n / per, k = n % per;
+    is_baseline[n] = baseline && ((k == 0) != (it % 2 == 0));
     if (result->restore_each) {
       if (!host.empty()) {
         // Host memory cannot be restored in stream order: wait for the GPU.
@@ -331,22 +368,25 @@ absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction 
         KC_RETURN_IF_ERROR(state_->EnqueueRestore(*r, stream_));
         result->restored_bytes += r->size;
       }
-      KC_RETURN_IF_ERROR(RestoreGlobals(globals, /*dirty_only=*/true));
+      KC_RETURN_IF_ERROR(
+          RestoreGlobals(is_baseline[n] ? baseline_globals_ : globals, /*dirty_only=*/true));
     }
-    CUevent start = events_[2 * it], stop = events_[2 * it + 1];
+    CUevent start = events_[2 * n], stop = events_[2 * n + 1];
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start, stream_), "cuEventRecord"));
-    absl::Status st = state_->session().LaunchFunctionAsync(f, stream_);
+    absl::Status st = state_->session().LaunchFunctionAsync(
+        is_baseline[n] ? baseline_->function() : f, stream_);
     if (!st.ok()) return Failed(st);
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(stop, stream_), "cuEventRecord"));
   }
   absl::Status st = cu_.Check(cu_.cuStreamSynchronize(stream_), "kernel execution");
   if (!st.ok()) return Failed(st);
-  for (int it = 0; it < total; ++it) {
+  for (size_t n = 0; n < launches; ++n) {
     float ms = 0;
-    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventElapsedTime(&ms, events_[2 * it], events_[2 * it + 1]),
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventElapsedTime(&ms, events_[2 * n], events_[2 * n + 1]),
                                  "cuEventElapsedTime"));
     result->kernel_total_ms += ms;
-    if (it >= request.warmup) samples->push_back(ms);
+    if (n / per < static_cast<size_t>(request.warmup)) continue;
+    (is_baseline[n] ? baseline_samples : samples)->push_back(ms);
   }
   return absl::OkStatus();
 }
@@ -368,6 +408,12 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
   KC_RETURN_IF_ERROR(cand.Load(std::move(bytes), result.kernel, state_->session().info().device));
   KC_ASSIGN_OR_RETURN(std::vector<GlobalSlot> globals, BindGlobals(cand.module(), &result.warnings));
   KC_RETURN_IF_ERROR(RestoreGlobals(globals, /*dirty_only=*/false));
+  // The baseline before any launch (binding resets the variables' dirty marks).
+  const bool compare = request.compare_original && request.iterations > 0;
+  if (compare) {
+    KC_RETURN_IF_ERROR(LoadBaseline(&result.warnings));
+    KC_RETURN_IF_ERROR(RestoreGlobals(baseline_globals_, /*dirty_only=*/false));
+  }
   absl::Status attr = state_->session().ApplyAttributesTo(cand.function(), &result.warnings);
   if (!attr.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -394,8 +440,14 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
   result.validation_launch_ms = launch_ms;
   result.kernel_total_ms = launch_ms;
 
-  std::vector<double> samples;
-  KC_RETURN_IF_ERROR(Time(request, cand.function(), globals, &result, &samples));
+  std::vector<double> samples, baseline_samples;
+  KC_RETURN_IF_ERROR(
+      Time(request, cand.function(), globals, compare, &result, &samples, &baseline_samples));
+  if (compare) {
+    result.compared = true;
+    result.original_ms = ComputeBenchStats(baseline_samples);
+    result.speedup = ComputeSpeedup(baseline_samples, samples);
+  }
   if (samples.empty()) samples.push_back(launch_ms);
   result.kernel_ms = ComputeBenchStats(std::move(samples));
   cand.Unload();

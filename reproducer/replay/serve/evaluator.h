@@ -17,6 +17,10 @@
 //      (unless restore_each is false), all enqueued at once with an event
 //      pair per launch and one synchronization at the end;
 //   6. unload the module.
+// With compare_original the captured code object is loaded once as a
+// baseline (kept between requests, its module variables restored per
+// request) and timed in step 5 as well, its launches interleaved ABBA with
+// the candidate's: speedup = baseline median / candidate median.
 //
 // A CUDA error that leaves the context unusable (illegal address, trap, ...)
 // makes lost() true: the restored state is gone with the context.
@@ -53,7 +57,7 @@ class ResidentEvaluator : public Evaluator {
     CUdeviceptr address;
   };
 
-  explicit ResidentEvaluator(ResidentState* state) : state_(state), cu_(state->cu()) {}
+  explicit ResidentEvaluator(ResidentState* state);  // out of line: Candidate is incomplete here
 
   absl::StatusOr<std::string> ReadCodeObject(const EvaluateRequest& request) const;
   absl::StatusOr<std::vector<GlobalSlot>> BindGlobals(CUmodule module,
@@ -61,9 +65,15 @@ class ResidentEvaluator : public Evaluator {
   absl::Status RestoreGlobals(const std::vector<GlobalSlot>& globals, bool dirty_only);
   absl::Status Validate(const EvaluateRequest& request, const std::vector<GlobalSlot>& globals,
                         EvaluateResult* result);
+  // The captured code object, loaded once (compare_original); its module
+  // variables bound (resets their dirty marks: call before a launch).
+  absl::Status LoadBaseline(std::vector<std::string>* warnings);
+  // Timed launches of `f`; with `baseline` also of the captured kernel,
+  // interleaved ABBA (pair k: samples[k], baseline_samples[k]).
   absl::Status Time(const EvaluateRequest& request, CUfunction f,
-                    const std::vector<GlobalSlot>& globals, EvaluateResult* result,
-                    std::vector<double>* samples);
+                    const std::vector<GlobalSlot>& globals, bool baseline,
+                    EvaluateResult* result, std::vector<double>* samples,
+                    std::vector<double>* baseline_samples);
   absl::Status EnsureEvents(size_t count);
   // A failed CUDA step: when the context is gone, marks the evaluator lost
   // and says so; otherwise returns `s`.
@@ -76,6 +86,8 @@ class ResidentEvaluator : public Evaluator {
   CUstream stream_ = nullptr;
   std::vector<CUevent> events_;
   bool lost_ = false;
+  std::unique_ptr<Candidate> baseline_;    // compare_original: the captured code object
+  std::vector<GlobalSlot> baseline_globals_;
   uint64_t evaluations_ = 0;
   uint64_t failed_evaluations_ = 0;
 };

@@ -65,7 +65,8 @@ absl::StatusOr<bool> Bool(const json& v, const char* key) {
 absl::StatusOr<EvaluateRequest> ParseEvaluate(const json& j) {
   KC_RETURN_IF_ERROR(CheckKeys(j,
                                {"op", "id", "code_object_path", "code_object_b64", "kernel",
-                                "iterations", "warmup", "validate", "restore_each", "tolerance"},
+                                "iterations", "warmup", "validate", "restore_each", "tolerance",
+                                "compare_original"},
                                "an evaluate request"));
   EvaluateRequest r;
   const bool has_path = j.contains("code_object_path");
@@ -113,6 +114,9 @@ absl::StatusOr<EvaluateRequest> ParseEvaluate(const json& j) {
   if (j.contains("restore_each")) {
     KC_ASSIGN_OR_RETURN(bool on, Bool(j["restore_each"], "restore_each"));
     r.restore_each = on;
+  }
+  if (j.contains("compare_original")) {
+    KC_ASSIGN_OR_RETURN(r.compare_original, Bool(j["compare_original"], "compare_original"));
   }
   if (j.contains("tolerance")) {
     KC_ASSIGN_OR_RETURN(r.compare, ParseTolerance(j["tolerance"]));
@@ -211,6 +215,7 @@ json EvaluateRequestJson(const EvaluateRequest& r, const json& id) {
   j["warmup"] = r.warmup;
   j["validate"] = r.validate;
   if (r.restore_each.has_value()) j["restore_each"] = *r.restore_each;
+  if (r.compare_original) j["compare_original"] = true;
   if (!r.tolerance_json.empty()) j["tolerance"] = r.tolerance_json;
   return j;
 }
@@ -256,6 +261,19 @@ json EvaluateAnswer(const json& id, const EvaluateResult& r) {
   j["kernel_ms"] = {{"min", r.kernel_ms.min_ms},       {"median", r.kernel_ms.median_ms},
                     {"max", r.kernel_ms.max_ms},       {"mean", r.kernel_ms.mean_ms},
                     {"stddev", r.kernel_ms.stddev_ms}, {"iterations", r.kernel_ms.iterations}};
+  if (r.compared) {
+    const BenchStats& o = r.original_ms;
+    j["original_ms"] = {{"min", o.min_ms},       {"median", o.median_ms},
+                        {"max", o.max_ms},       {"mean", o.mean_ms},
+                        {"stddev", o.stddev_ms}, {"iterations", o.iterations}};
+    j["speedup"] = JsonNumber(r.speedup.speedup);
+    j["speedup_pairs"] = {{"pairs", r.speedup.pairs},
+                          {"median", JsonNumber(r.speedup.pair_median)},
+                          {"p10", JsonNumber(r.speedup.pair_p10)},
+                          {"p90", JsonNumber(r.speedup.pair_p90)},
+                          {"min", JsonNumber(r.speedup.pair_min)},
+                          {"max", JsonNumber(r.speedup.pair_max)}};
+  }
   j["validation_launch_ms"] = r.validation_launch_ms;
   j["kernel_total_ms"] = r.kernel_total_ms;
   j["wall_ms"] = r.wall_ms;

@@ -21,6 +21,9 @@
 //    "validate":true,   // false: no verdict (changes are still detected)
 //    "restore_each":true,  // restore written regions before every timed
 //                          // launch; default: when the kernel writes memory
+//    "compare_original":true,  // also time the captured code object (loaded
+//                          // once, kept), launches interleaved ABBA with the
+//                          // candidate's, same restores; default false
 //    "tolerance":{      // as `kerncap-replay validate` (compare_options.h)
 //      "dtype":"f32", "region_dtype":["0x7f3a00000000:f16","3:i32"],
 //      "atol":1e-5, "rtol":1e-3, "ulp":2, "nan_unequal":false}}
@@ -44,6 +47,12 @@
 //    "validation_launch_ms":..,"kernel_total_ms":..,"wall_ms":..,"overhead_ms":..,
 //    "load_ms":..,"restored_bytes":..,"restore_each":true,"warmup":2,
 //    "warnings":[..]}
+//   With "compare_original" (and iterations > 0) also
+//    "original_ms":{..as kernel_ms..},"speedup":1.23,
+//    "speedup_pairs":{"pairs":10,"median":..,"p10":..,"p90":..,"min":..,"max":..}
+//   speedup = original median / candidate median (> 1: the candidate is
+//   faster); speedup_pairs: the ratios original/candidate of launches timed
+//   back to back (report.h, ComputeSpeedup).
 //   "regions" lists the regions the capture says the kernel writes plus any
 //   region that differs (a candidate writing where it should not); the
 //   others are counted in regions_compared. "validation" is absent with
@@ -94,6 +103,7 @@ struct EvaluateRequest {
   int warmup = kDefaultWarmup;
   bool validate = true;
   std::optional<bool> restore_each;  // unset: automatic
+  bool compare_original = false;     // also time the captured code object
   CompareOptions compare;
   // What the request said about tolerances, to send it on (client side).
   nlohmann::json tolerance_json = nlohmann::json::object();
@@ -155,6 +165,9 @@ struct EvaluateResult {
   size_t regions_failing = 0;
   std::vector<RegionVerdict> regions;  // written or differing (see above)
   BenchStats kernel_ms;
+  bool compared = false;   // compare_original: the two below are filled
+  BenchStats original_ms;  // the captured code object, interleaved with kernel_ms's launches
+  SpeedupStats speedup;
   int warmup = 0;
   double validation_launch_ms = 0;
   double kernel_total_ms = 0;

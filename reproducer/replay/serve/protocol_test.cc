@@ -222,5 +222,36 @@ TEST(ProtocolTest, FormatsAnswers) {
   EXPECT_NO_THROW(ToLine(ErrorAnswer(nullptr, absl::InternalError("bad \xff byte"))));
 }
 
+TEST(ProtocolTest, CompareOriginalRequestAndAnswer) {
+  auto r = ParseRequest(
+      R"({"op":"evaluate","code_object_path":"/c.cubin","compare_original":true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->evaluate.compare_original);
+  auto d = ParseRequest(R"({"op":"evaluate","code_object_path":"/c.cubin"})");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->evaluate.compare_original);
+  EXPECT_THAT(Error(R"({"op":"evaluate","code_object_path":"/c","compare_original":1})"),
+              HasSubstr("'compare_original' must be true or false"));
+  // submit sends it only when asked.
+  EXPECT_TRUE(EvaluateRequestJson(r->evaluate, nullptr)["compare_original"].get<bool>());
+  EXPECT_FALSE(EvaluateRequestJson(d->evaluate, nullptr).contains("compare_original"));
+
+  EvaluateResult res;
+  res.kernel = "k";
+  res.kernel_ms = ComputeBenchStats({2.0, 2.0, 2.0});
+  EXPECT_FALSE(EvaluateAnswer(nullptr, res).contains("speedup"));
+  res.compared = true;
+  res.original_ms = ComputeBenchStats({1.0, 1.0, 1.5});
+  res.speedup = ComputeSpeedup({1.0, 1.0, 1.5}, {2.0, 2.0, 2.0});
+  json j = json::parse(ToLine(EvaluateAnswer(nullptr, res)));
+  EXPECT_EQ(j["original_ms"]["median"], 1.0);
+  EXPECT_EQ(j["original_ms"]["max"], 1.5);
+  EXPECT_EQ(j["original_ms"]["iterations"], 3);
+  EXPECT_EQ(j["speedup"], 0.5);
+  EXPECT_EQ(j["speedup_pairs"]["pairs"], 3);
+  EXPECT_EQ(j["speedup_pairs"]["max"], 0.75);
+  EXPECT_EQ(j["speedup_pairs"]["median"], 0.5);
+}
+
 }  // namespace
 }  // namespace kerncap::replay::serve

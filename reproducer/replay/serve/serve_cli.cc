@@ -65,6 +65,17 @@ std::string HumanAnswer(const nlohmann::json& a) {
                         a.value("kernel", std::string()), k.value("median", 0.0),
                         k.value("min", 0.0), k.value("max", 0.0), k.value("iterations", 0),
                         a.value("overhead_ms", 0.0), a.value("wall_ms", 0.0));
+  if (a.contains("speedup")) {
+    const nlohmann::json& o = a.value("original_ms", nlohmann::json::object());
+    const nlohmann::json& sp = a.value("speedup_pairs", nlohmann::json::object());
+    absl::StrAppendFormat(&out, "  original (captured) %.4f ms median (min %.4f, max %.4f)\n",
+                          o.value("median", 0.0), o.value("min", 0.0), o.value("max", 0.0));
+    absl::StrAppend(&out, "  speedup ", Number(a["speedup"]),
+                    "x (original median / candidate median); per pair median ",
+                    Number(sp.value("median", nlohmann::json(0.0))), "x, p10..p90 ",
+                    Number(sp.value("p10", nlohmann::json(0.0))), "x..",
+                    Number(sp.value("p90", nlohmann::json(0.0))), "x\n");
+  }
   if (validated) {
     const nlohmann::json& v = a["validation"];
     absl::StrAppendFormat(&out, "  %d region(s) compared, %d failing\n",
@@ -133,6 +144,9 @@ ServeCommands::ServeCommands(CLI::App* app) {
                     "kernel writes memory)");
   submit_->add_flag("--no-restore-each", s.no_restore_each, "never restore between launches")
       ->excludes("--restore-each");
+  submit_->add_flag("--compare-original", s.compare_original,
+                    "also time the captured code object, interleaved with the candidate, and "
+                    "print the speedup");
   submit_->add_option("--dtype", s.dtype, "element type of every region (f32, f16, bf16, ...)");
   submit_->add_option("--region-dtype", s.region_dtypes, "SEL:DTYPE for one region (repeatable)");
   submit_->add_option("--atol", s.atol, "absolute tolerance")->check(CLI::NonNegativeNumber);
@@ -242,6 +256,7 @@ int ServeCommands::Submit() {
     r.validate = !s.no_validate;
     if (s.restore_each) r.restore_each = true;
     if (s.no_restore_each) r.restore_each = false;
+    r.compare_original = s.compare_original;
     nlohmann::json& t = r.tolerance_json;
     if (!s.dtype.empty()) t["dtype"] = s.dtype;
     if (!s.region_dtypes.empty()) t["region_dtype"] = s.region_dtypes;

@@ -59,6 +59,7 @@ class ServeCommands {
     bool inline_code = false;
     bool restore_each = false;
     bool no_restore_each = false;
+    bool compare_original = false;
     std::string dtype;
     std::vector<std::string> region_dtypes;
     double atol = -1;

@@ -315,6 +315,26 @@ TEST_F(ServeGpuTest, EvaluatesCandidates) {
   EXPECT_LT(fast_ms, orig_ms);
   EXPECT_GT(slow_ms, orig_ms);
 
+  // compare_original: the captured binary timed in the same request,
+  // interleaved with the candidate (its module variable restored as well).
+  json vs_slow = Evaluate("slow.cubin", {{"compare_original", true}, {"iterations", 10}});
+  std::fprintf(stderr, "slow vs original: %s\n", vs_slow.dump().c_str());
+  ASSERT_TRUE(vs_slow.value("ok", false)) << vs_slow.dump();
+  EXPECT_TRUE(vs_slow["validation"]["passed"].get<bool>());
+  EXPECT_EQ(vs_slow["kernel_ms"]["iterations"], 10);
+  EXPECT_EQ(vs_slow["original_ms"]["iterations"], 10);
+  EXPECT_GT(vs_slow["original_ms"]["median"].get<double>(), 0.0);
+  EXPECT_LT(vs_slow["speedup"].get<double>(), 1.0);
+  EXPECT_EQ(vs_slow["speedup_pairs"]["pairs"], 10);
+  json vs_fast = Evaluate("fast.cubin", {{"compare_original", true}, {"iterations", 10}});
+  ASSERT_TRUE(vs_fast.value("ok", false)) << vs_fast.dump();
+  EXPECT_GT(vs_fast["speedup"].get<double>(), 1.0) << vs_fast.dump();
+  json vs_orig = Evaluate("orig.cubin", {{"compare_original", true}, {"iterations", 20}});
+  ASSERT_TRUE(vs_orig.value("ok", false)) << vs_orig.dump();
+  EXPECT_GT(vs_orig["speedup"].get<double>(), 0.7) << vs_orig.dump();
+  EXPECT_LT(vs_orig["speedup"].get<double>(), 1.4) << vs_orig.dump();
+  EXPECT_FALSE(Evaluate("orig.cubin").contains("speedup"));
+
   // Clobbering the input fails, naming the input; the next candidate finds
   // the input restored.
   json clobber = Evaluate("clobber.cubin");
