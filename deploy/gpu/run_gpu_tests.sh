@@ -66,6 +66,7 @@ done 2>&1 | tee "$LOGS/ldd_missing.txt"
 rc=0
 # KERNCAP_GPU_ONLY="name ...": run only these tests (e.g. gpu_e2e_test when
 # only the agent changed); the others are listed as left out.
+# KERNCAP_GPU_E2E_FILTER: gtest filter of the native gpu_e2e_test cases.
 run() {
   local name=$1; shift
   if [[ -n ${KERNCAP_GPU_ONLY:-} && " $KERNCAP_GPU_ONLY " != *" $name "* ]]; then
@@ -97,7 +98,7 @@ if [[ -x $HERE/tests/repro_gpu_test ]]; then
     --gtest_output=xml:"$LOGS"/repro_gpu_test.xml
 fi
 run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
-  --gtest_filter='-*torch*:*triton*' --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml
+  --gtest_filter="${KERNCAP_GPU_E2E_FILTER:--*torch*:*triton*}" --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml
 # KERNCAP_GPU_PYTHON=0 leaves them out (a quicker run of the native cases).
 if [[ ${KERNCAP_GPU_PYTHON:-1} != 0 ]]; then
   run gpu_e2e_python timeout "${KC_T_PYTHON:-100}" "$HERE"/tests/gpu_e2e_test \
