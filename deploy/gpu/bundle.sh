@@ -13,6 +13,8 @@
 #   .bundle/python_shim/ the Triton shim and its GPU cases
 #   .bundle/python/      the PyTorch/Triton test scripts (tests/gpu/python), run
 #                        with the GPU machine's python3
+#   .bundle/python_client/ the Python client (src/, descriptors compiled), the
+#                        quickstart notebook (examples/) and tests/gpu/run_notebook_gpu.py
 #   .bundle/gpu_bench/   the GPU benchmarks (tests/bench/gpu)
 #   .bundle/run_gpu_tests.sh   sets LD_LIBRARY_PATH and runs the GPU tests
 #   .bundle/run_benchmarks.sh  runs the benchmarks (P1, P5, P8, memory)
@@ -68,6 +70,23 @@ mkdir -p "$OUT"/python_shim/tests
 cp -r "$ROOT"/python_shim/src "$OUT"/python_shim/
 cp -r "$ROOT"/python_shim/tests/gpu "$OUT"/python_shim/tests/
 find "$OUT"/python_shim -name __pycache__ -prune -exec rm -rf {} +
+# The Python client (kerncap) with its compiled protocol descriptors (the GPU
+# machine has no protoc), the quickstart notebook and its live-capture test
+# (client/python/tests/gpu/run_notebook_gpu.py; nbclient & co. travel as wheels).
+mkdir -p "$OUT"/python_client/tests
+cp -r "$ROOT"/client/python/src "$ROOT"/client/python/examples "$OUT"/python_client/
+cp -r "$ROOT"/client/python/tests/gpu "$OUT"/python_client/tests/
+find "$OUT"/python_client -name __pycache__ -prune -exec rm -rf {} +
+find "$OUT"/python_client -name '*.egg-info' -prune -exec rm -rf {} +
+rm -rf "$OUT"/python_client/src/kerncap/_generated/*.binpb
+python3 - "$ROOT"/proto "$OUT"/python_client/src/kerncap/_generated <<'PY'
+import importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("_protoc", Path(sys.argv[2]).parent / "_protoc.py")
+protoc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(protoc)
+protoc.compile_descriptor_set(Path(sys.argv[1]), Path(sys.argv[2]) / protoc.DESCRIPTOR_FILE)
+PY
 
 # Shared libraries, resolved by ldd here.
 skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcupti\.so|libcublas)'

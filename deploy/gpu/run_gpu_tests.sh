@@ -113,6 +113,16 @@ if [[ ${KERNCAP_GPU_PYTHON:-1} != 0 ]]; then
     run shim_gpu_test timeout "${KC_T_SHIM:-560}" "$PY" "$HERE"/python_shim/tests/gpu/run_gpu_shim_tests.py \
       --build "$HERE" --logs "$LOGS/shim"
   fi
+  # The quickstart notebook (client/python/examples) run headless with nbclient
+  # against a live capture: kerncapd, gpu_tests/vector_add under the agent,
+  # validate/bench through kerncap-replay. nbclient, nbformat, ipykernel and
+  # jupyter_client are not on the GPU machine: carry them as wheels (.whl/,
+  # installed with pip --target /tmp/site, PYTHONPATH=/tmp/site; the command is
+  # in run_notebook_gpu.py's header). Skips (77) without them.
+  if [[ -n $PY && -f $HERE/python_client/tests/gpu/run_notebook_gpu.py ]]; then
+    run notebook_gpu_test timeout "${KC_T_NOTEBOOK:-300}" "$PY" \
+      "$HERE"/python_client/tests/gpu/run_notebook_gpu.py --build "$HERE" "$LOGS/notebook_gpu"
+  fi
 else
   echo "=== gpu_e2e_python: left out (KERNCAP_GPU_PYTHON=0)" | tee -a "$LOGS/summary.txt"
 fi
