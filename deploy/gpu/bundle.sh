@@ -52,6 +52,9 @@ fi
 # the shim's GPU cases run those reproducers.
 [[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^kerncap_replay_capi:') ]] &&
   TARGETS+=(kerncap_replay_capi)
+# Its GPU tests (C++ and the ctypes binding's) and the capture fixture they write.
+[[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^replay_capi_gpu_test:') ]] &&
+  TARGETS+=(replay_capi_gpu_test replay_capi_fixture)
 ninja -C "$BUILD" -j"${JOBS:-2}" "${TARGETS[@]}"
 
 rm -rf "$OUT"
@@ -59,6 +62,11 @@ mkdir -p "$OUT"/{bin,lib/cupti,gpu_tests,gpu_bench,tests,python}
 cp "$BUILD"/bin/{kerncapd,kerncapctl,kerncap-replay} "$OUT"/bin/
 cp "$BUILD"/lib/libkerncap_agent.so "$OUT"/lib/
 [[ -f $BUILD/lib/libkerncap_replay.so ]] && cp "$BUILD"/lib/libkerncap_replay.so "$OUT"/lib/
+if [[ -x $BUILD/tests/replay_capi_gpu_test ]]; then
+  cp "$BUILD"/tests/{replay_capi_gpu_test,replay_capi_fixture} "$OUT"/tests/
+  mkdir -p "$OUT"/python_capi
+  cp "$ROOT"/reproducer/replay/capi/{kerncap_replay.py,kerncap_replay_gpu_test.py} "$OUT"/python_capi/
+fi
 find "$BUILD"/gpu_tests -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_tests/ \;
 find "$BUILD"/gpu_bench -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_bench/ \;
 cp "$BUILD"/tests/{gpu_e2e_test,replay_gpu_test} "$OUT"/tests/

@@ -91,6 +91,17 @@ if [[ -x $HERE/tests/serve_gpu_test ]]; then
   run serve_gpu_test timeout "${KC_T_SERVE:-90}" "$HERE"/tests/serve_gpu_test \
     --gtest_output=xml:"$LOGS"/serve_gpu_test.xml
 fi
+# The replay library's C API and its ctypes binding (reproducer/replay/capi):
+# prepare in the primary context, our own launch of the kernel, validate,
+# restore_inputs, relocation.
+if [[ -x $HERE/tests/replay_capi_gpu_test ]]; then
+  export KERNCAP_REPLAY_TEST_FIXTURE=$HERE/tests/replay_capi_fixture
+  export KERNCAP_REPLAY_TEST_LIB=$HERE/lib/libkerncap_replay.so
+  run replay_capi_gpu_test timeout "${KC_T_CAPI:-60}" "$HERE"/tests/replay_capi_gpu_test \
+    --gtest_output=xml:"$LOGS"/replay_capi_gpu_test.xml
+  [[ -n $PY ]] && run replay_capi_python_gpu_test timeout "${KC_T_CAPI:-60}" "$PY" \
+    "$HERE"/python_capi/kerncap_replay_gpu_test.py
+fi
 # Reproducer projects: generate, make recompile validate with the real
 # kerncap-replay, an edited kernel must fail validation (needs nvcc and make).
 if [[ -x $HERE/tests/repro_gpu_test ]]; then

@@ -98,7 +98,11 @@ class CapiGpuTest : public ::testing::Test {
 
   // The capture, and the kernel's PTX for our own launches.
   void Write(uint64_t golden_delta) {
-    const std::string cmd = std::string("'") + KERNCAP_REPLAY_FIXTURE + "' '" + path_ +
+    // $KERNCAP_REPLAY_TEST_FIXTURE: the fixture writer where the build tree
+    // is not (the GPU bundle, deploy/gpu/run_gpu_tests.sh).
+    const char* fixture = std::getenv("KERNCAP_REPLAY_TEST_FIXTURE");
+    if (fixture == nullptr || *fixture == '\0') fixture = KERNCAP_REPLAY_FIXTURE;
+    const std::string cmd = std::string("'") + fixture + "' '" + path_ +
                             "' --golden-delta=" + std::to_string(golden_delta) +
                             " '--write-ptx=" + ptx_ + "'";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
