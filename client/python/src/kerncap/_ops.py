@@ -483,9 +483,40 @@ def project_json(frame) -> Optional[Dict[str, Any]]:
         return {"unparsed": text}
 
 
-def repro_result(capture: str, out: PathLike, files: List[str], written_to: str,
-                 on_daemon: bool, project: Optional[Dict[str, Any]] = None) -> ReproResult:
-    return ReproResult(capture, written_to or os.fspath(out), files, on_daemon, project)
+class ReproStream:
+    """GenerateReproducer's answer, frame by frame, for both clients (their
+    only difference is `for` or `async for` over the call): file frames go to
+    a ReproWriter under `out`, or, with on_daemon, are only listed (the
+    daemon wrote them). finish() commits and returns the result; abort()
+    leaves nothing behind (a no-op after finish())."""
+
+    def __init__(self, capture: str, out: PathLike, on_daemon: bool, overwrite: bool) -> None:
+        self.capture, self.out, self.on_daemon = capture, out, on_daemon
+        self.writer = None if on_daemon else ReproWriter(out, overwrite)
+        self.written_to = ""
+        self.project: Optional[Dict[str, Any]] = None
+        self.files: List[str] = []
+
+    def add(self, frame) -> None:
+        if frame.written_to:
+            self.written_to = frame.written_to
+        self.project = project_json(frame) or self.project
+        if self.writer is not None and frame.path:
+            self.writer.add(frame)
+        elif frame.path:
+            self.files.append(frame.path)
+
+    def finish(self) -> ReproResult:
+        if self.writer is not None:
+            self.files = self.writer.commit()
+            self.writer = None
+        return ReproResult(self.capture, self.written_to or os.fspath(self.out), self.files,
+                           self.on_daemon, self.project)
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+            self.writer = None
 
 
 def now_ms() -> int:

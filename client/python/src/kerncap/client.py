@@ -345,34 +345,21 @@ class Client:
         req = _ops.repro_request(cid, out, kind=kind, source_dir=source_dir,
                                  compile_commands=compile_commands, on_daemon=on_daemon,
                                  overwrite=overwrite, same_host=self.endpoint.is_unix)
-        writer = None if on_daemon else _ops.ReproWriter(out, overwrite)
-        written_to = ""
-        project = None
-        files: List[str] = []
+        answer = _ops.ReproStream(cid, out, on_daemon, overwrite)
         call = self._stream("GenerateReproducer", req)
         try:
             try:
                 with _translate(self.where):
                     for f in call:
-                        if f.written_to:
-                            written_to = f.written_to
-                        project = _ops.project_json(f) or project
-                        if writer is not None and f.path:
-                            writer.add(f)
-                        elif f.path:
-                            files.append(f.path)
+                        answer.add(f)
             except errors.Unimplemented as e:
                 raise _ops.unimplemented_repro(e) from None
-            if writer is not None:
-                files = writer.commit()
-                writer = None
+            return answer.finish()
         except BaseException:
             call.cancel()
             raise
         finally:
-            if writer is not None:
-                writer.abort()
-        return _ops.repro_result(cid, out, files, written_to, on_daemon, project)
+            answer.abort()
 
     # ---- replay (kerncap-replay) ----
 
