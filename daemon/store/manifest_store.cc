@@ -93,6 +93,17 @@ absl::StatusOr<std::string> ManifestStore::ReadRef(const std::string& capture_id
   return std::string(absl::StripAsciiWhitespace(*content));
 }
 
+absl::StatusOr<v1::CaptureManifest> ManifestStore::ReadCaptureManifest(
+    const std::string& capture_id) {
+  KC_ASSIGN_OR_RETURN(std::string hex, ReadRef(capture_id));
+  auto m = ReadManifest(hex);
+  if (!m.ok()) {
+    return absl::Status(m.status().code(),
+                        absl::StrCat("capture ", capture_id, ": ", m.status().message()));
+  }
+  return m;
+}
+
 absl::Status ManifestStore::DeleteRef(const std::string& capture_id) {
   std::string path = absl::StrCat(refs_dir(), "/", capture_id);
   if (::unlink(path.c_str()) != 0) {

@@ -15,6 +15,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/capture_id.h"
 #include "kerncap/v1/manifest.pb.h"
@@ -42,6 +45,8 @@ class ManifestStore {
 
   absl::Status WriteRef(const std::string& capture_id, const std::string& digest_hex);
   absl::StatusOr<std::string> ReadRef(const std::string& capture_id);
+  // The manifest the capture's ref names; errors name the capture.
+  absl::StatusOr<v1::CaptureManifest> ReadCaptureManifest(const std::string& capture_id);
   absl::Status DeleteRef(const std::string& capture_id);
   // Ids of all refs (valid names only; tmp-* and junk are skipped).
   absl::StatusOr<std::vector<std::string>> ListRefs();
@@ -53,6 +58,35 @@ class ManifestStore {
   std::string ManifestPath(const std::string& digest_hex) const;
   std::string root_;
 };
+
+// Resolves a capture id, or a prefix of one, against ids in ascending order,
+// starting at `from`, the first id not less than it (the owner's
+// lower_bound): the one id it names. InvalidArgument when it is malformed or
+// ambiguous, NotFound when nothing matches (`where`, e.g. " in store DIR",
+// ends that message).
+template <typename SortedIdIterator>
+absl::StatusOr<std::string> MatchCaptureIdPrefix(absl::string_view id_or_prefix,
+                                                 SortedIdIterator from, SortedIdIterator end,
+                                                 absl::string_view where = "") {
+  if (!IsValidCaptureIdPrefix(id_or_prefix)) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed capture id '", id_or_prefix,
+                                                   "': expected cap-<12 hex digits> or a prefix"));
+  }
+  std::vector<std::string> matches;
+  for (auto it = from; it != end && absl::StartsWith(*it, id_or_prefix) && matches.size() < 5;
+       ++it) {
+    matches.push_back(*it);
+  }
+  if (matches.empty()) {
+    return absl::NotFoundError(absl::StrCat("capture ", id_or_prefix, " not found", where));
+  }
+  if (matches.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("capture id prefix '", id_or_prefix,
+                                                   "' is ambiguous (", absl::StrJoin(matches, ", "),
+                                                   matches.size() >= 5 ? ", ..." : "", ")"));
+  }
+  return matches[0];
+}
 
 }  // namespace kerncap::store
 

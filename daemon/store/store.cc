@@ -305,35 +305,13 @@ absl::Status Store::Impl::ReadChunkInto(const Digest& d, char* out, uint32_t exp
 // Impl: captures.
 
 absl::StatusOr<std::string> Store::Impl::Resolve(absl::string_view id_or_prefix) {
-  if (!IsValidCaptureIdPrefix(id_or_prefix)) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed capture id '", id_or_prefix,
-                                                   "': expected cap-<12 hex digits> or a prefix"));
-  }
   absl::MutexLock l(&ids_mu_);
-  std::vector<std::string> matches;
-  for (auto it = ids_.lower_bound(std::string(id_or_prefix));
-       it != ids_.end() && absl::StartsWith(*it, id_or_prefix) && matches.size() < 5; ++it) {
-    matches.push_back(*it);
-  }
-  if (matches.empty()) {
-    return absl::NotFoundError(absl::StrCat("capture ", id_or_prefix, " not found"));
-  }
-  if (matches.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("capture id prefix '", id_or_prefix,
-                                                   "' is ambiguous (", absl::StrJoin(matches, ", "),
-                                                   matches.size() >= 5 ? ", ..." : "", ")"));
-  }
-  return matches[0];
+  return MatchCaptureIdPrefix(id_or_prefix, ids_.lower_bound(std::string(id_or_prefix)),
+                              ids_.end());
 }
 
 absl::StatusOr<v1::CaptureManifest> Store::Impl::LoadManifest(const std::string& id) {
-  KC_ASSIGN_OR_RETURN(std::string hex, manifests_.ReadRef(id));
-  auto m = manifests_.ReadManifest(hex);
-  if (!m.ok()) {
-    return absl::Status(m.status().code(),
-                        absl::StrCat("capture ", id, ": ", m.status().message()));
-  }
-  return m;
+  return manifests_.ReadCaptureManifest(id);
 }
 
 absl::StatusOr<std::string> Store::Impl::PublishManifest(v1::CaptureManifest manifest) {

@@ -231,38 +231,16 @@ absl::StatusOr<std::vector<std::string>> StoreReader::ListCaptureIds() const {
 }
 
 absl::StatusOr<std::string> StoreReader::ResolveCaptureId(absl::string_view id_or_prefix) const {
-  if (!IsValidCaptureIdPrefix(id_or_prefix)) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed capture id '", id_or_prefix,
-                                                   "': expected cap-<12 hex digits> or a prefix"));
-  }
   KC_ASSIGN_OR_RETURN(std::vector<std::string> ids, ListCaptureIds());
-  std::vector<std::string> matches;
-  for (auto it = std::lower_bound(ids.begin(), ids.end(), std::string(id_or_prefix));
-       it != ids.end() && absl::StartsWith(*it, id_or_prefix) && matches.size() < 5; ++it) {
-    matches.push_back(*it);
-  }
-  if (matches.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("capture ", id_or_prefix, " not found in store ", dir_));
-  }
-  if (matches.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("capture id prefix '", id_or_prefix,
-                                                   "' is ambiguous (", absl::StrJoin(matches, ", "),
-                                                   matches.size() >= 5 ? ", ..." : "", ")"));
-  }
-  return matches[0];
+  return MatchCaptureIdPrefix(id_or_prefix,
+                              std::lower_bound(ids.begin(), ids.end(), std::string(id_or_prefix)),
+                              ids.end(), absl::StrCat(" in store ", dir_));
 }
 
 absl::StatusOr<v1::CaptureManifest> StoreReader::GetManifest(
     absl::string_view id_or_prefix) const {
   KC_ASSIGN_OR_RETURN(std::string id, ResolveCaptureId(id_or_prefix));
-  KC_ASSIGN_OR_RETURN(std::string hex, manifests_.ReadRef(id));
-  auto m = manifests_.ReadManifest(hex);
-  if (!m.ok()) {
-    return absl::Status(m.status().code(),
-                        absl::StrCat("capture ", id, ": ", m.status().message()));
-  }
-  return m;
+  return manifests_.ReadCaptureManifest(id);
 }
 
 absl::StatusOr<std::unique_ptr<StoreCapture>> StoreReader::OpenCapture(
