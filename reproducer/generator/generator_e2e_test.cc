@@ -526,23 +526,29 @@ class HipGeneratorTest : public ::testing::Test {
             "-I../include",
             "-DEXTRA=1.0f"};
   }
+  // The application's build of src/kern.hip: a device code object with -g
+  // (line table) at `hsaco`, its command recorded in compile_commands.json.
+  // Empty on failure (the compiler's error is reported).
+  std::string BuildCodeObject(const std::string& hsaco) {
+    std::vector<std::string> argv = {clang_, "-x", "hip", "--cuda-device-only",
+                                     "--no-gpu-bundle-output", "--offload-arch=gfx90a"};
+    for (const std::string& f : Flags()) argv.push_back(f);
+    std::vector<std::string> db = argv;
+    db.insert(db.end(), {"-c", "../src/kern.hip", "-o", "kern.o"});
+    app_->WriteDatabase(db);
+    argv.insert(argv.end(), {"-o", hsaco, "../src/kern.hip"});
+    ToolResult c = Exec(argv, app_->root + "/build");
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    return c.exit_code == 0 ? hsaco : "";
+  }
   TempDir tmp_;
   std::string clang_, bitcode_;
   std::unique_ptr<App> app_;
 };
 
 TEST_F(HipGeneratorTest, RecompilesThroughVfsOverlayAfterMove) {
-  // The application's build: device code object with -g (line table).
-  std::vector<std::string> argv = {
-      clang_, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "--offload-arch=gfx90a"};
-  for (const std::string& f : Flags()) argv.push_back(f);
-  std::vector<std::string> db = argv;
-  db.insert(db.end(), {"-c", "../src/kern.hip", "-o", "kern.o"});
-  app_->WriteDatabase(db);
-  const std::string hsaco = tmp_.path + "/k.hsaco";
-  argv.insert(argv.end(), {"-o", hsaco, "../src/kern.hip"});
-  ToolResult c = Exec(argv, app_->root + "/build");
-  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string hsaco = BuildCodeObject(tmp_.path + "/k.hsaco");
+  ASSERT_FALSE(hsaco.empty());
 
   const std::string out = tmp_.path + "/out";
   GenerateOptions o;
@@ -619,16 +625,8 @@ TEST_F(HipGeneratorTest, AsmBuildSplicesTheEditedKernelBack) {
                       "extern \"C\" __global__ void shift(float* p, int n) {\n"
                       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                       "  if (i < n) p[i] = kc_twice(p[i]) + 1.0f;\n}\n");
-  std::vector<std::string> argv = {
-      clang_, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "--offload-arch=gfx90a"};
-  for (const std::string& f : Flags()) argv.push_back(f);
-  std::vector<std::string> db = argv;
-  db.insert(db.end(), {"-c", "../src/kern.hip", "-o", "kern.o"});
-  app_->WriteDatabase(db);
-  const std::string hsaco = tmp_.path + "/k.hsaco";
-  argv.insert(argv.end(), {"-o", hsaco, "../src/kern.hip"});
-  ToolResult c = Exec(argv, app_->root + "/build");
-  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string hsaco = BuildCodeObject(tmp_.path + "/k.hsaco");
+  ASSERT_FALSE(hsaco.empty());
   const std::string out = tmp_.path + "/proj";
   GenerateOptions o;
   o.out_dir = out;
@@ -738,17 +736,9 @@ TEST_F(HipGeneratorTest, AsmBuildSplicesTheEditedKernelBack) {
 // A capture folder of the reference Kerncap tool, imported into a store
 // (daemon/import), then generated from the store as kerncapd does.
 TEST_F(HipGeneratorTest, ImportedReferenceCaptureFindsSources) {
-  std::vector<std::string> argv = {
-      clang_, "-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "--offload-arch=gfx90a"};
-  for (const std::string& f : Flags()) argv.push_back(f);
   const std::string folder = tmp_.path + "/ref/capture";
   fs::create_directories(folder + "/memory");
-  std::vector<std::string> db = argv;
-  db.insert(db.end(), {"-c", "../src/kern.hip", "-o", "kern.o"});
-  app_->WriteDatabase(db);
-  argv.insert(argv.end(), {"-o", folder + "/kernel.hsaco", "../src/kern.hip"});
-  ToolResult c = Exec(argv, app_->root + "/build");
-  ASSERT_EQ(c.exit_code, 0) << c.err;
+  ASSERT_FALSE(BuildCodeObject(folder + "/kernel.hsaco").empty());
   json slot = {{"offset", 0}, {"size", 8}, {"value_kind", "global_buffer"}, {"name", "out"}};
   Write(folder + "/metadata.json", json({{"kernel_name", "scale [clone .kd]"},
                                          {"kernel_symbol", "scale"},

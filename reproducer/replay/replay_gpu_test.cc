@@ -23,41 +23,23 @@ constexpr const char* kPtx = testing::kAddOnePtx;
 
 // The same kernel, made slow: every thread first spins for 200000 clock
 // cycles (clock64 reads cannot be optimized away), then does the same work.
-constexpr char kSlowPtx[] = R"(
-.version 7.8
-.target sm_90
-.address_size 64
-.visible .entry add_one(.param .u64 table, .param .u32 n)
-{
-  .reg .pred %p<3>;
-  .reg .b32 %r<6>;
-  .reg .b64 %rd<11>;
-  mov.u64 %rd8, %clock64;
-SPIN:
-  mov.u64 %rd9, %clock64;
-  sub.s64 %rd10, %rd9, %rd8;
-  setp.lt.s64 %p2, %rd10, 200000;
-  @%p2 bra SPIN;
-  ld.param.u64 %rd1, [table];
-  ld.param.u32 %r1, [n];
-  mov.u32 %r2, %ctaid.x;
-  mov.u32 %r3, %ntid.x;
-  mov.u32 %r4, %tid.x;
-  mad.lo.s32 %r5, %r2, %r3, %r4;
-  setp.ge.u32 %p1, %r5, %r1;
-  @%p1 bra DONE;
-  cvta.to.global.u64 %rd2, %rd1;
-  ld.global.u64 %rd3, [%rd2];
-  cvta.to.global.u64 %rd4, %rd3;
-  mul.wide.u32 %rd5, %r5, 8;
-  add.s64 %rd6, %rd4, %rd5;
-  ld.global.u64 %rd7, [%rd6];
-  add.s64 %rd7, %rd7, 1;
-  st.global.u64 [%rd6], %rd7;
-DONE:
-  ret;
+// The spin goes right after the kernel's register declarations.
+std::string SlowAddOnePtx() {
+  std::string ptx = testing::kAddOnePtx;
+  const std::string after = "  .reg .b64 %rd<8>;\n";
+  const size_t at = ptx.find(after);
+  if (at == std::string::npos) return "";  // the kernel changed: the test then fails to load it
+  ptx.insert(at + after.size(),
+             "  .reg .pred %spin_p;\n"
+             "  .reg .b64 %spin_t<3>;\n"
+             "  mov.u64 %spin_t0, %clock64;\n"
+             "SPIN:\n"
+             "  mov.u64 %spin_t1, %clock64;\n"
+             "  sub.s64 %spin_t2, %spin_t1, %spin_t0;\n"
+             "  setp.lt.s64 %spin_p, %spin_t2, 200000;\n"
+             "  @%spin_p bra SPIN;\n");
+  return ptx;
 }
-)";
 
 constexpr uint64_t kTableVa = 0x7f2a00000000;  // holds one pointer
 constexpr uint64_t kDataVa = 0x7f2a00200000;   // n u64 values
@@ -210,7 +192,7 @@ TEST_F(ReplayGpuTest, WrongGoldenImageFails) {
 TEST_F(ReplayGpuTest, BenchComparesASlowerVariantWithTheCapturedBinary) {
   WriteCapture(1);
   ValidationReport after;
-  auto r = BenchAgainstOriginal(kSlowPtx, 20, &after);
+  auto r = BenchAgainstOriginal(SlowAddOnePtx().c_str(), 20, &after);
   ASSERT_TRUE(r.ok()) << r.status();
   std::fprintf(stderr, "%s", FormatBench(*r).c_str());
   ASSERT_TRUE(r->compared);
