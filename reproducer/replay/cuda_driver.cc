@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace kerncap::replay {
@@ -62,6 +63,12 @@ std::string CudaDriver::ErrorText(CUresult r) const {
 absl::Status CudaDriver::Check(CUresult r, const std::string& what) const {
   if (r == CUDA_SUCCESS) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", ErrorText(r)));
+}
+
+bool IsNoCudaDeviceError(const absl::Status& s) {
+  const absl::string_view m = s.message();
+  return absl::StrContains(m, "no CUDA driver") || absl::StrContains(m, "no CUDA device") ||
+         absl::StrContains(m, "CUDA_ERROR_NO_DEVICE");
 }
 
 }  // namespace kerncap::replay

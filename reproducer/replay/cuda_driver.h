@@ -50,6 +50,11 @@ struct CudaDriver {
   absl::Status Check(CUresult r, const std::string& what) const;
 };
 
+// True for the errors that mean there is no CUDA driver or no CUDA device
+// here (CudaDriver::Get, a device count of 0, CUDA_ERROR_NO_DEVICE). The
+// replay tools report them as "skipped" (exit 77), never as failures.
+bool IsNoCudaDeviceError(const absl::Status& s);
+
 }  // namespace kerncap::replay
 
 #endif  // KERNCAP_REPRODUCER_REPLAY_CUDA_DRIVER_H_

@@ -35,6 +35,7 @@
 #include "nlohmann/json.hpp"
 #include "reproducer/replay/capture_source.h"
 #include "reproducer/replay/compare_options.h"
+#include "reproducer/replay/cuda_driver.h"
 #include "reproducer/replay/daemon_fetch.h"
 #include "reproducer/replay/replay_session.h"
 #include "reproducer/replay/serve/serve_cli.h"
@@ -68,10 +69,8 @@ struct Common {
 
 int Error(const absl::Status& s, bool json) {
   // No driver / no device is "skipped" for the GPU tests, not a failure.
-  const bool no_device = absl::StrContains(s.message(), "no CUDA driver") ||
-                         absl::StrContains(s.message(), "no CUDA device") ||
-                         absl::StrContains(s.message(), "CUDA_ERROR_NO_DEVICE") ||
-                         absl::StrContains(s.message(), "no usable HSA runtime");
+  const bool no_device =
+      IsNoCudaDeviceError(s) || absl::StrContains(s.message(), "no usable HSA runtime");
   const int code = no_device ? kExitNoDevice : kExitError;
   if (json) {
     nlohmann::json j = {{"error",

@@ -70,11 +70,7 @@ void SetError(char* err, size_t err_size, absl::string_view msg) {
 }
 
 int CodeOf(const absl::Status& s) {
-  const absl::string_view m = s.message();
-  if (absl::StrContains(m, "no CUDA driver") || absl::StrContains(m, "no CUDA device") ||
-      absl::StrContains(m, "CUDA_ERROR_NO_DEVICE")) {
-    return kNoDevice;
-  }
+  if (IsNoCudaDeviceError(s)) return kNoDevice;
   return absl::IsInvalidArgument(s) ? kUsage : kError;
 }
 

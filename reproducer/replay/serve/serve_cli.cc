@@ -10,10 +10,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/cuda_driver.h"
 #include "reproducer/replay/daemon_fetch.h"
 #include "reproducer/replay/serve/client.h"
 #include "reproducer/replay/serve/evaluator.h"
@@ -32,10 +32,7 @@ constexpr int kExitNoDevice = 77;
 
 // kerncap-replay's convention (main.cc): no driver or device is a skip.
 int ExitCodeFor(const absl::Status& s) {
-  const bool no_device = absl::StrContains(s.message(), "no CUDA driver") ||
-                         absl::StrContains(s.message(), "no CUDA device") ||
-                         absl::StrContains(s.message(), "CUDA_ERROR_NO_DEVICE");
-  return no_device ? kExitNoDevice : kExitError;
+  return IsNoCudaDeviceError(s) ? kExitNoDevice : kExitError;
 }
 
 int Fail(const char* command, const absl::Status& s) {
