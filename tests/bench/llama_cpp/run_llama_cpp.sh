@@ -11,11 +11,13 @@
 #   KERNCAP_AGENT  libkerncap_agent.so
 #
 # Steps:
-#   1. Build llama.cpp (CMake + Ninja, CUDA for sm_90 only, -lineinfo so the
-#      reproducer finds the sources; FlashAttention kernels off unless
+#   1. Build llama.cpp as its README says (CMake's default generator, Unix
+#      Makefiles, `cmake --build build -j`), CUDA for sm_90 only, -lineinfo so
+#      the reproducer finds the sources; FlashAttention kernels off unless
 #      KERNCAP_LLAMA_FA=1, which only shortens the one full build: neither
-#      loop rebuilds them). The kernel's unit is compiled through CMake's
-#      options files (includes_CUDA.rsp), which the reproducer must expand.
+#      loop rebuilds them. With that generator CMake passes the include
+#      folders through options files (--options-file .../includes_CUDA.rsp),
+#      which the reproducer must expand.
 #   2. A random-weight model written by make_random_model.py with llama.cpp's
 #      own gguf writer, quantized to Q4_0 with its own llama-quantize.
 #   3. The application check: llama-simple, greedy, 16 tokens; its text with
@@ -28,7 +30,7 @@
 #   5. KERNCAP_LLAMA_REPS times (default 3) the same edit in both trees (an
 #      unroll pragma on the kernel's first loop: a real change of the code that
 #      keeps the results bit-identical):
-#        (a) ninja llama-simple (incremental) + llama-simple + compare its text
+#        (a) cmake --build (incremental) + llama-simple + compare its text
 #        (b) make recompile validate in the reproducer
 #      The figure is median(a) / median(b).
 #
@@ -51,7 +53,7 @@ now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.3f", a - b }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
-for tool in cmake ninja nvcc make awk python3; do
+for tool in cmake nvcc make awk python3; do
   command -v "$tool" > /dev/null || { note "missing $tool: not measured"; exit 77; }
 done
 nvidia-smi > /dev/null 2>&1 || { note "no GPU: not measured"; exit 77; }
@@ -66,15 +68,15 @@ BUILD=$WORK/build
 
 note "full build of llama.cpp (CUDA, sm_90; $(nproc) cores)"
 t=$(now)
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo -DGGML_CUDA_FA="${KERNCAP_LLAMA_FA:-OFF}" \
   -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_SERVER=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$LOGS/configure.log" 2>&1 ||
   { note "configure failed"; tail -30 "$LOGS/configure.log"; exit 1; }
-ninja -C "$BUILD" llama-simple llama-quantize > "$LOGS/build.log" 2>&1 ||
+cmake --build "$BUILD" -j"$(nproc)" --target llama-simple llama-quantize > "$LOGS/build.log" 2>&1 ||
   { note "build failed"; tail -30 "$LOGS/build.log"; exit 1; }
 full_build=$(since "$t")
-note "full build: ${full_build} s ($(grep -c 'Building CUDA' "$LOGS/build.log") CUDA units)"
+note "full build: ${full_build} s ($(grep -c 'Building CUDA object' "$LOGS/build.log") CUDA units)"
 grep -q -- '--options-file' "$BUILD/compile_commands.json" &&
   note "compile_commands.json uses --options-file (CMake response files)"
 
@@ -161,7 +163,7 @@ for ((r = 1; r <= REPS; r++)); do
   f=$((1 << r))
   edit "$SRC/$KFILE" "$f" || exit 1
   t=$(now)
-  ninja -C "$BUILD" llama-simple >> "$LOGS/loop-a.log" 2>&1 && check
+  cmake --build "$BUILD" -j"$(nproc)" --target llama-simple >> "$LOGS/loop-a.log" 2>&1 && check
   rc=$?
   A+=("$(since "$t")")
   ((rc == 0)) && ok_a=$((ok_a + 1))
