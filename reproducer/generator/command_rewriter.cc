@@ -41,8 +41,10 @@ const OptionSpec kDropCuda[] = {
     {"--generate-code", true, "the captured architecture is used"},
     {"-ccbin", true, "host compiler path of the capture host"},
     {"--compiler-bindir", true, "host compiler path of the capture host"},
-    {"--options-file", true, "option files are not copied"},
-    {"-optf", true, "option files are not copied"},
+    // Readable option files were expanded into the command before
+    // (response_files.h); what is left could not be read.
+    {"--options-file", true, "options file could not be expanded (see compile.option_files)"},
+    {"-optf", true, "options file could not be expanded (see compile.option_files)"},
     {"-dc", false, "relocatable device code is not linked by the reproducer"},
     {"--device-c", false, "relocatable device code is not linked by the reproducer"},
     {"-cubin", false, "set by the reproducer"},

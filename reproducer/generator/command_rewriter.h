@@ -8,7 +8,9 @@
 //                      -o FILE, dependency output (-M*), the target
 //                      architectures (-arch/-gencode/-code, --offload-arch:
 //                      the captured one is used), -x LANG, -ccbin, earlier
-//                      -ivfsoverlay files, nvcc option files. The flags stay
+//                      -ivfsoverlay files, nvcc option files that could not
+//                      be expanded (response_files.h expands the others
+//                      into the command first). The flags stay
 //                      as written (paths relative to the command's
 //                      directory); the include closure runs them as they are.
 //   MakeFlagsRelative  rewrites every path in the remaining flags: inside the
