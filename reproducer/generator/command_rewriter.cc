@@ -30,7 +30,6 @@ const OptionSpec kDropCommon[] = {
     {"-MF", true, "dependency output"},
     {"-MT", true, "dependency output"},
     {"-MQ", true, "dependency output"},
-    {"-x", true, "the reproducer sets the language"},
 };
 const OptionSpec kDropCuda[] = {
     {"-arch", true, "the captured architecture is used"},
@@ -53,6 +52,8 @@ const OptionSpec kDropCuda[] = {
     {"--generate-dependencies-with-compile", false, "dependency output"},
 };
 const OptionSpec kDropHip[] = {
+    // CUDA keeps "-x cu": a .cpp compiled as CUDA needs it.
+    {"-x", true, "the reproducer sets the language"},
     {"--offload-arch", true, "the captured architecture is used"},
     {"--cuda-gpu-arch", true, "the captured architecture is used"},
     {"--no-offload-arch", true, "the captured architecture is used"},

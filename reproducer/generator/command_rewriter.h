@@ -7,7 +7,8 @@
 //                      compiler (a Makefile variable), the source file, -c,
 //                      -o FILE, dependency output (-M*), the target
 //                      architectures (-arch/-gencode/-code, --offload-arch:
-//                      the captured one is used), -x LANG, -ccbin, earlier
+//                      the captured one is used), HIP's -x LANG (CUDA keeps
+//                      -x cu: a .cpp compiled as CUDA needs it), -ccbin, earlier
 //                      -ivfsoverlay files, nvcc option files that could not
 //                      be expanded (response_files.h expands the others
 //                      into the command first). The flags stay

@@ -24,6 +24,12 @@ TEST(CommandRewriterTest, CoreFlagsDropOutputArchAndSource) {
   EXPECT_EQ(core.flags,
             (std::vector<std::string>{"-O3", "-DN=4", "-Xcompiler", "-fPIC", "-lineinfo"}));
   EXPECT_EQ(core.dropped.size(), 8u);  // -gencode -arch -ccbin -MD -MF -c source -o
+  // A .cpp compiled as CUDA (CMake's "-x cu", also on .cu files) keeps its
+  // language; CMake's "--generate-code=..." form is an architecture.
+  core = ExtractCoreFlags(Cmd({"nvcc", "-x", "cu", "--generate-code=arch=compute_90,code=[sm_90]",
+                               "-rdc=true", "-c", "../src/k.cu"}),
+                          "/app/src/k.cu", Language::kCuda);
+  EXPECT_EQ(core.flags, (std::vector<std::string>{"-x", "cu", "-rdc=true"}));
 }
 
 TEST(CommandRewriterTest, HipCoreFlags) {
