@@ -223,7 +223,14 @@ std::string BuildMakefile(const MakefileSpec& s) {
                     "\n\t@mkdir -p $(BUILD)\n");
     if (cuda) {
       if (toolkit_check) mk += "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n";
-      mk += "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(SRC)\n\n";
+      if (s.relocatable_device_code) {
+        mk +=
+            "\t$(NVCC) -cubin -arch=$(ARCH) -rdc=true $(FLAGS) -o $(BUILD)/kernel.rdc.cubin "
+            "$(SRC)\n"
+            "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o $@ $(BUILD)/kernel.rdc.cubin\n\n";
+      } else {
+        mk += "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(SRC)\n\n";
+      }
     } else {
       absl::StrAppend(&mk,
                       "\t$(CLANG) -x hip --cuda-device-only --no-gpu-bundle-output "
@@ -356,7 +363,8 @@ std::string BuildMakefile(const MakefileSpec& s) {
     if (s.has_source) {
       absl::StrAppend(&mk, "$(BUILD)/kernel.ptx: $(SRC) $(HEADERS)\n\t@mkdir -p $(BUILD)\n",
                       toolkit_check ? "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n" : "",
-                      "\t$(NVCC) -ptx -arch=", compute, " $(FLAGS) -o $@ $(SRC)\n\n");
+                      "\t$(NVCC) -ptx -arch=", compute, s.relocatable_device_code ? " -rdc=true" : "",
+                      " $(FLAGS) -o $@ $(SRC)\n\n");
     } else {
       absl::StrAppend(&mk, "$(BUILD)/kernel.ptx:\n", FailRecipe("ptx", s.no_source_reason), "\n");
     }

@@ -71,6 +71,10 @@ struct MakefileSpec {
   // CUDA: the toolkit that built the captured code ("13.0.88", digits and
   // dots only) and its version line; empty: not recorded, no check.
   std::string app_cuda_version;
+  // CUDA: the unit is relocatable device code: recompile compiles it with
+  // -rdc=true to build/kernel.rdc.cubin and device-links that
+  // (nvcc -dlink -cubin) into build/kernel.cubin.
+  bool relocatable_device_code = false;
   std::string app_cuda_version_line;
   std::string clang_default = "clang";
   std::string llvm_objdump_default = "llvm-objdump";

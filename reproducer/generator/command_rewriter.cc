@@ -12,6 +12,10 @@
 namespace kerncap::repro {
 namespace {
 
+constexpr char kRdcReason[] =
+    "relocatable device code: recompile uses -rdc=true and device-links the unit alone "
+    "(nvcc -dlink -cubin)";
+
 struct OptionSpec {
   const char* name;
   bool takes_value;  // "-o FILE" (also "-oFILE" / "--opt=FILE" joined)
@@ -44,8 +48,12 @@ const OptionSpec kDropCuda[] = {
     // (response_files.h); what is left could not be read.
     {"--options-file", true, "options file could not be expanded (see compile.option_files)"},
     {"-optf", true, "options file could not be expanded (see compile.option_files)"},
-    {"-dc", false, "relocatable device code is not linked by the reproducer"},
-    {"--device-c", false, "relocatable device code is not linked by the reproducer"},
+    // Relocatable device code (CMake's CUDA_SEPARABLE_COMPILATION): the
+    // Makefile compiles with -rdc=true and device-links the unit itself.
+    {"-dc", false, kRdcReason},
+    {"--device-c", false, kRdcReason},
+    {"-rdc", true, kRdcReason},
+    {"--relocatable-device-code", true, kRdcReason},
     {"-cubin", false, "set by the reproducer"},
     {"-ptx", false, "set by the reproducer"},
     {"--dependency-output", true, "dependency output"},
@@ -137,6 +145,10 @@ CoreFlags ExtractCoreFlags(const CompileCommand& command, const std::string& tu,
         flag += " " + command.argv[++i];
       }
       core.dropped.push_back({flag, s->reason});
+      if (s->reason == kRdcReason) {
+        // "-dc", "-rdc=true", "-rdc true"; "=false" is the default.
+        core.relocatable_device_code = !absl::EndsWith(flag, "false");
+      }
       dropped = true;
       break;
     }

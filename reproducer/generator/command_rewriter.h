@@ -9,7 +9,9 @@
 //                      architectures (-arch/-gencode/-code, --offload-arch:
 //                      the captured one is used), HIP's -x LANG (CUDA keeps
 //                      -x cu: a .cpp compiled as CUDA needs it), -ccbin, earlier
-//                      -ivfsoverlay files, nvcc option files that could not
+//                      -ivfsoverlay files, relocatable device code (-dc,
+//                      -rdc=true: noted in relocatable_device_code), nvcc
+//                      option files that could not
 //                      be expanded (response_files.h expands the others
 //                      into the command first). The flags stay
 //                      as written (paths relative to the command's
@@ -44,6 +46,12 @@ struct DroppedFlag {
 
 struct CoreFlags {
   std::string tool;  // basename of the original compiler ("nvcc", "clang++")
+  // CUDA: the unit was compiled as relocatable device code (-dc, -rdc=true,
+  // CMake's CUDA_SEPARABLE_COMPILATION). The reproducer then compiles it the
+  // same way and device-links that one unit (nvcc -dlink -cubin) into the
+  // loadable image the capture holds: compiled whole-program instead, the
+  // kernel's code would differ.
+  bool relocatable_device_code = false;
   std::vector<std::string> flags;
   std::vector<DroppedFlag> dropped;
 };

@@ -397,6 +397,7 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
           [&copied_dirs](const std::string& d) { return copied_dirs.count(d) > 0; });
       flags = rel.flags;
       cs.original_tool = core.tool;
+      mk.relocatable_device_code = lang == Language::kCuda && core.relocatable_device_code;
       cs.external = rel.external;
       cs.dropped = core.dropped;
       cs.dropped.insert(cs.dropped.end(), rel.dropped.begin(), rel.dropped.end());
@@ -414,9 +415,17 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
       cs.command.push_back("-ivfsoverlay");
       cs.command.push_back("vfs.yaml");
     }
+    if (mk.relocatable_device_code) cs.command.push_back("-rdc=true");
     cs.command.push_back("-o");
-    cs.command.push_back(lang == Language::kCuda ? "build/kernel.cubin" : "build/kernel.hsaco");
+    cs.command.push_back(lang == Language::kCuda
+                             ? (mk.relocatable_device_code ? "build/kernel.rdc.cubin"
+                                                           : "build/kernel.cubin")
+                             : "build/kernel.hsaco");
     cs.command.push_back(tu_project);
+    if (mk.relocatable_device_code) {
+      cs.link_command = {"$(NVCC)", "-dlink", "-cubin", "-arch=" + arch, "-o",
+                         "build/kernel.cubin", "build/kernel.rdc.cubin"};
+    }
 
     mk.has_source = true;
     mk.source = tu_project;

@@ -87,6 +87,7 @@ json CompileJson(const CompileSection& c) {
   j["original_tool"] = c.original_tool;
   j["tool_variable"] = c.tool_variable;
   j["command"] = StringList(c.command);
+  j["link_command"] = StringList(c.link_command);
   j["translation_unit"] = c.translation_unit;
   json ext = json::object();
   for (const auto& [k, v] : c.external) ext[k] = v;

@@ -28,6 +28,9 @@
 //                      original_tool, tool_variable: "NVCC"|"CLANG", command[] (relative;
 //                      $(VAR) for tools and external paths), translation_unit: "src/..",
 //                      external_paths{EXT_n: "/abs"}, dropped_flags[{flag, reason}],
+//                      link_command[] (relocatable device code, -rdc=true: recompile
+//                      compiles to build/kernel.rdc.cubin and device-links it alone into
+//                      build/kernel.cubin; else []),
 //                      option_files[{flag, file, depth, expanded, error}] (origin
 //                      compile_commands: the options files / @files expanded into the
 //                      command, response_files.h; one not expanded is also a warning)}
@@ -84,6 +87,8 @@ struct CompileSection {
   std::string original_tool;
   std::string tool_variable;         // "NVCC" / "CLANG"
   std::vector<std::string> command;  // "$(NVCC)" then flags, -o, source
+  // Relocatable device code: the device link after `command` (else empty).
+  std::vector<std::string> link_command;
   std::string translation_unit;      // "src/..."
   std::vector<std::pair<std::string, std::string>> external;
   std::vector<DroppedFlag> dropped;
