@@ -87,8 +87,8 @@ inline constexpr size_t kAmdExtKnownSize =
 
 // Number of AmdExtTable entries the runtime advertises beyond the known
 // layout. Their meaning is unknown to this build. ROCm 6.2+ appends entries
-// there, and ROCm 10's hsa_amd_queue_create (HIP's queue creation there,
-// research/anchor-kerncap.md PR #169) is among them at a slot no header
+// there, and ROCm 10's hsa_amd_queue_create (HIP's queue creation there; a
+// reference tool that did not hook it captured nothing on ROCm 10) is among them at a slot no header
 // available here documents: it is NOT hooked, so queues created through it
 // are not intercepted. The agent logs this at OnLoad.
 size_t UnknownAmdExtEntries(const AmdExtTable* table);
