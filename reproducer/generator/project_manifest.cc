@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/version.h"
 #include "reproducer/replay/capture_source.h"
 
 namespace kerncap::repro {
@@ -224,7 +225,7 @@ json BuildProjectManifest(const ProjectFacts& f) {
   json out = {
       {"schema", "kerncap.reproducer"},
       {"schema_version", kProjectSchemaVersion},
-      {"generator", "kerncap 0.1.0"},
+      {"generator", std::string("kerncap ") + ::kerncap::kVersion},
       {"kind", !f.triton.is_null() ? "triton" : f.source_project ? "source" : "binary"},
       {"kernel",
        {{"mangled", m.kernel().mangled_name()},

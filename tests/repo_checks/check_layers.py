@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""Enforces the dependency rule between the top-level folders (DESIGN.md section 8,
-docs/ARCHITECTURE.md): a file may include only from its own folder and from folders
+"""Enforces the dependency rule between the top-level folders (docs/ARCHITECTURE.md): a file may include only from its own folder and from folders
 below it, and nothing outside daemon/ includes from daemon/.
 
 Layers, bottom to top (a folder may include from any lower layer):
