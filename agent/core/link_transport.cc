@@ -130,6 +130,10 @@ std::optional<CaptureTicket> LinkTransport::ShouldCapture(const KernelMatchInfo&
   return CaptureTicket{match->arm_id, match->dispatch_index};
 }
 
+std::vector<std::string> LinkTransport::ArmsMatching(const KernelMatchInfo& info) {
+  return client_->ArmsMatching(info.demangled_name, info.mangled_name, info.device);
+}
+
 Result<std::unique_ptr<TransportSession>> LinkTransport::Begin(const CaptureHeader& header,
                                                                std::string_view arg_blob) {
   auto session = client_->BeginCapture(ToCaptureBegin(header), arg_blob);
