@@ -376,6 +376,13 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
                             HumanBytes(l.shared_mem_bytes()), "  private ",
                             HumanBytes(l.private_mem_bytes()), "  cluster ", Dims(l.cluster()),
                             l.cooperative() ? "  cooperative" : "", "  stream ", Hex(l.stream()))});
+  if (m.has_graph()) {
+    const v1::GraphOrigin& g = m.graph();
+    head.AddRow({"graph", absl::StrCat("node ", g.node_path(), " (", g.node_index() + 1, " of ",
+                                       g.node_count(), " in order) of exec ", Hex(g.graph_exec()),
+                                       " (#", g.exec_serial(), ", graph ", Hex(g.graph()),
+                                       "), launch ", g.graph_launch())});
+  }
   head.AddRow({"tags", Tags(m.tags())});
   std::ostringstream tmp;
   head.Print(tmp);

@@ -458,6 +458,10 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
     FailCapture("daemon is shutting down");
     return LinkStatus::Ok();
   }
+  if (absl::Status graph = CheckGraphOrigin(begin); !graph.ok()) {
+    FailCapture(absl::StrCat("bad capture from the agent: ", graph.message()));
+    return LinkStatus::Ok();
+  }
   if (!c.arm_id.empty()) {
     std::string why = server_->ReserveArm(c.arm_id);
     if (!why.empty()) {
