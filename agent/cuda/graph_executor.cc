@@ -15,7 +15,7 @@ Status Check(CUresult r, const std::string& call) {
 
 // A compile-time cluster shape (__cluster_dims__) may not be given again at
 // launch; the node's attribute then only repeats it.
-bool HasCompiledClusterDims(CUfunction f, CUcontext ctx) {
+bool HasCompiledClusterDims(CUfunction f) {
   int width = 0;
   if (cuFuncGetAttribute(&width, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, f) == CUDA_SUCCESS) {
     return width > 0;
@@ -28,7 +28,6 @@ bool HasCompiledClusterDims(CUfunction f, CUcontext ctx) {
                              reinterpret_cast<CUkernel>(f), dev) == CUDA_SUCCESS) {
     return width > 0;
   }
-  (void)ctx;
   return false;
 }
 
@@ -46,11 +45,10 @@ Status PrepareKernel(CUgraphNode node, const GraphLaunchPlan& plan, CUcontext la
   } else {
     return Error("the kernel node names no function");
   }
-  if (p.kernelParams != nullptr && p.extra != nullptr) {
-    return Error("the kernel node has both kernelParams and extra");
-  }
+  // One form only (cuLaunchKernelEx rejects both); the driver's copy of the
+  // arguments is in kernelParams when it has one.
   op->kernel_params = p.kernelParams;
-  op->extra = p.extra;
+  op->extra = p.kernelParams != nullptr ? nullptr : p.extra;
   LaunchDesc& d = op->desc;
   d.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
   d.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
@@ -70,7 +68,7 @@ Status PrepareKernel(CUgraphNode node, const GraphLaunchPlan& plan, CUcontext la
   if (get(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v) &&
       static_cast<uint64_t>(v.clusterDim.x) * v.clusterDim.y * v.clusterDim.z > 1) {
     d.cluster = {v.clusterDim.x, v.clusterDim.y, v.clusterDim.z};
-    if (!HasCompiledClusterDims(op->function, launch_context)) add(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
+    if (!HasCompiledClusterDims(op->function)) add(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
   }
   if (get(CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, &v) &&
       static_cast<uint64_t>(v.preferredClusterDim.x) * v.preferredClusterDim.y *
