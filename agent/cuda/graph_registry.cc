@@ -263,13 +263,12 @@ void GraphRegistry::OnExecUpdate(uint64_t exec, uint64_t graph) {
   holder->graph = *clone;
   auto root = BuildLevel(*clone, 0);
   if (!root.ok()) return Refuse(e, "reading the graph of cuGraphExecUpdate failed: " + root.error());
-  std::string why;
-  if (!SamePairing(*e.root, **root, &why)) {
-    return Refuse(e, "cuGraphExecUpdate: the agent cannot pair the new graph's nodes with the "
-                     "exec's (" + why + ")");
-  }
-  // Earlier nodes keep their paths (index pairing); the new graph's own nodes
-  // are found exactly.
+  // What the exec runs is the new graph either way (the driver accepted it
+  // as topologically identical). Earlier nodes keep their paths only when
+  // index pairing verifies; otherwise they are forgotten, so a later update
+  // naming one refuses the exec instead of changing a guessed node. The new
+  // graph's own nodes are found exactly.
+  if (!SamePairing(*e.root, **root, nullptr)) e.paths.clear();
   std::vector<uint32_t> prefix;
   MapNodes(graph, **root, **root, &prefix, 0, &e.paths);
   e.root = std::move(root.value());

@@ -16,16 +16,16 @@
 //       given graph;
 //   cuGraphNodeSetEnabled -> the node is skipped (a disabled node is an
 //       empty node, CUDA docs);
-//   cuGraphExecUpdate(exec, g) -> the exec now runs g's parameters: the
-//       clone is replaced by a clone of g. Pairing rule for the nodes the
-//       application names afterwards: g's own nodes map exactly (found in the
-//       new clone); the nodes of the graphs before pair by index at every
-//       level (the driver's node order, which is the order nodes were added),
-//       accepted only when kinds and dependency sets match index for index
-//       (SamePairing) and no node was disabled (whether a disabled node stays
-//       disabled across an update is not documented). Otherwise the exec is
-//       marked unsupported: its launches are refused rather than replayed from
-//       a guess;
+//   cuGraphExecUpdate(exec, g) -> the exec now runs g's parameters (the
+//       driver accepts only a topologically identical g): the clone is
+//       replaced by a clone of g. Pairing rule for the nodes the application
+//       names afterwards: g's own nodes map exactly (found in the new clone);
+//       the nodes of the graphs before pair by index at every level (the
+//       driver's node order, the order nodes were added), kept only when
+//       kinds and dependency sets match index for index (SamePairing), else
+//       forgotten (a later update naming one refuses the exec: no guessed
+//       node is ever changed). An update while a node is disabled refuses the
+//       exec (whether it stays disabled across an update is not documented);
 //   cuGraphExecDestroy -> dropped (its clones are destroyed once no launch
 //       in flight uses them).
 // Any failure while tracking marks the exec unsupported with the reason; the

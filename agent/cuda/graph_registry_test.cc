@@ -198,17 +198,26 @@ TEST_F(GraphRegistryTest, ExecUpdateWithSameTopologyReplacesTheCloneAndPairsByIn
   EXPECT_EQ(reg_.BeginLaunch(kExec)->unsupported, "");
 }
 
-TEST_F(GraphRegistryTest, ExecUpdateThatCannotBePairedRefuses) {
-  BuildChain();
+TEST_F(GraphRegistryTest, ExecUpdateThatCannotBePairedRunsTheNewGraphButForgetsOldNodes) {
+  // Two independent nodes, added in the other order in the new graph: the
+  // driver pairs them its way; index pairing does not verify.
+  g_ = api_.NewGraph();
+  const uint64_t m = api_.AddNode(g_, K::kMemset);
+  k1_ = api_.AddNode(g_, K::kKernel, {}, 1);
   reg_.OnInstantiate(kExec, g_, 0);
   const uint64_t g2 = api_.NewGraph();
-  const uint64_t n1 = api_.AddNode(g2, K::kKernel, {}, 7);  // kernel where a memset was
-  api_.AddNode(g2, K::kMemset, {n1});
-  const uint64_t n3 = api_.AddNode(g2, K::kKernel, {}, 8);
-  api_.AddNode(g2, K::kMemcpy, {n3});
+  const uint64_t n1 = api_.AddNode(g2, K::kKernel, {}, 7);
+  api_.AddNode(g2, K::kMemset);
   reg_.OnExecUpdate(kExec, g2);
-  const std::string why = reg_.BeginLaunch(kExec)->unsupported;
-  EXPECT_NE(why.find("cannot pair"), std::string::npos) << why;
+  auto plan = reg_.BeginLaunch(kExec);
+  EXPECT_EQ(plan->unsupported, "");
+  EXPECT_EQ(Functions(*plan), (std::vector<uint64_t>{7}));
+  const uint64_t f = 8;
+  reg_.OnNodeUpdate(kExec, n1, kAnyCbid, &f);  // a node of the new graph: exact
+  EXPECT_EQ(Functions(*reg_.BeginLaunch(kExec)), (std::vector<uint64_t>{8}));
+  reg_.OnNodeUpdate(kExec, k1_, kAnyCbid, &f);  // an old node: no longer placed
+  EXPECT_NE(reg_.BeginLaunch(kExec)->unsupported.find("could not place"), std::string::npos);
+  (void)m;
 }
 
 TEST_F(GraphRegistryTest, ExecUpdateAfterDisablingANodeRefuses) {
