@@ -5,7 +5,8 @@
 // cuGraphNodeFindInClone does. Destroyed graphs answer no query, so a test
 // sees a use after destroy as an error.
 //
-// Kernel parameter updates (ApplyNodeUpdate) take `params` as a pointer to
+// Like the driver, graphs with memory allocation / free or conditional nodes
+// are not cloned. Kernel parameter updates (ApplyNodeUpdate) take `params` as a pointer to
 // the new function handle (uint64_t); a test can make them fail.
 #ifndef KERNCAP_AGENT_CUDA_FAKE_GRAPH_API_H_
 #define KERNCAP_AGENT_CUDA_FAKE_GRAPH_API_H_
@@ -80,6 +81,14 @@ class FakeGraphApi : public GraphApi {
     if (fail_clone_) return Error("injected clone failure");
     auto it = graphs_.find(graph);
     if (it == graphs_.end() || it->second.destroyed) return Error("clone of a dead graph");
+    // Like the driver: no clones of graphs with memory or conditional nodes.
+    for (uint64_t n : it->second.nodes) {
+      const GraphNodeKind k = nodes_[n].kind;
+      if (k == GraphNodeKind::kMemAlloc || k == GraphNodeKind::kMemFree ||
+          k == GraphNodeKind::kConditional) {
+        return Error("CUDA_ERROR_NOT_SUPPORTED (cloning a graph with memory or conditional nodes)");
+      }
+    }
     const uint64_t c = next_++;
     FakeGraph copy;
     copy.is_clone = true;

@@ -150,7 +150,18 @@ void GraphRegistry::OnInstantiate(uint64_t exec, uint64_t graph, uint64_t flags)
   }
   auto clone = api_->Clone(graph);
   if (!clone.ok()) {
-    Refuse(*e, "cloning the graph at instantiation failed: " + clone.error());
+    // The driver does not clone graphs with memory or conditional nodes:
+    // the source graph (alive now) says why, and which kernels it has (for
+    // the refusal's report). That model is never run: its nodes are the
+    // application's.
+    auto shape = BuildLevel(graph, 0);
+    std::string why;
+    if (shape.ok()) {
+      auto flat = FlattenGraph(**shape);
+      if (flat.ok()) why = UnsupportedNodeReason(*flat);
+      e->root = std::move(shape.value());
+    }
+    Refuse(*e, why.empty() ? "cloning the graph at instantiation failed: " + clone.error() : why);
   } else {
     e->top = std::make_shared<CloneHolder>();
     e->top->api = api_;
@@ -170,6 +181,7 @@ void GraphRegistry::OnInstantiate(uint64_t exec, uint64_t graph, uint64_t flags)
 }
 
 GraphNode* GraphRegistry::Resolve(Exec& e, uint64_t node, const char* what) {
+  // A refused exec stays refused; its model is not changed any more.
   if (!e.unsupported.empty() || e.root == nullptr) return nullptr;
   auto it = e.paths.find(node);
   GraphNode* n = it == e.paths.end() ? nullptr : NodeAtPath(*e.root, it->second);
@@ -298,7 +310,8 @@ std::shared_ptr<const GraphLaunchPlan> GraphRegistry::BeginLaunch(uint64_t exec)
   plan->serial = e.serial;
   plan->flags = e.flags;
   plan->launch_index = ++e.launches;
-  if (e.flat == nullptr && e.root != nullptr && e.unsupported.empty()) {
+  if (e.flat == nullptr && e.root != nullptr) {
+    // Refused execs are flattened too: their kernels name the refusal.
     auto flat = FlattenGraph(*e.root);
     if (flat.ok()) {
       e.node_reason = UnsupportedNodeReason(*flat);

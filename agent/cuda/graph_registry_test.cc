@@ -259,7 +259,8 @@ TEST_F(GraphRegistryTest, CloneFailureRefusesWithTheReason) {
   auto plan = reg_.BeginLaunch(kExec);
   ASSERT_NE(plan, nullptr);
   EXPECT_NE(plan->unsupported.find("injected clone failure"), std::string::npos);
-  EXPECT_TRUE(plan->nodes().empty());
+  // The source graph's kernels are still known, to name the refusal.
+  EXPECT_EQ(Functions(*plan), (std::vector<uint64_t>{1, 2}));
 }
 
 TEST_F(GraphRegistryTest, UnsupportedNodeKindsRefuseTheLaunch) {
@@ -268,8 +269,13 @@ TEST_F(GraphRegistryTest, UnsupportedNodeKindsRefuseTheLaunch) {
   api_.AddNode(g_, K::kKernel, {alloc}, 1);
   reg_.OnInstantiate(kExec, g_, 0);
   auto plan = reg_.BeginLaunch(kExec);
+  // The driver does not clone such graphs: the reason comes from the source.
   EXPECT_NE(plan->unsupported.find("memory allocation"), std::string::npos) << plan->unsupported;
   EXPECT_EQ(plan->nodes().size(), 2u);  // the kernels are still known (for the report)
+  EXPECT_EQ(api_.live_clones(), 0);
+  const uint64_t f = 9;
+  reg_.OnNodeUpdate(kExec, alloc, kAnyCbid, &f);  // a refused exec is not changed
+  EXPECT_EQ(api_.updates_applied(), 0);
 
   const uint64_t g2 = api_.NewGraph();
   const uint64_t k = api_.AddNode(g2, K::kKernel, {}, 3);
