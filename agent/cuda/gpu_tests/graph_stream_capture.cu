@@ -2,8 +2,9 @@
 // and llama.cpp make theirs) with memcpy, memset and kernel nodes:
 //   H2D copy of the step's input -> memset of the accumulator -> gs_axpy
 //   (acc += a * x) -> gs_scale (acc *= 2) -> D2D copy of acc to out
-// instantiated once and launched four times with new host input each time
-// (the application destroys the source graph right after instantiating).
+// instantiated once, uploaded ahead of the first launch (cudaGraphUpload), and
+// launched four times with new host input each time (the application destroys
+// the source graph right after instantiating).
 // Capture target: kernel "gs_axpy", 2nd dispatch = the node in the 2nd graph
 // launch; its pre image must hold x of step 2 and a zeroed accumulator (the
 // memcpy and memset nodes before it ran), its post image acc = a * x.
@@ -48,6 +49,7 @@ int main() {
   cudaGraphExec_t exec;
   GT_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   GT_CHECK(cudaGraphDestroy(graph));  // what applications do
+  GT_CHECK(cudaGraphUpload(exec, s));
 
   std::vector<float> got(n);
   for (int step = 1; step <= 4; ++step) {
