@@ -4,8 +4,10 @@
 // points (dlsym, cuGetProcAddress, static cudart, Triton, PyTorch).
 //
 // Always on (cheap): allocation tracking, module images, stream-capture
-// bookkeeping. Armed: every driver call passes the CaptureGate in shared mode;
-// a launch that an arm selects is captured with the core's orchestrator.
+// bookkeeping, instantiated CUDA graphs (graph_registry.h). Armed: every
+// driver call passes the CaptureGate in shared mode; a launch that an arm
+// selects is captured with the core's orchestrator; a graph launch whose
+// kernel node an arm selects runs node by node (cuda_agent_graph.cc).
 //
 // Unarmed, only the always-on driver callbacks are enabled (allocations,
 // modules, stream capture), so kernel launches do not call back at all;
