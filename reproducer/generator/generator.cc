@@ -192,6 +192,30 @@ absl::StatusOr<GenerateResult> Finish(ProjectStage& stage, ProjectFacts& facts, 
   return result;
 }
 
+// A code object whose line table's unit is a Python file was JIT-compiled
+// from Python (Triton, Inductor): there is no translation unit nvcc or clang
+// could rebuild, and a project that runs nvcc on the .py would fail or, worse,
+// look like a native project. It becomes binary-only and says why (the Triton
+// reproducer needs the shim's metadata).
+void RefusePythonUnit(SourceLocation& loc, std::vector<std::string>* warnings) {
+  std::string unit;
+  for (const std::string* p : {&loc.tu, &loc.tu_original}) {
+    if (absl::EndsWith(*p, ".py")) unit = *p;
+  }
+  if (unit.empty()) return;
+  loc.outcome = SourceOutcome::kSourcesNotFound;
+  loc.tu.clear();
+  loc.files.clear();
+  loc.command.reset();
+  loc.compile_origin = CompileOrigin::kNone;
+  loc.message = absl::StrCat(
+      "the kernel was compiled from Python source (", fs::path(unit).filename().string(),
+      ": a Triton/JIT kernel): nvcc cannot rebuild a .py, so this is a binary-only project. "
+      "For an editable reproducer, capture with the kerncap Triton shim active "
+      "(KERNCAP_TRITON_SHIM=1): kerncapctl repro then writes kernel.py and run.py");
+  warnings->push_back(loc.message);
+}
+
 }  // namespace
 
 absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
@@ -292,6 +316,7 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
     lo.kernel_name = m.kernel().demangled_name().empty() ? m.kernel().mangled_name()
                                                          : m.kernel().demangled_name();
     loc = LocateSources(code.bytes, lo);
+    RefusePythonUnit(loc, &facts.warnings);
     mk.no_source_reason = loc.message;
   }
   facts.source = &loc;

@@ -1138,6 +1138,33 @@ TEST_F(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
   EXPECT_EQ(j["binary"]["identical"], true) << j["binary"] << j["notes"];
 }
 
+// A Triton binary's line table names the .py it was compiled from. The
+// native generator (--native, or a capture without the shim's metadata)
+// must not turn that into a CUDA project that runs nvcc on a .py: it makes a
+// binary-only project and says why.
+TEST_F(TritonCpuHarnessTest, NativeProjectOfATritonBinaryIsBinaryOnly) {
+  HarnessProject h = Capture("matmul");
+  ASSERT_FALSE(h.dir.empty());
+  GenerateOptions o;
+  o.out_dir = h.app + "/native";
+  o.kind = ProjectKind::kNative;
+  auto g = GenerateProjectFromKcap(h.app + "/capture.kcap", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const json& p = g->project;
+  EXPECT_NE(p["kind"], "triton");
+  EXPECT_EQ(p["compile"]["present"], false) << p["compile"];
+  EXPECT_NE(p["source"]["outcome"], "found") << p["source"];
+  const std::string msg = p["source"].value("message", "");
+  EXPECT_TRUE(absl::StrContains(msg, "Python source")) << p["source"];
+  EXPECT_TRUE(absl::StrContains(msg, "kc_cpu_matmul.py")) << p["source"];
+  EXPECT_TRUE(absl::StrContains(msg, "KERNCAP_TRITON_SHIM")) << p["source"];
+  EXPECT_FALSE(fs::exists(o.out_dir + "/src")) << "sources copied";
+  const std::string mk = Read(o.out_dir + "/Makefile");
+  EXPECT_FALSE(absl::StrContains(mk, "src/kc_cpu_matmul.py")) << mk;
+  // make recompile says why instead of running a compiler.
+  EXPECT_TRUE(absl::StrContains(mk, "recompile: the kernel was compiled from Python source")) << mk;
+}
+
 // --bench hands the rebuilt cubin to the replay library's bench (both
 // binaries launched the same way), and refuses a build that cannot run
 // under the captured launch.
