@@ -785,6 +785,7 @@ std::string TritonReadme(const v1::CaptureManifest& m, const std::string& fn_nam
       v.value("selected_by", "?"), "): ", cfg, "; grid ", section["grid"].dump(), ".\n\n",
       "| file | what |\n|---|---|\n"
       "| `kernel.py` | the kernel's source: edit it, then rerun |\n"
+      "| `deps/` | helpers kernel.py imports from the application's other modules (if any) |\n"
       "| `run.py` | restores the capture, launches `kernel.py` with the captured configuration, "
       "validates, times (`python3 run.py --help`) |\n"
       "| `kerncap.json` | the capture, the variant, the parameter mapping (`triton` section) |\n"
@@ -797,7 +798,7 @@ std::string TritonReadme(const v1::CaptureManifest& m, const std::string& fn_nam
       "```\n"
       "python3 run.py                 # launch, same binary?, validate every buffer (exact)\n"
       "python3 run.py --rtol 1e-3     # tolerances, per buffer dtype from the signature\n"
-      "python3 run.py --bench 100     # timing vs the captured binary\n"
+      "python3 run.py --bench 100     # kernel.py's binary vs the captured one (replay library)\n"
       "python3 run.py --config '{\"num_warps\": 8}'        # another configuration\n"
       "python3 run.py --config '{\"BLOCK_M\": 64}' --grid 32,12,1\n"
       "python3 run.py --candidate 1   # one of the autotuner's recorded configs (make configs)\n"
@@ -806,7 +807,10 @@ std::string TritonReadme(const v1::CaptureManifest& m, const std::string& fn_nam
       "```\n\n"
       "A different block size usually needs a different grid: pass `--grid`, or edit\n"
       "`grid(captured_grid, config)` at the top of `run.py`. Exit status: 0 pass,\n"
-      "1 validation failed (the differing buffers are named), 2 usage, 3 replay error.\n");
+      "1 validation failed (the differing buffers are named), 2 usage, 3 replay error,\n"
+      "4 refused: the unchanged kernel.py did not rebuild the captured binary (the causes are\n"
+      "named; `--allow-other-binary` validates it anyway). `deps/` holds what kernel.py imports\n"
+      "from the application's other modules; run.py uses it, not an installed package.\n");
 }
 
 // Triton's global and profile scratch: on CUDA the two parameters after the

@@ -10,11 +10,18 @@
 //                      by slice_kernel.py (python3 -I, ast only) when the file
 //                      is readable here; else the recorded function source
 //                      (kernel_source.origin says which, and why)
-//   run.py             restores the capture through kerncap_replay.py before
-//                      CUDA starts, calls the JIT function with the pinned
+//   deps/              the application modules kernel.py imports helpers from,
+//                      sliced the same way (run.py serves them, so the
+//                      application's package is not needed)
+//   run.py             applies the application's build environment, restores
+//                      the capture through kerncap_replay.py before CUDA
+//                      starts, compiles kernel.py under the application's file
+//                      names and lines, calls the JIT function with the pinned
 //                      variant (constexprs, launch and compile options, the
-//                      captured grid), compares the binary's SHA-256 with the
-//                      captured code object, validates per buffer, --bench,
+//                      captured grid and scratch), compares the binary with
+//                      the captured code object (refusing an unchanged
+//                      kernel.py that does not rebuild it), validates per
+//                      buffer extent, --bench through the replay library,
 //                      --config/--candidate/--grid, --dry-run (no GPU)
 //   kerncap_replay.py  the replay library's Python binding (a copy, embedded
 //                      at build time from reproducer/replay/capi/)

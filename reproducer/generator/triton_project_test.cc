@@ -1080,6 +1080,11 @@ TEST_F(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
   for (const json& row : j["validation"]["buffers"]) c_ptr_row |= row["buffer"] == "c_ptr";
   EXPECT_TRUE(c_ptr_row) << j["validation"];
 
+  // A replay that compared nothing is no pass.
+  j = Run(h, {}, {{"validate_report", {{"regions_compared", 0}, {"pass", true}}}});
+  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "nothing was compared")) << j["notes"];
+
   // Another configuration compiles another binary (and says so).
   j = Run(h, {"--config", R"({"num_warps": 4})"});
   EXPECT_EQ(j["binary"]["same"], false) << j["binary"];

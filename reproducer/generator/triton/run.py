@@ -1062,7 +1062,10 @@ def attribute(replay, memory, regions, need, extents, kw, tol, report):
     memory is put back afterwards. Returns {region index: [(piece, entry
     or None, state)]} and notes."""
     notes = []
-    keep = [r for r in regions if r["written"] or r["index"] in need]
+    # Regions the replay did not restore (kernel arguments, module variables
+    # the code object lacks) have no memory here to read.
+    need = {i for i in need if any(r["index"] == i and r["replay_va"] for r in regions)}
+    keep = [r for r in regions if r["replay_va"] and (r["written"] or r["index"] in need)]
     total = sum(r["size"] for r in keep)
     if total > MAX_ATTRIBUTION_BYTES:
         return None, ["the regions to tell apart hold %d bytes (more than %d): not attributed per buffer"
@@ -1198,9 +1201,10 @@ def validate(replay, plan, project, args, info):
                 buffers.append(row(e["label"], e["params"], idx, state, entry, e["basis"], (e["start"], e["size"])))
         elif idx in failing or idx in within:
             buffers.append(row(r["name"] or "region %s" % idx, [], idx, state, entry))
-    if report.get("regions_compared") in (0, None) and not regions:
+    if not report.get("regions_compared"):
+        # A pass that compared nothing says nothing about the kernel.
         verdict = False
-        notes.append("nothing was compared (the capture has no regions)")
+        notes.append("nothing was compared (the replay library compared no region with the captured result)")
     return {"pass": bool(verdict and report.get("pass") is not None), "regions_compared": report.get("regions_compared"),
             "buffers": buffers, "failing": [b["buffer"] for b in buffers if b["result"] == "FAIL"],
             "options": kw, "notes": notes, "replay_pass": bool(report.get("pass"))}
@@ -1419,10 +1423,13 @@ def run(args, project, plan):
         edited = edited_sources(project)
         b["edited_sources"] = edited
         b["changed_config"] = plan["changed"]
-        b["expected_same"] = edited == [] and not plan["changed"]
+        # Unknown (a project without the sources' digests) counts as
+        # unchanged: a different binary is then not explained by an edit.
+        b["expected_same"] = not edited and not plan["changed"]
         if b["expected_same"] and not b["same"]:
-            why = ("the unchanged kernel.py with the captured configuration built another binary than the captured "
-                   "one (%s)" % "; ".join(mismatch_hints(result, t)))
+            why = ("the %s kernel.py with the captured configuration built another binary than the captured "
+                   "one (%s)" % ("unchanged" if edited == [] else "(possibly edited: this project records no source "
+                                 "digests to tell)", "; ".join(mismatch_hints(result, t))))
             if not args.allow_other_binary:
                 log(args, "run.py: REFUSED: %s. Nothing was validated: the verdict would be about other code. "
                           "--allow-other-binary validates it anyway." % why)
