@@ -586,7 +586,10 @@ class CopiedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def __init__(self, project, report):
         ks = project["triton"].get("kernel_source") or {}
-        self.entries = {m["module"]: m for m in ks.get("modules") or [] if m.get("module") and m.get("path")}
+        # Only files of this project's deps/ folder are served.
+        self.entries = {m["module"]: m for m in ks.get("modules") or []
+                        if m.get("module") and isinstance(m.get("path"), str) and m["path"].startswith("deps/")
+                        and ".." not in m["path"].split("/") and re.match(r"^[A-Za-z_][\w.]*$", m["module"])}
         self.packages = set()
         for name in self.entries:
             parts = name.split(".")
