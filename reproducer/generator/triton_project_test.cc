@@ -1200,10 +1200,20 @@ TEST_F(TritonCpuHarnessTest, BenchTimesBothBinariesThroughTheReplayLibrary) {
                   {{"variant", {{"iterations", 7}, {"median_ms", 0.1}}},
                    {"original", {{"iterations", 7}, {"median_ms", 0.2}}},
                    {"speedup", 2.0},
-                   {"revalidated", {{"pass", false}, {"failing", {"c_ptr"}}}}}}};
+                   {"validated", {{"variant", "pass"}, {"original", "pass"}}},
+                   {"revalidated", {{"variant", "fail"}, {"original", "pass"}}},
+                   {"pass", false}}}};
   j = Run(h, {"--bench", "7"}, effect);
   EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
-  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "after the timing loop do not validate")) << j["notes"];
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "revalidated variant: fail")) << j["notes"];
+  // The validations around the timing compare as run.py's did.
+  j = Run(h, {"--bench", "7", "--rtol", "0.01"});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  for (const json& c : j["harness"]["replay_calls"]) {
+    if (c[0] == "bench") {
+      EXPECT_EQ(c[1]["validate"]["regions"]["2"]["rtol"], 0.01) << c;
+    }
+  }
   // Another block (num_warps) cannot run under the captured launch: refused.
   j = Run(h, {"--bench", "7", "--config", R"({"num_warps": 4})"});
   EXPECT_EQ(j["harness"]["rc"], 2) << j.dump(1);

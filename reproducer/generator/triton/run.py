@@ -1257,7 +1257,7 @@ def mismatch_hints(result, t):
     return hints or ["compare kerncap.json's triton.variant and triton.build with this machine's Triton"]
 
 
-def bench(args, compiled, project, plan, replay, result):
+def bench(args, compiled, project, plan, replay, result, validate_options=None):
     """Times kernel.py's binary and the captured one the same way: the
     replay library launches both (the rebuilt cubin as a variant of the
     captured kernel, with the captured arguments and geometry), interleaved,
@@ -1310,10 +1310,31 @@ def bench(args, compiled, project, plan, replay, result):
     path = os.path.join(HERE, "build", "kernel_py.%s" % fmt)
     with open(path, "wb") as f:
         f.write(data)
-    rep = replay.bench(variant=path, iterations=args.bench, warmup=args.warmup, cold_l2=args.cold_l2,
-                       compare_original=True)
+    kw = dict(variant=path, iterations=args.bench, warmup=args.warmup, cold_l2=args.cold_l2, compare_original=True)
+    if validate_options:
+        kw["validate"] = validate_options  # the validations before and after timing compare as run.py's did
+    try:
+        rep = replay.bench(**kw)
+    except TypeError:  # a binding without validate=
+        kw.pop("validate", None)
+        rep = replay.bench(**kw)
     rep["variant_file"] = os.path.relpath(path, HERE)
     return rep
+
+
+def bench_failures(rep):
+    """The verdicts of the replay library's validations around the timing
+    that are not a pass: [(when, binary, verdict)]."""
+    out = []
+    for when in ("validated", "revalidated"):
+        v = rep.get(when)
+        if isinstance(v, dict):
+            for binary, verdict in v.items():
+                if verdict not in (None, "pass"):
+                    out.append((when, binary, verdict))
+    if rep.get("pass") is False and not out:
+        out.append(("bench", "?", "not a pass"))
+    return out
 
 
 def run(args, project, plan):
@@ -1461,7 +1482,8 @@ def run(args, project, plan):
         rep = None
         if args.bench:
             try:
-                rep = bench(args, compiled, project, plan, replay, result)
+                vopts = (result.get("validation") or {}).get("options") or None
+                rep = bench(args, compiled, project, plan, replay, result, vopts)
             except PlanError as e:
                 log(args, "run.py: %s" % e)
                 result["error"] = str(e)
@@ -1476,14 +1498,16 @@ def run(args, project, plan):
                     log(args, "  %-16s min %.4f  median %.4f  p10 %.4f  p90 %.4f ms" % (
                         what, st.get("min_ms", 0), st.get("median_ms", 0), st.get("p10_ms", 0), st.get("p90_ms", 0)))
             if rep.get("speedup"):
-                log(args, "  speedup of kernel.py over the captured binary: %.3fx (spread %s)" % (
-                    rep["speedup"], rep.get("spread")))
-            reval = rep.get("revalidated") or {}
-            if reval and reval.get("pass") is False:
-                log(args, "bench: the results after the timing loop do not validate: %s" % (
-                    reval.get("failing") or reval.get("differing") or reval))
-                result["notes"].append("the results after the timing loop do not validate: the timing is of a "
-                                       "kernel that does not compute the captured result")
+                spread = rep.get("spread")
+                if isinstance(spread, dict):
+                    spread = "pairs p10 %s / p90 %s" % (spread.get("p10"), spread.get("p90"))
+                log(args, "  speedup of kernel.py over the captured binary: %.3fx (%s)" % (rep["speedup"], spread))
+            failed = bench_failures(rep)
+            if failed:
+                what = ", ".join("%s %s: %s" % f for f in failed)
+                log(args, "bench: the timed binaries do not validate (%s)" % what)
+                result["notes"].append("the timed binaries do not validate (%s): the timing is of a kernel that does "
+                                       "not compute the captured result" % what)
                 rc = EXIT_FAIL
         result["result"] = "pass" if rc == EXIT_PASS else "fail"
         return rc, result

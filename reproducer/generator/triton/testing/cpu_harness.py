@@ -588,18 +588,22 @@ class FakeReplay:
         rep.update(FakeReplay.report_override or {})
         return rep
 
-    def bench(self, variant=None, iterations=100, warmup=10, cold_l2=False, compare_original=None):
+    def bench(self, variant=None, iterations=100, warmup=10, cold_l2=False, compare_original=None, validate=None):
         FakeReplay.calls.append(("bench", {"variant": variant, "iterations": iterations, "warmup": warmup,
-                                           "cold_l2": cold_l2, "compare_original": compare_original}))
+                                           "cold_l2": cold_l2, "compare_original": compare_original,
+                                           "validate": validate}))
         if variant is not None and not os.path.isfile(variant):
             raise FakeReplayError("bench: no variant file %s" % variant)
 
         def st(ms):
             return {"iterations": iterations, "min_ms": ms, "median_ms": ms, "mean_ms": ms, "max_ms": ms,
                     "p10_ms": ms, "p90_ms": ms}
+        # The report of kerncap_replay_bench (kerncap_replay_capi.h).
         rep = FakeReplay.bench_report or {
             "variant": st(0.5) if variant else None, "original": st(0.5), "speedup": 1.0 if variant else None,
-            "spread": 0.01, "cold_l2": cold_l2, "revalidated": {"pass": True, "regions_compared": 1}}
+            "spread": {"pairs": iterations, "median": 1.0, "p10": 0.98, "p90": 1.02, "min": 0.95, "max": 1.05},
+            "cold_l2": cold_l2, "validated": {"variant": "pass", "original": "pass"},
+            "revalidated": {"variant": "pass", "original": "pass"}, "pass": True}
         return json.loads(json.dumps(rep))
 
     def close(self):
