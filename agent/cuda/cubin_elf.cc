@@ -3,6 +3,7 @@
 #include <elf.h>
 
 #include <cstring>
+#include <set>
 
 namespace kerncap::agent::cuda {
 namespace {
@@ -109,8 +110,7 @@ Result<CubinInfo> ParseCubin(std::string_view image) {
   const bool scan_code = KnownEncoding(info.sm);
   // Texture use per function section; which sections hold kernels.
   std::map<std::string, uint16_t> kernel_sections;  // kernel -> section index
-  TextureUse callees;                                // non-entry functions, folded
-  callees.known = true;
+  std::set<uint16_t> function_sections;              // of non-entry functions
   std::map<uint16_t, TextureUse> scanned;
   auto scan = [&](uint16_t index) -> const TextureUse& {
     auto it = scanned.find(index);
@@ -151,19 +151,28 @@ Result<CubinInfo> ParseCubin(std::string_view image) {
         if ((sym.st_other & kCudaEntry) != 0) {
           kernel_sections[std::string(name)] = sym.st_shndx;
         } else {
-          const TextureUse& use = scan(sym.st_shndx);
-          callees.known &= use.known;
-          callees.texture |= use.texture;
-          callees.surface |= use.surface;
+          function_sections.insert(sym.st_shndx);
         }
       }
     }
   }
+  // Functions with a section of their own (-rdc, not inlined) may be called
+  // by any kernel; local helpers placed inside a kernel's section (the
+  // compiler's slow paths) are that kernel's code only.
+  for (const auto& [kernel, index] : kernel_sections) function_sections.erase(index);
+  TextureUse callees;
+  callees.known = true;
+  for (uint16_t index : function_sections) {
+    const TextureUse& use = scan(index);
+    callees.known = callees.known && use.known;
+    callees.texture = callees.texture || use.texture;
+    callees.surface = callees.surface || use.surface;
+  }
   for (const auto& [kernel, index] : kernel_sections) {
     TextureUse use = scan(index);
-    use.known &= callees.known;
-    use.texture |= callees.texture;
-    use.surface |= callees.surface;
+    use.known = use.known && callees.known;
+    use.texture = use.texture || callees.texture;
+    use.surface = use.surface || callees.surface;
     info.texture_use[kernel] = use;
   }
   return info;

@@ -18,8 +18,9 @@
 // parameter attributes do not tell a handle from a u64), so the instructions
 // are read: 128-bit instructions whose low 12 bits are the opcode. A kernel
 // uses textures when its .text section, or that of any non-entry function of
-// the module (which it may call), holds one of the texture opcodes below, and
-// surfaces likewise. The opcodes: TEX, TLD, TLD4, TMML, TXD, TXQ (which suq
+// the module that has a section of its own (which it may call; the cubin does
+// not say which kernel calls what), holds one of the texture opcodes below,
+// and surfaces likewise. The opcodes: TEX, TLD, TLD4, TMML, TXD, TXQ (which suq
 // also compiles to) in the register-handle (.B), constant-bank and
 // uniform-register-handle forms, and SULD, SUST, SURED, SUATOM; the uniform
 // forms (0xf60.., 0xf99..) are what nvcc 13.0 emits for sm_90 and later, the
@@ -58,8 +59,8 @@ struct CubinInfo {
   std::vector<CubinVariable> variables;
   std::vector<std::string> kernels;  // STT_FUNC symbols in .text.* sections
   uint32_t sm = 0;                   // from e_flags (90 for sm_90); 0 if absent
-  // Per kernel (entry) name: its texture/surface use, non-entry functions of
-  // the module folded in. Kernels missing here are unknown.
+  // Per kernel (entry) name: its texture/surface use, that of the module's
+  // separately placed functions folded in. Kernels missing here are unknown.
   std::map<std::string, TextureUse> texture_use;
 };
 

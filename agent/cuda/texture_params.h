@@ -6,7 +6,9 @@
 // can use that kind of object (TextureUse from the cubin). The words looked
 // at are every 8-byte-aligned blob word inside a parameter of 8 bytes or more
 // (a handle parameter, or a handle member of a by-value struct); with an
-// unknown layout, every aligned word of the blob.
+// unknown layout, every aligned word of the blob. What cannot be told apart:
+// in a kernel that reads textures, a by-value word (a u64, or struct members
+// sharing a word) whose value equals a live handle counts as that handle.
 //
 // Refusals (a wrong answer is worse than none): the capture is not taken,
 // and the reason says why, when
