@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "common/texture_layout.h"
+
 namespace kerncap::agent::cuda {
 namespace {
 
@@ -80,17 +82,8 @@ uint64_t ResourceExtent(const TextureResourceDesc& r) {
   switch (r.type) {
     case TextureResourceDesc::Type::kLinear:
       return r.size_bytes;
-    case TextureResourceDesc::Type::kPitch2D: {
-      if (r.height == 0 || r.width == 0 || r.pitch_bytes == 0) return 0;
-      const uint64_t texel = TexelBytes(r.format, r.num_channels);
-      // Overflow-safe enough for real sizes: widths and heights are < 2^20.
-      if (r.height > (uint64_t{1} << 32) || r.pitch_bytes > (uint64_t{1} << 32) ||
-          r.width > (uint64_t{1} << 32)) {
-        return 0;
-      }
-      if (texel == 0) return r.pitch_bytes * r.height;
-      return r.pitch_bytes * (r.height - 1) + r.width * texel;
-    }
+    case TextureResourceDesc::Type::kPitch2D:
+      return Pitch2DExtent(r.format, r.num_channels, r.width, r.height, r.pitch_bytes);
     default:
       return 0;
   }

@@ -53,8 +53,7 @@ TextureParamMatch MatchTextureParams(std::string_view blob, const std::vector<Pa
                                      uint64_t context, const CoveredFn& covered);
 
 // Bytes a linear or pitch2D resource reads from device_ptr on: size_bytes,
-// or pitch*(height-1) + width*texel (pitch*height when the texel size is
-// unknown). 0 for array resources.
+// or Pitch2DExtent (common/texture_layout.h). 0 for array resources.
 uint64_t ResourceExtent(const TextureResourceDesc& resource);
 
 }  // namespace kerncap::agent::cuda

@@ -81,48 +81,6 @@ TextureObjectDesc DescribeSurfaceObject(uint64_t handle, const CUDA_RESOURCE_DES
   return d;
 }
 
-uint64_t TexelBytes(uint32_t format, uint32_t channels) {
-  uint64_t component = 0;
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      component = 1;
-      break;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      component = 2;
-      break;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      component = 4;
-      break;
-    // Formats that name their channels: the element size is fixed.
-    case CU_AD_FORMAT_UNORM_INT8X1:
-    case CU_AD_FORMAT_SNORM_INT8X1:
-      return 1;
-    case CU_AD_FORMAT_UNORM_INT8X2:
-    case CU_AD_FORMAT_SNORM_INT8X2:
-    case CU_AD_FORMAT_UNORM_INT16X1:
-    case CU_AD_FORMAT_SNORM_INT16X1:
-      return 2;
-    case CU_AD_FORMAT_UNORM_INT8X4:
-    case CU_AD_FORMAT_SNORM_INT8X4:
-    case CU_AD_FORMAT_UNORM_INT16X2:
-    case CU_AD_FORMAT_SNORM_INT16X2:
-    case CU_AD_FORMAT_UNORM_INT_101010_2:
-      return 4;
-    case CU_AD_FORMAT_UNORM_INT16X4:
-    case CU_AD_FORMAT_SNORM_INT16X4:
-      return 8;
-    default:
-      return 0;
-  }
-  if (channels != 1 && channels != 2 && channels != 4) return 0;
-  return component * channels;
-}
-
 void TextureRegistry::Add(uint64_t context, TextureObjectDesc desc) {
   std::lock_guard lock(mu_);
   Key key{context, static_cast<int>(desc.type), desc.handle};

@@ -32,11 +32,6 @@ TextureObjectDesc DescribeTextureObject(uint64_t handle, const CUDA_RESOURCE_DES
                                         const CUDA_RESOURCE_VIEW_DESC* view);
 TextureObjectDesc DescribeSurfaceObject(uint64_t handle, const CUDA_RESOURCE_DESC& res);
 
-// Bytes of one element of `format` (a CUarray_format value) with `channels`
-// channels; 0 for formats without a plain per-element size (block
-// compressed, planar YUV, unknown).
-uint64_t TexelBytes(uint32_t format, uint32_t channels);
-
 class TextureRegistry {
  public:
   // Records a created object (replacing one with the same key).

@@ -106,16 +106,6 @@ TEST(TextureDescriptorTest, LinearArrayAndSurfaceResources) {
   EXPECT_EQ(m.resource.array_handle, 0xdef0u);
 }
 
-TEST(TexelBytesTest, PlainAndNamedFormats) {
-  EXPECT_EQ(TexelBytes(CU_AD_FORMAT_FLOAT, 1), 4u);
-  EXPECT_EQ(TexelBytes(CU_AD_FORMAT_FLOAT, 4), 16u);
-  EXPECT_EQ(TexelBytes(CU_AD_FORMAT_HALF, 2), 4u);
-  EXPECT_EQ(TexelBytes(CU_AD_FORMAT_SIGNED_INT8, 1), 1u);
-  EXPECT_EQ(TexelBytes(CU_AD_FORMAT_UNSIGNED_INT32, 3), 0u);  // no 3-channel elements
-  EXPECT_EQ(TexelBytes(CU_AD_FORMAT_UNORM_INT16X4, 4), 8u);
-  EXPECT_EQ(TexelBytes(CU_AD_FORMAT_BC1_UNORM, 4), 0u);  // block compressed: no per-texel size
-}
-
 TEST(TextureRegistryTest, TracksObjectsPerContextAndType) {
   TextureRegistry reg;
   reg.Add(/*context=*/1, DescribeTextureObject(5, LinearResource(0x1000, 64), nullptr, nullptr));
