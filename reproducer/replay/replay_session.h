@@ -103,6 +103,9 @@ class ReplaySession {
   // Enqueues one launch of `f` on `stream` with the captured configuration
   // and argument blob (LaunchAsync() is this with the captured kernel).
   absl::Status LaunchFunctionAsync(CUfunction f, CUstream stream);
+  // The argument blob as this replay launches it (after Prepare): relocated
+  // pointers patched, texture/surface handles replaced by the recreated ones.
+  const std::string& launch_arguments() const { return args_; }
   // The captured code object's bytes (PTX NUL-terminated); *name: its name
   // (a baseline beside candidates: bench --compare-original, serve).
   absl::StatusOr<std::string> CapturedImage(std::string* name) const;
