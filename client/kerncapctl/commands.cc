@@ -423,7 +423,7 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
           << (r.type() == v1::TextureResource::RESOURCE_PITCH2D
                   ? absl::StrCat("pitch2d ", r.width(), "x", r.height(), " pitch ", r.pitch_bytes())
                   : absl::StrCat("linear ", r.size_bytes(), " bytes"))
-          << " at " << Hex(r.device_ptr()) << ", format 0x" << absl::Hex(r.format()) << " x"
+          << " at " << Hex(r.device_ptr()) << ", format " << Hex(r.format()) << " x"
           << r.num_channels() << "\n";
     }
   }
