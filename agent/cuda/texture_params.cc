@@ -69,8 +69,9 @@ std::string CheckResource(const TextureObjectDesc& o, uint32_t offset, const Cov
   if (r.device_ptr + extent < r.device_ptr || !covered(r.device_ptr, extent)) {
     return Format("the %s object 0x%" PRIx64 " at argument offset %u reads 0x%" PRIx64
                   "+%" PRIu64
-                  ", which is not inside one live allocation the agent tracks (freed, or "
-                  "memory kerncap does not capture), so replay could not recreate it",
+                  ", which is not inside one live allocation the agent tracks (freed, a "
+                  "module variable, or memory kerncap does not capture), so replay could not "
+                  "recreate it",
                   TypeName(o.type), o.handle, offset, r.device_ptr, extent);
   }
   return "";
