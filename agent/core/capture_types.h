@@ -110,6 +110,56 @@ struct GraphOriginDesc {
   uint64_t instantiate_flags = 0;  // CUgraphInstantiate_flags
 };
 
+// == kerncap.v1.TextureObject and its descriptors (numeric fields hold the
+// CUDA driver API's values unchanged; see manifest.proto).
+struct TextureResourceDesc {
+  enum class Type : int { kArray = 1, kMipmappedArray = 2, kLinear = 3, kPitch2D = 4 };  // CUresourcetype + 1
+  Type type = Type::kLinear;
+  uint64_t device_ptr = 0;
+  uint32_t format = 0;
+  uint32_t num_channels = 0;
+  uint64_t size_bytes = 0;
+  uint64_t width = 0;
+  uint64_t height = 0;
+  uint64_t pitch_bytes = 0;
+  uint32_t flags = 0;
+  uint64_t array_handle = 0;
+};
+
+struct TextureSamplingDesc {
+  std::array<uint32_t, 3> address_mode{0, 0, 0};
+  uint32_t filter_mode = 0;
+  uint32_t flags = 0;
+  uint32_t max_anisotropy = 0;
+  uint32_t mipmap_filter_mode = 0;
+  float mipmap_level_bias = 0;
+  float min_mipmap_level_clamp = 0;
+  float max_mipmap_level_clamp = 0;
+  std::array<float, 4> border_color{0, 0, 0, 0};
+};
+
+struct TextureViewDesc {
+  uint32_t format = 0;
+  uint64_t width = 0;
+  uint64_t height = 0;
+  uint64_t depth = 0;
+  uint32_t first_mipmap_level = 0;
+  uint32_t last_mipmap_level = 0;
+  uint32_t first_layer = 0;
+  uint32_t last_layer = 0;
+};
+
+struct TextureObjectDesc {
+  enum class Type : int { kTexture = 1, kSurface = 2 };
+  Type type = Type::kTexture;
+  uint64_t handle = 0;
+  std::vector<uint32_t> argument_offsets;  // argument-blob offsets of the handle's words
+  TextureResourceDesc resource;
+  TextureSamplingDesc sampling;  // textures only
+  bool has_view = false;
+  TextureViewDesc view;
+};
+
 // Manifest-level facts about one capture, known before any byte is copied.
 struct CaptureHeader {
   std::string arm_id;
@@ -121,6 +171,7 @@ struct CaptureHeader {
   DriverDesc driver;
   bool from_graph = false;  // `graph` is set
   GraphOriginDesc graph;
+  std::vector<TextureObjectDesc> texture_objects;  // the argument blob's texture/surface handles
 };
 
 // What a selector sees about a dispatch (the link decides whether to capture).

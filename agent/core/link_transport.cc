@@ -1,5 +1,7 @@
 #include "agent/core/link_transport.h"
 
+#include <bit>
+
 #include "agent/core/log.h"
 
 namespace kerncap::agent {
@@ -20,6 +22,54 @@ const char* PlatformName(Platform p) {
     case Platform::kSynthetic: return link::kPlatformSynthetic;
   }
   return link::kPlatformSynthetic;
+}
+
+const char* ResourceTypeName(TextureResourceDesc::Type t) {
+  switch (t) {
+    case TextureResourceDesc::Type::kArray: return "array";
+    case TextureResourceDesc::Type::kMipmappedArray: return "mipmapped_array";
+    case TextureResourceDesc::Type::kLinear: return "linear";
+    case TextureResourceDesc::Type::kPitch2D: return "pitch2d";
+  }
+  return "";
+}
+
+link::TextureObjectInfo ToTextureObjectInfo(const TextureObjectDesc& o) {
+  link::TextureObjectInfo t;
+  t.type = o.type == TextureObjectDesc::Type::kTexture ? "texture" : "surface";
+  t.handle = o.handle;
+  t.argument_offsets = o.argument_offsets;
+  const TextureResourceDesc& r = o.resource;
+  t.resource.type = ResourceTypeName(r.type);
+  t.resource.device_ptr = r.device_ptr;
+  t.resource.format = r.format;
+  t.resource.num_channels = r.num_channels;
+  t.resource.size_bytes = r.size_bytes;
+  t.resource.width = r.width;
+  t.resource.height = r.height;
+  t.resource.pitch_bytes = r.pitch_bytes;
+  t.resource.flags = r.flags;
+  t.resource.array_handle = r.array_handle;
+  const TextureSamplingDesc& s = o.sampling;
+  t.sampling.address_mode.assign(s.address_mode.begin(), s.address_mode.end());
+  t.sampling.filter_mode = s.filter_mode;
+  t.sampling.flags = s.flags;
+  t.sampling.max_anisotropy = s.max_anisotropy;
+  t.sampling.mipmap_filter_mode = s.mipmap_filter_mode;
+  t.sampling.mipmap_level_bias_bits = std::bit_cast<uint32_t>(s.mipmap_level_bias);
+  t.sampling.min_mipmap_level_clamp_bits = std::bit_cast<uint32_t>(s.min_mipmap_level_clamp);
+  t.sampling.max_mipmap_level_clamp_bits = std::bit_cast<uint32_t>(s.max_mipmap_level_clamp);
+  for (float f : s.border_color) t.sampling.border_color_bits.push_back(std::bit_cast<uint32_t>(f));
+  t.has_view = o.has_view;
+  t.view.format = o.view.format;
+  t.view.width = o.view.width;
+  t.view.height = o.view.height;
+  t.view.depth = o.view.depth;
+  t.view.first_mipmap_level = o.view.first_mipmap_level;
+  t.view.last_mipmap_level = o.view.last_mipmap_level;
+  t.view.first_layer = o.view.first_layer;
+  t.view.last_layer = o.view.last_layer;
+  return t;
 }
 
 class LinkSession final : public TransportSession {
@@ -122,6 +172,9 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
     info.type_name = a.type_name;
     info.value_kind = a.value_kind;
     m.arguments.push_back(std::move(info));
+  }
+  for (const TextureObjectDesc& o : h.texture_objects) {
+    m.texture_objects.push_back(ToTextureObjectInfo(o));
   }
   return m;
 }

@@ -44,6 +44,56 @@ TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
   EXPECT_EQ(m.arguments[2].value_kind, "hidden_queue_ptr");
 }
 
+TEST(LinkTransportTest, CaptureBeginCarriesTextureObjectsExactly) {
+  CaptureHeader h;
+  TextureObjectDesc t;
+  t.type = TextureObjectDesc::Type::kTexture;
+  t.handle = 5;
+  t.argument_offsets = {0, 24};
+  t.resource.type = TextureResourceDesc::Type::kLinear;
+  t.resource.device_ptr = 0x7f0000000000;
+  t.resource.format = 0x20;
+  t.resource.num_channels = 4;
+  t.resource.size_bytes = 4096;
+  t.sampling.address_mode = {3, 1, 0};
+  t.sampling.filter_mode = 1;
+  t.sampling.flags = 0x3;
+  t.sampling.max_mipmap_level_clamp = -0.0f;
+  t.sampling.border_color = {0.25f, 1.0f, -1.0f, 1e-30f};
+  h.texture_objects.push_back(t);
+  TextureObjectDesc s;
+  s.type = TextureObjectDesc::Type::kSurface;
+  s.handle = 9;
+  s.argument_offsets = {8};
+  s.resource.type = TextureResourceDesc::Type::kArray;
+  s.resource.array_handle = 0x1234;
+  s.has_view = true;
+  s.view.depth = 3;
+  h.texture_objects.push_back(s);
+  link::CaptureBeginMsg m = ToCaptureBegin(h);
+  ASSERT_EQ(m.texture_objects.size(), 2u);
+  const link::TextureObjectInfo& a = m.texture_objects[0];
+  EXPECT_EQ(a.type, "texture");
+  EXPECT_EQ(a.handle, 5u);
+  EXPECT_EQ(a.argument_offsets, (std::vector<uint32_t>{0, 24}));
+  EXPECT_EQ(a.resource.type, "linear");
+  EXPECT_EQ(a.resource.device_ptr, 0x7f0000000000u);
+  EXPECT_EQ(a.resource.size_bytes, 4096u);
+  EXPECT_EQ(a.resource.num_channels, 4u);
+  EXPECT_EQ(a.sampling.address_mode, (std::vector<uint32_t>{3, 1, 0}));
+  EXPECT_EQ(a.sampling.flags, 3u);
+  EXPECT_EQ(a.sampling.max_mipmap_level_clamp_bits, 0x80000000u);  // -0.0f, bit for bit
+  ASSERT_EQ(a.sampling.border_color_bits.size(), 4u);
+  EXPECT_EQ(a.sampling.border_color_bits[0], 0x3e800000u);  // 0.25f
+  EXPECT_FALSE(a.has_view);
+  const link::TextureObjectInfo& b = m.texture_objects[1];
+  EXPECT_EQ(b.type, "surface");
+  EXPECT_EQ(b.resource.type, "array");
+  EXPECT_EQ(b.resource.array_handle, 0x1234u);
+  EXPECT_TRUE(b.has_view);
+  EXPECT_EQ(b.view.depth, 3u);
+}
+
 TEST(LinkTransportTest, NoClusterMeansEmptyList) {
   CaptureHeader h;
   EXPECT_TRUE(ToCaptureBegin(h).launch.cluster.empty());

@@ -62,6 +62,56 @@ TEST(CubinElfTest, EnumeratesDeviceAndConstantVariablesOfARealCubin) {
   EXPECT_TRUE(has_kernel("_Z16templated_kernelIiEvPT_"));
 }
 
+TEST(CubinElfTest, FindsTextureAndSurfaceInstructionsPerKernel) {
+  std::string path = KERNCAP_TEST_TEXTURE_CUBIN;
+  if (path.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  std::string image = ReadFile(path);
+  ASSERT_FALSE(image.empty()) << "cannot read " << path;
+  auto info = ParseCubin(image);
+  ASSERT_TRUE(info.ok()) << info.error();
+  EXPECT_EQ(info->sm, 90u);
+  auto use = [&](const std::string& k) { return KernelTextureUse(*info, k); };
+  for (const char* k : {"tex_linear", "tex_filtered", "tex_from_memory"}) {
+    EXPECT_TRUE(use(k).known) << k;
+    EXPECT_TRUE(use(k).texture) << k;
+    EXPECT_FALSE(use(k).surface) << k;
+  }
+  EXPECT_TRUE(use("surf_write").known);
+  EXPECT_TRUE(use("surf_write").surface);
+  EXPECT_FALSE(use("surf_write").texture);
+  for (const char* k : {"no_texture", "no_texture_atomics"}) {
+    EXPECT_TRUE(use(k).known) << k;
+    EXPECT_FALSE(use(k).texture) << k;
+    EXPECT_FALSE(use(k).surface) << k;
+  }
+  EXPECT_FALSE(use("not_a_kernel").known);  // unknown kernels are unknown, not "no textures"
+}
+
+TEST(CubinElfTest, TextureUseOfCalledDeviceFunctionsCountsForEveryKernel) {
+  std::string path = KERNCAP_TEST_TEXTURE_RDC_CUBIN;
+  if (path.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  auto info = ParseCubin(ReadFile(path));
+  ASSERT_TRUE(info.ok()) << info.error();
+  // fetch() is a function of its own (not a kernel): its TLD counts for both
+  // kernels, since the cubin does not say which calls it.
+  EXPECT_EQ(info->texture_use.count("fetch"), 0u);
+  EXPECT_TRUE(KernelTextureUse(*info, "calls_fetch").texture);
+  EXPECT_TRUE(KernelTextureUse(*info, "plain").texture);
+}
+
+TEST(CubinElfTest, TextureUseIsUnknownForEncodingsItCannotRead) {
+  std::string path = KERNCAP_TEST_TEXTURE_CUBIN;
+  if (path.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  std::string image = ReadFile(path);
+  ASSERT_GT(image.size(), 0x32u);
+  image[0x31] = 0x35;  // e_flags SM field: sm_53 (64-bit encodings)
+  auto info = ParseCubin(image);
+  ASSERT_TRUE(info.ok()) << info.error();
+  EXPECT_EQ(info->sm, 53u);
+  EXPECT_FALSE(KernelTextureUse(*info, "tex_linear").known);
+  EXPECT_FALSE(KernelTextureUse(*info, "no_texture").known);
+}
+
 TEST(CubinElfTest, RejectsGarbageWithoutCrashing) {
   EXPECT_FALSE(ParseCubin("").ok());
   EXPECT_FALSE(ParseCubin("not an elf at all").ok());

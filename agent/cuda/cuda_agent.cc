@@ -16,6 +16,7 @@
 #include "agent/cuda/driver_api.h"
 #include "agent/cuda/driver_identity.h"
 #include "agent/cuda/param_blob.h"
+#include "agent/cuda/texture_params.h"
 #ifdef KERNCAP_AGENT_HAVE_LINK
 #include "agent/core/link_transport.h"
 #include "agent/link/agent_link_client.h"
@@ -109,6 +110,11 @@ bool AlwaysOnDriverCallback(CUpti_CallbackId cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
+    // Texture and surface objects (not on the launch path).
+    case CUPTI_DRIVER_TRACE_CBID_cuTexObjectCreate:
+    case CUPTI_DRIVER_TRACE_CBID_cuTexObjectDestroy:
+    case CUPTI_DRIVER_TRACE_CBID_cuSurfObjectCreate:
+    case CUPTI_DRIVER_TRACE_CBID_cuSurfObjectDestroy:
       return true;
     default:
       // Graph instantiation, exec-level updates and destruction (graph_driver.h).
@@ -408,6 +414,7 @@ void CudaAgent::ResetAfterFork() {
   // (a forked child must re-initialize CUDA anyway).
   new (&vmm_mu_) std::mutex();
   vmm_handles_.clear();
+  textures_.ResetAfterFork();
   streams_capturing_.store(0);
   graphs_.ResetAfterFork();
   empty_execs_.ResetAfterFork();
@@ -454,6 +461,7 @@ void CudaAgent::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data
     }
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
       allocations_.EraseContext(reinterpret_cast<uint64_t>(data->context));
+      textures_.EraseContext(reinterpret_cast<uint64_t>(data->context));
       break;
     default:
       break;
@@ -706,6 +714,30 @@ void CudaAgent::Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
       streams_capturing_.fetch_add(1);
       break;
+    // Texture and surface objects, with the descriptors they were made from
+    // (read at EXIT: the application's structs are still in place).
+    case CUPTI_DRIVER_TRACE_CBID_cuTexObjectCreate: {
+      auto* q = static_cast<const cuTexObjectCreate_params*>(p);
+      if (q->pTexObject == nullptr || q->pResDesc == nullptr) break;
+      textures_.Add(ctx, DescribeTextureObject(static_cast<uint64_t>(*q->pTexObject), *q->pResDesc,
+                                               q->pTexDesc, q->pResViewDesc));
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuSurfObjectCreate: {
+      auto* q = static_cast<const cuSurfObjectCreate_params*>(p);
+      if (q->pSurfObject == nullptr || q->pResDesc == nullptr) break;
+      textures_.Add(ctx, DescribeSurfaceObject(static_cast<uint64_t>(*q->pSurfObject), *q->pResDesc));
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuTexObjectDestroy:
+      textures_.Remove(ctx, TextureObjectDesc::Type::kTexture,
+                       static_cast<uint64_t>(static_cast<const cuTexObjectDestroy_params*>(p)->texObject));
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuSurfObjectDestroy:
+      textures_.Remove(
+          ctx, TextureObjectDesc::Type::kSurface,
+          static_cast<uint64_t>(static_cast<const cuSurfObjectDestroy_params*>(p)->surfObject));
+      break;
     default:
       if (IsGraphTrackingCall(cbid)) {
         AgentScope scope;
@@ -868,6 +900,24 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   target.module_record = modules_.FindForKernel(reinterpret_cast<uint64_t>(module), info->mangled_name);
   target.host_regions = config_.host_regions;
   target.pinned = &pinned_rings_;
+
+  // Texture and surface handles in the arguments: recorded with their
+  // descriptors so replay can recreate them, or the dispatch is refused.
+  {
+    TextureUse use;
+    if (target.module_record != nullptr && target.module_record->info.has_value()) {
+      use = KernelTextureUse(*target.module_record->info, info->mangled_name);
+    }
+    static const std::vector<ParamInfo> kUnknownLayout;
+    TextureParamMatch tex = MatchTextureParams(
+        *blob, info->params_known ? info->params : kUnknownLayout, use, textures_,
+        reinterpret_cast<uint64_t>(cb->context), [this](uint64_t va, uint64_t size) {
+          std::optional<Allocation> a = allocations_.Lookup(va);
+          return a.has_value() && size <= a->end() - va;
+        });
+    if (!tex.refusal.empty()) return fail("texture/surface objects: " + tex.refusal);
+    header.texture_objects = std::move(tex.objects);
+  }
 
   KC_ALOG(kInfo, "capturing dispatch %llu of arm %s: %s on device %d",
           static_cast<unsigned long long>(ticket->dispatch_index), ticket->arm_id.c_str(),

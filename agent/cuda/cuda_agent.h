@@ -3,14 +3,15 @@
 // domain), which fire however the application obtained its driver entry
 // points (dlsym, cuGetProcAddress, static cudart, Triton, PyTorch).
 //
-// Always on (cheap): allocation tracking, module images, stream-capture
-// bookkeeping, instantiated CUDA graphs (graph_registry.h). Armed: every
-// driver call passes the CaptureGate in shared mode; a launch that an arm
-// selects is captured with the core's orchestrator; a graph launch whose
-// kernel node an arm selects runs node by node (cuda_agent_graph.cc).
+// Always on (cheap): allocation tracking, module images, texture and surface
+// objects, stream-capture bookkeeping, instantiated CUDA graphs
+// (graph_registry.h). Armed: every driver call passes the CaptureGate in shared
+// mode; a launch that an arm selects is captured with the core's orchestrator;
+// a graph launch whose kernel node an arm selects runs node by node
+// (cuda_agent_graph.cc).
 //
 // Unarmed, only the always-on driver callbacks are enabled (allocations,
-// modules, stream capture), so kernel launches do not call back at all;
+// modules, texture/surface objects, stream capture), so kernel launches do not call back at all;
 // arming switches every driver callback on (CallbackToggle) and disarming
 // switches them back off once no armed call or capture is in flight
 // (KERNCAP_AGENT_CALLBACK_TOGGLE=0 keeps them all on; a callback then costs
@@ -52,6 +53,7 @@
 #include "agent/cuda/kernel_info.h"
 #include "agent/cuda/launch_decoder.h"
 #include "agent/cuda/module_registry.h"
+#include "agent/cuda/texture_registry.h"
 
 namespace kerncap::agent::cuda {
 
@@ -119,6 +121,7 @@ class CudaAgent {
   // Metadata of JIT kernels (python_shim), attached to their captures.
   JitMetadataRegistry& jit_metadata() { return jit_metadata_; }
   ModuleRegistry& modules() { return modules_; }
+  const TextureRegistry& textures() const { return textures_; }
   const AgentConfig& config() const { return config_; }
 
  private:
@@ -176,6 +179,7 @@ class CudaAgent {
 
   AllocationTable allocations_;
   ModuleRegistry modules_;
+  TextureRegistry textures_;  // live texture/surface objects (always on)
   KernelInfoCache kernels_;
   JitMetadataRegistry jit_metadata_;
   CaptureGate gate_;

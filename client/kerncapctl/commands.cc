@@ -418,6 +418,22 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
     }
     args.Print(out);
   }
+  if (m.texture_objects_size() > 0) {
+    // Handles the replay recreates from these descriptors.
+    out << "\ntexture/surface objects (" << m.texture_objects_size()
+        << ", recreated at replay)\n";
+    for (const v1::TextureObject& t : m.texture_objects()) {
+      const v1::TextureResource& r = t.resource();
+      out << "  " << (t.type() == v1::TextureObject::SURFACE_OBJECT ? "surface" : "texture") << " "
+          << Hex(t.handle()) << " at argument offset(s) "
+          << absl::StrJoin(t.argument_offsets(), ",") << ": "
+          << (r.type() == v1::TextureResource::RESOURCE_PITCH2D
+                  ? absl::StrCat("pitch2d ", r.width(), "x", r.height(), " pitch ", r.pitch_bytes())
+                  : absl::StrCat("linear ", r.size_bytes(), " bytes"))
+          << " at " << Hex(r.device_ptr()) << ", format " << Hex(r.format()) << " x"
+          << r.num_channels() << "\n";
+    }
+  }
 
   std::vector<const v1::Region*> pre;
   for (const auto& r : m.pre().regions()) pre.push_back(&r);

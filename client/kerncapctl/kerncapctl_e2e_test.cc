@@ -104,6 +104,18 @@ std::vector<std::string> SeedStore(const std::string& dir) {
     v1::CaptureManifest m;
     m.mutable_kernel()->set_demangled_name("matmul(float*, float*)");
     (*m.mutable_tags())["run"] = absl::StrCat("r", i);
+    if (i == 0) {  // a texture object over the first region, handle 5 at offset 8
+      m.set_argument_blob(std::string("\0\0\0\0\0\0\0\0\x05\0\0\0\0\0\0\0", 16));
+      v1::TextureObject* t = m.add_texture_objects();
+      t->set_type(v1::TextureObject::TEXTURE_OBJECT);
+      t->set_handle(5);
+      t->add_argument_offsets(8);
+      t->mutable_resource()->set_type(v1::TextureResource::RESOURCE_LINEAR);
+      t->mutable_resource()->set_device_ptr(0x7f0000000000);
+      t->mutable_resource()->set_size_bytes(4096);
+      t->mutable_resource()->set_format(0x20);
+      t->mutable_resource()->set_num_channels(1);
+    }
     auto id = store::testing::IngestCapture(
         **s,
         {{0x7f0000000000, store::testing::TextBytes(300 << 10, 1)},
@@ -137,6 +149,9 @@ TEST(KerncapctlEndToEndTest, StatusShowExportImportPullAndExitCodes) {
   EXPECT_TRUE(absl::StrContains(r.out, "memory map")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "0x7f0000100000")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "100.0%")) << r.out;  // the all-zero region
+  EXPECT_TRUE(absl::StrContains(r.out, "texture 0x5 at argument offset(s) 8: linear 4096 bytes "
+                                       "at 0x7f0000000000, format 0x20 x1"))
+      << r.out;
 
   // Exit codes.
   EXPECT_EQ(Sh(a.Ctl("show cap-000000000000 2>/dev/null")).rc, 3);

@@ -161,6 +161,57 @@ struct GraphOriginInfo {
   uint64_t instantiate_flags = 0;
 };
 
+// CaptureBegin.texture_objects: texture/surface objects the argument blob
+// holds, with their descriptors (kerncap.v1.TextureObject; CUDA values
+// unchanged). type: "texture" | "surface"; resource.type: "array",
+// "mipmapped_array", "linear", "pitch2d". Floats travel as their IEEE-754
+// bit patterns (*_bits) so every value, NaN included, arrives exactly.
+struct TextureResourceInfo {
+  std::string type;
+  uint64_t device_ptr = 0;
+  uint32_t format = 0;
+  uint32_t num_channels = 0;
+  uint64_t size_bytes = 0;
+  uint64_t width = 0;
+  uint64_t height = 0;
+  uint64_t pitch_bytes = 0;
+  uint32_t flags = 0;
+  uint64_t array_handle = 0;
+};
+
+struct TextureSamplingInfo {
+  std::vector<uint32_t> address_mode;
+  uint32_t filter_mode = 0;
+  uint32_t flags = 0;
+  uint32_t max_anisotropy = 0;
+  uint32_t mipmap_filter_mode = 0;
+  uint32_t mipmap_level_bias_bits = 0;
+  uint32_t min_mipmap_level_clamp_bits = 0;
+  uint32_t max_mipmap_level_clamp_bits = 0;
+  std::vector<uint32_t> border_color_bits;
+};
+
+struct TextureViewInfo {
+  uint32_t format = 0;
+  uint64_t width = 0;
+  uint64_t height = 0;
+  uint64_t depth = 0;
+  uint32_t first_mipmap_level = 0;
+  uint32_t last_mipmap_level = 0;
+  uint32_t first_layer = 0;
+  uint32_t last_layer = 0;
+};
+
+struct TextureObjectInfo {
+  std::string type;
+  uint64_t handle = 0;
+  std::vector<uint32_t> argument_offsets;
+  TextureResourceInfo resource;
+  TextureSamplingInfo sampling;
+  bool has_view = false;
+  TextureViewInfo view;
+};
+
 struct CaptureBeginMsg {
   static constexpr MessageType kType = MessageType::kCaptureBegin;
   uint64_t token = 0;
@@ -175,6 +226,7 @@ struct CaptureBeginMsg {
   uint64_t dispatch_index = 0;
   std::string jit_metadata_json;
   GraphOriginInfo graph;
+  std::vector<TextureObjectInfo> texture_objects;
 };
 
 struct RegionBeginMsg {
@@ -276,9 +328,23 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArgumentInfo, offset, size, kind
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GraphOriginInfo, present, graph_exec, graph,
                                                 exec_serial, graph_launch, node_index, node_count,
                                                 node_path, node, instantiate_flags)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureResourceInfo, type, device_ptr, format,
+                                                num_channels, size_bytes, width, height,
+                                                pitch_bytes, flags, array_handle)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureSamplingInfo, address_mode, filter_mode,
+                                                flags, max_anisotropy, mipmap_filter_mode,
+                                                mipmap_level_bias_bits,
+                                                min_mipmap_level_clamp_bits,
+                                                max_mipmap_level_clamp_bits, border_color_bits)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureViewInfo, format, width, height, depth,
+                                                first_mipmap_level, last_mipmap_level,
+                                                first_layer, last_layer)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureObjectInfo, type, handle, argument_offsets,
+                                                resource, sampling, has_view, view)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureBeginMsg, token, arm_id, mangled_name,
                                                 demangled_name, platform, arch, launch, arguments,
-                                                device, dispatch_index, jit_metadata_json, graph)
+                                                device, dispatch_index, jit_metadata_json, graph,
+                                                texture_objects)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RegionBeginMsg, token, region, image, va, size,
                                                 kind, device, name)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFilledMsg, token, slot, region, offset,

@@ -473,6 +473,10 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
     FailCapture(absl::StrCat("bad capture from the agent: ", graph.message()));
     return LinkStatus::Ok();
   }
+  if (absl::Status tex = CheckTextureObjects(begin, frame.payload); !tex.ok()) {
+    FailCapture(absl::StrCat("bad capture from the agent: ", tex.message()));
+    return LinkStatus::Ok();
+  }
   if (!c.arm_id.empty()) {
     std::string why = server_->ReserveArm(c.arm_id);
     if (!why.empty()) {

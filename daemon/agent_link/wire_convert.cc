@@ -1,5 +1,8 @@
 #include "daemon/agent_link/wire_convert.h"
 
+#include <bit>
+#include <cstring>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -92,6 +95,109 @@ Selector SelectorFromProto(const v1::Selector& in, int64_t expires_unix_ms) {
   return s;
 }
 
+namespace {
+
+v1::TextureObject::Type TextureTypeFromWire(absl::string_view t) {
+  if (t == "texture") return v1::TextureObject::TEXTURE_OBJECT;
+  if (t == "surface") return v1::TextureObject::SURFACE_OBJECT;
+  return v1::TextureObject::TEXTURE_OBJECT_TYPE_UNSPECIFIED;
+}
+
+v1::TextureResource::Type ResourceTypeFromWire(absl::string_view t) {
+  if (t == "array") return v1::TextureResource::RESOURCE_ARRAY;
+  if (t == "mipmapped_array") return v1::TextureResource::RESOURCE_MIPMAPPED_ARRAY;
+  if (t == "linear") return v1::TextureResource::RESOURCE_LINEAR;
+  if (t == "pitch2d") return v1::TextureResource::RESOURCE_PITCH2D;
+  return v1::TextureResource::RESOURCE_TYPE_UNSPECIFIED;
+}
+
+void TextureObjectFromWire(const TextureObjectInfo& in, v1::TextureObject* out) {
+  out->set_type(TextureTypeFromWire(in.type));
+  out->set_handle(in.handle);
+  for (uint32_t off : in.argument_offsets) out->add_argument_offsets(off);
+  v1::TextureResource* r = out->mutable_resource();
+  r->set_type(ResourceTypeFromWire(in.resource.type));
+  r->set_device_ptr(in.resource.device_ptr);
+  r->set_format(in.resource.format);
+  r->set_num_channels(in.resource.num_channels);
+  r->set_size_bytes(in.resource.size_bytes);
+  r->set_width(in.resource.width);
+  r->set_height(in.resource.height);
+  r->set_pitch_bytes(in.resource.pitch_bytes);
+  r->set_flags(in.resource.flags);
+  r->set_array_handle(in.resource.array_handle);
+  if (out->type() == v1::TextureObject::TEXTURE_OBJECT) {
+    const TextureSamplingInfo& s = in.sampling;
+    v1::TextureSampling* t = out->mutable_sampling();
+    for (uint32_t m : s.address_mode) t->add_address_mode(m);
+    t->set_filter_mode(s.filter_mode);
+    t->set_flags(s.flags);
+    t->set_max_anisotropy(s.max_anisotropy);
+    t->set_mipmap_filter_mode(s.mipmap_filter_mode);
+    t->set_mipmap_level_bias(std::bit_cast<float>(s.mipmap_level_bias_bits));
+    t->set_min_mipmap_level_clamp(std::bit_cast<float>(s.min_mipmap_level_clamp_bits));
+    t->set_max_mipmap_level_clamp(std::bit_cast<float>(s.max_mipmap_level_clamp_bits));
+    for (uint32_t b : s.border_color_bits) t->add_border_color(std::bit_cast<float>(b));
+  }
+  if (in.has_view) {
+    v1::TextureView* v = out->mutable_view();
+    v->set_format(in.view.format);
+    v->set_width(in.view.width);
+    v->set_height(in.view.height);
+    v->set_depth(in.view.depth);
+    v->set_first_mipmap_level(in.view.first_mipmap_level);
+    v->set_last_mipmap_level(in.view.last_mipmap_level);
+    v->set_first_layer(in.view.first_layer);
+    v->set_last_layer(in.view.last_layer);
+  }
+}
+
+}  // namespace
+
+absl::Status CheckTextureObjects(const CaptureBeginMsg& b, absl::string_view blob) {
+  if (b.texture_objects.size() > kMaxTextureObjects) {
+    return absl::InvalidArgumentError(absl::StrCat("CaptureBegin names ", b.texture_objects.size(),
+                                                   " texture objects (at most ",
+                                                   kMaxTextureObjects, ")"));
+  }
+  for (size_t i = 0; i < b.texture_objects.size(); ++i) {
+    const TextureObjectInfo& t = b.texture_objects[i];
+    const std::string where = absl::StrCat("texture object ", i, " (handle 0x",
+                                           absl::Hex(t.handle), ")");
+    if (TextureTypeFromWire(t.type) == v1::TextureObject::TEXTURE_OBJECT_TYPE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown type '", t.type, "'"));
+    }
+    if (ResourceTypeFromWire(t.resource.type) == v1::TextureResource::RESOURCE_TYPE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": unknown resource type '", t.resource.type, "'"));
+    }
+    if (t.argument_offsets.empty() || t.argument_offsets.size() > kMaxTextureObjects) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", t.argument_offsets.size(),
+                                                     " argument offsets (1..",
+                                                     kMaxTextureObjects, " expected)"));
+    }
+    for (uint32_t off : t.argument_offsets) {
+      if (off % 8 != 0 || static_cast<uint64_t>(off) + 8 > blob.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": argument offset ", off, " is not an aligned word of the ", blob.size(),
+            "-byte argument blob"));
+      }
+      uint64_t v;
+      std::memcpy(&v, blob.data() + off, sizeof(v));
+      if (v != t.handle) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": the argument word at offset ",
+                                                       off, " holds 0x", absl::Hex(v),
+                                                       ", not the handle"));
+      }
+    }
+    if (t.sampling.address_mode.size() > 3 || t.sampling.border_color_bits.size() > 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": more than 3 address modes or 4 border colour values"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void FillManifest(const HelloMsg& h, const CaptureBeginMsg& b, const std::string& blob,
                   v1::CaptureManifest* m) {
   m->set_format_version(1);
@@ -134,6 +240,9 @@ void FillManifest(const HelloMsg& h, const CaptureBeginMsg& b, const std::string
     out->set_name(a.name);
     out->set_type_name(a.type_name);
     out->set_value_kind(a.value_kind);
+  }
+  for (const TextureObjectInfo& t : b.texture_objects) {
+    TextureObjectFromWire(t, m->add_texture_objects());
   }
   m->set_dispatch_index(b.dispatch_index);
   m->set_arm_id(b.arm_id);

@@ -32,8 +32,17 @@ v1::AgentInfo AgentInfoFromHello(const HelloMsg& hello, const std::string& agent
 // v1.Selector (+ request expiry) -> link selector. Does not validate.
 Selector SelectorFromProto(const v1::Selector& selector, int64_t expires_unix_ms);
 
+// Checks CaptureBegin.texture_objects against the argument blob (an agent is
+// not trusted): at most kMaxTextureObjects objects of a known type and
+// resource type, each named by 1..kMaxTextureObjects argument offsets that
+// are 8-byte aligned words inside the blob holding the handle, descriptor
+// lists of their fixed lengths. InvalidArgument naming the problem.
+inline constexpr size_t kMaxTextureObjects = 64;
+absl::Status CheckTextureObjects(const CaptureBeginMsg& begin, absl::string_view argument_blob);
+
 // Fills the identity parts of a manifest from the agent's Hello and the
-// capture's CaptureBegin (argument blob from the frame payload).
+// capture's CaptureBegin (argument blob from the frame payload). Texture
+// objects are copied as they are: check them first (CheckTextureObjects).
 void FillManifest(const HelloMsg& hello, const CaptureBeginMsg& begin,
                   const std::string& argument_blob, v1::CaptureManifest* manifest);
 

@@ -33,7 +33,9 @@ namespace kerncap::replay {
   X(cuGetErrorName) X(cuGetErrorString)                                                   \
   /* resident mode (serve/): pristine copies, candidate modules, device comparison */    \
   X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyDtoHAsync) X(cuModuleLoadDataEx)        \
-  X(cuMemGetInfo) X(cuStreamQuery)
+  X(cuMemGetInfo) X(cuStreamQuery)                                                        \
+  /* texture and surface objects (texture_objects.h) */                                  \
+  X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
 
 struct CudaDriver {
 #define KC_CUDA_DECLARE(name) decltype(&::name) name = nullptr;

@@ -228,5 +228,148 @@ TEST_F(ReplayGpuTest, BenchOfTheCapturedBinaryAgainstItselfIsEven) {
   EXPECT_TRUE(after.passed()) << FormatValidation(after);
 }
 
+// tex_scale(cudaTextureObject_t tex, float* out, unsigned n): out[i] =
+// 2 * tex1Dfetch(tex, i) + 1, the texture a linear float resource.
+constexpr char kTexScalePtx[] = R"(
+.version 7.8
+.target sm_90
+.address_size 64
+.visible .entry tex_scale(.param .u64 tex, .param .u64 out, .param .u32 n)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<6>;
+  .reg .f32 %f<7>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [tex];
+  ld.param.u64 %rd2, [out];
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra DONE;
+  tex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [%rd1, {%r5}];
+  fma.rn.f32 %f5, %f1, 0f40000000, 0f3F800000;
+  cvta.to.global.u64 %rd3, %rd2;
+  mul.wide.u32 %rd4, %r5, 4;
+  add.s64 %rd5, %rd3, %rd4;
+  st.global.f32 [%rd5], %f5;
+DONE:
+  ret;
+}
+)";
+
+constexpr uint64_t kTexInVa = 0x7f2c00000000;   // the texture's memory
+constexpr uint64_t kTexOutVa = 0x7f2c00400000;  // the output
+constexpr uint32_t kTexN = 65536;
+constexpr uint64_t kCapturedHandle = 0x77;  // meaningless in this process
+
+class ReplayTextureGpuTest : public ReplayGpuTest {
+ protected:
+  // A capture of tex_scale; `texture_over` is where its recorded texture
+  // object points (kTexInVa is right).
+  void WriteTextureCapture(uint64_t texture_over) {
+    testing::KcapBuilder b(64 << 10);
+    std::string in(kTexN * 4, '\0'), out(kTexN * 4, '\0'), golden(kTexN * 4, '\0');
+    for (uint32_t i = 0; i < kTexN; ++i) {
+      const float v = static_cast<float>(i % 1000) * 0.25f, w = 2.0f * v + 1.0f;
+      std::memcpy(in.data() + i * 4, &v, 4);
+      std::memcpy(golden.data() + i * 4, &w, 4);
+    }
+    v1::CaptureManifest m;
+    m.set_capture_id("cap-gpu-texture");
+    m.set_post_complete(true);
+    m.mutable_kernel()->set_mangled_name("tex_scale");
+    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+    v1::Region* ri = m.mutable_pre()->add_regions();
+    ri->set_va(kTexInVa);
+    ri->set_kind(v1::REGION_DEVICE);
+    *ri->mutable_data() = b.Add(in);
+    v1::Region* ro = m.mutable_pre()->add_regions();
+    ro->set_va(kTexOutVa);
+    ro->set_kind(v1::REGION_DEVICE);
+    *ro->mutable_data() = b.Add(out);
+    *m.mutable_post()->add_regions() = b.Diff(*ro, out, golden);
+    v1::CodeObject* c = m.add_code_objects();
+    c->set_format(v1::CODE_OBJECT_PTX);
+    c->set_name("tex_scale.ptx");
+    *c->mutable_data() = b.Add(kTexScalePtx);
+    m.mutable_launch()->add_grid(kTexN / 256);
+    m.mutable_launch()->add_block(256);
+    std::string blob(20, '\0');
+    std::memcpy(blob.data(), &kCapturedHandle, 8);
+    std::memcpy(blob.data() + 8, &kTexOutVa, 8);
+    std::memcpy(blob.data() + 16, &kTexN, 4);
+    m.set_argument_blob(blob);
+    for (uint32_t off : {0u, 8u, 16u}) {
+      v1::Argument* a = m.add_arguments();
+      a->set_offset(off);
+      a->set_size(off == 16 ? 4 : 8);
+    }
+    v1::TextureObject* t = m.add_texture_objects();
+    t->set_type(v1::TextureObject::TEXTURE_OBJECT);
+    t->set_handle(kCapturedHandle);
+    t->add_argument_offsets(0);
+    v1::TextureResource* r = t->mutable_resource();
+    r->set_type(v1::TextureResource::RESOURCE_LINEAR);
+    r->set_device_ptr(texture_over);
+    r->set_format(CU_AD_FORMAT_FLOAT);
+    r->set_num_channels(1);
+    r->set_size_bytes(kTexN * 4);
+    for (int i = 0; i < 3; ++i) t->mutable_sampling()->add_address_mode(CU_TR_ADDRESS_MODE_CLAMP);
+    ASSERT_TRUE(b.Write(path_, m).ok());
+  }
+};
+
+TEST_F(ReplayTextureGpuTest, RecreatedTextureReadsTheRestoredMemory) {
+  WriteTextureCapture(kTexInVa);
+  auto r = Validate(false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::fprintf(stderr, "%s", FormatValidation(*r).c_str());
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  ASSERT_EQ(r->info.texture_objects.size(), 1u);
+  EXPECT_EQ(r->info.texture_objects[0].captured_handle, kCapturedHandle);
+  EXPECT_NE(r->info.texture_objects[0].replay_handle, 0u);
+}
+
+TEST_F(ReplayTextureGpuTest, RelocatedReplayPointsTheTextureAtTheMovedMemory) {
+  WriteTextureCapture(kTexInVa);
+  auto r = Validate(true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->info.relocated);
+  ASSERT_EQ(r->info.texture_objects.size(), 1u);
+  EXPECT_NE(r->info.texture_objects[0].replay_ptr, kTexInVa);
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+}
+
+TEST_F(ReplayTextureGpuTest, ADescriptorOverOtherMemoryFailsValidation) {
+  // The texture recorded over the (zero) output buffer: the kernel then
+  // computes 2*0+1, not what the application computed. The recorded
+  // descriptor is what decides what the kernel reads.
+  WriteTextureCapture(kTexOutVa);
+  auto r = Validate(false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->passed());
+}
+
+TEST_F(ReplayTextureGpuTest, BenchLaunchesWithTheRecreatedTexture) {
+  WriteTextureCapture(kTexInVa);
+  auto src = CaptureSource::OpenKcap(path_);
+  ASSERT_TRUE(src.ok()) << src.status();
+  auto s = ReplaySession::Create(src->get(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  BenchOptions bo;
+  bo.warmup = 2;
+  bo.iterations = 10;
+  auto b = (*s)->Bench(bo);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->samples_ms.size(), 10u);
+  // After the timing loop the output is still what the texture reads give.
+  auto v = (*s)->CompareWithPostImage(CompareOptions{});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->passed()) << FormatValidation(*v);
+}
+
 }  // namespace
 }  // namespace kerncap::replay

@@ -101,6 +101,8 @@ absl::StatusOr<std::unique_ptr<ReplaySession>> ReplaySession::Create(
   for (int i = 0; i < m.post().regions_size(); ++i) {
     KC_RETURN_IF_ERROR(CheckRegion(m.post().regions(i), absl::StrCat("post[", i, "]")));
   }
+  // Before any GPU work: an object that cannot be recreated fails the replay.
+  KC_RETURN_IF_ERROR(TextureObjects::Check(m));
   std::unique_ptr<ReplaySession> s(new ReplaySession(source, drv, options));
   s->info_.capture_id = m.capture_id();
   s->info_.kernel = m.kernel().demangled_name().empty() ? m.kernel().mangled_name()
@@ -114,6 +116,7 @@ ReplaySession::~ReplaySession() {
   if (ctx_ != nullptr) {
     cu_.cuCtxSetCurrent(ctx_);
     cu_.cuCtxSynchronize();
+    textures_.Destroy();
     if (start_) cu_.cuEventDestroy(start_);
     if (stop_) cu_.cuEventDestroy(stop_);
     if (stream_) cu_.cuStreamDestroy(stream_);
@@ -681,7 +684,29 @@ absl::Status ReplaySession::PrepareArguments() {
     }
     kernel_params_.push_back(args_.data() + a.offset());
   }
+  // Texture and surface handles: recreated here, patched in place (the
+  // kernel_params_ pointers see the new values).
+  KC_RETURN_IF_ERROR(textures_.Create(
+      m, [this](uint64_t va, uint64_t size) { return PlaceCaptured(va, size); }, &args_));
+  info_.texture_objects = textures_.objects();
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ReplaySession::PlaceCaptured(uint64_t va, uint64_t size) const {
+  const v1::CaptureManifest& m = src_->manifest();
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    const Placement& p = placements_[static_cast<size_t>(i)];
+    if (!p.restored || va < r.va() || va - r.va() >= r.data().size()) continue;
+    if (size > r.data().size() - (va - r.va())) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "its memory 0x%x+%u runs past the end of captured region %d (0x%x+%u)", va, size, i,
+          r.va(), r.data().size()));
+    }
+    return p.replay_va + (va - r.va());
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "its memory 0x%x+%u is in no region restored by this replay", va, size));
 }
 
 ReplaySession::RegionPlacement ReplaySession::placement(size_t index) const {

@@ -9,7 +9,9 @@
 //               chunk by chunk (a chunk's copy waits until its mapping is
 //               published) ->
 //               load the code object -> restore module variables by name ->
-//               re-apply function attributes. Ranges whose address cannot be
+//               re-apply function attributes -> recreate texture/surface
+//               objects over the restored memory and patch their handles
+//               into the arguments (texture_objects.h). Ranges whose address cannot be
 //               had are mapped elsewhere and everything is pointer-patched
 //               (RELOCATED; reported in ReplayInfo).
 //   Launch():   the captured grid/block/shared memory/cluster/cooperative
@@ -40,6 +42,7 @@
 #include "reproducer/replay/report.h"
 #include "reproducer/replay/reservation_planner.h"
 #include "reproducer/replay/restore_pipeline.h"
+#include "reproducer/replay/texture_objects.h"
 
 namespace kerncap::replay {
 
@@ -100,6 +103,9 @@ class ReplaySession {
   // Enqueues one launch of `f` on `stream` with the captured configuration
   // and argument blob (LaunchAsync() is this with the captured kernel).
   absl::Status LaunchFunctionAsync(CUfunction f, CUstream stream);
+  // The argument blob as this replay launches it (after Prepare): relocated
+  // pointers patched, texture/surface handles replaced by the recreated ones.
+  const std::string& launch_arguments() const { return args_; }
   // The captured code object's bytes (PTX NUL-terminated); *name: its name
   // (a baseline beside candidates: bench --compare-original, serve).
   absl::StatusOr<std::string> CapturedImage(std::string* name) const;
@@ -133,7 +139,7 @@ class ReplaySession {
   };
 
   ReplaySession(const CaptureSource* source, const CudaDriver* drv, SessionOptions options)
-      : src_(source), cu_(*drv), options_(std::move(options)) {}
+      : src_(source), cu_(*drv), options_(std::move(options)), textures_(*drv) {}
 
   absl::Status InitDevice();
   // One physical mapping to make (replay address, planned pre regions).
@@ -163,7 +169,12 @@ class ReplaySession {
   absl::Status RestoreChunks(const std::vector<Chunk>& chunks);
   absl::Status RestoreGlobals();
   absl::Status ApplyAttributes();
+  // The captured argument blob, pointers patched when relocated, texture and
+  // surface handles replaced by recreated objects (texture_objects.h).
   absl::Status PrepareArguments();
+  // The replay address of captured memory [va, va+size) inside one restored
+  // region (for recreated texture objects).
+  absl::StatusOr<uint64_t> PlaceCaptured(uint64_t va, uint64_t size) const;
   absl::Status CopyToReplay(const Placement& p, uint64_t offset, const std::string& bytes);
   absl::Status CopyFromReplay(const Placement& p, uint64_t offset, size_t size, std::string* out);
   absl::Status LaunchAsync();
@@ -174,6 +185,7 @@ class ReplaySession {
   const CudaDriver& cu_;
   SessionOptions options_;
   ReplayInfo info_;
+  TextureObjects textures_;  // destroyed explicitly while the context exists
 
   CUdevice device_ = 0;
   CUcontext ctx_ = nullptr;

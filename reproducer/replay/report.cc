@@ -91,6 +91,17 @@ nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
   for (const MovedRange& m : info.moved) {
     moved.push_back({{"old_va", Hex(m.old_va)}, {"new_va", Hex(m.new_va)}, {"size", m.size}});
   }
+  nlohmann::json textures = nlohmann::json::array();
+  for (const ReplayedTextureObject& t : info.texture_objects) {
+    textures.push_back({{"type", t.surface ? "surface" : "texture"},
+                        {"captured_handle", Hex(t.captured_handle)},
+                        {"replay_handle", Hex(t.replay_handle)},
+                        {"resource", t.resource},
+                        {"captured_ptr", Hex(t.captured_ptr)},
+                        {"replay_ptr", Hex(t.replay_ptr)},
+                        {"bytes", t.bytes},
+                        {"argument_offsets", t.argument_offsets}});
+  }
   return {{"capture_id", info.capture_id},
           {"kernel", info.kernel},
           {"device", info.device},
@@ -117,6 +128,7 @@ nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
           {"staging_seconds", info.staging_seconds},
           {"code_seconds", info.code_seconds},
           {"launch_ms", info.launch_ms},
+          {"texture_objects", textures},
           {"warnings", info.warnings}};
 }
 
@@ -221,6 +233,11 @@ std::string FormatReplayInfo(const ReplayInfo& info) {
     }
   } else {
     out += "address space: every region at its original virtual address\n";
+  }
+  for (const ReplayedTextureObject& t : info.texture_objects) {
+    absl::StrAppendFormat(&out, "%s object %s recreated as %s over %s %s+%u\n",
+                          t.surface ? "surface" : "texture", Hex(t.captured_handle),
+                          Hex(t.replay_handle), t.resource, Hex(t.replay_ptr), t.bytes);
   }
   for (const std::string& w : info.warnings) absl::StrAppend(&out, "warning: ", w, "\n");
   return out;

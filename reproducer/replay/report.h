@@ -14,6 +14,18 @@
 
 namespace kerncap::replay {
 
+// A texture or surface object recreated for the replay (texture_objects.h).
+struct ReplayedTextureObject {
+  bool surface = false;
+  uint64_t captured_handle = 0;
+  uint64_t replay_handle = 0;
+  std::string resource;  // "linear" | "pitch2d"
+  uint64_t captured_ptr = 0;
+  uint64_t replay_ptr = 0;
+  uint64_t bytes = 0;    // memory it covers from the pointer on
+  std::vector<uint32_t> argument_offsets;
+};
+
 // Facts about restoring and launching, common to every command.
 struct ReplayInfo {
   std::string capture_id;
@@ -41,6 +53,8 @@ struct ReplayInfo {
   double upload_seconds = 0;
   int upload_workers = 0;
   double launch_ms = 0;              // the first (validated) launch, device time
+  // Texture/surface objects recreated and patched into the arguments.
+  std::vector<ReplayedTextureObject> texture_objects;
   std::vector<std::string> warnings;
 };
 

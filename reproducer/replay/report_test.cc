@@ -93,6 +93,32 @@ TEST(ReportTest, RelocationIsSaidLoudly) {
   EXPECT_EQ(j["patched_pointer_words"], 12);
 }
 
+TEST(ReportTest, RecreatedTextureObjectsAreListed) {
+  ValidationReport r = SampleReport();
+  EXPECT_EQ(ValidationJson(r)["texture_objects"], nlohmann::json::array());
+  ReplayedTextureObject t;
+  t.captured_handle = 0x5;
+  t.replay_handle = 0x101;
+  t.resource = "pitch2d";
+  t.captured_ptr = 0x7f0000001000;
+  t.replay_ptr = 0x302001000;
+  t.bytes = 10224;
+  t.argument_offsets = {8};
+  r.info.texture_objects.push_back(t);
+  nlohmann::json j = ValidationJson(r);
+  ASSERT_EQ(j["texture_objects"].size(), 1u);
+  const nlohmann::json& o = j["texture_objects"][0];
+  EXPECT_EQ(o["type"], "texture");
+  EXPECT_EQ(o["captured_handle"], "0x5");
+  EXPECT_EQ(o["replay_handle"], "0x101");
+  EXPECT_EQ(o["resource"], "pitch2d");
+  EXPECT_EQ(o["replay_ptr"], "0x302001000");
+  EXPECT_EQ(o["bytes"], 10224);
+  EXPECT_EQ(o["argument_offsets"], nlohmann::json::array({8}));
+  EXPECT_TRUE(absl::StrContains(FormatValidation(r),
+                                "texture object 0x5 recreated as 0x101 over pitch2d 0x302001000+10224"));
+}
+
 TEST(ReportTest, RestorePhaseTimesAreReported) {
   ValidationReport r = SampleReport();
   r.info.restored_bytes = 8ull << 30;

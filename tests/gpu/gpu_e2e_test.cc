@@ -2,7 +2,9 @@
 // start kerncapd on a temp store, arm the program's documented kernel, run
 // the program under the agent (CUDA_INJECTION64_PATH), wait for the capture,
 // export it to a .kcap and replay it with `kerncap-replay validate`, which
-// must PASS; the application must exit normally.
+// must PASS; the application must exit normally. Refusal cases (texture
+// objects kerncap cannot replay faithfully) must show their reason in the
+// arm's status and store no capture.
 //
 // Binaries: $KERNCAP_BUILD_DIR/{bin/kerncapd,bin/kerncapctl,bin/kerncap-replay,
 // lib/libkerncap_agent.so,gpu_tests/<program>} (a build tree or the GPU
@@ -121,6 +123,9 @@ struct Case {
   // Also `kerncapctl repro` the first capture and run the project's
   // `make validate` one-shot and through `make serve` (resident mode).
   bool repro = false;
+  // Texture/surface objects the capture must hold and the replay recreate
+  // (validate's and bench's "texture_objects").
+  int texture_objects = 0;
 };
 
 std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
@@ -158,6 +163,18 @@ std::vector<Case> Cases() {
        "cublas_gemm",
        {"--kernel=gemm|Gemm|nvjet|xmma", "--match=regex", "--count=1"},
        {"--dtype=f32", "--rtol=1e-5", "--atol=1e-5"}},
+      // Texture objects over linear and pitched memory: recreated at replay
+      // from the recorded descriptors, the handle patched into the arguments.
+      {"texture_linear", "texture_linear", {"--kernel=tex_linear_gather"}, {}, false, true, "",
+       false, 1},
+      {"texture_linear_relocated", "texture_linear", {"--kernel=tex_linear_gather"},
+       {"--force-relocate"}, false, false, "", false, 1},
+      {"texture_in_struct", "texture_linear", {"--kernel=tex_struct_gather"}, {}, false, false, "",
+       false, 1},
+      {"texture_pitch2d_2nd", "texture_pitch2d", {"--kernel=tex_bilinear", "--nth=2"}, {}, false,
+       true, "", false, 1},
+      {"texture_pitch2d_relocated", "texture_pitch2d", {"--kernel=tex_bilinear"},
+       {"--force-relocate"}, false, false, "", false, 1},
       {"torch_eager_add",
        "",
        {"--kernel=add|Add", "--match=regex", "--count=1"},
@@ -224,7 +241,9 @@ std::vector<Case> Cases() {
   };
 }
 
-class GpuEndToEndTest : public ::testing::TestWithParam<Case> {
+// A temp dir, kerncapd on it (StartDaemon) and kerncapctl for one case.
+template <typename Param>
+class GpuDaemonTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     static const std::string reason = NoGpuReason();
@@ -232,7 +251,7 @@ class GpuEndToEndTest : public ::testing::TestWithParam<Case> {
     tmp_ = testing::MakeTempDir("kc_gpu_e2e");
     const char* logs = std::getenv("KERNCAP_GPU_LOG_DIR");
     if (logs != nullptr) {
-      log_dir_ = (fs::path(logs) / GetParam().name).string();
+      log_dir_ = (fs::path(logs) / this->GetParam().name).string();
       fs::create_directories(log_dir_);
     }
   }
@@ -253,6 +272,19 @@ class GpuEndToEndTest : public ::testing::TestWithParam<Case> {
     v.insert(v.end(), args.begin(), args.end());
     return v;
   }
+  // kerncapd on tmp_, serving once this returns true.
+  bool StartDaemon() {
+    daemon_ = std::make_unique<testing::Background>(std::vector<std::string>{
+        Bin("kerncapd"), "--store=" + tmp_ + "/store", "--socket=" + tmp_ + "/ctl.sock",
+        "--agent-socket=" + tmp_ + "/agent.sock", "--log-level=debug"});
+    return testing::WaitFor([&] { return fs::exists(tmp_ + "/ctl.sock"); }, seconds(20));
+  }
+  // The environment that runs a program under the agent, talking to our kerncapd.
+  std::map<std::string, std::string> AgentEnv() {
+    return {{"CUDA_INJECTION64_PATH", absl::StrCat(BuildDir(), "/lib/libkerncap_agent.so")},
+            {"KERNCAP_AGENT_SOCKET", tmp_ + "/agent.sock"},
+            {"KERNCAP_AGENT_LOG", "debug"}};
+  }
 
   // Shows, exports and validates one capture of the case (bench and the
   // other paths for the first only). Output files get `suffix`.
@@ -263,6 +295,8 @@ class GpuEndToEndTest : public ::testing::TestWithParam<Case> {
   std::string log_dir_;
   std::unique_ptr<testing::Background> daemon_;
 };
+
+class GpuEndToEndTest : public GpuDaemonTest<Case> {};
 
 TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   const Case& c = GetParam();
@@ -282,11 +316,7 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   ASSERT_TRUE(fs::exists(agent)) << agent;
   const std::string what = c.python_script.empty() ? c.program : c.python_script;
 
-  daemon_ = std::make_unique<testing::Background>(std::vector<std::string>{
-      Bin("kerncapd"), "--store=" + tmp_ + "/store", "--socket=" + tmp_ + "/ctl.sock",
-      "--agent-socket=" + tmp_ + "/agent.sock", "--log-level=debug"});
-  ASSERT_TRUE(testing::WaitFor([&] { return fs::exists(tmp_ + "/ctl.sock"); }, seconds(20)))
-      << "kerncapd did not start: " << daemon_->Stderr();
+  ASSERT_TRUE(StartDaemon()) << "kerncapd did not start: " << daemon_->Stderr();
 
   if (c.arm_in_app) {
     env["KERNCAP_TEST_CTL"] = absl::StrCat(Bin("kerncapctl"), " --socket=", tmp_, "/ctl.sock");
@@ -298,9 +328,7 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
     ASSERT_EQ(armed.exit_code, 0) << armed.out << armed.err;
   }
 
-  env["CUDA_INJECTION64_PATH"] = agent;
-  env["KERNCAP_AGENT_SOCKET"] = tmp_ + "/agent.sock";
-  env["KERNCAP_AGENT_LOG"] = "debug";
+  for (const auto& [k, v] : AgentEnv()) env[k] = v;
   testing::RunResult app = testing::RunProcess(command, seconds(180), env);
   Keep("program.stdout", app.out);
   Keep("program.stderr", app.err);
@@ -386,6 +414,19 @@ void GpuEndToEndTest::ValidateCapture(const std::string& capture_id, const std::
               report.value("result", "?").c_str(), c.name.c_str(),
               report.value("relocated", false) ? "yes" : "no", report.value("launch_ms", 0.0),
               report.value("regions_compared", 0), report.value("restore_seconds", 0.0));
+  // Texture objects: recreated (a new handle in the replay), not replayed
+  // with the application's meaningless handle.
+  const nlohmann::json textures = report.value("texture_objects", nlohmann::json::array());
+  EXPECT_EQ(static_cast<int>(textures.size()), c.texture_objects) << rep.out;
+  for (const nlohmann::json& t : textures) {
+    EXPECT_FALSE(t.value("replay_handle", "").empty()) << t;
+    std::printf("[ %s ] %s: %s object %s recreated as %s over %s %s+%llu\n",
+                report.value("result", "?").c_str(), c.name.c_str(),
+                t.value("type", "?").c_str(), t.value("captured_handle", "?").c_str(),
+                t.value("replay_handle", "?").c_str(), t.value("resource", "?").c_str(),
+                t.value("replay_ptr", "?").c_str(),
+                static_cast<unsigned long long>(t.value("bytes", 0ull)));
+  }
 
   if (!first) return;
   if (c.kerncapctl_validate) {
@@ -421,6 +462,10 @@ void GpuEndToEndTest::ValidateCapture(const std::string& capture_id, const std::
     ASSERT_FALSE(bj.is_discarded());
     EXPECT_EQ(bj.value("iterations", 0), 20);
     EXPECT_GT(bj.value("median_ms", 0.0), 0.0);
+    // The timed launches read the recreated texture objects too.
+    EXPECT_EQ(static_cast<int>(bj.value("texture_objects", nlohmann::json::array()).size()),
+              c.texture_objects)
+        << b.out;
     std::printf("[ bench ] %s: median %.4f ms (min %.4f, max %.4f, stddev %.4f), restore_each=%s\n",
                 c.name.c_str(), bj.value("median_ms", 0.0), bj.value("min_ms", 0.0),
                 bj.value("max_ms", 0.0), bj.value("stddev_ms", 0.0),
@@ -457,6 +502,93 @@ void GpuEndToEndTest::ValidateCapture(const std::string& capture_id, const std::
 
 INSTANTIATE_TEST_SUITE_P(Programs, GpuEndToEndTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// Dispatches kerncap must not capture: the agent refuses them, the arm's
+// status says why (kerncapctl arms), no capture appears, and the
+// application runs on undisturbed.
+struct RefusalCase {
+  std::string name;
+  std::string program;           // agent/cuda/gpu_tests/<program>
+  std::string kernel;            // armed with --kernel=<kernel> --count=1
+  std::string reason;            // must appear in the arm's skipped reason
+};
+
+std::ostream& operator<<(std::ostream& o, const RefusalCase& c) { return o << c.name; }
+
+std::vector<RefusalCase> RefusalCases() {
+  return {
+      {"texture_over_cuda_array", "texture_refused", "tex_array_read", "reads a CUDA array"},
+      {"surface_over_cuda_array", "texture_refused", "surf_array_write",
+       "the surface object"},
+      {"texture_handles_in_memory", "texture_refused", "tex_handles_in_memory",
+       "passed through device memory are not supported"},
+      {"texture_descriptor_past_its_allocation", "texture_refused", "tex_oversized",
+       "not inside one live allocation"},
+  };
+}
+
+class GpuRefusalTest : public GpuDaemonTest<RefusalCase> {};
+
+TEST_P(GpuRefusalTest, RefusedWithTheReasonInTheArmsStatus) {
+  const RefusalCase& c = GetParam();
+  const std::string program = absl::StrCat(BuildDir(), "/gpu_tests/", c.program);
+  ASSERT_TRUE(fs::exists(program)) << program;
+  ASSERT_TRUE(StartDaemon()) << "kerncapd did not start: " << daemon_->Stderr();
+  testing::RunResult armed = testing::RunProcess(
+      Ctl({"--json", "arm", "--kernel=" + c.kernel, "--count=1"}), seconds(30));
+  Keep("arm.json", armed.out + armed.err);
+  ASSERT_EQ(armed.exit_code, 0) << armed.out << armed.err;
+  const std::string arm_id = nlohmann::json::parse(armed.out, nullptr, false).value("arm_id", "");
+  ASSERT_FALSE(arm_id.empty()) << armed.out;
+
+  testing::RunResult app = testing::RunProcess({program}, seconds(180), AgentEnv());
+  Keep("program.stdout", app.out);
+  Keep("program.stderr", app.err);
+  if (app.exit_code == 77) GTEST_SKIP() << c.program << ": " << app.out;
+  ASSERT_FALSE(app.timed_out) << c.program << " hung under the agent";
+  ASSERT_EQ(app.exit_code, 0) << c.program << " was disturbed by the agent\n" << app.out << app.err;
+
+  nlohmann::json arm;
+  testing::WaitFor(
+      [&] {
+        testing::RunResult r = testing::RunProcess(Ctl({"--json", "arms", "--all"}), seconds(20));
+        auto j = nlohmann::json::parse(r.out, nullptr, false);
+        if (j.is_discarded() || !j.contains("arms")) return false;
+        for (const nlohmann::json& a : j["arms"]) {
+          if (a.value("arm_id", "") == arm_id && a.contains("skipped") && !a["skipped"].empty()) {
+            arm = a;
+            Keep("arms.json", r.out);
+            return true;
+          }
+        }
+        return false;
+      },
+      seconds(30));
+  ASSERT_FALSE(arm.is_null()) << "the arm shows no refused dispatch; program stderr:\n" << app.err;
+  const nlohmann::json& skip = arm["skipped"][0];
+  const std::string reason = skip.value("reason", "");
+  EXPECT_NE(reason.find("texture/surface objects: "), std::string::npos) << reason;
+  EXPECT_NE(reason.find(c.reason), std::string::npos) << reason;
+  EXPECT_NE(skip.value("kernel", "").find(c.kernel), std::string::npos) << skip;
+  EXPECT_FALSE(skip.value("retried", true));
+  EXPECT_EQ(arm.value("captured", -1), 0) << arm;
+
+  // Where a user looks: `kerncapctl arms` prints the reason, and no capture
+  // was stored.
+  testing::RunResult text = testing::RunProcess(Ctl({"arms", "--all"}), seconds(20));
+  Keep("arms.txt", text.out + text.err);
+  EXPECT_NE(text.out.find("not captured: texture/surface objects: "), std::string::npos) << text.out;
+  testing::RunResult caps = testing::RunProcess(Ctl({"--json", "captures"}), seconds(20));
+  auto cj = nlohmann::json::parse(caps.out, nullptr, false);
+  EXPECT_TRUE(!cj.is_discarded() && (!cj.contains("captures") || cj["captures"].empty()))
+      << caps.out;
+  std::printf("[ refused ] %s: %s\n", c.name.c_str(), reason.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, GpuRefusalTest, ::testing::ValuesIn(RefusalCases()),
+                         [](const ::testing::TestParamInfo<RefusalCase>& i) {
+                           return i.param.name;
+                         });
 
 }  // namespace
 }  // namespace kerncap

@@ -31,6 +31,15 @@ __global__ void kc_scale_inplace(float* x, int n, float s) {
 
 __global__ void kc_other(float* x) { x[threadIdx.x] += 1.0f; }
 
+__global__ void kc_tex_read(float* out, cudaTextureObject_t tex, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = tex1Dfetch<float>(tex, i) + 0.5f;
+}
+
+__global__ void kc_tex_array(float* out, cudaTextureObject_t tex) {
+  out[threadIdx.x] = tex2D<float>(tex, threadIdx.x + 0.5f, 0.5f);
+}
+
 static int failures = 0;
 #define CHECK(cond, ...)                                         \
   do {                                                           \
@@ -396,6 +405,83 @@ int main() {
   CHECK(!agent.allocations().Lookup(va + gran).has_value(), "unmap not tracked");
   cuMemRelease(h);
   cuMemAddressFree(va, 4 * gran);
+
+  // Texture objects: one over linear memory, passed as a parameter, is
+  // recorded with its descriptor and argument offset; one over a CUDA array
+  // is refused with the reason.
+  {
+    const int tn = 4096;
+    std::vector<float> tin(tn);
+    for (int i = 0; i < tn; ++i) tin[i] = 0.125f * i;
+    float* dt = nullptr;
+    GT_CHECK(cudaMalloc(&dt, tn * sizeof(float)));
+    GT_CHECK(cudaMemcpy(dt, tin.data(), tn * sizeof(float), cudaMemcpyHostToDevice));
+    cudaResourceDesc res = {};
+    res.resType = cudaResourceTypeLinear;
+    res.res.linear.devPtr = dt;
+    res.res.linear.desc = cudaCreateChannelDesc<float>();
+    res.res.linear.sizeInBytes = tn * sizeof(float);
+    cudaTextureDesc td = {};
+    td.addressMode[0] = cudaAddressModeClamp;
+    td.readMode = cudaReadModeElementType;
+    cudaTextureObject_t tex = 0;
+    GT_CHECK(cudaCreateTextureObject(&tex, &res, &td, nullptr));
+    const size_t tracked = agent.textures().size();
+    CHECK(tracked >= 1, "cudaCreateTextureObject not tracked");
+    transport.Arm("kc_tex_read");
+    kc_tex_read<<<tn / 256, 256>>>(dx, tex, tn);
+    GT_CHECK(cudaDeviceSynchronize());
+    transport.set_armed(false);
+    CHECK(transport.committed().size() == 3, "texture capture missing (%zu committed; skipped: %s)",
+          transport.committed().size(),
+          transport.skipped().empty() ? "none" : transport.skipped().back().second.c_str());
+    if (transport.committed().size() == 3) {
+      const auto& objs = transport.committed()[2].header.texture_objects;
+      CHECK(objs.size() == 1, "%zu texture objects recorded", objs.size());
+      if (objs.size() == 1) {
+        const auto& o = objs[0];
+        std::printf("texture object 0x%llx at offsets %zu: linear 0x%llx+%llu format 0x%x\n",
+                    (unsigned long long)o.handle, o.argument_offsets.size(),
+                    (unsigned long long)o.resource.device_ptr,
+                    (unsigned long long)o.resource.size_bytes, o.resource.format);
+        CHECK(o.handle == static_cast<uint64_t>(tex), "handle");
+        CHECK(o.type == kerncap::agent::TextureObjectDesc::Type::kTexture, "type");
+        CHECK(o.argument_offsets == std::vector<uint32_t>{8}, "argument offset (tex is parameter 1)");
+        CHECK(o.resource.type == kerncap::agent::TextureResourceDesc::Type::kLinear, "resource");
+        CHECK(o.resource.device_ptr == reinterpret_cast<uint64_t>(dt), "devPtr");
+        CHECK(o.resource.size_bytes == tn * sizeof(float), "sizeInBytes");
+        CHECK(o.resource.format == CU_AD_FORMAT_FLOAT && o.resource.num_channels == 1, "format");
+        CHECK(o.sampling.address_mode[0] == CU_TR_ADDRESS_MODE_CLAMP, "address mode");
+      }
+    }
+
+    cudaChannelFormatDesc fdesc = cudaCreateChannelDesc<float>();
+    cudaArray_t array;
+    GT_CHECK(cudaMallocArray(&array, &fdesc, 64, 1));
+    cudaResourceDesc ares = {};
+    ares.resType = cudaResourceTypeArray;
+    ares.res.array.array = array;
+    cudaTextureObject_t atex = 0;
+    GT_CHECK(cudaCreateTextureObject(&atex, &ares, &td, nullptr));
+    const size_t skipped_before = transport.skipped().size();
+    transport.Arm("kc_tex_array");
+    kc_tex_array<<<1, 64>>>(dx, atex);
+    GT_CHECK(cudaDeviceSynchronize());
+    transport.set_armed(false);
+    CHECK(transport.committed().size() == 3, "a texture over a CUDA array was captured");
+    CHECK(transport.skipped().size() == skipped_before + 1 &&
+              transport.skipped().back().second.find("CUDA array") != std::string::npos,
+          "no refusal naming the CUDA array (%s)",
+          transport.skipped().empty() ? "none" : transport.skipped().back().second.c_str());
+    if (!transport.skipped().empty()) {
+      std::printf("refused: %s\n", transport.skipped().back().second.c_str());
+    }
+    GT_CHECK(cudaDestroyTextureObject(atex));
+    GT_CHECK(cudaDestroyTextureObject(tex));
+    CHECK(agent.textures().size() == tracked - 1, "cudaDestroyTextureObject not tracked");
+    GT_CHECK(cudaFreeArray(array));
+    GT_CHECK(cudaFree(dt));
+  }
   GT_CHECK(cudaFree(dx));
   CHECK(!agent.allocations().Lookup(reinterpret_cast<uint64_t>(dx)).has_value(), "free not tracked");
 

@@ -36,6 +36,9 @@ constexpr uint64_t kCapiByValue = 0x1234567890abcdefull;  // in no region
 struct CapiFixtureOptions {
   uint64_t golden_delta = 1;
   bool rich = false;
+  // With rich: the by-value u64 at offset 16 is declared a texture object (a
+  // linear float texture over the first 4 KiB of the data region).
+  bool texture = false;
 };
 
 inline absl::Status WriteCapiFixture(const std::string& path, const CapiFixtureOptions& o) {
@@ -127,6 +130,18 @@ inline absl::Status WriteCapiFixture(const std::string& path, const CapiFixtureO
     a3->set_offset(24);
     a3->set_size(8);
     a3->set_name("cursor");
+    if (o.texture) {
+      v1::TextureObject* tex = m.add_texture_objects();
+      tex->set_type(v1::TextureObject::TEXTURE_OBJECT);
+      tex->set_handle(kCapiByValue);
+      tex->add_argument_offsets(16);
+      v1::TextureResource* r = tex->mutable_resource();
+      r->set_type(v1::TextureResource::RESOURCE_LINEAR);
+      r->set_device_ptr(kCapiDataVa);
+      r->set_format(0x20);  // CU_AD_FORMAT_FLOAT
+      r->set_num_channels(1);
+      r->set_size_bytes(4096);
+    }
   }
   m.set_argument_blob(blob);
   return b.Write(path, m);

@@ -33,6 +33,7 @@
 #include "reproducer/replay/cuda_driver.h"
 #include "reproducer/replay/replay_session.h"
 #include "reproducer/replay/report.h"
+#include "reproducer/replay/texture_objects.h"
 
 #ifndef KERNCAP_REPLAY_VERSION_STRING
 #define KERNCAP_REPLAY_VERSION_STRING "unknown"
@@ -291,6 +292,10 @@ json InfoJson(const kerncap_replay& h) {
                {"type_name", a.type_name()},
                {"hex", HexBytes(bytes)}};
     if (bytes.size() < a.size()) aj["truncated"] = true;  // outside the captured blob
+    if (h.session != nullptr && a.offset() < h.session->launch_arguments().size()) {
+      aj["replay_hex"] =
+          HexBytes(absl::string_view(h.session->launch_arguments()).substr(a.offset(), a.size()));
+    }
     int64_t region = -1;
     uint64_t value = 0;
     if (a.size() == 8 && bytes.size() == 8 && a.kind() != v1::ARG_HIDDEN) {
@@ -302,6 +307,30 @@ json InfoJson(const kerncap_replay& h) {
     args.push_back(std::move(aj));
   }
   j["arguments"] = std::move(args);
+
+  // Texture/surface objects: their handles mean nothing outside the captured
+  // process; after prepare the replay's own objects stand in for them.
+  json textures = json::array();
+  for (int i = 0; i < m.texture_objects_size(); ++i) {
+    const v1::TextureObject& t = m.texture_objects(i);
+    json tj = {{"type", t.type() == v1::TextureObject::SURFACE_OBJECT ? "surface" : "texture"},
+               {"captured_handle", t.handle()},
+               {"argument_offsets", json(std::vector<uint32_t>(t.argument_offsets().begin(),
+                                                               t.argument_offsets().end()))},
+               {"captured_ptr", t.resource().device_ptr()},
+               {"bytes", TextureResourceExtent(t.resource())}};
+    if (h.session != nullptr) {
+      const bool surface = t.type() == v1::TextureObject::SURFACE_OBJECT;
+      for (const ReplayedTextureObject& o : h.session->info().texture_objects) {
+        if (o.captured_handle == t.handle() && o.surface == surface) {
+          tj["replay_handle"] = o.replay_handle;
+          tj["replay_ptr"] = o.replay_ptr;
+        }
+      }
+    }
+    textures.push_back(std::move(tj));
+  }
+  j["texture_objects"] = std::move(textures);
 
   std::map<std::pair<uint64_t, uint32_t>, const v1::Region*> post;
   for (const v1::Region& r : m.post().regions()) post[{r.va(), r.device()}] = &r;

@@ -114,7 +114,16 @@ KERNCAP_REPLAY_API int kerncap_replay_prepare(kerncap_replay* r, char* err, size
  *                         hidden, whose value lies in a captured region:
  *                         that region's index; else -1),
  *                  "pointer_offset" (only when pointer_region >= 0: the
- *                         value minus the region's captured_va)}],
+ *                         value minus the region's captured_va),
+ *                  after prepare only: "replay_hex" (the bytes this replay
+ *                         launches with: relocated pointers and texture/
+ *                         surface handles replaced)}],
+ *   "texture_objects": [{"type" ("texture", "surface"), "captured_handle",
+ *                  "argument_offsets" (blob offsets of the words holding
+ *                  it), "captured_ptr", "bytes" (memory it covers),
+ *                  after prepare only: "replay_handle", "replay_ptr" (the
+ *                  object recreated for this replay; a kernel launched by
+ *                  the caller must be given replay_handle)}],
  *   "regions": [{"index" (pre-image index, the one validate's "regions" and
  *                kerncap-replay --region-dtype take), "name" (the module
  *                variable's symbol; "" for allocations: the name reports

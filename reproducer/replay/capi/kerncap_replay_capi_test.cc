@@ -36,6 +36,7 @@ constexpr uint32_t kCapiN = 100000;
 constexpr uint64_t kCapiHostVa = 0x7f3c00001000;
 constexpr uint64_t kCapiGlobalVa = 0x7f3d00000400;
 constexpr uint64_t kCapiKernargVa = 0x7f3e00000000;
+constexpr uint64_t kCapiByValue = 0x1234567890abcdefull;
 
 bool HaveCudaDriver() {
   void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -58,9 +59,10 @@ class CapiTest : public ::testing::Test {
   }
   std::string Path(const std::string& name) { return (dir_ / name).string(); }
 
-  std::string WriteFixture(bool rich, const std::string& name = "c.kcap") {
+  std::string WriteFixture(bool rich, const std::string& name = "c.kcap",
+                           const std::string& flags = "") {
     const std::string cmd = std::string("'") + KERNCAP_REPLAY_FIXTURE + "' '" + Path(name) +
-                            "'" + (rich ? " --rich" : "");
+                            "'" + (rich ? " --rich" : "") + flags;
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     return Path(name);
   }
@@ -170,6 +172,26 @@ TEST_F(CapiTest, InfoDescribesTheCapture) {
     EXPECT_FALSE(r.contains("replay_va")) << r;  // placement only after prepare
     EXPECT_FALSE(r.contains("restored")) << r;
   }
+}
+
+TEST_F(CapiTest, InfoListsTextureObjects) {
+  r_ = Open(WriteFixture(/*rich=*/true, "t.kcap", " --texture"));
+  ASSERT_NE(r_, nullptr);
+  const json j = Info(r_);
+  ASSERT_EQ(j["texture_objects"].size(), 1u);
+  const json& t = j["texture_objects"][0];
+  EXPECT_EQ(t["type"], "texture");
+  EXPECT_EQ(t["captured_handle"].get<uint64_t>(), kCapiByValue);
+  EXPECT_EQ(t["argument_offsets"], json::array({16}));
+  EXPECT_EQ(t["captured_ptr"].get<uint64_t>(), kCapiDataVa);
+  EXPECT_EQ(t["bytes"], 4096);
+  EXPECT_FALSE(t.contains("replay_handle"));  // only after prepare
+  EXPECT_FALSE(j["arguments"][2].contains("replay_hex"));
+  // Without texture objects the list is there, empty.
+  kerncap_replay_close(r_);
+  r_ = Open(WriteFixture(/*rich=*/true));
+  ASSERT_NE(r_, nullptr);
+  EXPECT_EQ(Info(r_)["texture_objects"], json::array());
 }
 
 TEST_F(CapiTest, PlainFixtureHasNoMetadataAndDefaultDims) {

@@ -1,7 +1,7 @@
 // replay_capi_fixture: writes the C API tests' synthetic capture
 // (capi_test_fixture.h) for the Python tests.
 //
-//   replay_capi_fixture OUT.kcap [--rich] [--golden-delta=N] [--write-ptx=PATH]
+//   replay_capi_fixture OUT.kcap [--rich] [--texture] [--golden-delta=N] [--write-ptx=PATH]
 //
 // --write-ptx also writes the kernel's PTX (for tests that launch it themselves).
 #include <cstdio>
@@ -13,7 +13,9 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT.kcap [--rich] [--golden-delta=N] [--write-ptx=PATH]\n",
+    std::fprintf(stderr,
+                 "usage: %s OUT.kcap [--rich] [--texture] [--golden-delta=N] "
+                 "[--write-ptx=PATH]\n",
                  argv[0]);
     return 2;
   }
@@ -23,6 +25,9 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--rich") {
       o.rich = true;
+    } else if (a == "--texture") {
+      o.rich = true;
+      o.texture = true;
     } else if (a.rfind("--write-ptx=", 0) == 0) {
       ptx_path = a.substr(std::strlen("--write-ptx="));
     } else if (a.rfind("--golden-delta=", 0) == 0) {
