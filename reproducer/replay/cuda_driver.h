@@ -33,7 +33,10 @@ namespace kerncap::replay {
   X(cuGetErrorName) X(cuGetErrorString)                                                   \
   /* resident mode (serve/): pristine copies, candidate modules, device comparison */    \
   X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyDtoHAsync) X(cuModuleLoadDataEx)        \
-  X(cuMemGetInfo) X(cuStreamQuery)
+  X(cuMemGetInfo) X(cuStreamQuery)                                                        \
+  /* benchmarks: the persisting-L2 state they time with (l2_control.h) */                 \
+  X(cuCtxSetLimit) X(cuCtxGetLimit) X(cuCtxResetPersistingL2Cache) X(cuStreamSetAttribute) \
+  X(cuStreamGetAttribute)
 
 struct CudaDriver {
 #define KC_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
