@@ -372,11 +372,17 @@ std::vector<std::string> FakeCuda::launches() {
 
 Kernel AddOneKernel() {
   return [](FakeCuda& cuda, const Launch& launch) -> double {
-    if (launch.args.size() < 12) return -1;
     uint64_t table = 0;
     uint32_t n = 0;
-    std::memcpy(&table, launch.args.data(), 8);
-    std::memcpy(&n, launch.args.data() + 8, 4);
+    if (launch.args.size() >= 12) {
+      std::memcpy(&table, launch.args.data(), 8);
+      std::memcpy(&n, launch.args.data() + 8, 4);
+    } else if (launch.params != nullptr) {  // kernelParams: one pointer per parameter
+      std::memcpy(&table, launch.params[0], 8);
+      std::memcpy(&n, launch.params[1], 4);
+    } else {
+      return -1;
+    }
     std::optional<uint64_t> data = cuda.ReadU64(table);
     if (!data) return -1;
     std::vector<uint64_t> v(n);
