@@ -19,6 +19,7 @@
 #include "reproducer/replay/replay_test_util.h"
 #include "reproducer/replay/testing/elf_builder.h"
 #include "reproducer/replay/testing/fake_cuda.h"
+#include "reproducer/replay/testing/internal_linkage_fixture.h"
 
 namespace kerncap::replay {
 namespace {
@@ -32,51 +33,14 @@ constexpr uint64_t kSpareVa = 0x7f2a00400000;  // a region add_one never touches
 constexpr uint64_t kHostVa = 0x7f2b00001000;   // a small pinned host block
 constexpr uint32_t kN = 1000;
 
-// Real symbols of one unit compiled in two folders (nvcc 13.0): the capture
-// names its variables the first way, the rebuilt code object the second.
-constexpr char kScaleA[] =
-    "_ZN30_INTERNAL_bd0d3510_4_k_cu_kern32_GLOBAL__N__bd0d3510_4_k_cu_kern7scale_vE";
-constexpr char kScaleB[] =
-    "_ZN30_INTERNAL_082a8982_4_k_cu_kern32_GLOBAL__N__082a8982_4_k_cu_kern7scale_vE";
-constexpr char kCounterA[] = "__nv_static_21__bd0d3510_4_k_cu_kern_counter";
-constexpr char kCounterB[] = "__nv_static_21__082a8982_4_k_cu_kern_counter";
-constexpr char kAnonKernelA[] = "_ZN32_GLOBAL__N__bd0d3510_4_k_cu_kern11anon_kernelEPi";
-constexpr char kAnonKernelB[] = "_ZN32_GLOBAL__N__082a8982_4_k_cu_kern11anon_kernelEPi";
-
-constexpr uint64_t kOutVa = 0x7f2c00000000;
-constexpr uint64_t kInVa = 0x7f2c00200000;
-constexpr uint64_t kScaleVa = 0x7f2d00000000;
-constexpr uint64_t kCounterVa = 0x7f2d00000100;
-constexpr uint32_t kScaleN = 256;
-
-// scale(float* out, const float* in, unsigned n): out[i] = scale_v * in[i];
-// counter += n. It finds its module's variables under either compile's name.
-double ScaleKernel(FakeCuda& cuda, const Launch& l) {
-  uint64_t out = 0, in = 0;
-  uint32_t n = 0;
-  std::memcpy(&out, l.args.data(), 8);
-  std::memcpy(&in, l.args.data() + 8, 8);
-  std::memcpy(&n, l.args.data() + 16, 4);
-  auto scale_at = cuda.GlobalOf(l, kScaleB);
-  if (!scale_at) scale_at = cuda.GlobalOf(l, kScaleA);
-  float scale = 0;
-  if (scale_at) cuda.Read(*scale_at, &scale, 4);
-  std::vector<float> v(n);
-  if (!cuda.Read(in, v.data(), n * 4ull)) return -1;
-  for (float& x : v) x *= scale;
-  if (!cuda.Write(out, v.data(), n * 4ull)) return -1;
-  auto counter_at = cuda.GlobalOf(l, kCounterB);
-  if (!counter_at) counter_at = cuda.GlobalOf(l, kCounterA);
-  if (counter_at) {
-    uint32_t c = 0;
-    cuda.Read(*counter_at, &c, 4);
-    c += n;
-    cuda.Write(*counter_at, &c, 4);
-  }
-  return 0.5;
-}
-
-std::string Bytes(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
+using testing::kAnonKernelA;
+using testing::kAnonKernelB;
+using testing::kCounterA;
+using testing::kCounterB;
+using testing::kScaleA;
+using testing::kScaleB;
+using testing::kScaleN;
+using testing::ScaleKernel;
 
 class ReplaySessionTest : public ::testing::Test {
  protected:
@@ -160,74 +124,17 @@ TEST_F(ReplaySessionTest, TheFakeDriverReplaysAndValidatesAddOne) {
 
 class InternalLinkageTest : public ReplaySessionTest {
  protected:
-  // The captured cubin (compile A), with `kernel` and its two variables.
-  static std::string CubinA(const std::string& kernel = "scale") {
-    testing::ElfSpec a;
-    a.variables = {{kScaleA, 4}, {kCounterA, 4}};
-    a.kernels = {kernel};
-    return testing::BuildTestCubin(a);
-  }
-
-  // scale over kScaleN floats; the capture says scale_v was 3 and counter 10
-  // (neither their initial values: a replay that does not restore them
-  // computes something else). `counter_after`: what the post image says.
   v1::CaptureManifest ScaleCapture(testing::KcapBuilder& b, uint32_t counter_after,
                                    const std::string& kernel = "scale") {
-    std::vector<float> in(kScaleN), out(kScaleN, -1.0f), post(kScaleN);
-    for (uint32_t i = 0; i < kScaleN; ++i) {
-      in[i] = static_cast<float>(i) + 0.5f;
-      post[i] = 3.0f * in[i];
-    }
-    const float scale = 3.0f;
-    const uint32_t counter = 10;
-    v1::CaptureManifest m;
-    m.set_capture_id("cap-internal");
-    m.set_post_complete(true);
-    m.mutable_kernel()->set_mangled_name(kernel);
-    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
-    auto add = [&](uint64_t va, v1::RegionKind kind, const std::string& name,
-                   const std::string& pre, const std::string& after) {
-      v1::Region* r = m.mutable_pre()->add_regions();
-      r->set_va(va);
-      r->set_kind(kind);
-      r->set_name(name);
-      *r->mutable_data() = b.Add(pre);
-      *m.mutable_post()->add_regions() = b.Diff(*r, pre, after);
-    };
-    add(kOutVa, v1::REGION_DEVICE, "", Bytes(out.data(), kScaleN * 4),
-        Bytes(post.data(), kScaleN * 4));
-    add(kInVa, v1::REGION_DEVICE, "", Bytes(in.data(), kScaleN * 4), Bytes(in.data(), kScaleN * 4));
-    add(kScaleVa, v1::REGION_MODULE_GLOBAL, kScaleA, Bytes(&scale, 4), Bytes(&scale, 4));
-    add(kCounterVa, v1::REGION_MODULE_GLOBAL, kCounterA, Bytes(&counter, 4),
-        Bytes(&counter_after, 4));
-    v1::CodeObject* c = m.add_code_objects();
-    c->set_format(v1::CODE_OBJECT_CUBIN);
-    c->set_name("k.cubin");
-    *c->mutable_data() = b.Add(CubinA(kernel));
-    m.mutable_launch()->add_grid(1);
-    m.mutable_launch()->add_block(kScaleN);
-    std::string blob(20, '\0');
-    std::memcpy(blob.data(), &kOutVa, 8);
-    std::memcpy(blob.data() + 8, &kInVa, 8);
-    std::memcpy(blob.data() + 16, &kScaleN, 4);
-    m.set_argument_blob(blob);
-    for (uint32_t off : {0u, 8u, 16u}) {
-      v1::Argument* a = m.add_arguments();
-      a->set_offset(off);
-      a->set_size(off == 16 ? 4 : 8);
-    }
-    return m;
+    return testing::ScaleCapture(b, counter_after, kernel);
   }
 
   // The rebuilt code object (compile B) in a file.
   std::string WriteVariant(std::vector<testing::ElfVariable> variables,
                            const std::string& kernel = "scale") {
-    testing::ElfSpec spec;
-    spec.variables = std::move(variables);
-    spec.kernels = {kernel};
-    spec.code = "rebuilt";
     const std::string path = Path("rebuilt.cubin");
-    std::ofstream(path, std::ios::binary) << testing::BuildTestCubin(spec);
+    std::ofstream(path, std::ios::binary)
+        << testing::ScaleCubin(std::move(variables), kernel, "rebuilt");
     return path;
   }
 
