@@ -11,7 +11,7 @@
 
 #include "agent/core/fake_transport.h"
 #include "agent/cuda/cuda_agent.h"
-#include "agent/cuda/cubin_elf.h"
+#include "common/cuda/cubin_elf.h"
 #include "gpu_test_util.h"
 
 using kerncap::agent::FakeCapture;
@@ -147,7 +147,7 @@ int main() {
     CHECK(have_const, "__constant__ k_coeff not captured with its value");
     CHECK(have_global, "__device__ d_bias not captured with its value");
     CHECK(c.code_objects.size() == 1 && c.code_objects[0].bytes &&
-              kerncap::agent::cuda::IsElf(*c.code_objects[0].bytes),
+              kerncap::cubin::IsElf(*c.code_objects[0].bytes),
           "code object missing or not ELF");
   }
 

@@ -1,8 +1,14 @@
-// Test input for symbol_identity_test: module variables with internal
-// linkage, whose mangled names carry nvcc's per-compile module id. The build
-// compiles this file from two folders (the id changes with the absolute
-// path), with and without -rdc, and the test checks that the stable names of
-// both compiles agree.
+// Test input for symbol_identity_test (and the replay's GPU test): module
+// variables with internal linkage, whose mangled names carry nvcc's
+// per-compile module id. The build compiles this file from two folders (the
+// id changes with the absolute path), with and without -rdc, and the tests
+// check that the stable names of both compiles agree and that a capture of
+// one compile replays with the other.
+//
+// internal_kernel(out, n), one block of n threads:
+//   out[i] = scale_v * mode_c[i % 4] + coef_c[i % 8] + outer::nested[0]
+//            + tmpl_v<float> + v2::versioned[1]
+//   counter += n (atomically), plain_global += 1
 namespace {
 __device__ float scale_v = 2.0f;                  // anonymous namespace, .nv.global.init
 __constant__ int mode_c[4] = {1, 2, 3, 4};        // anonymous namespace, .nv.constant3
@@ -26,7 +32,7 @@ extern "C" __global__ void internal_kernel(float* out, int n) {
     out[i] = scale_v * mode_c[i & 3] + coef_c[i & 7] + outer::nested[0] + tmpl_v<float> +
              v2::versioned[1];
     atomicAdd(&counter, 1u);
-    plain_global++;
+    if (i == 0) plain_global += 1;
   }
 }
 
