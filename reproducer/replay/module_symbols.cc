@@ -223,6 +223,7 @@ std::vector<VariableMatch> MatchModuleVariables(const std::vector<CapturedVariab
   };
   if (loaded.listed) {
     for (const auto& [key, how] : steps) {
+      if (std::all_of(decided.begin(), decided.end(), [](bool d) { return d; })) break;
       std::map<std::string, size_t> captured_count;
       for (const CapturedVariable& c : captured) ++captured_count[key(c.name)];
       std::map<std::string, std::vector<std::string>> by_key;
@@ -281,6 +282,23 @@ std::vector<VariableMatch> MatchModuleVariables(const std::vector<CapturedVariab
                       "recompiling cannot be matched");
     }
   }
+  return out;
+}
+
+std::string DescribeRenamedVariables(const std::vector<VariableMatch>& matches,
+                                     const std::string& where) {
+  std::vector<std::string> shown;
+  size_t renamed = 0;
+  for (const VariableMatch& v : matches) {
+    if (!v.matched() || v.how == "exact") continue;
+    if (++renamed <= 3) shown.push_back(absl::StrCat("'", v.captured, "' -> '", v.symbol, "'"));
+  }
+  if (renamed == 0) return "";
+  std::string out = absl::StrCat(renamed, " module variable(s) have other names in ", where,
+                                 " (internal linkage: nvcc's per-compile uniquifier) and were "
+                                 "matched by their stable names, restored and compared: ",
+                                 absl::StrJoin(shown, ", "));
+  if (renamed > shown.size()) absl::StrAppend(&out, " and ", renamed - shown.size(), " more");
   return out;
 }
 

@@ -73,6 +73,13 @@ std::vector<VariableMatch> MatchModuleVariables(const std::vector<CapturedVariab
                                                 const ModuleSymbols& loaded,
                                                 const SymbolSizeLookup& size_of);
 
+// One line for the matches that were not exact ("" when all were): how
+// many captured variables have another name in `where`, the first few as
+// 'captured' -> 'loaded'. A rebuilt module with CCCL's internal objects has
+// dozens: one warning, not dozens.
+std::string DescribeRenamedVariables(const std::vector<VariableMatch>& matches,
+                                     const std::string& where);
+
 // The loaded module's name for the captured kernel `mangled`, which the
 // driver did not find by its exact name: the one kernel with its stable name
 // (an anonymous-namespace kernel rebuilt elsewhere). NotFound naming the

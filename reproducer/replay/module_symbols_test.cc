@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/cuda/cubin_elf.h"
 #include "gtest/gtest.h"
 #include "reproducer/replay/testing/elf_builder.h"
@@ -193,6 +194,22 @@ TEST(ModuleSymbolsTest, ALoadedVariableIsMatchedOnce) {
                                       Listed({"counter"}), Driver({{"counter", 4}}));
   EXPECT_TRUE(m[0].matched());
   EXPECT_FALSE(m[1].matched());
+}
+
+TEST(ModuleSymbolsTest, RenamedVariablesAreSaidInOneLine) {
+  std::vector<VariableMatch> m(6);
+  for (size_t i = 0; i < m.size(); ++i) {
+    m[i].captured = absl::StrCat("a", i);
+    m[i].symbol = absl::StrCat("b", i);
+    m[i].how = i == 0 ? "exact" : "stable name";
+  }
+  m[5].symbol.clear();  // unmatched: not counted here
+  const std::string line = DescribeRenamedVariables(m, "k.cubin");
+  EXPECT_TRUE(absl::StartsWith(line, "4 module variable(s) have other names in k.cubin")) << line;
+  EXPECT_TRUE(absl::StrContains(line, "'a1' -> 'b1', 'a2' -> 'b2', 'a3' -> 'b3' and 1 more"))
+      << line;
+  m.resize(1);
+  EXPECT_EQ(DescribeRenamedVariables(m, "k.cubin"), "");
 }
 
 TEST(ModuleSymbolsTest, FindsAnAnonymousNamespaceKernelRebuiltElsewhere) {

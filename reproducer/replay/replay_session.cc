@@ -623,13 +623,17 @@ absl::StatusOr<std::unique_ptr<ReplaySession::LoadedCode>> ReplaySession::LoadIm
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetGlobal(&dptr, &bytes, module, v.symbol.c_str()),
                                  absl::StrCat("cuModuleGetGlobal(", v.symbol, ")")));
     code->globals[v.region] = dptr;
-    if (v.how != "exact" && primary) {
-      Warn(absl::StrCat("module variable '", v.captured, "' is '", v.symbol, "' in ", code->name,
-                        " (matched by ", v.how, "); restored and compared"));
-    }
     const Placement p{true, false, dptr};
     if (primary) placements_[v.region] = p;
     KC_RETURN_IF_ERROR(UploadRegionTo(v.region, p, /*count=*/primary));
+  }
+  if (const std::string renamed = DescribeRenamedVariables(code->matches, code->name);
+      !renamed.empty()) {
+    if (primary) {
+      Warn(renamed);
+    } else {
+      std::fprintf(stderr, "kerncap-replay: %s\n", renamed.c_str());
+    }
   }
   KC_RETURN_IF_ERROR(ApplyAttributesTo(code->function, nullptr));
   guard.c = nullptr;

@@ -76,11 +76,11 @@ class ResidentEvaluator : public Evaluator {
   absl::Status Validate(const EvaluateRequest& request, const std::vector<GlobalSlot>& globals,
                         const std::vector<NotCompared>& unbound, ValidationSummary* result);
   // From pristine state (dirty regions and `globals` restored): one launch
-  // of `f`, then Validate.
+  // of `f`, then Validate; its restores and device time are added to *totals.
   absl::Status LaunchAndValidate(const EvaluateRequest& request, CUfunction f,
                                  const std::vector<GlobalSlot>& globals,
                                  const std::vector<NotCompared>& unbound,
-                                 ValidationSummary* result, uint64_t* restored_bytes);
+                                 ValidationSummary* result, EvaluateResult* totals);
   // The captured code object, loaded once (compare_original); its module
   // variables bound (resets their dirty marks: call before a launch).
   absl::Status LoadBaseline(std::vector<std::string>* warnings);
