@@ -5,7 +5,11 @@
 #include "reproducer/replay/replay_session.h"
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include <cstring>
 #include <filesystem>
@@ -604,6 +608,51 @@ TEST_F(RelocationTest, MovedDeviceRegionsCountThePointersIntoEach) {
   const nlohmann::json j = ValidationJson(*r);
   EXPECT_EQ(j["moved_ranges"][1]["pointers_patched"], 1);
   EXPECT_EQ(j["relocation"], "relocated");
+}
+
+
+// kerncap-replay itself on the fake driver (LD_LIBRARY_PATH finds it as
+// libcuda.so.1): a capture with a module variable its code object lacks
+// validates as INCOMPLETE, exit code 1, in the text and the JSON.
+TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsOne) {
+  testing::KcapBuilder b(4096);
+  v1::CaptureManifest m = AddOneCapture(b, 1);
+  v1::Region* g = m.mutable_pre()->add_regions();
+  g->set_va(0x7f2d00000400);
+  g->set_kind(v1::REGION_MODULE_GLOBAL);
+  g->set_name("kc_scale");  // not in add_one's PTX
+  *g->mutable_data() = b.Add(std::string("\x00\x00\x80\x3f", 4));
+  const std::string kcap = Path("c.kcap");
+  ASSERT_TRUE(b.Write(kcap, m).ok());
+  auto run = [&](const std::string& args, std::string* out) {
+    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
+                                         KERNCAP_REPLAY_BIN, "' ", args, " '", kcap, "' 2>/dev/null");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string text, json;
+  EXPECT_EQ(run("validate", &text), 1) << text;
+  EXPECT_TRUE(absl::StrContains(text, "NOT COMPARED captured region 2")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "INCOMPLETE: 2 regions compared, 0 differ, 1 not compared"))
+      << text;
+  EXPECT_EQ(run("validate --json", &json), 1) << json;
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json;
+  EXPECT_EQ(j["result"], "incomplete");
+  EXPECT_EQ(j["not_compared"][0]["name"], "kc_scale");
+  // Bench times it, but its verdicts are incomplete: exit 1 too.
+  std::string bench;
+  EXPECT_EQ(run("bench --iterations=2 --warmup=0 --json", &bench), 1) << bench;
+  const nlohmann::json bj = nlohmann::json::parse(bench, nullptr, false);
+  ASSERT_FALSE(bj.is_discarded()) << bench;
+  EXPECT_EQ(bj["validated"]["kernel"], "incomplete");
+  EXPECT_EQ(bj["verdicts_pass"], false);
+  EXPECT_EQ(bj["iterations"], 2);
 }
 
 }  // namespace
