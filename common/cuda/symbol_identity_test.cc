@@ -53,6 +53,18 @@ constexpr Pair kSameVariable[] = {
     // an anonymous-namespace kernel (whole program and -rdc)
     {"_ZN32_GLOBAL__N__bd0d3510_4_k_cu_kern11anon_kernelEPi",
      "_ZN32_GLOBAL__N__082a8982_4_k_cu_kern11anon_kernelEPi", "_ZN12_GLOBAL__N_111anon_kernelEPi"},
+    // __managed__ in an anonymous namespace; a named namespace around one
+    {"_ZN28_INTERNAL_5113dcee_4_m_cu_mk30_GLOBAL__N__5113dcee_4_m_cu_mk6mscaleE",
+     "_ZN28_INTERNAL_d787ae40_4_m_cu_mk30_GLOBAL__N__d787ae40_4_m_cu_mk6mscaleE",
+     "_ZN9_INTERNAL12_GLOBAL__N_16mscaleE"},
+    {"_ZN28_INTERNAL_5113dcee_4_m_cu_mk6detail30_GLOBAL__N__5113dcee_4_m_cu_mk3tblE",
+     "_ZN28_INTERNAL_d787ae40_4_m_cu_mk6detail30_GLOBAL__N__d787ae40_4_m_cu_mk3tblE",
+     "_ZN9_INTERNAL6detail12_GLOBAL__N_13tblE"},
+    // -rdc: `static inline __device__` and a static __managed__
+    {"__nv_static_19__5113dcee_4_m_cu_mk_inl_v", "__nv_static_19__d787ae40_4_m_cu_mk_inl_v",
+     "__nv_static__inl_v"},
+    {"__nv_static_19__5113dcee_4_m_cu_mk_mcount", "__nv_static_19__d787ae40_4_m_cu_mk_mcount",
+     "__nv_static__mcount"},
     // CCCL's internal constants (a mangled first-kernel suffix)
     {"_ZN33_INTERNAL_452c0623_5_cc_cu__Z1kPi4cuda3std3__45__cpo5beginE",
      "_ZN33_INTERNAL_0d9e1b77_5_cc_cu__Z1kPi4cuda3std3__45__cpo5beginE",
