@@ -14,7 +14,7 @@ PACKAGES=(
   # against the oldest supported versions (client/python/run_tests.sh).
   python3-venv python3-pip python3-setuptools python3-grpcio python3-protobuf python3-xxhash
   python3-pytest
-  # ROCm/HSA backend (issue 4): HSA headers, HIP headers and device libraries
+  # ROCm/HSA backend: HSA headers, HIP headers and device libraries
   # for compiling the test kernels, clang/lld/LLVM 15 (code objects, LLVM's
   # ELF + msgpack static libraries, libFuzzer).
   libhsa-runtime-dev libamdhip64-dev rocm-device-libs clang-15 lld-15 llvm-15-dev

@@ -19,6 +19,7 @@
 #ifdef KERNCAP_AGENT_HAVE_LINK
 #include "agent/core/link_transport.h"
 #include "agent/link/agent_link_client.h"
+#include "common/version.h"
 #endif
 
 namespace kerncap::agent::cuda {
@@ -1000,7 +1001,7 @@ void CudaAgent::StartLink() {
     AgentScope scope;
     AgentLinkClientOptions options;
     options.identity.platform = link::kPlatformCuda;
-    options.identity.agent_version = "0.1.0";
+    options.identity.agent_version = ::kerncap::kVersion;
     int count = 0;
     if (cuDeviceGetCount(&count) == CUDA_SUCCESS) {
       for (int i = 0; i < count; ++i) {

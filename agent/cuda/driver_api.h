@@ -3,7 +3,7 @@
 // agent still loads (and degrades) on older drivers. Older entry points are
 // linked normally against libcuda.so.1.
 //
-// Introduced in (measured with cuGetProcAddress, research/mechanics.md):
+// Introduced in (found by asking cuGetProcAddress for each version, CUDA 13.0 driver 580):
 //   cuFuncGetName, cuKernelGetName             12.3
 //   cuFuncGetParamInfo, cuKernelGetParamInfo   12.4
 //   cuFuncLoad, cuFuncIsLoaded                 12.4

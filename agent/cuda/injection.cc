@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "agent/cuda/cuda_agent.h"
+#include "common/version.h"
 
 #define KC_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -57,8 +58,8 @@ KC_EXPORT int InitializeInjection(void) {
 // 1 when the agent is subscribed to CUPTI and tracking; 0 otherwise.
 KC_EXPORT int kerncap_agent_active(void) { return CudaAgent::Instance().active() ? 1 : 0; }
 
-// "0.1.0"
-KC_EXPORT const char* kerncap_agent_version(void) { return "0.1.0"; }
+// kerncap's version (common/version.h)
+KC_EXPORT const char* kerncap_agent_version(void) { return ::kerncap::kVersion; }
 
 struct kerncap_agent_stats_t {
   uint64_t tracked_allocations;

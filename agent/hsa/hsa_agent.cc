@@ -13,6 +13,7 @@
 #ifdef KERNCAP_AGENT_HAVE_LINK
 #include "agent/core/link_transport.h"
 #include "agent/link/agent_link_client.h"
+#include "common/version.h"
 #endif
 
 namespace kerncap::agent::hsa {
@@ -445,7 +446,7 @@ bool HsaAgent::CaptureDispatch(QueueState* q, const hsa_kernel_dispatch_packet_t
   header.kernel.arch = kernel->arch.empty() ? header.device.name : kernel->arch;
   header.device.arch = header.kernel.arch;
   header.driver.runtime_version = "hsa-" + std::to_string(runtime_version_);
-  header.driver.tool_version = "kerncap-hsa-tool-0.1.0";
+  header.driver.tool_version = std::string("kerncap-hsa-tool-") + ::kerncap::kVersion;
   header.launch = LaunchOf(packet);
   header.launch.stream = reinterpret_cast<uint64_t>(q->queue);
   header.launch.attributes["hsa.kernarg_segment_size"] = kernel->kernarg_size;
@@ -710,7 +711,7 @@ void HsaAgent::StartLink() {
 #ifdef KERNCAP_AGENT_HAVE_LINK
   AgentLinkClientOptions options;
   options.identity.platform = link::kPlatformHsa;
-  options.identity.agent_version = "0.1.0";
+  options.identity.agent_version = ::kerncap::kVersion;
   for (size_t i = 0; i < gpus_.size() && i < 64; ++i) {
     link::DeviceInfo di;
     di.ordinal = static_cast<uint32_t>(i);
@@ -719,7 +720,7 @@ void HsaAgent::StartLink() {
     options.identity.devices.push_back(di);
   }
   options.identity.driver.runtime_version = "hsa-" + std::to_string(runtime_version_);
-  options.identity.driver.tool_version = "kerncap-hsa-tool-0.1.0";
+  options.identity.driver.tool_version = std::string("kerncap-hsa-tool-") + ::kerncap::kVersion;
   auto* client = new AgentLinkClient(std::move(options));
   client->Start();
   link_client_ = client;

@@ -39,7 +39,7 @@
 #include "agent/core/capture_gate.h"
 #include "agent/core/capture_transport.h"
 #include "agent/core/jit_metadata_registry.h"
-#include "agent/hsa/hsa_tables.h"
+#include "common/hsa/hsa_tables.h"
 #include "agent/hsa/kernel_registry.h"
 
 namespace kerncap::agent::hsa {

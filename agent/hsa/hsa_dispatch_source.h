@@ -22,7 +22,7 @@
 
 #include "agent/core/allocation_table.h"
 #include "agent/core/capture_orchestrator.h"
-#include "agent/hsa/hsa_tables.h"
+#include "common/hsa/hsa_tables.h"
 #include "agent/hsa/kernel_registry.h"
 
 namespace kerncap::agent::hsa {

@@ -22,10 +22,30 @@
 
 #include "agent/core/capture_types.h"
 #include "agent/core/status.h"
-#include "agent/hsa/code_object.h"
-#include "agent/hsa/hsa_tables.h"
+#include "common/hsa/code_object.h"
+#include "common/hsa/hsa_tables.h"
 
 namespace kerncap::agent::hsa {
+
+// Shared with the HSA replay (common/hsa).
+using ::kerncap::hsa::AmdExtTableRocm6Tail;
+using ::kerncap::hsa::Rocm6Tail;
+using ::kerncap::hsa::CodeObjectMetadata;
+using ::kerncap::hsa::CodeObjectSymbols;
+using ::kerncap::hsa::GfxArchOf;
+using ::kerncap::hsa::KernelArg;
+using ::kerncap::hsa::KernelMetadata;
+using ::kerncap::hsa::ParseCodeObjectMetadata;
+using ::kerncap::hsa::ParseCodeObjectSymbols;
+using ::kerncap::hsa::ParseKernelDescriptor;
+using ::kerncap::hsa::SaveTables;
+using ::kerncap::hsa::SavedTables;
+using ::kerncap::hsa::TableHas;
+using ::kerncap::hsa::UnknownAmdExtEntries;
+using ::kerncap::hsa::VmemAccessDesc;
+using ::kerncap::hsa::VmemAllocHandle;
+using ::kerncap::hsa::kAmdExtKnownSize;
+using ::kerncap::hsa::kKernelDescriptorSize;
 
 struct ModuleVariable {
   std::string name;

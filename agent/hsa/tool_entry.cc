@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "agent/hsa/hsa_agent.h"
+#include "common/version.h"
 
 #define KC_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -41,7 +42,7 @@ KC_EXPORT void OnUnload() {
 
 KC_EXPORT int kerncap_agent_active(void) { return HsaAgent::Instance().active() ? 1 : 0; }
 
-KC_EXPORT const char* kerncap_agent_version(void) { return "0.1.0"; }
+KC_EXPORT const char* kerncap_agent_version(void) { return ::kerncap::kVersion; }
 
 // Attaches JIT metadata to later captures of a kernel: the same contract as
 // the CUDA agent's kerncap_agent_set_jit_metadata (agent/cuda/injection.cc).

@@ -13,6 +13,7 @@
 #include "client/kerncapctl/connection.h"
 #include "client/kerncapctl/replay_commands.h"
 #include "client/kerncapctl/repro_command.h"
+#include "common/version.h"
 #include "daemon/service/default_paths.h"
 #include "nlohmann/json.hpp"
 
@@ -81,7 +82,7 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   app.allow_extras();  // for replay/validate/bench only; checked after parsing
-  app.set_version_flag("--version", "kerncapctl 0.1.0");
+  app.set_version_flag("--version", std::string("kerncapctl ") + ::kerncap::kVersion);
 
   service::PathEnv env = service::PathEnv::FromProcess();
   ConnectionOptions conn;

@@ -1,6 +1,7 @@
 // ring.h: the shared-memory slot ring that carries captured bytes from the
-// agent to the daemon without copies (see DESIGN.md section 3 and
-// research/store-perf-style.md B.3).
+// agent to the daemon without copies: device-to-host copies land in pages the
+// daemon reads (gRPC streaming measured 20-50x slower than PCIe for this;
+// docs/ARCHITECTURE.md, "Data flow of a capture").
 //
 // Layout: one memfd of slot_count * slot_size bytes; slot i occupies
 // [i * slot_size, (i + 1) * slot_size). There is no in-band header: slot

@@ -18,12 +18,10 @@
 #include "common/file_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "daemon/import/reference_capture.h"
 #include "daemon/service/limits.h"
 
-#ifndef KERNCAP_VERSION
-#define KERNCAP_VERSION "0.0.0"
-#endif
 
 namespace kerncap::kerncapd {
 namespace {
@@ -132,7 +130,7 @@ int Daemon::Start() {
   }
   log::Info(
       "kerncapd.ready",
-      {{"version", KERNCAP_VERSION},
+      {{"version", ::kerncap::kVersion},
        {"pid", ::getpid()},
        {"socket", config_.socket},
        {"agent_socket", config_.agent_socket},
@@ -161,7 +159,7 @@ absl::Status Daemon::StartAgentLink() {
 absl::Status Daemon::StartGrpc() {
   KC_RETURN_IF_ERROR(PrepareUnixSocket(config_.socket));
   service::ControlServiceOptions options;
-  options.info.version = KERNCAP_VERSION;
+  options.info.version = ::kerncap::kVersion;
   options.info.started_unix_ms = started_unix_ms_;
   options.info.pid = static_cast<uint32_t>(::getpid());
   options.info.hostname = Hostname();

@@ -2,11 +2,9 @@
 
 #include "CLI/CLI.hpp"
 #include "common/agent_link/socket_path.h"
+#include "common/version.h"
 #include "daemon/service/default_paths.h"
 
-#ifndef KERNCAP_VERSION
-#define KERNCAP_VERSION "0.0.0"
-#endif
 
 namespace kerncap::kerncapd {
 namespace {
@@ -51,7 +49,7 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
       "kerncapd: the kerncap daemon — agent registry, arming, capture ingest into a "
       "deduplicated store, gRPC control API."};
   app.footer(kFooter);
-  app.set_version_flag("--version", "kerncapd " KERNCAP_VERSION);
+  app.set_version_flag("--version", std::string("kerncapd ") + ::kerncap::kVersion);
   app.set_config("--config", "", "TOML/INI config file (keys are the long option names)");
   app.add_option("--store", c.store_dir, "store directory")->capture_default_str();
   app.add_option("--socket", c.socket, "gRPC control Unix socket")->capture_default_str();

@@ -24,7 +24,8 @@
 # libcuda (must be the machine's driver), and cuBLAS (50 MiB + a 500 MiB
 # libcublasLt: over the 64 MiB the device tool carries; cublas_gemm dlopens
 # the machine's copy, which run_gpu_tests.sh finds). RUNPATH is not enough for the
-# libraries' own dependencies (research/mechanics.md), hence LD_LIBRARY_PATH.
+# libraries' own dependencies (RUNPATH is not inherited by a library's own
+# DT_NEEDED lookups), hence LD_LIBRARY_PATH.
 #
 # The device tool carries .bundle-carry/bundle.tgz (the packed .bundle/); on
 # the GPU machine:

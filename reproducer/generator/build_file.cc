@@ -1,6 +1,7 @@
 #include "reproducer/generator/build_file.h"
 
 #include <cctype>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +20,19 @@ std::string Words(const std::vector<std::string>& words) {
 std::string FailRecipe(const std::string& target, const std::string& why) {
   std::string text = absl::StrReplaceAll(why, {{"'", ""}, {"$", "$$"}, {"\n", " "}});
   return absl::StrCat("\t@echo '", target, ": ", text, "' >&2; exit 2\n");
+}
+
+// Text from the capture for a Makefile comment: nothing that could end the
+// comment or continue it (newlines, backslashes) or expand ('$').
+std::string CommentText(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    out.push_back(std::isalnum(static_cast<unsigned char>(c)) ||
+                          std::string_view(" .,_-/:()").find(c) != std::string_view::npos
+                      ? c
+                      : '?');
+  }
+  return out;
 }
 
 }  // namespace
@@ -69,6 +83,25 @@ std::string BuildMakefile(const MakefileSpec& s) {
       absl::StrAppend(&mk, var, " ?= ", MakeWord(path), "\n");
     }
     mk += "\n";
+  }
+  const bool toolkit_check = cuda && !s.app_cuda_version.empty() &&
+                             s.app_cuda_version.find_first_not_of("0123456789.") == std::string::npos;
+  if (toolkit_check) {
+    // The comparison runs when a recipe does, with the tool it is given.
+    absl::StrAppend(
+        &mk, "# The CUDA toolkit that built the captured code (the notes ptxas wrote into\n",
+        "# ", s.captured_code, ": ",
+        CommentText(s.app_cuda_version_line), ").\n",
+        "# recompile, ptx and asm-build print a notice when the tool they run is another\n",
+        "# version: the rebuilt code can then differ from the captured one for that reason.\n",
+        "APP_CUDA_VERSION := ", s.app_cuda_version, "\n",
+        "TOOLKIT_NOTICE = v=$$($(1) --version 2>/dev/null | sed -n 's/.*release [0-9.]*, "
+        "V\\([0-9.]*\\).*/\\1/p' | head -n 1); \\\n",
+        "\tif test -z \"$$v\"; then echo \"notice: could not read the version of $(1) ($(1) "
+        "--version); the application was built with CUDA $(APP_CUDA_VERSION)\" >&2; \\\n",
+        "\telif test \"$$v\" != \"$(APP_CUDA_VERSION)\"; then echo \"notice: $(1) is CUDA $$v but "
+        "the application was built with CUDA $(APP_CUDA_VERSION): the rebuilt code may differ "
+        "from the captured one for that reason alone\" >&2; fi\n\n");
   }
   absl::StrAppend(&mk, "ARCH := ", s.arch, "\n", "CAPTURE := capture.kcap\n",
                   "CAPTURED_CODE := ", s.captured_code, "\n", "BUILD := build\n",
@@ -189,7 +222,15 @@ std::string BuildMakefile(const MakefileSpec& s) {
     absl::StrAppend(&mk, "$(BUILT_CODE): $(SRC) $(HEADERS)", s.vfs_overlay ? " vfs.yaml" : "",
                     "\n\t@mkdir -p $(BUILD)\n");
     if (cuda) {
-      mk += "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(SRC)\n\n";
+      if (toolkit_check) mk += "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n";
+      if (s.relocatable_device_code) {
+        mk +=
+            "\t$(NVCC) -cubin -arch=$(ARCH) -rdc=true $(FLAGS) -o $(BUILD)/kernel.rdc.cubin "
+            "$(SRC)\n"
+            "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o $@ $(BUILD)/kernel.rdc.cubin\n\n";
+      } else {
+        mk += "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(SRC)\n\n";
+      }
     } else {
       absl::StrAppend(&mk,
                       "\t$(CLANG) -x hip --cuda-device-only --no-gpu-bundle-output "
@@ -321,7 +362,9 @@ std::string BuildMakefile(const MakefileSpec& s) {
     mk += "ptx: $(BUILD)/kernel.ptx\n\n";
     if (s.has_source) {
       absl::StrAppend(&mk, "$(BUILD)/kernel.ptx: $(SRC) $(HEADERS)\n\t@mkdir -p $(BUILD)\n",
-                      "\t$(NVCC) -ptx -arch=", compute, " $(FLAGS) -o $@ $(SRC)\n\n");
+                      toolkit_check ? "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n" : "",
+                      "\t$(NVCC) -ptx -arch=", compute, s.relocatable_device_code ? " -rdc=true" : "",
+                      " $(FLAGS) -o $@ $(SRC)\n\n");
     } else {
       absl::StrAppend(&mk, "$(BUILD)/kernel.ptx:\n", FailRecipe("ptx", s.no_source_reason), "\n");
     }
@@ -331,8 +374,9 @@ std::string BuildMakefile(const MakefileSpec& s) {
         "asm-build:\n"
         "\t@test -n \"$(PTX_SOURCE)\" || { echo 'asm-build: no PTX: run make ptx first' >&2; "
         "exit 2; }\n"
-        "\t@mkdir -p $(BUILD)\n"
-        "\t$(PTXAS) -arch=$(ARCH) -o $(BUILD)/kernel.cubin $(PTX_SOURCE)\n\n";
+        "\t@mkdir -p $(BUILD)\n";
+    if (toolkit_check) mk += "\t@$(call TOOLKIT_NOTICE,$(PTXAS))\n";
+    mk += "\t$(PTXAS) -arch=$(ARCH) -o $(BUILD)/kernel.cubin $(PTX_SOURCE)\n\n";
   } else {
     mk += "ptx:\n" + FailRecipe("ptx", "PTX is CUDA only") + "\n";
     if (s.has_source) {

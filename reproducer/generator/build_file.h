@@ -5,7 +5,10 @@
 //   recompile  the kernel's translation unit alone, device code for the
 //              captured architecture, original flags -> build/kernel.cubin
 //              (nvcc -cubin) / build/kernel.hsaco (clang -x hip
-//              --cuda-device-only ... -ivfsoverlay vfs.yaml)
+//              --cuda-device-only ... -ivfsoverlay vfs.yaml). CUDA, when the
+//              capture recorded the application's toolkit (APP_CUDA_VERSION,
+//              toolkit_notes.h): a notice on stderr when `$(NVCC) --version`
+//              is another version (ptx and asm-build: $(NVCC), $(PTXAS))
 //   run, validate, bench
 //              kerncap-replay on capture.kcap, with --code-object=build/...
 //              once recompile (or asm-build) produced one, else the captured
@@ -65,6 +68,14 @@ struct MakefileSpec {
   std::string no_source_reason;
   bool vfs_overlay = false;  // vfs.yaml at the root (HIP)
   std::string kernel_symbol;  // HIP: the kernel's symbol (make asm / asm-build)
+  // CUDA: the toolkit that built the captured code ("13.0.88", digits and
+  // dots only) and its version line; empty: not recorded, no check.
+  std::string app_cuda_version;
+  // CUDA: the unit is relocatable device code: recompile compiles it with
+  // -rdc=true to build/kernel.rdc.cubin and device-links that
+  // (nvcc -dlink -cubin) into build/kernel.cubin.
+  bool relocatable_device_code = false;
+  std::string app_cuda_version_line;
   std::string clang_default = "clang";
   std::string llvm_objdump_default = "llvm-objdump";
 };

@@ -536,3 +536,40 @@ TEST_F(ResidentMakeTest, ServerThatExitsEarlyFails) {
 
 }  // namespace
 }  // namespace kerncap::repro
+
+namespace kerncap::repro {
+namespace {
+
+// Relocatable device code (CMake's separable compilation): the unit is
+// compiled with -rdc=true and device-linked alone into a loadable cubin.
+TEST(BuildFileTest, RelocatableDeviceCodeIsDeviceLinked) {
+  MakefileSpec s = CudaSpec();
+  s.relocatable_device_code = true;
+  const std::string mk = BuildMakefile(s);
+  EXPECT_NE(mk.find("\t$(NVCC) -cubin -arch=$(ARCH) -rdc=true $(FLAGS) -o "
+                    "$(BUILD)/kernel.rdc.cubin $(SRC)\n"
+                    "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o $@ $(BUILD)/kernel.rdc.cubin\n"),
+            std::string::npos)
+      << mk;
+  s.relocatable_device_code = false;
+  EXPECT_EQ(BuildMakefile(s).find("-dlink"), std::string::npos);
+}
+
+// The toolkit check: only a version made of digits and dots reaches the
+// Makefile; the version line from the cubin cannot break out of its comment.
+TEST(BuildFileTest, ToolkitNoticeOnlyForAPlainVersion) {
+  MakefileSpec s = CudaSpec();
+  s.app_cuda_version = "13.0.88";
+  s.app_cuda_version_line = "Cuda compilation tools, release 13.0, V13.0.88\\\n$(shell rm -rf /)";
+  std::string mk = BuildMakefile(s);
+  EXPECT_NE(mk.find("APP_CUDA_VERSION := 13.0.88\n"), std::string::npos) << mk;
+  EXPECT_NE(mk.find("\t@$(call TOOLKIT_NOTICE,$(NVCC))\n\t$(NVCC) -cubin"), std::string::npos);
+  EXPECT_EQ(mk.find("$(shell rm"), std::string::npos) << mk;
+  s.app_cuda_version = "13.0; rm -rf /";
+  mk = BuildMakefile(s);
+  EXPECT_EQ(mk.find("APP_CUDA_VERSION"), std::string::npos);
+  EXPECT_EQ(mk.find("TOOLKIT_NOTICE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kerncap::repro

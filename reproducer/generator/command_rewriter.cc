@@ -12,6 +12,10 @@
 namespace kerncap::repro {
 namespace {
 
+constexpr char kRdcReason[] =
+    "relocatable device code: recompile uses -rdc=true and device-links the unit alone "
+    "(nvcc -dlink -cubin)";
+
 struct OptionSpec {
   const char* name;
   bool takes_value;  // "-o FILE" (also "-oFILE" / "--opt=FILE" joined)
@@ -30,7 +34,6 @@ const OptionSpec kDropCommon[] = {
     {"-MF", true, "dependency output"},
     {"-MT", true, "dependency output"},
     {"-MQ", true, "dependency output"},
-    {"-x", true, "the reproducer sets the language"},
 };
 const OptionSpec kDropCuda[] = {
     {"-arch", true, "the captured architecture is used"},
@@ -41,16 +44,24 @@ const OptionSpec kDropCuda[] = {
     {"--generate-code", true, "the captured architecture is used"},
     {"-ccbin", true, "host compiler path of the capture host"},
     {"--compiler-bindir", true, "host compiler path of the capture host"},
-    {"--options-file", true, "option files are not copied"},
-    {"-optf", true, "option files are not copied"},
-    {"-dc", false, "relocatable device code is not linked by the reproducer"},
-    {"--device-c", false, "relocatable device code is not linked by the reproducer"},
+    // Readable option files were expanded into the command before
+    // (response_files.h); what is left could not be read.
+    {"--options-file", true, "options file could not be expanded (see compile.option_files)"},
+    {"-optf", true, "options file could not be expanded (see compile.option_files)"},
+    // Relocatable device code (CMake's CUDA_SEPARABLE_COMPILATION): the
+    // Makefile compiles with -rdc=true and device-links the unit itself.
+    {"-dc", false, kRdcReason},
+    {"--device-c", false, kRdcReason},
+    {"-rdc", true, kRdcReason},
+    {"--relocatable-device-code", true, kRdcReason},
     {"-cubin", false, "set by the reproducer"},
     {"-ptx", false, "set by the reproducer"},
     {"--dependency-output", true, "dependency output"},
     {"--generate-dependencies-with-compile", false, "dependency output"},
 };
 const OptionSpec kDropHip[] = {
+    // CUDA keeps "-x cu": a .cpp compiled as CUDA needs it.
+    {"-x", true, "the reproducer sets the language"},
     {"--offload-arch", true, "the captured architecture is used"},
     {"--cuda-gpu-arch", true, "the captured architecture is used"},
     {"--no-offload-arch", true, "the captured architecture is used"},
@@ -134,6 +145,10 @@ CoreFlags ExtractCoreFlags(const CompileCommand& command, const std::string& tu,
         flag += " " + command.argv[++i];
       }
       core.dropped.push_back({flag, s->reason});
+      if (s->reason == kRdcReason) {
+        // "-dc", "-rdc=true", "-rdc true"; "=false" is the default.
+        core.relocatable_device_code = !absl::EndsWith(flag, "false");
+      }
       dropped = true;
       break;
     }

@@ -7,8 +7,13 @@
 //                      compiler (a Makefile variable), the source file, -c,
 //                      -o FILE, dependency output (-M*), the target
 //                      architectures (-arch/-gencode/-code, --offload-arch:
-//                      the captured one is used), -x LANG, -ccbin, earlier
-//                      -ivfsoverlay files, nvcc option files. The flags stay
+//                      the captured one is used), HIP's -x LANG (CUDA keeps
+//                      -x cu: a .cpp compiled as CUDA needs it), -ccbin, earlier
+//                      -ivfsoverlay files, relocatable device code (-dc,
+//                      -rdc=true: noted in relocatable_device_code), nvcc
+//                      option files that could not
+//                      be expanded (response_files.h expands the others
+//                      into the command first). The flags stay
 //                      as written (paths relative to the command's
 //                      directory); the include closure runs them as they are.
 //   MakeFlagsRelative  rewrites every path in the remaining flags: inside the
@@ -41,6 +46,12 @@ struct DroppedFlag {
 
 struct CoreFlags {
   std::string tool;  // basename of the original compiler ("nvcc", "clang++")
+  // CUDA: the unit was compiled as relocatable device code (-dc, -rdc=true,
+  // CMake's CUDA_SEPARABLE_COMPILATION). The reproducer then compiles it the
+  // same way and device-links that one unit (nvcc -dlink -cubin) into the
+  // loadable image the capture holds: compiled whole-program instead, the
+  // kernel's code would differ.
+  bool relocatable_device_code = false;
   std::vector<std::string> flags;
   std::vector<DroppedFlag> dropped;
 };

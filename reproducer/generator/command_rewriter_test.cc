@@ -24,6 +24,21 @@ TEST(CommandRewriterTest, CoreFlagsDropOutputArchAndSource) {
   EXPECT_EQ(core.flags,
             (std::vector<std::string>{"-O3", "-DN=4", "-Xcompiler", "-fPIC", "-lineinfo"}));
   EXPECT_EQ(core.dropped.size(), 8u);  // -gencode -arch -ccbin -MD -MF -c source -o
+  // A .cpp compiled as CUDA (CMake's "-x cu", also on .cu files) keeps its
+  // language; CMake's "--generate-code=..." form is an architecture; its
+  // -rdc=true (separable compilation) would make a relocatable cubin.
+  core = ExtractCoreFlags(Cmd({"nvcc", "-x", "cu", "--generate-code=arch=compute_90,code=[sm_90]",
+                               "-rdc=true", "-c", "../src/k.cu"}),
+                          "/app/src/k.cu", Language::kCuda);
+  EXPECT_EQ(core.flags, (std::vector<std::string>{"-x", "cu"}));
+  EXPECT_EQ(core.dropped.size(), 4u);  // --generate-code, -rdc=true, -c, the source
+  EXPECT_TRUE(core.relocatable_device_code);
+  EXPECT_FALSE(ExtractCoreFlags(Cmd({"nvcc", "-rdc", "false", "-c", "../src/k.cu"}),
+                                "/app/src/k.cu", Language::kCuda)
+                   .relocatable_device_code);
+  EXPECT_TRUE(ExtractCoreFlags(Cmd({"nvcc", "-dc", "../src/k.cu"}), "/app/src/k.cu",
+                               Language::kCuda)
+                  .relocatable_device_code);
 }
 
 TEST(CommandRewriterTest, HipCoreFlags) {

@@ -20,6 +20,7 @@
 #include "reproducer/generator/project_manifest.h"
 #include "reproducer/generator/project_writer.h"
 #include "reproducer/generator/source_locator.h"
+#include "reproducer/generator/toolkit_notes.h"
 #include "reproducer/generator/triton_project.h"
 #include "reproducer/generator/vfs_overlay.h"
 #include "reproducer/replay/capture_source.h"
@@ -140,6 +141,57 @@ void Disassemble(const KernelCode& code, Language lang, const std::string& arch,
   out->disassembler = fs::path(argv[0]).filename().string();
 }
 
+// The application's toolkit (the cubin's notes) against the nvcc this
+// project is generated with (its --version now; make recompile checks the
+// one it runs).
+ToolkitSection DescribeToolkit(const KernelCode& code, Language lang, const ToolPaths& tools) {
+  ToolkitSection t;
+  if (lang != Language::kCuda || code.format != "cubin") {
+    t.note = lang == Language::kCuda
+                 ? absl::StrCat("the captured code object is ", code.format,
+                                ": it carries no toolkit notes")
+                 : "HIP code objects carry no toolkit notes";
+    return t;
+  }
+  t.applies = true;
+  auto info = ReadToolkitNotes(code.bytes);
+  if (info.ok()) {
+    t.application = std::move(*info);
+  } else {
+    t.application.problems.push_back(std::string(info.status().message()));
+  }
+  if (!tools.nvcc.empty()) {
+    auto r = RunTool({tools.nvcc, "--version"}, "", 30);
+    if (r.ok() && r->exit_code == 0) {
+      t.reproducer_tool = "nvcc";
+      t.reproducer = ParseCudaVersion(r->out);
+      const size_t at = r->out.find("Cuda compilation tools");
+      if (at != std::string::npos) {
+        t.reproducer_version_line = r->out.substr(at, r->out.find('\n', at) - at);
+      }
+    }
+  }
+  const CudaVersion& app = t.application.version;
+  if (app.version.empty()) {
+    t.note = t.application.problems.empty()
+                 ? "the cubin has no .note.nv.tkinfo: the application's toolkit is not recorded"
+                 : absl::StrCat("the application's toolkit could not be read: ",
+                                t.application.problems.front());
+  } else if (t.reproducer.version.empty()) {
+    t.note = absl::StrCat("the application was built with CUDA ", app.version,
+                          "; no nvcc was found here to compare (make recompile compares the "
+                          "one it runs)");
+  } else if (app.version != t.reproducer.version) {
+    t.note = absl::StrCat("the application was built with CUDA ", app.version, " (", t.application.tool,
+                          "), this reproducer's nvcc is CUDA ", t.reproducer.version,
+                          ": the rebuilt code may differ from the captured one for that reason "
+                          "alone (make recompile NVCC=<a ", app.release, " nvcc> avoids it)");
+  } else {
+    t.note = absl::StrCat("the application and this reproducer's nvcc are both CUDA ", app.version);
+  }
+  return t;
+}
+
 std::string RoleOf(const std::string& rel, bool triton) {
   if (rel == "capture.kcap") return "capture";
   if (triton) {
@@ -236,6 +288,12 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
   facts.code.file = code.file;
   facts.code.format = code.format;
   Disassemble(code, lang, arch, tools, *stage, &facts.code, &facts.warnings);
+  facts.toolkit = DescribeToolkit(code, lang, tools);
+  if (facts.toolkit.applies && !facts.toolkit.application.version.version.empty() &&
+      !facts.toolkit.reproducer.version.empty() &&
+      facts.toolkit.application.version.version != facts.toolkit.reproducer.version) {
+    facts.warnings.push_back("toolkit: " + facts.toolkit.note);
+  }
 
   if (triton) {
     // No `make asm` in a Triton project.
@@ -272,6 +330,8 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
       m.kernel().mangled_name().empty() ? m.kernel().demangled_name() : m.kernel().mangled_name(),
       ".kd"));
   if (code.format == "ptx") mk.captured_ptx = code.file;
+  mk.app_cuda_version = facts.toolkit.application.version.version;
+  mk.app_cuda_version_line = facts.toolkit.application.version_line;
   mk.title = absl::StrCat(
       "Reproducer of ",
       m.kernel().demangled_name().empty() ? m.kernel().mangled_name() : m.kernel().demangled_name(),
@@ -291,7 +351,18 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
     lo.compile_commands = options.compile_commands;
     lo.kernel_name = m.kernel().demangled_name().empty() ? m.kernel().mangled_name()
                                                          : m.kernel().demangled_name();
+    lo.kernel_symbol = mk.kernel_symbol;
+    lo.lang = lang;
+    lo.arch = arch;
+    lo.compiler = lang == Language::kCuda ? tools.nvcc : tools.clang;
     loc = LocateSources(code.bytes, lo);
+    for (const OptionFileUse& u : loc.option_files) {
+      if (u.error.empty()) continue;
+      facts.warnings.push_back(absl::StrCat(
+          "options file ", u.path, " (", u.flag, ") ", u.error,
+          ": the include folders and macros it holds are missing from the recompile command"));
+    }
+    if (loc.unit.ambiguous) facts.warnings.push_back("translation unit: " + loc.unit.note);
     mk.no_source_reason = loc.message;
   }
   facts.source = &loc;
@@ -326,6 +397,7 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
           [&copied_dirs](const std::string& d) { return copied_dirs.count(d) > 0; });
       flags = rel.flags;
       cs.original_tool = core.tool;
+      mk.relocatable_device_code = lang == Language::kCuda && core.relocatable_device_code;
       cs.external = rel.external;
       cs.dropped = core.dropped;
       cs.dropped.insert(cs.dropped.end(), rel.dropped.begin(), rel.dropped.end());
@@ -343,9 +415,17 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
       cs.command.push_back("-ivfsoverlay");
       cs.command.push_back("vfs.yaml");
     }
+    if (mk.relocatable_device_code) cs.command.push_back("-rdc=true");
     cs.command.push_back("-o");
-    cs.command.push_back(lang == Language::kCuda ? "build/kernel.cubin" : "build/kernel.hsaco");
+    cs.command.push_back(lang == Language::kCuda
+                             ? (mk.relocatable_device_code ? "build/kernel.rdc.cubin"
+                                                           : "build/kernel.cubin")
+                             : "build/kernel.hsaco");
     cs.command.push_back(tu_project);
+    if (mk.relocatable_device_code) {
+      cs.link_command = {"$(NVCC)", "-dlink", "-cubin", "-arch=" + arch, "-o",
+                         "build/kernel.cubin", "build/kernel.rdc.cubin"};
+    }
 
     mk.has_source = true;
     mk.source = tu_project;

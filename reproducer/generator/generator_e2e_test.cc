@@ -118,8 +118,10 @@ struct App {
   }
 };
 
-// A capture of `code` (one code object) as a .kcap.
-std::string MakeKcap(const std::string& dir, const std::string& code, bool hip) {
+// A capture of `code` (one code object) as a .kcap; the kernel is `scale`
+// unless named.
+std::string MakeKcap(const std::string& dir, const std::string& code, bool hip,
+                     const std::string& mangled = "scale", const std::string& demangled = "scale") {
   replay::testing::KcapBuilder b(1 << 16);
   v1::CaptureManifest m;
   m.set_format_version(1);
@@ -131,8 +133,8 @@ std::string MakeKcap(const std::string& dir, const std::string& code, bool hip) 
   m.mutable_process()->add_cmdline("./app");
   m.mutable_process()->add_cmdline("--n=1024");
   m.mutable_driver()->set_driver_version("580.159.04");
-  m.mutable_kernel()->set_mangled_name("scale");
-  m.mutable_kernel()->set_demangled_name("scale");
+  m.mutable_kernel()->set_mangled_name(mangled);
+  m.mutable_kernel()->set_demangled_name(demangled);
   m.mutable_kernel()->set_platform(hip ? v1::PLATFORM_HSA : v1::PLATFORM_CUDA);
   m.mutable_kernel()->set_arch(hip ? "gfx90a:xnack-" : "sm_90");
   m.mutable_device()->set_arch(hip ? "gfx90a" : "sm_90");
@@ -475,6 +477,168 @@ TEST_F(CudaGeneratorTest, OutputFolderRulesAndFailedGenerationLeavesNothing) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "no code object")) << r.status();
   EXPECT_FALSE(fs::exists(out2));
   EXPECT_TRUE(Tree(tmp_.path + "/fresh").empty());
+}
+
+// CMake's CUDA rules (Unix Makefiles generator): include folders and
+// defines in an options file next to the target's objects, named relative to
+// the build folder. They reach the recompile command.
+TEST_F(CudaGeneratorTest, OptionsFileOfCMakeIsExpanded) {
+  Write(app_->root + "/build/CMakeFiles/kern.dir/includes_CUDA.rsp",
+        "-I\"" + app_->root + "/include\" --options-file CMakeFiles/kern.dir/defines.rsp\n");
+  Write(app_->root + "/build/CMakeFiles/kern.dir/defines.rsp", "-DEXTRA=1.0f\n");
+  app_->WriteDatabase({nvcc_, "-O3", "-lineinfo", "--options-file",
+                       "CMakeFiles/kern.dir/includes_CUDA.rsp", "-gencode",
+                       "arch=compute_90,code=sm_90", "-c", "../src/kern.cu", "-o", "kern.o"});
+  const std::string out = tmp_.path + "/out";
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Cubin(true), false), Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  ASSERT_EQ(p["source"]["outcome"], "found") << p["source"].dump(2);
+  EXPECT_EQ(p["source"]["include_closure"]["method"], "preprocessor")
+      << p["source"]["include_closure"].dump();
+  const std::string cmd = p["compile"]["command"].dump();
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-Isrc/include\"")) << cmd;
+  EXPECT_TRUE(absl::StrContains(cmd, "\"-DEXTRA=1.0f\"")) << cmd;
+  EXPECT_FALSE(absl::StrContains(cmd, "options-file")) << cmd;
+  ASSERT_EQ(p["compile"]["option_files"].size(), 2u) << p["compile"].dump(2);
+  EXPECT_EQ(p["compile"]["option_files"][0]["expanded"], true);
+  EXPECT_EQ(Tree(out + "/src"), (std::vector<std::string>{"include/detail/math.cuh",
+                                                          "include/scale.cuh", "src/kern.cu"}));
+  ToolResult rc = MakeIn(out, {"recompile"});
+  EXPECT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+
+  // An options file that is gone: said in kerncap.json and the warnings.
+  fs::remove(app_->root + "/build/CMakeFiles/kern.dir/defines.rsp");
+  const std::string out2 = tmp_.path + "/out2";
+  r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Cubin(true), false), Options(out2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  p = LoadProject(out2);
+  ASSERT_EQ(p["compile"]["option_files"].size(), 2u);
+  EXPECT_EQ(p["compile"]["option_files"][1]["expanded"], false);
+  EXPECT_TRUE(absl::StrContains(p["compile"]["option_files"][1]["error"].get<std::string>(),
+                                "cannot be read"));
+  EXPECT_TRUE(absl::StrContains(p["warnings"].dump(), "defines.rsp")) << p["warnings"].dump();
+}
+
+// A template kernel defined in a header that two units include, each
+// instantiating it differently: the line table names only the header; the
+// unit is the entry whose device compile gives the captured kernel.
+TEST_F(CudaGeneratorTest, HeaderKernelUnitIsTheEntryThatInstantiatesIt) {
+  Write(app_->root + "/include/scale_kernel.cuh",
+        "#pragma once\n#include \"scale.cuh\"\n"
+        "template <int kMul>\n__global__ void scale(float* out, const float* in, float s, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) out[i] = scale_one(in[i], s) * kMul;\n}\n");
+  for (int k : {1, 2}) {
+    Write(absl::StrCat(app_->root, "/src/use", k, ".cu"),
+          absl::StrCat("#include \"scale_kernel.cuh\"\nvoid run", k,
+                       "(float* o, const float* i) { scale<", k, "><<<1, 32>>>(o, i, 1.0f, 32); }\n"));
+  }
+  json entries = json::array();
+  for (int k : {1, 2}) {
+    entries.push_back({{"directory", app_->root + "/build"},
+                       {"file", absl::StrCat("../src/use", k, ".cu")},
+                       {"arguments", {nvcc_, "-O3", "-lineinfo", "-I../include", "-DEXTRA=1.0f",
+                                      "-c", absl::StrCat("../src/use", k, ".cu"), "-o",
+                                      absl::StrCat("use", k, ".o")}}});
+  }
+  Write(app_->root + "/build/compile_commands.json", entries.dump(2));
+  const std::string cubin = tmp_.path + "/use2.cubin";
+  ToolResult c = Exec({nvcc_, "-cubin", "-arch=sm_90", "-O3", "-lineinfo", "-I../include",
+                       "-DEXTRA=1.0f", "-o", cubin, "../src/use2.cu"},
+                      app_->root + "/build");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string mangled = "_Z5scaleILi2EEvPfPKffi";
+  ASSERT_TRUE(absl::StrContains(Read(cubin), mangled));
+  const std::string out = tmp_.path + "/out";
+  GenerateOptions o = Options(out);
+  o.source_dir = app_->root;
+  auto r = GenerateProjectFromKcap(
+      MakeKcap(tmp_.path, Read(cubin), false, mangled,
+               "void scale<2>(float*, float const*, float, int)"),
+      o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  ASSERT_EQ(p["source"]["outcome"], "found") << p["source"].dump(2);
+  for (const auto& f : p["source"]["line_table_files"]) {
+    EXPECT_FALSE(absl::EndsWith(f.get<std::string>(), ".cu")) << "the line table names " << f;
+  }
+  EXPECT_EQ(p["source"]["translation_unit"]["project"], "src/src/use2.cu") << p["source"].dump(2);
+  EXPECT_EQ(p["source"]["unit_selection"]["method"], "device_compile")
+      << p["source"]["unit_selection"].dump(2);
+  EXPECT_EQ(p["source"]["unit_selection"]["ambiguous"], false);
+  EXPECT_EQ(p["compile"]["origin"], "compile_commands");
+  ToolResult rc = MakeIn(out, {"recompile"});
+  ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  EXPECT_TRUE(absl::StrContains(Read(out + "/build/kernel.cubin"), mangled));
+}
+
+// A .cu #included by another .cu that defines the macro it needs: the unit
+// is the outer file (the database's entry), the inner one is copied with it.
+TEST_F(CudaGeneratorTest, UnitIncludedByAnotherUnitIsCompiledThroughIt) {
+  Write(app_->root + "/src/kernels/scale_impl.cu",
+        "extern \"C\" __global__ void scale(float* out, const float* in, float s, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) out[i] = in[i] * s * KC_FACTOR;\n}\n");
+  Write(app_->root + "/src/main.cu",
+        "#define KC_FACTOR 3.0f\n#include \"kernels/scale_impl.cu\"\nint main() { return 0; }\n");
+  json entries = json::array({{{"directory", app_->root + "/build"},
+                               {"file", "../src/main.cu"},
+                               {"command", nvcc_ + " -O2 -lineinfo -o main ../src/main.cu"}}});
+  Write(app_->root + "/build/compile_commands.json", entries.dump(2));
+  const std::string cubin = tmp_.path + "/main.cubin";
+  ToolResult c = Exec({nvcc_, "-cubin", "-arch=sm_90", "-O2", "-lineinfo", "-o", cubin,
+                       "../src/main.cu"},
+                      app_->root + "/build");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string out = tmp_.path + "/out";
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Read(cubin), false), Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  ASSERT_EQ(p["source"]["outcome"], "found") << p["source"].dump(2);
+  EXPECT_EQ(p["source"]["translation_unit"]["project"], "src/src/main.cu") << p["source"].dump(2);
+  EXPECT_EQ(p["compile"]["origin"], "compile_commands");
+  EXPECT_EQ(p["source"]["headers"], json({"src/src/kernels/scale_impl.cu"}));
+  ToolResult rc = MakeIn(out, {"recompile"});
+  ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+}
+
+// The toolkit that built the cubin (its notes) is recorded; make recompile
+// says when the nvcc it runs is another version.
+TEST_F(CudaGeneratorTest, ToolkitIsRecordedAndRecompileSaysWhenItDiffers) {
+  ToolResult v = Exec({nvcc_, "--version"});
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(v.out, m, std::regex(R"(release ([0-9.]+), V([0-9.]+))")))
+      << v.out;
+  const std::string version = m[2].str();
+  const std::string out = tmp_.path + "/out";
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Cubin(true), false), Options(out));
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  const json& t = p["toolkit"];
+  ASSERT_TRUE(t["application"].is_object()) << t.dump(2);
+  EXPECT_EQ(t["application"]["tool"], "ptxas");
+  EXPECT_EQ(t["application"]["version"], version);
+  EXPECT_EQ(t["application"]["release"], m[1].str());
+  EXPECT_EQ(t["application"]["ptx_arch"], "compute_90");
+  EXPECT_TRUE(absl::StrContains(t["application"]["tool_options"].get<std::string>(), "sm_90"));
+  EXPECT_EQ(t["reproducer"]["version"], version);
+  EXPECT_EQ(t["same"], true);
+  EXPECT_TRUE(absl::StrContains(Read(out + "/Makefile"), "APP_CUDA_VERSION := " + version));
+  ToolResult same = MakeIn(out, {"recompile"});
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_FALSE(absl::StrContains(same.err, "notice:")) << same.err;
+  // Another toolkit's nvcc (its --version says so; it compiles the same).
+  const std::string other = tmp_.path + "/other-nvcc";
+  Write(other, "#!/bin/sh\nif [ \"$1\" = --version ]; then\n"
+               "  echo 'Cuda compilation tools, release 12.4, V12.4.131'; exit 0\nfi\n"
+               "exec " + nvcc_ + " \"$@\"\n");
+  fs::permissions(other, fs::perms::owner_all);
+  ToolResult diff = Exec({Make(), "-C", out, "NVCC=" + other, "clean", "recompile"});
+  ASSERT_EQ(diff.exit_code, 0) << diff.err;
+  EXPECT_TRUE(absl::StrContains(diff.err, "notice: " + other + " is CUDA 12.4.131 but the "
+                                          "application was built with CUDA " + version))
+      << diff.err;
 }
 
 // kerncapctl repro on a .kcap: generated locally, no daemon.

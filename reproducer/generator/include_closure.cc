@@ -14,26 +14,6 @@
 namespace kerncap::repro {
 namespace {
 
-// -I folders of a command, absolute.
-std::vector<std::string> IncludeDirs(const CompileCommand& c) {
-  std::vector<std::string> dirs;
-  for (size_t i = 1; i < c.argv.size(); ++i) {
-    const std::string& a = c.argv[i];
-    for (const char* opt : {"-I", "-isystem", "-iquote", "-idirafter"}) {
-      const std::string o = opt;
-      if (a == o && i + 1 < c.argv.size()) {
-        dirs.push_back(Normalize(c.argv[i + 1], c.directory));
-        break;
-      }
-      if (absl::StartsWith(a, o) && a.size() > o.size() && (o == "-I" || a[o.size()] == '/')) {
-        dirs.push_back(Normalize(a.substr(o.size()), c.directory));
-        break;
-      }
-    }
-  }
-  return dirs;
-}
-
 void AddUnique(std::vector<std::string>* out, std::set<std::string>* seen, const std::string& p) {
   if (seen->insert(p).second) out->push_back(p);
 }
@@ -77,35 +57,137 @@ std::vector<std::string> ParseMakeDeps(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> ScanIncludes(const std::vector<std::string>& seeds,
-                                      const std::vector<std::string>& include_dirs,
-                                      const std::string& root) {
+std::vector<std::string> IncludeDirsOf(const CompileCommand& c) {
+  std::vector<std::string> dirs;
+  static const char* const kOptions[] = {"-I",         "-isystem",         "-iquote",
+                                         "-idirafter", "--include-path",   "--system-include",
+                                         "-isystem=",  "--include-path=",  "--system-include="};
+  for (size_t i = 1; i < c.argv.size(); ++i) {
+    const std::string& a = c.argv[i];
+    for (const char* opt : kOptions) {
+      const std::string o = opt;
+      const bool joined_eq = o.back() == '=';
+      if (!joined_eq && a == o && i + 1 < c.argv.size()) {
+        dirs.push_back(Normalize(c.argv[++i], c.directory));
+        break;
+      }
+      if (!absl::StartsWith(a, o) || a.size() == o.size()) continue;
+      // "-I/x" and "-Ix"; the longer names only joined by '=' or before '/'.
+      if (o == "-I" || joined_eq || (o[1] != '-' && a[o.size()] == '/')) {
+        std::string v = a.substr(o.size());
+        if (o == "-I" && !v.empty() && v[0] == '=') v = v.substr(1);
+        dirs.push_back(Normalize(v, c.directory));
+        break;
+      }
+    }
+  }
+  return dirs;
+}
+
+const std::vector<IncludeScanner::Directive>& IncludeScanner::DirectivesOf(
+    const std::string& file) {
+  auto it = directives_.find(file);
+  if (it != directives_.end()) return it->second;
   static const std::regex kInclude(R"re(^\s*#\s*include\s*(["<])([^">]+)[">])re");
+  std::vector<Directive> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    // Cheap reject before the regex: most lines are not directives.
+    const size_t hash = line.find_first_not_of(" \t");
+    if (hash == std::string::npos || line[hash] != '#') continue;
+    std::smatch m;
+    if (std::regex_search(line, m, kInclude)) out.push_back({m[1].str() == "\"", m[2].str()});
+  }
+  return directives_.emplace(file, std::move(out)).first->second;
+}
+
+std::string IncludeScanner::Resolve(const std::string& file, const Directive& d,
+                                    const std::vector<std::string>& include_dirs,
+                                    const std::string& root, const std::string& fallback) {
+  std::string key = d.quoted ? DirName(file) : std::string();
+  for (const std::string& dir : include_dirs) absl::StrAppend(&key, "\n", dir);
+  absl::StrAppend(&key, "\n", root, "\n", fallback, "\n", d.name);
+  auto it = resolved_.find(key);
+  if (it != resolved_.end()) return it->second;
+  std::vector<std::string> candidates;
+  if (d.quoted) candidates.push_back(Normalize(d.name, DirName(file)));
+  for (const std::string& dir : include_dirs) candidates.push_back(Normalize(d.name, dir));
+  if (!fallback.empty()) candidates.push_back(Normalize(d.name, fallback));
+  std::string found;
+  for (const std::string& c : candidates) {
+    if (IsSystemPath(c) || !FileExists(c)) continue;
+    // The first existing file is the one the compiler takes; outside the
+    // root it is not followed (but nothing later in the path is used).
+    if (root.empty() || IsUnder(c, root)) found = c;
+    break;
+  }
+  resolved_.emplace(std::move(key), found);
+  return found;
+}
+
+std::vector<std::string> IncludeScanner::Closure(const std::string& seed,
+                                                 const std::vector<std::string>& include_dirs,
+                                                 const std::string& root,
+                                                 const std::string& fallback,
+                                                 const std::vector<std::string>& stop_when_all) {
   std::vector<std::string> out;
   std::set<std::string> seen;
-  std::deque<std::string> queue(seeds.begin(), seeds.end());
+  std::set<std::string> wanted(stop_when_all.begin(), stop_when_all.end());
+  std::deque<std::string> queue = {seed};
   while (!queue.empty()) {
-    std::string file = queue.front();
+    std::string file = std::move(queue.front());
     queue.pop_front();
     if (!seen.insert(file).second) continue;
     out.push_back(file);
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::smatch m;
-      if (!std::regex_search(line, m, kInclude)) continue;
-      const std::string name = m[2].str();
-      std::vector<std::string> candidates;
-      if (m[1].str() == "\"") candidates.push_back(Normalize(name, DirName(file)));
-      for (const std::string& d : include_dirs) candidates.push_back(Normalize(name, d));
-      candidates.push_back(Normalize(name, root));
-      for (const std::string& c : candidates) {
-        if (IsUnder(c, root) && !IsSystemPath(c) && FileExists(c)) {
-          queue.push_back(c);
-          break;
-        }
-      }
+    if (!wanted.empty() && wanted.erase(file) > 0 && wanted.empty()) break;
+    for (const Directive& d : DirectivesOf(file)) {
+      std::string p = Resolve(file, d, include_dirs, root, fallback);
+      if (!p.empty() && seen.count(p) == 0) queue.push_back(std::move(p));
     }
+  }
+  return out;
+}
+
+std::vector<std::string> ScanIncludes(const std::vector<std::string>& seeds,
+                                      const std::vector<std::string>& include_dirs,
+                                      const std::string& root) {
+  IncludeScanner scanner;
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const std::string& seed : seeds) {
+    for (std::string& f : scanner.Closure(seed, include_dirs, root, root)) {
+      if (seen.insert(f).second) out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> PreprocessorDependencies(const CompileCommand& command,
+                                                                  const std::string& tu,
+                                                                  Language lang,
+                                                                  const std::string& compiler,
+                                                                  const std::string& arch) {
+  CoreFlags core = ExtractCoreFlags(command, tu, lang);
+  std::vector<std::string> argv = {compiler};
+  if (lang == Language::kCuda) {
+    argv.push_back("-arch=" + arch);
+  } else {
+    for (const char* f : {"-x", "hip", "--cuda-device-only"}) argv.push_back(f);
+    argv.push_back("--offload-arch=" + arch);
+  }
+  argv.insert(argv.end(), core.flags.begin(), core.flags.end());
+  argv.push_back("-M");
+  argv.push_back(tu);
+  auto r = RunTool(argv, command.directory);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the preprocessor failed (exit ", r->exit_code, "): ", r->err.substr(0, 400)));
+  }
+  std::vector<std::string> out;
+  for (const std::string& dep : ParseMakeDeps(r->out)) {
+    out.push_back(Normalize(dep, command.directory));
   }
   return out;
 }
@@ -125,27 +207,12 @@ IncludeClosure CollectIncludeClosure(const SourceLocation& loc, Language lang,
     if (tool.empty()) {
       why_not = lang == Language::kCuda ? "nvcc not found" : "clang not found";
     } else {
-      CoreFlags core = ExtractCoreFlags(*loc.command, loc.tu, lang);
-      std::vector<std::string> argv = {tool};
-      if (lang == Language::kCuda) {
-        argv.push_back("-arch=" + arch);
-      } else {
-        for (const char* f : {"-x", "hip", "--cuda-device-only"}) argv.push_back(f);
-        argv.push_back("--offload-arch=" + arch);
-      }
-      argv.insert(argv.end(), core.flags.begin(), core.flags.end());
-      argv.push_back("-M");
-      argv.push_back(loc.tu);
-      auto r = RunTool(argv, loc.command->directory);
-      if (!r.ok()) {
-        why_not = std::string(r.status().message());
-      } else if (r->exit_code != 0) {
-        std::string err = r->err.substr(0, 400);
-        why_not = absl::StrCat("the preprocessor failed (exit ", r->exit_code, "): ", err);
+      auto deps = PreprocessorDependencies(*loc.command, loc.tu, lang, tool, arch);
+      if (!deps.ok()) {
+        why_not = std::string(deps.status().message());
       } else {
         AddUnique(&closure.files, &seen, loc.tu);
-        for (const std::string& dep : ParseMakeDeps(r->out)) {
-          std::string p = Normalize(dep, loc.command->directory);
+        for (const std::string& p : *deps) {
           if (IsUnder(p, loc.root) && !IsSystemPath(p) && FileExists(p)) {
             AddUnique(&closure.files, &seen, p);
           }
@@ -160,7 +227,7 @@ IncludeClosure CollectIncludeClosure(const SourceLocation& loc, Language lang,
                               ": the line table's files and a scan of their #include "
                               "directives were used instead");
   std::vector<std::string> dirs;
-  if (loc.command.has_value()) dirs = IncludeDirs(*loc.command);
+  if (loc.command.has_value()) dirs = IncludeDirsOf(*loc.command);
   for (const std::string& f : loc.files) dirs.push_back(DirName(f));
   closure.files = ScanIncludes(loc.files, dirs, loc.root);
   return closure;

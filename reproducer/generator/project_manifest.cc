@@ -3,8 +3,10 @@
 #include <cstring>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/version.h"
 #include "reproducer/replay/capture_source.h"
 
 namespace kerncap::repro {
@@ -52,11 +54,30 @@ json SourceJson(const ProjectFacts& f) {
     j["translation_unit"] = {{"original", s->tu_original}, {"project", nullptr}};
   }
   if (s->remap.has_value()) j["remap"] = {{"from", s->remap->from}, {"to", s->remap->to}};
+  if (!s->unit.method.empty()) {
+    j["unit_selection"] = {{"method", s->unit.method},
+                           {"candidates", StringList(s->unit.candidates)},
+                           {"ambiguous", s->unit.ambiguous},
+                           {"note", s->unit.note}};
+  }
   if (f.closure != nullptr) {
     j["include_closure"] = {{"method", f.closure->method}, {"note", f.closure->note}};
   }
   if (!s->lines.warnings.empty()) j["dwarf_warnings"] = StringList(s->lines.warnings);
   return j;
+}
+
+json OptionFilesJson(const ProjectFacts& f) {
+  json a = json::array();
+  if (f.source == nullptr) return a;
+  for (const OptionFileUse& u : f.source->option_files) {
+    a.push_back({{"flag", u.flag},
+                 {"file", u.path},
+                 {"depth", u.depth},
+                 {"expanded", u.error.empty()},
+                 {"error", u.error}});
+  }
+  return a;
 }
 
 json CompileJson(const CompileSection& c) {
@@ -67,6 +88,7 @@ json CompileJson(const CompileSection& c) {
   j["original_tool"] = c.original_tool;
   j["tool_variable"] = c.tool_variable;
   j["command"] = StringList(c.command);
+  j["link_command"] = StringList(c.link_command);
   j["translation_unit"] = c.translation_unit;
   json ext = json::object();
   for (const auto& [k, v] : c.external) ext[k] = v;
@@ -75,6 +97,37 @@ json CompileJson(const CompileSection& c) {
   for (const DroppedFlag& d : c.dropped)
     dropped.push_back({{"flag", d.flag}, {"reason", d.reason}});
   j["dropped_flags"] = dropped;
+  return j;
+}
+
+json ToolkitJson(const ToolkitSection& t) {
+  json j = {{"application", nullptr}, {"reproducer", nullptr}, {"same", nullptr},
+            {"note", t.note}};
+  const ToolkitInfo& a = t.application;
+  if (a.found || a.has_cuinfo) {
+    j["application"] = {
+        {"tool", a.tool},
+        {"version_line", a.version_line},
+        {"release", a.version.release},
+        {"version", a.version.version},
+        {"build", a.build},
+        {"tool_options", a.tool_options},
+        {"ptx_arch", a.has_cuinfo ? json(absl::StrCat("compute_", a.ptx_arch)) : json(nullptr)},
+        {"cuinfo_toolkit",
+         a.has_cuinfo && a.cuinfo_toolkit > 0
+             ? json(absl::StrCat(a.cuinfo_toolkit / 10, ".", a.cuinfo_toolkit % 10))
+             : json(nullptr)}};
+    if (!a.problems.empty()) j["application"]["problems"] = StringList(a.problems);
+  }
+  if (!t.reproducer.empty()) {
+    j["reproducer"] = {{"tool", t.reproducer_tool},
+                       {"version_line", t.reproducer_version_line},
+                       {"release", t.reproducer.release},
+                       {"version", t.reproducer.version}};
+  }
+  if (!a.version.version.empty() && !t.reproducer.version.empty()) {
+    j["same"] = a.version.version == t.reproducer.version;
+  }
   return j;
 }
 
@@ -167,10 +220,12 @@ json BuildProjectManifest(const ProjectFacts& f) {
       {"disassembly", f.code.disassembly.empty() ? json(nullptr) : json(f.code.disassembly)},
       {"disassembler", f.code.disassembler},
       {"note", f.code.note}};
+  json compile = CompileJson(f.compile);
+  if (f.compile.origin == CompileOrigin::kDatabase) compile["option_files"] = OptionFilesJson(f);
   json out = {
       {"schema", "kerncap.reproducer"},
       {"schema_version", kProjectSchemaVersion},
-      {"generator", "kerncap 0.1.0"},
+      {"generator", std::string("kerncap ") + ::kerncap::kVersion},
       {"kind", !f.triton.is_null() ? "triton" : f.source_project ? "source" : "binary"},
       {"kernel",
        {{"mangled", m.kernel().mangled_name()},
@@ -187,7 +242,8 @@ json BuildProjectManifest(const ProjectFacts& f) {
         {"attributes", attrs}}},
       {"arguments", ArgumentsJson(m)},
       {"code_object", code},
-      {"compile", CompileJson(f.compile)},
+      {"toolkit", ToolkitJson(f.toolkit)},
+      {"compile", compile},
       {"source", SourceJson(f)},
       {"provenance", ProvenanceJson(m)},
       {"files", files},

@@ -17,15 +17,31 @@
 //                     "pointer" is present when it is a pointer or points into one
 //   code_object       {file: "code/kernel.cubin", format, disassembly: "code/kernel.sass"|null,
 //                      disassembler, note}
+//   toolkit           {application: {tool: "ptxas", version_line, release: "13.0",
+//                      version: "13.0.88", build, tool_options, ptx_arch: "compute_90",
+//                      cuinfo_toolkit: "13.0"} | null (from the cubin's .note.nv.tkinfo and
+//                      .note.nv.cuinfo, toolkit_notes.h), reproducer: {tool: "nvcc",
+//                      version_line, release, version} | null (its --version at generation),
+//                      same: true|false|null (null: one side unknown), note}
+//                     (CUDA cubins; HIP and PTX captures: application null and a note)
 //   compile           {present, origin: "compile_commands"|"default"|"none", reason,
 //                      original_tool, tool_variable: "NVCC"|"CLANG", command[] (relative;
 //                      $(VAR) for tools and external paths), translation_unit: "src/..",
-//                      external_paths{EXT_n: "/abs"}, dropped_flags[{flag, reason}]}
+//                      external_paths{EXT_n: "/abs"}, dropped_flags[{flag, reason}],
+//                      link_command[] (relocatable device code, -rdc=true: recompile
+//                      compiles to build/kernel.rdc.cubin and device-links it alone into
+//                      build/kernel.cubin; else []),
+//                      option_files[{flag, file, depth, expanded, error}] (origin
+//                      compile_commands: the options files / @files expanded into the
+//                      command, response_files.h; one not expanded is also a warning)}
 //   source            {outcome: "found"|"no_line_info"|"sources_not_found"|
 //                      "no_dwarf_reader"|"not_an_object_file", message, translation_unit
 //                      {original, project}, headers[] (project paths), line_table_files[]
 //                      (capture-host paths), tried[], remap {from, to}, include_closure
-//                      {method, note}, databases_tried[]}
+//                      {method, note}, databases_tried[], unit_selection {method:
+//                      "entry"|"include_scan"|"preprocessor"|"device_compile",
+//                      candidates[], ambiguous, note} (with a database: how its entry
+//                      was chosen, unit_selector.h; ambiguous is also a warning)}
 //                     (paths under "source" other than project paths are diagnostics of
 //                     the capture and generation hosts; nothing in the project uses them)
 //   provenance        {capture_id, capture_source, host, pid, process_name, command_line[],
@@ -52,6 +68,7 @@
 #include "reproducer/generator/command_rewriter.h"
 #include "reproducer/generator/include_closure.h"
 #include "reproducer/generator/source_locator.h"
+#include "reproducer/generator/toolkit_notes.h"
 
 namespace kerncap::repro {
 
@@ -70,9 +87,20 @@ struct CompileSection {
   std::string original_tool;
   std::string tool_variable;         // "NVCC" / "CLANG"
   std::vector<std::string> command;  // "$(NVCC)" then flags, -o, source
+  // Relocatable device code: the device link after `command` (else empty).
+  std::vector<std::string> link_command;
   std::string translation_unit;      // "src/..."
   std::vector<std::pair<std::string, std::string>> external;
   std::vector<DroppedFlag> dropped;
+};
+
+struct ToolkitSection {
+  bool applies = false;  // a CUDA cubin (HIP and PTX: no toolkit notes)
+  ToolkitInfo application;
+  std::string reproducer_tool;  // "nvcc"
+  std::string reproducer_version_line;
+  CudaVersion reproducer;
+  std::string note;  // what is known, what differs
 };
 
 struct CodeObjectSection {
@@ -89,6 +117,7 @@ struct ProjectFacts {
   std::string arch;
   bool source_project = false;
   CodeObjectSection code;
+  ToolkitSection toolkit;
   CompileSection compile;
   const SourceLocation* source = nullptr;  // null: not looked for
   const IncludeClosure* closure = nullptr;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "reproducer/generator/path_util.h"
+#include "reproducer/generator/response_files.h"
 
 namespace kerncap::repro {
 namespace {
@@ -119,20 +120,6 @@ std::vector<std::string> RemapArgv(const std::vector<std::string>& argv, const P
   return out;
 }
 
-const CompileCommand* FindCompileCommand(const std::vector<CompileCommand>& db,
-                                         const std::string& tu,
-                                         const std::optional<PathRemap>& remap) {
-  for (const CompileCommand& c : db) {
-    if (c.file == tu) return &c;
-  }
-  if (remap.has_value()) {
-    for (const CompileCommand& c : db) {
-      if (remap->Apply(c.file) == tu) return &c;
-    }
-  }
-  return nullptr;
-}
-
 std::string KernelIdentifier(std::string_view demangled) {
   std::string_view s = demangled;
   // The parameter list: the "(...)" that ends the name (scope names such as
@@ -180,6 +167,8 @@ bool SourceDefinesKernel(std::string_view text, std::string_view identifier) {
     if (after < text.size() && is_ident(text[after])) continue;
     while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
     if (after >= text.size() || (text[after] != '(' && text[after] != '<')) continue;
+    // "kernel<<<grid, block>>>(...)" launches it.
+    if (text.substr(after, 3) == "<<<") continue;
     // A definition, not a call: "__global__" appears before it in the file.
     if (text.rfind("__global__", pos) != std::string_view::npos) return true;
   }
@@ -188,23 +177,48 @@ bool SourceDefinesKernel(std::string_view text, std::string_view identifier) {
 
 namespace {
 
-// The compilable file of the line table that defines the kernel, read here
-// or through the hint; empty when none does (or the name is unknown).
-std::string UnitDefiningKernel(const LineTableInfo& lines, const LocateOptions& options) {
+// The file of the line table that defines the kernel, read here or through
+// the hint: a compilable one when one does, else a header (a kernel
+// defined in a .cuh); empty when none does (or the name is unknown).
+std::string FileDefiningKernel(const LineTableInfo& lines, const LocateOptions& options) {
   const std::string id = KernelIdentifier(options.kernel_name);
   if (id.empty()) return "";
+  std::string header;
   for (const std::string& f : lines.files) {
-    if (!IsCompilable(f)) continue;
+    const bool compilable = IsCompilable(f);
+    if (!compilable && !header.empty()) continue;
     std::string local = FileExists(f) ? f : "";
     if (local.empty() && !options.source_dir.empty()) {
       std::vector<std::string> ignored;
       if (auto remap = RemapBySuffix(f, options.source_dir, &ignored)) local = remap->Apply(f);
     }
-    if (local.empty()) continue;
+    if (local.empty() || IsSystemPath(local)) continue;
     auto text = ReadFile(local);
-    if (text.ok() && SourceDefinesKernel(*text, id)) return f;
+    if (!text.ok() || !SourceDefinesKernel(*text, id)) continue;
+    if (compilable) return f;
+    header = f;
   }
-  return "";
+  return header;
+}
+
+// A database entry with this host's paths (a tree moved since the build:
+// `remap`) and its option files expanded.
+CompileCommand Localize(const CompileCommand& in, const std::optional<PathRemap>& remap,
+                        std::vector<OptionFileUse>* option_files) {
+  CompileCommand c = in;
+  const bool moved = remap.has_value() && remap->from != remap->to && IsUnder(c.file, remap->from);
+  if (moved) {
+    c.file = remap->Apply(c.file);
+    c.directory = remap->Apply(c.directory);
+  }
+  ExpandedCommand e = ExpandOptionFiles(
+      c, moved ? std::function<std::string(const std::string&)>(
+                     [&remap](const std::string& p) { return remap->Apply(p); })
+               : nullptr);
+  if (option_files != nullptr) *option_files = std::move(e.files);
+  c = std::move(e.command);
+  if (moved) c.argv = RemapArgv(c.argv, *remap);
+  return c;
 }
 
 }  // namespace
@@ -238,11 +252,14 @@ SourceLocation LocateSources(std::string_view code_object, const LocateOptions& 
     return loc;
   }
 
-  // The translation unit as recorded.
+  // Where the search starts: the compile unit (HIP -g names it), else the
+  // file that defines the kernel (a unit, else a header), else the first
+  // unit of the table. With a database, the unit is chosen among its
+  // entries below.
   if (!loc.lines.compile_unit.empty()) {
     loc.tu_original = loc.lines.compile_unit;
-  } else if (std::string unit = UnitDefiningKernel(loc.lines, options); !unit.empty()) {
-    loc.tu_original = std::move(unit);
+  } else if (std::string def = FileDefiningKernel(loc.lines, options); !def.empty()) {
+    loc.tu_original = std::move(def);
   } else {
     for (const std::string& f : loc.lines.files) {
       if (IsCompilable(f)) {
@@ -252,6 +269,9 @@ SourceLocation LocateSources(std::string_view code_object, const LocateOptions& 
     }
     if (loc.tu_original.empty()) loc.tu_original = loc.lines.files.front();
   }
+  const bool defines_kernel =
+      !loc.lines.compile_unit.empty() ||
+      (!options.kernel_name.empty() && loc.tu_original == FileDefiningKernel(loc.lines, options));
 
   // Here, or in the hint.
   // A hint that does not hold the recorded path wins over it: the user
@@ -279,32 +299,49 @@ SourceLocation LocateSources(std::string_view code_object, const LocateOptions& 
             : ". The --source-dir hint seems to name the wrong folder.");
     return loc;
   }
+  const std::string anchor = loc.tu;
 
-  // The compile command.
+  // The line table's files here (those that contributed device code).
+  UnitQuery query;
+  for (const std::string& f : loc.lines.files) {
+    std::string local = loc.remap.has_value() ? loc.remap->Apply(f) : f;
+    if (!IsSystemPath(local) && FileExists(local)) query.line_files.push_back(local);
+  }
+  if (defines_kernel) query.defining_file = anchor;
+  query.kernel_symbol = options.kernel_symbol;
+  query.code_object = code_object;
+  query.lang = options.lang;
+  query.arch = options.arch;
+  query.compiler = options.compiler;
+
+  // The compile command: the database entry that compiles the kernel.
   std::vector<std::string> candidates;
   FindDatabase(loc, options, &candidates);
-  const CompileCommand* entry = nullptr;
-  std::vector<CompileCommand> db;
+  std::string no_entry;
   for (const std::string& path : candidates) {
     if (!FileExists(path)) continue;
     loc.databases_tried.push_back(path);
     auto parsed = LoadCompileDatabase(path);
-    if (!parsed.ok()) continue;
-    db = std::move(*parsed);
-    // The database may still name the capture host's paths (tree moved):
-    // remap by the same prefix, or by the database's own location.
-    entry = FindCompileCommand(db, loc.tu, loc.remap);
-    if (entry != nullptr) break;
-  }
-  if (entry != nullptr) {
-    CompileCommand c = *entry;
-    if (loc.remap.has_value() && c.file != loc.tu) {
-      c.argv = RemapArgv(c.argv, *loc.remap);
-      c.directory = loc.remap->Apply(c.directory);
-      c.file = loc.tu;
+    if (!parsed.ok()) {
+      no_entry = std::string(parsed.status().message());
+      continue;
     }
+    std::vector<CompileCommand> db;
+    db.reserve(parsed->size());
+    for (const CompileCommand& c : *parsed) db.push_back(Localize(c, loc.remap, nullptr));
+    UnitChoice choice = ChooseUnit(db, query);
+    if (choice.entry < 0) {
+      no_entry = absl::StrCat(path, ": ", choice.note);
+      continue;
+    }
+    loc.command = Localize((*parsed)[choice.entry], loc.remap, &loc.option_files);
+    loc.tu = loc.command->file;
+    loc.unit = std::move(choice);
+    break;
+  }
+  if (loc.command.has_value()) {
     loc.compile_origin = CompileOrigin::kDatabase;
-    loc.command = std::move(c);
+    if (loc.tu != anchor) loc.tu_original = loc.tu;  // the unit is the entry's file
   } else {
     loc.compile_origin = CompileOrigin::kDefault;
     loc.compile_note =
@@ -314,7 +351,13 @@ SourceLocation LocateSources(std::string_view code_object, const LocateOptions& 
                            "; pass --compile-commands=FILE): the default command is used")
             : absl::StrCat("no entry for ", loc.tu, " in ",
                            absl::StrJoin(loc.databases_tried, ", "),
+                           no_entry.empty() ? "" : absl::StrCat(" (", no_entry, ")"),
                            ": the default command is used");
+    if (!IsCompilable(loc.tu)) {
+      absl::StrAppend(&loc.compile_note, "; ", loc.tu,
+                      " is a header: without a database entry the file that includes it is "
+                      "unknown");
+    }
   }
 
   // The application's source root.

@@ -3,20 +3,25 @@
 //
 //   1. The code object's DWARF line table names the files it was built from
 //      (line_table.h), as paths of the capture host.
-//   2. The translation unit is the compile unit's file (HIP -g), else the
-//      compilable file (.cu .hip .cpp .cc .cxx .c) of the table whose text
-//      defines the kernel (a device-linked cubin, nvcc -rdc, carries the line
-//      tables of every unit of the application), else the first compilable
-//      file.
+//   2. The search starts at the compile unit's file (HIP -g), else the file
+//      of the table whose text defines the kernel (a compilable one, .cu .hip
+//      .cpp .cc .cxx .c, first; else a header: a kernel defined in a .cuh;
+//      a device-linked cubin, nvcc -rdc, carries the line tables of every
+//      unit of the application), else the first compilable file.
 //   3. Each recorded path is used as is when it exists here; otherwise it is
 //      remapped into the --source-dir hint by the longest relative suffix
 //      that exists there ("/build/app/src/k.cu" -> HINT/app/src/k.cu, else
-//      HINT/src/k.cu, else HINT/k.cu). The prefix found for the translation
-//      unit is applied to every other path (and to the compile command).
+//      HINT/src/k.cu, else HINT/k.cu). The prefix found for that file is
+//      applied to every other path (and to the database's entries).
 //   4. compile_commands.json: --compile-commands, else HINT and HINT/build,
-//      else walking up from the translation unit's folder (each folder and
-//      its build/). The entry whose file is the translation unit gives the
-//      command, with capture-host paths remapped.
+//      else walking up from that file's folder (each folder and its build/).
+//      Its entries get this host's paths and their option files expanded
+//      (response_files.h); the translation unit is the entry unit_selector.h
+//      chooses: with a database, always a file the database compiles (a
+//      header's kernel is compiled through the unit that includes it, a .cu
+//      #included by another .cu through the outer one). Without a database,
+//      or when no entry compiles the kernel's files, the start file is the
+//      unit and the documented default command is used.
 //   5. The application's source root: the hint when it holds the unit, else
 //      the deepest folder holding the unit, the database's entry directory
 //      and the database (never a system folder).
@@ -34,6 +39,8 @@
 
 #include "reproducer/generator/compile_db.h"
 #include "reproducer/generator/line_table.h"
+#include "reproducer/generator/response_files.h"
+#include "reproducer/generator/unit_selector.h"
 
 namespace kerncap::repro {
 
@@ -64,6 +71,11 @@ struct LocateOptions {
   std::string source_dir;        // hint (absolute after normalisation)
   std::string compile_commands;  // explicit database
   std::string kernel_name;       // demangled name of the captured kernel (unit selection)
+  // For the decisive checks of unit_selector.h (empty compiler: not run).
+  std::string kernel_symbol;  // the captured symbol (mangled)
+  Language lang = Language::kCuda;
+  std::string arch;
+  std::string compiler;  // nvcc / clang
 };
 
 // The kernel's own identifier in a demangled name:
@@ -88,19 +100,16 @@ struct SourceLocation {
   std::vector<std::string> files;  // local line-table files under root (tu first)
 
   CompileOrigin compile_origin = CompileOrigin::kNone;
-  std::optional<CompileCommand> command;  // with local paths
+  // With local paths and its option files expanded (response_files.h).
+  std::optional<CompileCommand> command;
+  std::vector<OptionFileUse> option_files;  // those of `command`, read or not
+  UnitChoice unit;                          // how the database entry was chosen
   std::string compile_note;               // why a default is used
   std::vector<std::string> databases_tried;
 };
 
 // Never fails: problems are classified in the result.
 SourceLocation LocateSources(std::string_view code_object, const LocateOptions& options);
-
-// The file of `db` compiled by an entry for `tu` (exact path, else same
-// path after `remap`). nullptr when none.
-const CompileCommand* FindCompileCommand(const std::vector<CompileCommand>& db,
-                                         const std::string& tu,
-                                         const std::optional<PathRemap>& remap);
 
 // Applies `remap` to every absolute path inside a command's words
 // ("-I/a/b", "--x=/a/b", "/a/b/k.cu").

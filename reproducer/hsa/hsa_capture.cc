@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/hsa/code_object.h"
+#include "common/hsa/code_object.h"
 #include "common/status_macros.h"
 #include "reproducer/replay/capture_source.h"
 
@@ -48,7 +48,7 @@ absl::StatusOr<HsaReplayInput> HsaInputFromManifest(const v1::CaptureManifest& m
   for (const v1::CodeObject& co : m.code_objects()) {
     if (co.format() != v1::CODE_OBJECT_HSACO) continue;
     KC_ASSIGN_OR_RETURN(std::string bytes, ReadChunkListBytes(co.data(), read));
-    auto md = agent::hsa::ParseCodeObjectMetadata(bytes);
+    auto md = ::kerncap::hsa::ParseCodeObjectMetadata(bytes);
     const bool has_kernel = md.ok() && md->FindKernel(in.kernel) != nullptr;
     if (!found || has_kernel) {
       in.code_object = std::move(bytes);

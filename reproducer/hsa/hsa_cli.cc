@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/hsa/code_object.h"
+#include "common/hsa/code_object.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 
@@ -23,7 +23,7 @@ absl::StatusOr<std::unique_ptr<HsaCliSession>> HsaCliSession::Open(const Capture
   KC_ASSIGN_OR_RETURN(s->input_, HsaInputFromManifest(source.manifest(), read));
   if (!options.code_object_path.empty()) {
     KC_ASSIGN_OR_RETURN(std::string code, ReadFile(options.code_object_path));
-    auto md = agent::hsa::ParseCodeObjectMetadata(code);
+    auto md = ::kerncap::hsa::ParseCodeObjectMetadata(code);
     if (!md.ok() || md->FindKernel(s->input_.kernel) == nullptr) {
       return absl::NotFoundError(absl::StrCat("the code object ", options.code_object_path,
                                               " has no kernel named ", s->input_.kernel,

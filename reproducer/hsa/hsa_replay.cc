@@ -9,16 +9,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/hsa/code_object.h"
-#include "agent/hsa/hsa_tables.h"
-#include "agent/hsa/packets.h"
+#include "common/hsa/code_object.h"
+#include "common/hsa/hsa_tables.h"
 
 namespace kerncap::replay::hsa {
 namespace {
 
-using agent::hsa::AmdExtTableRocm6Tail;
-using agent::hsa::VmemAccessDesc;
-using agent::hsa::VmemAllocHandle;
+using ::kerncap::hsa::AmdExtTableRocm6Tail;
+using ::kerncap::hsa::VmemAccessDesc;
+using ::kerncap::hsa::VmemAllocHandle;
 
 constexpr uint64_t kPage = 4096;
 
@@ -86,7 +85,7 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
                                                const HsaReplayOptions& opt) {
   const CoreApiTable* core = table->core_;
   const AmdExtTable* amd = table->amd_ext_;
-  AmdExtTableRocm6Tail* vmem = agent::hsa::Rocm6Tail(table->amd_ext_);
+  AmdExtTableRocm6Tail* vmem = ::kerncap::hsa::Rocm6Tail(table->amd_ext_);
   if (vmem == nullptr || vmem->hsa_amd_vmem_address_reserve_fn == nullptr) {
     return absl::FailedPreconditionError(
         "the HSA runtime has no hsa_amd_vmem_* API (ROCm >= 6 is required to restore memory at "
@@ -146,7 +145,7 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
           "address is required", m.base, va));
     }
     m.reserved = true;
-    if (vmem->hsa_amd_vmem_handle_create_fn(device_pool, m.size, agent::hsa::kVmemMemoryTypeNone, 0,
+    if (vmem->hsa_amd_vmem_handle_create_fn(device_pool, m.size, ::kerncap::hsa::kVmemMemoryTypeNone, 0,
                                             &m.handle) != HSA_STATUS_SUCCESS ||
         vmem->hsa_amd_vmem_map_fn(va, m.size, 0, m.handle, 0) != HSA_STATUS_SUCCESS) {
       return absl::ResourceExhaustedError("vmem handle create/map failed");
@@ -170,9 +169,9 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
   };
 
   // 2. Code object and kernel.
-  auto md = agent::hsa::ParseCodeObjectMetadata(in.code_object);
+  auto md = ::kerncap::hsa::ParseCodeObjectMetadata(in.code_object);
   if (!md.ok()) return absl::InvalidArgumentError("code object metadata: " + md.error());
-  const agent::hsa::KernelMetadata* kmd = md->FindKernel(in.kernel);
+  const ::kerncap::hsa::KernelMetadata* kmd = md->FindKernel(in.kernel);
   hsa_code_object_reader_t reader;
   if (core->hsa_code_object_reader_create_from_memory_fn(in.code_object.data(), in.code_object.size(),
                                                          &reader) != HSA_STATUS_SUCCESS) {
@@ -240,7 +239,7 @@ absl::StatusOr<HsaReplayReport> ReplayDispatch(HsaApiTable* table, const HsaRepl
   if (!args.empty()) {
     report.hidden_args_from = "capture";
   } else if (kmd != nullptr) {
-    for (const agent::hsa::KernelArg& a : kmd->args) args.push_back({a.offset, a.size, a.value_kind});
+    for (const ::kerncap::hsa::KernelArg& a : kmd->args) args.push_back({a.offset, a.size, a.value_kind});
     report.hidden_args_from = "code_object";
   } else {
     report.warnings.push_back(

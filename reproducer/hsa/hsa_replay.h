@@ -6,7 +6,7 @@
 //
 // Restore uses the ROCm >= 6 vmem API (hsa_amd_vmem_address_reserve at the
 // exact base, handle_create, map, set_access), found by table size in the
-// AmdExtTable (agent/hsa/hsa_tables.h declares it; Debian's 5.2.3 headers
+// AmdExtTable (common/hsa/hsa_tables.h declares it; Debian's 5.2.3 headers
 // lack it). A runtime without it, or one that returns a different address,
 // is reported as an error (no silent relocation).
 //

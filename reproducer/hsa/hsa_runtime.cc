@@ -12,7 +12,7 @@
 namespace kerncap::replay::hsa {
 namespace {
 
-using agent::hsa::AmdExtTableRocm6Tail;
+using ::kerncap::hsa::AmdExtTableRocm6Tail;
 
 struct Missing {
   std::vector<std::string> names;
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<HsaRuntime>> HsaRuntime::Load(const std::string& 
     v.step_id = 0;
   };
   constexpr uint32_t kAmdSize =
-      agent::hsa::kAmdExtRocm6TailOffset + sizeof(AmdExtTableRocm6Tail);
+      ::kerncap::hsa::kAmdExtRocm6TailOffset + sizeof(AmdExtTableRocm6Tail);
   static_assert(sizeof(AmdExtWithTail) >= kAmdSize, "room for the ROCm 6 tail");
   version(rt->root_.version, sizeof(HsaApiTable));
   version(rt->core_.version, sizeof(CoreApiTable));
@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<HsaRuntime>> HsaRuntime::Load(const std::string& 
     return absl::FailedPreconditionError(absl::StrCat(
         kNoHsaRuntime, ": ", path, " lacks ", missing.names[0], " (not an HSA runtime?)"));
   }
-  AmdExtTableRocm6Tail* t = agent::hsa::Rocm6Tail(&rt->amd_.base);
+  AmdExtTableRocm6Tail* t = ::kerncap::hsa::Rocm6Tail(&rt->amd_.base);
 #define KC_VMEM(name) Resolve(h, #name, &t->name##_fn, &missing)
   KC_VMEM(hsa_amd_vmem_address_reserve);
   KC_VMEM(hsa_amd_vmem_address_free);

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "agent/hsa/hsa_tables.h"
+#include "common/hsa/hsa_tables.h"
 
 namespace kerncap::replay::hsa {
 
@@ -55,7 +55,7 @@ class HsaRuntime {
   CoreApiTable core_{};
   struct AmdExtWithTail {
     AmdExtTable base;
-    char room[sizeof(agent::hsa::AmdExtTableRocm6Tail)];
+    char room[sizeof(::kerncap::hsa::AmdExtTableRocm6Tail)];
   } amd_{};
 };
 

@@ -1,8 +1,7 @@
 // reservation_planner.h: where the replay maps captured device memory.
 //
 // The driver honours a cuMemAddressReserve address hint reliably only for
-// large reservations (>= 1 GiB; measured on H200/580, research/mechanics.md
-// section 5), and several captured allocations can share one VMM granule
+// large reservations (>= 1 GiB; measured on an H200 with driver 580), and several captured allocations can share one VMM granule
 // (cudaMalloc sub-allocates small buffers inside 2 MiB pages). So the plan is
 // two-level:
 //   mapping      granule-aligned range covering one or more captured regions

@@ -8,21 +8,21 @@
 //
 // Signatures come from the ROCm headers (the definitions below must match
 // their declarations, or this file does not compile); the vmem ones from
-// agent/hsa/hsa_tables.h (ROCm 6.1's hsa_ext_amd.h).
+// common/hsa/hsa_tables.h (ROCm 6.1's hsa_ext_amd.h).
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 
 #include <mutex>
 
-#include "agent/hsa/hsa_tables.h"
+#include "common/hsa/hsa_tables.h"
 #include "tests/hsa_sim/host_kernels.h"
 #include "tests/hsa_sim/sim_runtime.h"
 
 namespace {
 
-using kerncap::agent::hsa::AmdExtTableRocm6Tail;
-using kerncap::agent::hsa::VmemAccessDesc;
-using kerncap::agent::hsa::VmemAllocHandle;
+using ::kerncap::hsa::AmdExtTableRocm6Tail;
+using ::kerncap::hsa::VmemAccessDesc;
+using ::kerncap::hsa::VmemAllocHandle;
 using kerncap::hsa_sim::SimRuntime;
 
 std::mutex g_mu;
@@ -31,7 +31,7 @@ SimRuntime* g_runtime = nullptr;
 
 const CoreApiTable& Core() { return *g_runtime->table()->core_; }
 const AmdExtTable& Amd() { return *g_runtime->table()->amd_ext_; }
-const AmdExtTableRocm6Tail& Vmem() { return *kerncap::agent::hsa::Rocm6Tail(g_runtime->table()->amd_ext_); }
+const AmdExtTableRocm6Tail& Vmem() { return *::kerncap::hsa::Rocm6Tail(g_runtime->table()->amd_ext_); }
 
 }  // namespace
 

@@ -74,14 +74,14 @@ struct SimRuntime::Executable {
   std::string bytes;  // the code object (STORAGE_TYPE_MEMORY)
   uint64_t load_base = 0, load_size = 0;
   bool loaded = false;
-  agent::hsa::CodeObjectMetadata metadata;
-  agent::hsa::CodeObjectSymbols symbols;
+  ::kerncap::hsa::CodeObjectMetadata metadata;
+  ::kerncap::hsa::CodeObjectSymbols symbols;
   struct Sym {
     std::string name;
     bool kernel;
     uint64_t address;  // kernel descriptor or variable address
     uint64_t size;
-    const agent::hsa::KernelMetadata* md;
+    const ::kerncap::hsa::KernelMetadata* md;
   };
   std::vector<Sym> syms;
 };
@@ -305,7 +305,7 @@ hsa_status_t StatusString(hsa_status_t, const char** s) {
   return HSA_STATUS_SUCCESS;
 }
 
-// ---- vmem (ROCm >= 6 API, declared in agent/hsa/hsa_tables.h) ----------------
+// ---- vmem (ROCm >= 6 API, declared in common/hsa/hsa_tables.h) ----------------
 struct VmemHandle {
   size_t size;
 };
@@ -327,15 +327,15 @@ hsa_status_t VmemFree(void* va, size_t size) {
   return HSA_STATUS_SUCCESS;
 }
 hsa_status_t VmemHandleCreate(hsa_amd_memory_pool_t, size_t size, int, uint64_t,
-                              agent::hsa::VmemAllocHandle* h) {
+                              ::kerncap::hsa::VmemAllocHandle* h) {
   h->handle = reinterpret_cast<uint64_t>(new VmemHandle{size});
   return HSA_STATUS_SUCCESS;
 }
-hsa_status_t VmemHandleRelease(agent::hsa::VmemAllocHandle h) {
+hsa_status_t VmemHandleRelease(::kerncap::hsa::VmemAllocHandle h) {
   delete reinterpret_cast<VmemHandle*>(h.handle);
   return HSA_STATUS_SUCCESS;
 }
-hsa_status_t VmemMap(void* va, size_t size, size_t, agent::hsa::VmemAllocHandle, uint64_t) {
+hsa_status_t VmemMap(void* va, size_t size, size_t, ::kerncap::hsa::VmemAllocHandle, uint64_t) {
   // Host memory stands in for the physical allocation (zero-filled).
   return mprotect(va, RoundUp(size, kPage), PROT_READ | PROT_WRITE) == 0 ? HSA_STATUS_SUCCESS
                                                                         : HSA_STATUS_ERROR;
@@ -344,7 +344,7 @@ hsa_status_t VmemUnmap(void* va, size_t size) {
   madvise(va, RoundUp(size, kPage), MADV_DONTNEED);
   return mprotect(va, RoundUp(size, kPage), PROT_NONE) == 0 ? HSA_STATUS_SUCCESS : HSA_STATUS_ERROR;
 }
-hsa_status_t VmemSetAccess(void*, size_t, const agent::hsa::VmemAccessDesc*, size_t) {
+hsa_status_t VmemSetAccess(void*, size_t, const ::kerncap::hsa::VmemAccessDesc*, size_t) {
   return HSA_STATUS_SUCCESS;
 }
 
@@ -654,7 +654,7 @@ SimRuntime::SimRuntime() {
   a.hsa_amd_pointer_info_fn = PointerInfo;
   a.hsa_amd_queue_intercept_create_fn = InterceptCreate;
   a.hsa_amd_queue_intercept_register_fn = InterceptRegister;
-  agent::hsa::AmdExtTableRocm6Tail& t = *agent::hsa::Rocm6Tail(&amd_.base);
+  ::kerncap::hsa::AmdExtTableRocm6Tail& t = *::kerncap::hsa::Rocm6Tail(&amd_.base);
   t.hsa_amd_vmem_address_reserve_fn = VmemReserve;
   t.hsa_amd_vmem_address_free_fn = VmemFree;
   t.hsa_amd_vmem_handle_create_fn = VmemHandleCreate;
@@ -925,8 +925,8 @@ void SimRuntime::ExecutePacket(Queue* q, uint8_t* slot) {
 }
 
 hsa_status_t SimRuntime::LoadCodeObject(Executable* e, const std::string& bytes) {
-  auto md = agent::hsa::ParseCodeObjectMetadata(bytes);
-  auto syms = agent::hsa::ParseCodeObjectSymbols(bytes);
+  auto md = ::kerncap::hsa::ParseCodeObjectMetadata(bytes);
+  auto syms = ::kerncap::hsa::ParseCodeObjectSymbols(bytes);
   if (!md.ok() || !syms.ok() || bytes.size() < sizeof(Elf64_Ehdr)) {
     return HSA_STATUS_ERROR_INVALID_CODE_OBJECT;
   }
@@ -962,7 +962,7 @@ hsa_status_t SimRuntime::LoadCodeObject(Executable* e, const std::string& bytes)
   e->load_size = span;
   e->loaded = true;
   for (const auto& kd : e->symbols.kernel_descriptors) {
-    const agent::hsa::KernelMetadata* k = e->metadata.FindKernel(kd.name);
+    const ::kerncap::hsa::KernelMetadata* k = e->metadata.FindKernel(kd.name);
     e->syms.push_back({kd.name, true, e->load_base + kd.value, 64, k});
   }
   for (const auto& v : e->symbols.variables) {
@@ -1036,8 +1036,8 @@ hsa_queue_t* SimHostProgram::CreateQueue() {
 hsa_kernel_dispatch_packet_t SimHostProgram::Dispatch(hsa_executable_t exe, const std::string& kernel,
                                                       const std::vector<uint64_t>& args, uint32_t n,
                                                       hsa_signal_t completion) {
-  auto md = agent::hsa::ParseCodeObjectMetadata(code_objects_[exe.handle]);
-  const agent::hsa::KernelMetadata* k = md.ok() ? md->FindKernel(kernel) : nullptr;
+  auto md = ::kerncap::hsa::ParseCodeObjectMetadata(code_objects_[exe.handle]);
+  const ::kerncap::hsa::KernelMetadata* k = md.ok() ? md->FindKernel(kernel) : nullptr;
   // Tensile-style objects have no size in the note: HIP takes it from the
   // kernel descriptor, and so do we.
   uint64_t kobj = KernelObject(exe, kernel);
@@ -1047,7 +1047,7 @@ hsa_kernel_dispatch_packet_t SimHostProgram::Dispatch(hsa_executable_t exe, cons
   amd_->hsa_amd_memory_pool_allocate_fn(sim_->kernarg_pool(), kernarg_size, 0, &kernarg);
   std::memset(kernarg, 0, kernarg_size);
   size_t explicit_index = 0;
-  for (const agent::hsa::KernelArg& a : k->args) {
+  for (const ::kerncap::hsa::KernelArg& a : k->args) {
     uint8_t* dst = static_cast<uint8_t*>(kernarg) + a.offset;
     if (!a.hidden()) {
       if (explicit_index < args.size()) std::memcpy(dst, &args[explicit_index], a.size);

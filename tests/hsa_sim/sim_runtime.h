@@ -36,15 +36,15 @@
 #include <string>
 #include <vector>
 
-#include "agent/hsa/code_object.h"
-#include "agent/hsa/hsa_tables.h"
+#include "common/hsa/code_object.h"
+#include "common/hsa/hsa_tables.h"
 
 namespace kerncap::hsa_sim {
 
 // What a host kernel sees of one dispatch.
 struct DispatchContext {
   const uint8_t* kernarg = nullptr;
-  const agent::hsa::KernelMetadata* metadata = nullptr;  // null if the note lacks it
+  const ::kerncap::hsa::KernelMetadata* metadata = nullptr;  // null if the note lacks it
   std::array<uint32_t, 3> grid{1, 1, 1};       // work-items
   std::array<uint32_t, 3> workgroup{1, 1, 1};
   // Address of a variable of the kernel's executable (0 if none).
@@ -138,10 +138,10 @@ class SimRuntime {
   // hsa_amd_svm_prefetch_async_fn, i.e. it overlays 5.2.3's last entry.
   struct AmdExtWithTail {
     AmdExtTable base;
-    char room[sizeof(agent::hsa::AmdExtTableRocm6Tail) + kMaxUnknownAmdEntries * sizeof(void*)];
+    char room[sizeof(::kerncap::hsa::AmdExtTableRocm6Tail) + kMaxUnknownAmdEntries * sizeof(void*)];
   } amd_{};
   static constexpr uint32_t kAmdExtSize =
-      agent::hsa::kAmdExtRocm6TailOffset + sizeof(agent::hsa::AmdExtTableRocm6Tail);
+      ::kerncap::hsa::kAmdExtRocm6TailOffset + sizeof(::kerncap::hsa::AmdExtTableRocm6Tail);
   FinalizerExtTable finalizer_{};
   ImageExtTable image_{};
 };

@@ -1,8 +1,7 @@
 """repro(): GenerateReproducer's file stream written to a local folder.
 
-kerncapd's generator is being written (issue 5), so the stream is served
-here by a small in-process gRPC server that speaks kerncap.v1 like the daemon
-will: files as (path, content, mode) frames, large files in several frames
+The stream is served here by a small in-process gRPC server that speaks
+kerncap.v1 like the daemon does (so every frame shape can be tested): files as (path, content, mode) frames, large files in several frames
 (with an `offset` when the protocol has that field), and the final
 `written_to` frame when the daemon writes the project itself."""
 from __future__ import annotations
@@ -159,7 +158,7 @@ def test_errors_mid_stream_leave_nothing(fake, tmpdir_short):
             c.repro("cap-0123456789ab", f"{tmpdir_short}/p")
     assert os.listdir(tmpdir_short) == []
     d = fake(error=(grpc.StatusCode.UNIMPLEMENTED,
-                    "reproducer generation is not implemented yet (kerncap issue 5)"))
+                    "this reproducer kind is not implemented"))
     with kerncap.connect(d.socket) as c:
         with pytest.raises(kerncap.Unimplemented, match="cannot generate this reproducer"):
             c.repro("cap-0123456789ab", f"{tmpdir_short}/p")

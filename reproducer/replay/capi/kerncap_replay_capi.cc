@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "nlohmann/json.hpp"
 #include "reproducer/replay/capture_source.h"
 #include "reproducer/replay/comparator.h"
@@ -862,7 +863,7 @@ void kerncap_replay_close(kerncap_replay* r) {
   }
 }
 
-const char* kerncap_replay_version(void) { return KERNCAP_REPLAY_VERSION_STRING; }
+const char* kerncap_replay_version(void) { return ::kerncap::kVersion; }
 
 int kerncap_replay_capi_version(void) { return KERNCAP_REPLAY_CAPI_VERSION; }
 

@@ -276,7 +276,7 @@ KERNCAP_REPLAY_API void kerncap_replay_free(void* p);
  * users of it keep it alive). NULL-safe. */
 KERNCAP_REPLAY_API void kerncap_replay_close(kerncap_replay* r);
 
-/* The kerncap version, e.g. "0.1.0". */
+/* The kerncap version (project(kerncap VERSION ...) in CMakeLists.txt). */
 KERNCAP_REPLAY_API const char* kerncap_replay_version(void);
 
 /* KERNCAP_REPLAY_CAPI_VERSION of the library (compare with the header's). */

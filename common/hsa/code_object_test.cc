@@ -1,7 +1,7 @@
 // Tests of the AMDGPU code object reader against real code objects compiled
 // from tests/hsa_sim/kernels/kernels.hip by clang-15 (gfx90a, gfx1030; code
 // object v4 and v5), and against malformed inputs.
-#include "agent/hsa/code_object.h"
+#include "common/hsa/code_object.h"
 
 #include <fstream>
 #include <sstream>
@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace kerncap::agent::hsa {
+namespace kerncap::hsa {
 namespace {
 
 using ::testing::HasSubstr;
@@ -227,4 +227,4 @@ TEST(GfxArchTest, Extracts) {
 }
 
 }  // namespace
-}  // namespace kerncap::agent::hsa
+}  // namespace kerncap::hsa

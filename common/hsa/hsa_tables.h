@@ -16,8 +16,8 @@
 //   vmem_get_access, ...
 // The vmem signatures below are the documented ROCm 6.1 API
 // (hsa_ext_amd.h), declared here because 5.2.3 does not have them.
-#ifndef KERNCAP_AGENT_HSA_HSA_TABLES_H_
-#define KERNCAP_AGENT_HSA_HSA_TABLES_H_
+#ifndef KERNCAP_COMMON_HSA_HSA_TABLES_H_
+#define KERNCAP_COMMON_HSA_HSA_TABLES_H_
 
 #include <hsa/hsa.h>
 #include <hsa/hsa_api_trace.h>
@@ -27,7 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace kerncap::agent::hsa {
+namespace kerncap::hsa {
 
 // --- ROCm 6 vmem API (hsa_ext_amd.h of ROCm >= 6.1) -------------------------
 struct VmemAllocHandle {
@@ -87,8 +87,8 @@ inline constexpr size_t kAmdExtKnownSize =
 
 // Number of AmdExtTable entries the runtime advertises beyond the known
 // layout. Their meaning is unknown to this build. ROCm 6.2+ appends entries
-// there, and ROCm 10's hsa_amd_queue_create (HIP's queue creation there,
-// research/anchor-kerncap.md PR #169) is among them at a slot no header
+// there, and ROCm 10's hsa_amd_queue_create (HIP's queue creation there; a
+// reference tool that did not hook it captured nothing on ROCm 10) is among them at a slot no header
 // available here documents: it is NOT hooked, so queues created through it
 // are not intercepted. The agent logs this at OnLoad.
 size_t UnknownAmdExtEntries(const AmdExtTable* table);
@@ -114,6 +114,6 @@ struct SavedTables {
 // the tables are too small for what the agent needs (it then stays passive).
 bool SaveTables(const HsaApiTable* table, SavedTables* saved, const char** why);
 
-}  // namespace kerncap::agent::hsa
+}  // namespace kerncap::hsa
 
-#endif  // KERNCAP_AGENT_HSA_HSA_TABLES_H_
+#endif  // KERNCAP_COMMON_HSA_HSA_TABLES_H_

@@ -1,9 +1,9 @@
-#include "agent/hsa/hsa_tables.h"
+#include "common/hsa/hsa_tables.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace kerncap::agent::hsa {
+namespace kerncap::hsa {
 
 AmdExtTableRocm6Tail* Rocm6Tail(AmdExtTable* table) {
   if (table == nullptr) return nullptr;
@@ -48,4 +48,4 @@ bool SaveTables(const HsaApiTable* table, SavedTables* saved, const char** why) 
   return true;
 }
 
-}  // namespace kerncap::agent::hsa
+}  // namespace kerncap::hsa

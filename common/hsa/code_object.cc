@@ -1,4 +1,4 @@
-#include "agent/hsa/code_object.h"
+#include "common/hsa/code_object.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,8 +9,11 @@
 #include "llvm/Object/ELF.h"
 #include "llvm/Support/Error.h"
 
-namespace kerncap::agent::hsa {
+namespace kerncap::hsa {
 namespace {
+
+Status OkStatus() { return Status::Ok(); }
+Status Error(std::string message) { return Status::Error(std::move(message)); }
 
 using llvm::msgpack::DocNode;
 using llvm::msgpack::Type;
@@ -51,7 +54,7 @@ Status U32Field(const DocNode& map, std::string_view key, std::optional<uint32_t
 
 Status U32FieldOr0(const DocNode& map, std::string_view key, uint32_t* out) {
   std::optional<uint32_t> v;
-  KC_AGENT_RETURN_IF_ERROR(U32Field(map, key, &v));
+  if (Status st = U32Field(map, key, &v); !st.ok()) return st;
   *out = v.value_or(0);
   return OkStatus();
 }
@@ -241,7 +244,7 @@ const KernelMetadata* CodeObjectMetadata::FindKernel(std::string_view name_or_sy
 
 Result<CodeObjectMetadata> ParseMetadataNote(std::string_view msgpack) {
   if (msgpack.empty()) return Error("metadata note is empty");
-  KC_AGENT_RETURN_IF_ERROR(ValidateMsgpack(msgpack));
+  if (Status st = ValidateMsgpack(msgpack); !st.ok()) return st;
   llvm::msgpack::Document doc;
   if (!doc.readFromBlob(llvm::StringRef(msgpack.data(), msgpack.size()), /*Multi=*/false)) {
     return Error("metadata note is not valid msgpack");
@@ -343,4 +346,4 @@ std::string GfxArchOf(std::string_view target) {
   return std::string(target.substr(p, e == std::string_view::npos ? e : e - p));
 }
 
-}  // namespace kerncap::agent::hsa
+}  // namespace kerncap::hsa

@@ -6,17 +6,17 @@
 #include <cstdint>
 #include <string_view>
 
-#include "agent/hsa/code_object.h"
+#include "common/hsa/code_object.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
-  auto md = kerncap::agent::hsa::ParseMetadataNote(in);
+  auto md = kerncap::hsa::ParseMetadataNote(in);
   (void)md.ok();
-  auto co = kerncap::agent::hsa::ParseCodeObjectMetadata(in);
+  auto co = kerncap::hsa::ParseCodeObjectMetadata(in);
   (void)co.ok();
-  auto syms = kerncap::agent::hsa::ParseCodeObjectSymbols(in);
+  auto syms = kerncap::hsa::ParseCodeObjectSymbols(in);
   (void)syms.ok();
-  auto kd = kerncap::agent::hsa::ParseKernelDescriptor(in);
+  auto kd = kerncap::hsa::ParseKernelDescriptor(in);
   (void)kd.ok();
   return 0;
 }

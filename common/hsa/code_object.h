@@ -20,8 +20,8 @@
 // and none of the application's own LLVM copies (comgr, Triton) can interpose
 // ours. Every input is untrusted: malformed or truncated objects yield an
 // error, never a crash (fuzzed by code_object_fuzzer.cc).
-#ifndef KERNCAP_AGENT_HSA_CODE_OBJECT_H_
-#define KERNCAP_AGENT_HSA_CODE_OBJECT_H_
+#ifndef KERNCAP_COMMON_HSA_CODE_OBJECT_H_
+#define KERNCAP_COMMON_HSA_CODE_OBJECT_H_
 
 #include <cstdint>
 #include <optional>
@@ -29,9 +29,15 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/core/status.h"
+#include "common/agent_link/result.h"
 
-namespace kerncap::agent::hsa {
+namespace kerncap::hsa {
+
+// Std-only, like the agent that uses it (no Abseil in the agent): the
+// agent link's error model.
+using Status = ::kerncap::link::LinkStatus;
+template <typename T>
+using Result = ::kerncap::link::LinkResult<T>;
 
 inline constexpr uint32_t kNtAmdgpuMetadata = 32;
 inline constexpr size_t kKernelDescriptorSize = 64;
@@ -104,6 +110,6 @@ Result<KernelDescriptor> ParseKernelDescriptor(std::string_view bytes);
 // "gfx90a" from "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-" ("" if none).
 std::string GfxArchOf(std::string_view target);
 
-}  // namespace kerncap::agent::hsa
+}  // namespace kerncap::hsa
 
-#endif  // KERNCAP_AGENT_HSA_CODE_OBJECT_H_
+#endif  // KERNCAP_COMMON_HSA_CODE_OBJECT_H_
