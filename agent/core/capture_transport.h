@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/core/capture_types.h"
 #include "agent/core/status.h"
@@ -71,6 +72,12 @@ class CaptureTransport {
                              std::string_view /*reason*/, bool /*give_back*/) {
     return false;
   }
+  // The arms that would select a dispatch of `info` now, without counting it
+  // as a dispatch. For refusals decided before anything runs (a CUDA graph
+  // the agent cannot execute node by node): they are reported on these arms
+  // (ReportSkipped with the arm's id) while the arms keep waiting for a
+  // dispatch that can be captured.
+  virtual std::vector<std::string> ArmsMatching(const KernelMatchInfo& /*info*/) { return {}; }
   // Selector check: a ticket when this dispatch is to be captured. Counting
   // (nth dispatch, skip, count) happens inside, so call it once per dispatch.
   virtual std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) = 0;

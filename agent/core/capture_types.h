@@ -96,6 +96,20 @@ struct DriverDesc {
   std::string tool_version;
 };
 
+// == kerncap.v1.GraphOrigin: the captured dispatch was a kernel node of a
+// CUDA graph launch (cuGraphLaunch), run node by node by the agent.
+struct GraphOriginDesc {
+  uint64_t exec = 0;               // CUgraphExec handle
+  uint64_t graph = 0;              // CUgraph it was instantiated (or last updated) from
+  uint64_t exec_serial = 0;        // agent-assigned, 1-based, unique per process
+  uint64_t launch_index = 0;       // launches of the exec the agent saw while armed (1-based)
+  uint32_t node_index = 0;         // position in the flattened topological order (0-based)
+  uint32_t node_count = 0;         // nodes in that order
+  std::string node_path;           // index per graph level, top first ("4/1")
+  uint64_t node = 0;               // CUgraphNode in the agent's copy of the graph
+  uint64_t instantiate_flags = 0;  // CUgraphInstantiate_flags
+};
+
 // Manifest-level facts about one capture, known before any byte is copied.
 struct CaptureHeader {
   std::string arm_id;
@@ -105,6 +119,8 @@ struct CaptureHeader {
   std::vector<ArgumentDesc> arguments;
   DeviceDesc device;
   DriverDesc driver;
+  bool from_graph = false;  // `graph` is set
+  GraphOriginDesc graph;
 };
 
 // What a selector sees about a dispatch (the link decides whether to capture).

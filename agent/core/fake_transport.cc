@@ -99,10 +99,39 @@ int FakeTransport::free_slots() const {
   return n;
 }
 
+void FakeTransport::ArmSelector(std::string pattern, uint64_t skip, uint64_t nth, uint32_t count) {
+  pattern_ = std::move(pattern);
+  armed_ = true;
+  counted_ = true;
+  skip_ = skip;
+  nth_ = nth;
+  count_ = count == 0 ? 1 : count;
+  matched_ = 0;
+  taken_ = 0;
+}
+
+std::vector<std::string> FakeTransport::ArmsMatching(const KernelMatchInfo& info) {
+  if (!armed_ || info.demangled_name.find(pattern_) == std::string::npos) return {};
+  return {"arm-fake"};
+}
+
+bool FakeTransport::ReportSkipped(const CaptureTicket& ticket, const KernelMatchInfo& info,
+                                  std::string_view reason, bool give_back) {
+  skipped_.push_back(Skipped{ticket, info, std::string(reason), give_back});
+  return false;
+}
+
 std::optional<CaptureTicket> FakeTransport::ShouldCapture(const KernelMatchInfo& info) {
   if (!armed_) return std::nullopt;
   if (info.demangled_name.find(pattern_) == std::string::npos) return std::nullopt;
-  return CaptureTicket{"arm-fake", ++dispatches_};
+  if (!counted_) return CaptureTicket{"arm-fake", ++dispatches_};
+  const uint64_t index = ++matched_;
+  if (index <= skip_) return std::nullopt;
+  const bool take = nth_ != 0 ? index == skip_ + nth_ : taken_ < count_;
+  if (!take) return std::nullopt;
+  ++taken_;
+  if (nth_ != 0 || taken_ >= count_) armed_ = false;  // done
+  return CaptureTicket{"arm-fake", index};
 }
 
 Result<std::unique_ptr<TransportSession>> FakeTransport::Begin(const CaptureHeader& header,

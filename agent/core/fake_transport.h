@@ -37,18 +37,37 @@ class FakeTransport : public CaptureTransport {
   // Test knobs.
   void set_armed(bool armed) { armed_ = armed; }
   // Captures dispatches whose demangled name contains `pattern`.
-  void Arm(std::string pattern) { pattern_ = std::move(pattern); armed_ = true; }
+  void Arm(std::string pattern) {
+    pattern_ = std::move(pattern);
+    armed_ = true;
+    counted_ = false;
+  }
+  // Like a real arm (common/agent_link/selector.h): the first `skip`
+  // matching dispatches pass; nth > 0 takes only matching dispatch skip+nth;
+  // else `count` (0 means 1) dispatches are taken; then the arm is done
+  // (Armed() false). Tickets carry the 1-based index among matching dispatches.
+  void ArmSelector(std::string pattern, uint64_t skip, uint64_t nth, uint32_t count);
   // The n-th SubmitSlot (1-based, counted across sessions) fails.
   void FailSubmitAt(int n) { fail_submit_at_ = n; }
   void FailCodeObject(bool fail) { fail_code_object_ = fail; }
   void RefuseBegin(bool refuse) { refuse_begin_ = refuse; }
 
+  struct Skipped {
+    CaptureTicket ticket;
+    KernelMatchInfo info;
+    std::string reason;
+    bool give_back = false;
+  };
+  const std::vector<Skipped>& skipped() const { return skipped_; }
   const std::vector<FakeCapture>& committed() const { return committed_; }
   const std::vector<FakeCapture>& aborted() const { return aborted_; }
   int free_slots() const;
 
   // CaptureTransport
   bool Armed() const override { return armed_; }
+  std::vector<std::string> ArmsMatching(const KernelMatchInfo& info) override;
+  bool ReportSkipped(const CaptureTicket& ticket, const KernelMatchInfo& info,
+                     std::string_view reason, bool give_back) override;
   std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) override;
   Result<std::unique_ptr<TransportSession>> Begin(const CaptureHeader& header,
                                                   std::string_view arg_blob) override;
@@ -61,6 +80,13 @@ class FakeTransport : public CaptureTransport {
   bool armed_ = false;
   std::string pattern_;
   uint64_t dispatches_ = 0;
+  bool counted_ = false;  // ArmSelector mode
+  uint64_t skip_ = 0;
+  uint64_t nth_ = 0;
+  uint32_t count_ = 1;
+  uint64_t matched_ = 0;
+  uint32_t taken_ = 0;
+  std::vector<Skipped> skipped_;
   int submits_ = 0;
   int fail_submit_at_ = 0;
   bool fail_code_object_ = false;

@@ -100,6 +100,19 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
   m.launch.cooperative = h.launch.cooperative;
   m.launch.stream = h.launch.stream;
   m.launch.attributes = h.launch.attributes;
+  if (h.from_graph) {
+    link::GraphOriginInfo& g = m.graph;
+    g.present = true;
+    g.graph_exec = h.graph.exec;
+    g.graph = h.graph.graph;
+    g.exec_serial = h.graph.exec_serial;
+    g.graph_launch = h.graph.launch_index;
+    g.node_index = h.graph.node_index;
+    g.node_count = h.graph.node_count;
+    g.node_path = h.graph.node_path;
+    g.node = h.graph.node;
+    g.instantiate_flags = h.graph.instantiate_flags;
+  }
   for (const ArgumentDesc& a : h.arguments) {
     link::ArgumentInfo info;
     info.offset = a.offset;
@@ -128,6 +141,10 @@ std::optional<CaptureTicket> LinkTransport::ShouldCapture(const KernelMatchInfo&
   auto match = client_->ShouldCapture(info.demangled_name, info.mangled_name, info.device);
   if (!match) return std::nullopt;
   return CaptureTicket{match->arm_id, match->dispatch_index};
+}
+
+std::vector<std::string> LinkTransport::ArmsMatching(const KernelMatchInfo& info) {
+  return client_->ArmsMatching(info.demangled_name, info.mangled_name, info.device);
 }
 
 Result<std::unique_ptr<TransportSession>> LinkTransport::Begin(const CaptureHeader& header,

@@ -31,6 +31,7 @@ class LinkTransport final : public CaptureTransport {
   bool AsyncEnd() const override { return async_end_; }
   bool ReportSkipped(const CaptureTicket& ticket, const KernelMatchInfo& info,
                      std::string_view reason, bool give_back) override;
+  std::vector<std::string> ArmsMatching(const KernelMatchInfo& info) override;
   std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) override;
   Result<std::unique_ptr<TransportSession>> Begin(const CaptureHeader& header,
                                                   std::string_view arg_blob) override;

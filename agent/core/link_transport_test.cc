@@ -64,5 +64,36 @@ TEST(LinkTransportTest, RegionKindsUseLinkStrings) {
             "module_global");
 }
 
+TEST(LinkTransportTest, GraphOriginTravelsOnlyForGraphNodes) {
+  CaptureHeader h;
+  EXPECT_FALSE(ToCaptureBegin(h).graph.present);
+  h.from_graph = true;
+  h.graph.exec = 0xE;
+  h.graph.graph = 0xF;
+  h.graph.exec_serial = 2;
+  h.graph.launch_index = 5;
+  h.graph.node_index = 3;
+  h.graph.node_count = 9;
+  h.graph.node_path = "2/0";
+  h.graph.node = 0xA;
+  h.graph.instantiate_flags = 8;
+  link::CaptureBeginMsg m = ToCaptureBegin(h);
+  EXPECT_TRUE(m.graph.present);
+  EXPECT_EQ(m.graph.graph_exec, 0xEu);
+  EXPECT_EQ(m.graph.graph, 0xFu);
+  EXPECT_EQ(m.graph.exec_serial, 2u);
+  EXPECT_EQ(m.graph.graph_launch, 5u);
+  EXPECT_EQ(m.graph.node_index, 3u);
+  EXPECT_EQ(m.graph.node_count, 9u);
+  EXPECT_EQ(m.graph.node_path, "2/0");
+  EXPECT_EQ(m.graph.node, 0xAu);
+  EXPECT_EQ(m.graph.instantiate_flags, 8u);
+  // And through the wire's JSON.
+  link::CaptureBeginMsg back = nlohmann::json::parse(link::EncodeBody(m)).get<link::CaptureBeginMsg>();
+  EXPECT_TRUE(back.graph.present);
+  EXPECT_EQ(back.graph.node_path, "2/0");
+  EXPECT_EQ(back.graph.graph_launch, 5u);
+}
+
 }  // namespace
 }  // namespace kerncap::agent

@@ -111,7 +111,8 @@ bool AlwaysOnDriverCallback(CUpti_CallbackId cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz:
       return true;
     default:
-      return false;
+      // Graph instantiation, exec-level updates and destruction (graph_driver.h).
+      return IsGraphTrackingCall(cbid);
   }
 }
 
@@ -134,12 +135,16 @@ bool AttributesLoadedModules(CUpti_CallbackId cbid) {
   }
 }
 
+}  // namespace
+
 // A capture between launch ENTER and EXIT (pointer stored in correlationData).
 struct LaunchCapture {
   std::unique_ptr<PendingCapture> pending;
   std::string kernel;
   std::chrono::steady_clock::time_point gate_taken;
 };
+
+namespace {
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -404,6 +409,8 @@ void CudaAgent::ResetAfterFork() {
   new (&vmm_mu_) std::mutex();
   vmm_handles_.clear();
   streams_capturing_.store(0);
+  graphs_.ResetAfterFork();
+  empty_execs_.ResetAfterFork();
   t_held_n = 0;
   CaptureTransport* t = transport_.load();
   if (t != nullptr) t->ResetAfterFork();
@@ -460,6 +467,12 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     // Not a launch: images loaded before this call belong to no handle it
     // will name (see AttributesLoadedModules).
     if (!launch && AttributesLoadedModules(cbid)) modules_.DiscardPending();
+    // Before the driver can hand the handle out again (graph_registry.h).
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy && cb->functionParams != nullptr) {
+      AgentScope scope;
+      graphs_.OnDestroy(reinterpret_cast<uint64_t>(
+          static_cast<const cuGraphExecDestroy_params*>(cb->functionParams)->hGraphExec));
+    }
     // The unarmed path: one atomic load, nothing else.
     if (armed_path_refs_.load(std::memory_order_acquire) == 0) return;
     CaptureTransport* t = transport_.load(std::memory_order_acquire);
@@ -483,17 +496,9 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
       }
       return;
     }
-    if (IsGraphLaunch(cbid) && !graph_warned_.exchange(true)) {
-      KC_ALOG(kWarn,
-              "cuGraphLaunch while armed: kernels inside CUDA graphs are not captured yet "
-              "(disable CUDA graphs in the application to capture them)");
-      // Which arm the graph's kernels would match is unknown here: report
-      // once, without an arm, so kerncapctl shows why nothing is captured.
+    if (IsGraphLaunch(cbid)) {
       AgentScope scope;
-      t->ReportSkipped(CaptureTicket{}, KernelMatchInfo{"", "cuGraphLaunch", DeviceOf(cb->context)},
-                       "kernels launched from CUDA graphs are not captured yet (disable CUDA "
-                       "graphs in the application to capture them)",
-                       /*give_back=*/false);
+      OnGraphLaunchEnter(cbid, cb, t);
     }
     gate_.EnterShared();
     *cb->correlationData = kGateShared;
@@ -702,6 +707,10 @@ void CudaAgent::Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
       streams_capturing_.fetch_add(1);
       break;
     default:
+      if (IsGraphTrackingCall(cbid)) {
+        AgentScope scope;
+        TrackGraphCall(cbid, p, &graphs_);
+      }
       break;
   }
 }
@@ -734,7 +743,6 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   } capture_ref{this, &capture_continues};
   if (!ticket) return hold_shared();
 
-  const std::string& kname = info->demangled_name;
   const KernelMatchInfo match_info{info->mangled_name, info->demangled_name, device};
   // Skips that depend on the moment (a graph being recorded, threads inside
   // CUDA calls) give the capture back to the arm: a later matching dispatch
@@ -776,15 +784,27 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   const auto gate_taken = std::chrono::steady_clock::now();
 
   // Everything below runs with the process quiesced (gate held exclusively).
-  auto fail = [&](const std::string& why) {
+  auto lc = BeginCapture(&*call, info, device, stream, &*ticket, t, nullptr, gate_taken);
+  if (!lc.ok()) {
     gate_.ExitExclusive();
-    skip(why);
-  };
+    return skip(lc.error());
+  }
+  *cb->correlationData = reinterpret_cast<uint64_t>(lc.value());
+  capture_continues = true;
+}
+
+Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
+                                               const std::shared_ptr<const KernelInfo>& info,
+                                               int device, CUstream stream,
+                                               const CaptureTicket* ticket, CaptureTransport* t,
+                                               const GraphOriginDesc* graph,
+                                               std::chrono::steady_clock::time_point gate_taken) {
+  const std::string& kname = info->demangled_name;
   auto blob = AssembleParamBlob(call->kernel_params, call->extra, info->params);
   if (!info->params_known && call->kernel_params != nullptr) {
-    return fail("the parameter layout is unknown (cuFuncGetParamInfo needs driver >= 12.4)");
+    return Error("the parameter layout is unknown (cuFuncGetParamInfo needs driver >= 12.4)");
   }
-  if (!blob.ok()) return fail("argument blob: " + blob.error());
+  if (!blob.ok()) return Error("argument blob: " + blob.error());
 
   // The real CUfunction in this context (cudart passes CUkernel handles), and
   // its module. Forcing the load makes a lazily loaded image show up now.
@@ -823,6 +843,10 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   cuptiGetVersion(&cupti_version);
   header.driver.tool_version = "cupti-" + std::to_string(cupti_version);
   header.launch = call->desc;
+  if (graph != nullptr) {
+    header.from_graph = true;
+    header.graph = *graph;
+  }
   AddFunctionAttributes(f, &header.launch.attributes);
   for (const ParamInfo& pi : info->params) {
     ArgumentDesc a;
@@ -851,22 +875,27 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   CaptureOrchestrator orchestrator(t);
   auto pending = orchestrator.Before(std::make_unique<CudaDispatchSource>(&allocations_, target),
                                      header, *blob);
-  if (!pending.ok()) return fail(pending.error());
-  auto* lc = new LaunchCapture{std::move(pending.value()), kname, gate_taken};
-  *cb->correlationData = reinterpret_cast<uint64_t>(lc);
-  capture_continues = true;
+  if (!pending.ok()) return pending.status();
+  return new LaunchCapture{std::move(pending.value()), kname, gate_taken};
 }
 
 void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr) {
   AgentScope scope;
-  std::unique_ptr<LaunchCapture> lc(reinterpret_cast<LaunchCapture*>(corr));
   *cb->correlationData = 0;
-  CaptureTransport* t = transport_.load(std::memory_order_acquire);
+  EndCapture(reinterpret_cast<LaunchCapture*>(corr), Succeeded(cb),
+             transport_.load(std::memory_order_acquire), [this] {
+               gate_.ExitExclusive();  // the application continues
+               ReleaseCaptureRef();
+             });
+}
+
+void CudaAgent::EndCapture(LaunchCapture* capture, bool launch_ok, CaptureTransport* t,
+                           const std::function<void()>& release) {
+  std::unique_ptr<LaunchCapture> lc(capture);
   const CaptureHeader header = lc->pending->header();
   CaptureOrchestrator orchestrator(t);
-  auto stats = orchestrator.After(std::move(lc->pending), Succeeded(cb));
-  gate_.ExitExclusive();  // the application continues
-  ReleaseCaptureRef();
+  auto stats = orchestrator.After(std::move(lc->pending), launch_ok);
+  release();
   const double held =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - lc->gate_taken).count();
   if (stats.ok()) {

@@ -4,8 +4,10 @@
 // points (dlsym, cuGetProcAddress, static cudart, Triton, PyTorch).
 //
 // Always on (cheap): allocation tracking, module images, stream-capture
-// bookkeeping. Armed: every driver call passes the CaptureGate in shared mode;
-// a launch that an arm selects is captured with the core's orchestrator.
+// bookkeeping, instantiated CUDA graphs (graph_registry.h). Armed: every
+// driver call passes the CaptureGate in shared mode; a launch that an arm
+// selects is captured with the core's orchestrator; a graph launch whose
+// kernel node an arm selects runs node by node (cuda_agent_graph.cc).
 //
 // Unarmed, only the always-on driver callbacks are enabled (allocations,
 // modules, stream capture), so kernel launches do not call back at all;
@@ -29,6 +31,8 @@
 #include <cupti.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,11 +46,16 @@
 #include "agent/core/jit_metadata_registry.h"
 #include "agent/cuda/callback_toggle.h"
 #include "agent/cuda/cuda_dispatch_source.h"
+#include "agent/cuda/graph_driver.h"
+#include "agent/cuda/graph_executor.h"
+#include "agent/cuda/graph_registry.h"
 #include "agent/cuda/kernel_info.h"
 #include "agent/cuda/launch_decoder.h"
 #include "agent/cuda/module_registry.h"
 
 namespace kerncap::agent::cuda {
+
+struct LaunchCapture;  // a capture between its pre and post image (cuda_agent.cc)
 
 // Settings from the environment (read once at initialization).
 // Backend-independent settings come from agent/core/agent_env.h.
@@ -88,6 +97,7 @@ class CudaAgent {
   // Counters for the C API / diagnostics.
   size_t tracked_allocations() const { return allocations_.size(); }
   size_t tracked_modules() const { return modules_.size(); }
+  size_t tracked_graph_execs() const { return graphs_.size(); }
   uint64_t captures_committed() const { return captures_ok_.load(); }
   uint64_t captures_failed() const { return captures_failed_.load(); }
 
@@ -120,6 +130,24 @@ class CudaAgent {
   void Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb);
   void OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* cb, CaptureTransport* t);
   void OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr);
+  // The capture of one dispatch, from the quiesced device (gate held
+  // exclusively) to its pre image; `graph` is set for a kernel node of a
+  // graph launch. Errors say why nothing was captured.
+  Result<LaunchCapture*> BeginCapture(const LaunchCall* call,
+                                      const std::shared_ptr<const KernelInfo>& info, int device,
+                                      CUstream stream, const CaptureTicket* ticket,
+                                      CaptureTransport* t, const GraphOriginDesc* graph,
+                                      std::chrono::steady_clock::time_point gate_taken);
+  // After the dispatch ran: post image, commit, counters, log. `release`
+  // runs as soon as the application may continue (before the log).
+  void EndCapture(LaunchCapture* capture, bool launch_ok, CaptureTransport* t,
+                  const std::function<void()>& release);
+  // Armed cuGraphLaunch ENTER (cuda_agent_graph.cc): when an arm selects
+  // kernel nodes of the graph, runs it node by node with those nodes captured
+  // and swaps the launch for an empty exec; otherwise leaves it untouched.
+  // The caller then holds the gate shared until the EXIT, as for any call.
+  void OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* cb,
+                          CaptureTransport* t);
   // CallbackToggle's switch: all driver callbacks (on) or the always-on set.
   bool SwitchArmedCallbacks(bool on);
   bool EnableCallbacks();  // the CUPTI callbacks config_.cupti_domains names
@@ -175,7 +203,12 @@ class CudaAgent {
   LastCapture last_;
   std::once_flag link_once_;
   std::atomic<int> streams_capturing_{0};
-  std::atomic<bool> graph_warned_{false};
+  std::atomic<bool> graph_warned_{false};  // an exec the agent never saw was launched
+  // Instantiated graphs (always tracked) and the empty execs armed graph
+  // launches are swapped to.
+  CudaGraphApi graph_api_;
+  GraphRegistry graphs_{&graph_api_};
+  EmptyExecs empty_execs_;
   std::atomic<uint64_t> captures_ok_{0};
   std::atomic<uint64_t> captures_failed_{0};
 

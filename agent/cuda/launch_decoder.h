@@ -24,7 +24,7 @@ struct LaunchCall {
 
 // True for the kernel launch entry points the agent captures.
 bool IsKernelLaunch(CUpti_CallbackId cbid);
-// True for cuGraphLaunch(_ptsz): kernels inside are not visible (refused for now).
+// True for cuGraphLaunch(_ptsz) (armed: see CudaAgent::OnGraphLaunchEnter).
 bool IsGraphLaunch(CUpti_CallbackId cbid);
 
 // nullopt when cbid is not a kernel launch.

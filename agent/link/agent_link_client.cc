@@ -633,6 +633,24 @@ std::optional<ArmMatch> AgentLinkClient::ShouldCapture(std::string_view demangle
   }
 }
 
+std::vector<std::string> AgentLinkClient::ArmsMatching(std::string_view demangled,
+                                                       std::string_view mangled, int32_t device) {
+  std::vector<std::string> out;
+  if (!armed_.load(std::memory_order_acquire)) return out;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t now = NowUnixMs();
+    for (LocalArm& arm : arms_) {
+      if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
+      if (!link::MatchesDevice(arm.selector, device)) continue;
+      if (arm.matcher.Matches(demangled, mangled)) out.push_back(arm.arm_id);
+    }
+  } catch (const std::exception&) {
+    out.clear();  // never into the application
+  }
+  return out;
+}
+
 std::optional<ArmMatch> AgentLinkClient::ShouldCaptureSlow(std::string_view demangled,
                                                            std::string_view mangled,
                                                            int32_t device) {

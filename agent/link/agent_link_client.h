@@ -187,6 +187,10 @@ class AgentLinkClient {
   // Hot path. With no active arm this is a single atomic load.
   std::optional<ArmMatch> ShouldCapture(std::string_view demangled, std::string_view mangled,
                                         int32_t device);
+  // The ids of the active arms that would select this dispatch, without
+  // counting it (ShouldCapture counts). Empty with no active arm.
+  std::vector<std::string> ArmsMatching(std::string_view demangled, std::string_view mangled,
+                                        int32_t device);
   bool armed() const { return armed_.load(std::memory_order_acquire); }
   // The flag behind armed(), for hot paths that read it directly (one
   // atomic load per launch). Valid for the client's lifetime.

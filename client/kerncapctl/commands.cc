@@ -294,15 +294,28 @@ absl::Status CmdArms(Connection& c, Output o, bool all) {
     o.out << (all ? "no arms\n" : "no active arms (--all shows finished ones)\n");
     return absl::OkStatus();
   }
-  Table t({"ARM", "STATE", "SELECTOR", "CAPTURED", "CREATED", "EXPIRES", "TAGS", "CAPTURES"});
+  Table t({"ARM", "STATE", "SELECTOR", "CAPTURED", "SKIPPED", "CREATED", "EXPIRES", "TAGS",
+           "CAPTURES"});
   t.AlignRight(3);
+  t.AlignRight(4);
   for (const v1::ArmInfo& a : resp.arms()) {
     t.AddRow({a.arm_id(), ArmStateName(a.state()), ArmSelector(a.selector()),
               absl::StrCat(a.captured(), "/", std::max<uint32_t>(1, a.selector().count())),
-              FormatTime(a.created_unix_ms()), FormatTime(a.expires_unix_ms()), Tags(a.tags()),
+              absl::StrCat(a.skipped_count()), FormatTime(a.created_unix_ms()),
+              FormatTime(a.expires_unix_ms()), Tags(a.tags()),
               a.capture_ids().empty() ? "-" : absl::StrJoin(a.capture_ids(), ",")});
   }
   t.Print(o.out);
+  // Why selected dispatches were not captured: the user looks here when an
+  // arm stays at 0 captures.
+  for (const v1::ArmInfo& a : resp.arms()) {
+    for (const v1::SkippedDispatch& sd : a.skipped()) {
+      o.out << a.arm_id() << ": dispatch " << sd.dispatch_index() << " of " << sd.kernel()
+            << " (pid " << sd.pid() << ") not captured"
+            << (sd.retried() ? " (a later dispatch is taken)" : "") << ": " << sd.reason()
+            << "\n";
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -376,6 +389,13 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
                             HumanBytes(l.shared_mem_bytes()), "  private ",
                             HumanBytes(l.private_mem_bytes()), "  cluster ", Dims(l.cluster()),
                             l.cooperative() ? "  cooperative" : "", "  stream ", Hex(l.stream()))});
+  if (m.has_graph()) {
+    const v1::GraphOrigin& g = m.graph();
+    head.AddRow({"graph", absl::StrCat("node ", g.node_path(), " (", g.node_index() + 1, " of ",
+                                       g.node_count(), " in order) of exec ", Hex(g.graph_exec()),
+                                       " (#", g.exec_serial(), ", graph ", Hex(g.graph()),
+                                       "), launch ", g.graph_launch())});
+  }
   head.AddRow({"tags", Tags(m.tags())});
   std::ostringstream tmp;
   head.Print(tmp);

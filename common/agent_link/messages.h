@@ -144,6 +144,23 @@ struct ArgumentInfo {
   std::string value_kind;
 };
 
+// CaptureBegin.graph (kerncap.v1.GraphOrigin): set (present) when the
+// dispatch was a kernel node of a CUDA graph launch. node_path: decimal
+// indices joined by '/', at most kMaxGraphNodePath characters.
+inline constexpr size_t kMaxGraphNodePath = 256;
+struct GraphOriginInfo {
+  bool present = false;
+  uint64_t graph_exec = 0;
+  uint64_t graph = 0;
+  uint64_t exec_serial = 0;
+  uint64_t graph_launch = 0;
+  uint32_t node_index = 0;
+  uint32_t node_count = 0;
+  std::string node_path;
+  uint64_t node = 0;
+  uint64_t instantiate_flags = 0;
+};
+
 struct CaptureBeginMsg {
   static constexpr MessageType kType = MessageType::kCaptureBegin;
   uint64_t token = 0;
@@ -157,6 +174,7 @@ struct CaptureBeginMsg {
   uint32_t device = 0;
   uint64_t dispatch_index = 0;
   std::string jit_metadata_json;
+  GraphOriginInfo graph;
 };
 
 struct RegionBeginMsg {
@@ -255,9 +273,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LaunchInfo, grid, block, shared_
                                                 attributes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArgumentInfo, offset, size, kind, name,
                                                 type_name, value_kind)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GraphOriginInfo, present, graph_exec, graph,
+                                                exec_serial, graph_launch, node_index, node_count,
+                                                node_path, node, instantiate_flags)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureBeginMsg, token, arm_id, mangled_name,
                                                 demangled_name, platform, arch, launch, arguments,
-                                                device, dispatch_index, jit_metadata_json)
+                                                device, dispatch_index, jit_metadata_json, graph)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RegionBeginMsg, token, region, image, va, size,
                                                 kind, device, name)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFilledMsg, token, slot, region, offset,

@@ -358,6 +358,17 @@ LinkStatus AgentLinkServer::Connection::OnDispatchSkipped(const Frame& frame) {
   f->set_dispatch_index(msg.dispatch_index);
   f->set_retried(msg.retried);
   server_->events_->Publish(std::move(event));
+  if (!msg.arm_id.empty()) {
+    v1::SkippedDispatch s;
+    s.set_agent_id(agent_id_);
+    s.set_pid(hello_.pid);
+    s.set_kernel(msg.kernel);
+    s.set_dispatch_index(msg.dispatch_index);
+    s.set_reason(msg.reason);
+    s.set_retried(msg.retried);
+    s.set_unix_ms(NowMs());
+    server_->NoteSkipped(msg.arm_id, std::move(s));
+  }
   return LinkStatus::Ok();
 }
 
@@ -456,6 +467,10 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
 
   if (server_->draining_) {
     FailCapture("daemon is shutting down");
+    return LinkStatus::Ok();
+  }
+  if (absl::Status graph = CheckGraphOrigin(begin); !graph.ok()) {
+    FailCapture(absl::StrCat("bad capture from the agent: ", graph.message()));
     return LinkStatus::Ok();
   }
   if (!c.arm_id.empty()) {
@@ -1086,6 +1101,27 @@ std::string AgentLinkServer::ReserveArm(const std::string& arm_id) {
   }
   ++arm.pending;
   return "";
+}
+
+void AgentLinkServer::NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped) {
+  constexpr int kMaxSkipsKept = 16;
+  v1::ArmInfo changed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = arms_.find(arm_id);
+    if (it == arms_.end()) return;
+    v1::ArmInfo& info = it->second.info;
+    // Bounded whatever an agent sends: the oldest entries go.
+    if (info.skipped_size() >= kMaxSkipsKept) {
+      info.mutable_skipped()->DeleteSubrange(0, info.skipped_size() - kMaxSkipsKept + 1);
+    }
+    *info.add_skipped() = std::move(skipped);
+    info.set_skipped_count(info.skipped_count() + 1);
+    changed = info;
+  }
+  v1::Event event;
+  *event.mutable_arm_changed() = std::move(changed);
+  events_->Publish(std::move(event));
 }
 
 void AgentLinkServer::ReleaseArm(const std::string& arm_id, const std::string& capture_id,

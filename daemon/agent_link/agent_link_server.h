@@ -129,6 +129,11 @@ class AgentLinkServer : public AgentControl {
   std::string ReserveArm(const std::string& arm_id) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseArm(const std::string& arm_id, const std::string& capture_id, bool committed)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a dispatch the arm selected that its agent did not capture (in
+  // ArmInfo.skipped, so `kerncapctl arms` shows why) and publishes
+  // arm_changed. Unknown arms are ignored.
+  void NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   friend class Connection;
 

@@ -475,5 +475,100 @@ TEST_F(AgentLinkTest, ShutdownDiscardAbortsInFlightCapture) {
   EXPECT_EQ(server_->IngestsInFlight(), 0);
 }
 
+TEST_F(AgentLinkTest, GraphOriginOfAKernelNodeReachesTheManifest) {
+  StartServer();
+  agent::AgentLinkClient& client = NewClient();
+  ASSERT_TRUE(client.connected()) << client.last_error();
+  v1::ArmInfo arm = ArmKernel("step");
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  auto match = client.ShouldCapture("step", "", 0);
+  ASSERT_TRUE(match.has_value());
+  GraphOriginInfo g;
+  g.present = true;
+  g.graph_exec = 0x7000;
+  g.graph = 0x6000;
+  g.exec_serial = 3;
+  g.graph_launch = 5;
+  g.node_index = 7;
+  g.node_count = 12;
+  g.node_path = "4/1";
+  g.node = 0x5000;
+  g.instantiate_flags = 8;
+  auto id = DoCapture(client, match->arm_id, "step", {std::string(100, 'a')}, {}, g);
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::vector<RecordedCapture> caps = sink_.captures();
+  ASSERT_EQ(caps.size(), 1u);
+  ASSERT_TRUE(caps[0].manifest.has_graph());
+  const v1::GraphOrigin& o = caps[0].manifest.graph();
+  EXPECT_EQ(o.graph_exec(), 0x7000u);
+  EXPECT_EQ(o.graph(), 0x6000u);
+  EXPECT_EQ(o.exec_serial(), 3u);
+  EXPECT_EQ(o.graph_launch(), 5u);
+  EXPECT_EQ(o.node_index(), 7u);
+  EXPECT_EQ(o.node_count(), 12u);
+  EXPECT_EQ(o.node_path(), "4/1");
+  EXPECT_EQ(o.node(), 0x5000u);
+  EXPECT_EQ(o.instantiate_flags(), 8u);
+}
+
+TEST_F(AgentLinkTest, DirectLaunchHasNoGraphOrigin) {
+  StartServer();
+  agent::AgentLinkClient& client = NewClient();
+  ASSERT_TRUE(client.connected()) << client.last_error();
+  ArmKernel("k");
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  auto match = client.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(match.has_value());
+  ASSERT_TRUE(DoCapture(client, match->arm_id, "k", {std::string(10, 'a')}, {}).ok());
+  ASSERT_EQ(sink_.captures().size(), 1u);
+  EXPECT_FALSE(sink_.captures()[0].manifest.has_graph());
+}
+
+TEST_F(AgentLinkTest, ImplausibleGraphOriginFailsTheCaptureWithTheReason) {
+  StartServer();
+  agent::AgentLinkClient& client = NewClient();
+  ASSERT_TRUE(client.connected()) << client.last_error();
+  ArmKernel("step", /*count=*/8);
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  struct Bad {
+    uint32_t index, count;
+    std::string path;
+    const char* why;
+  };
+  for (const Bad& b : {Bad{12, 12, "1", "not below node_count"}, Bad{0, 0, "1", "node_count 0"},
+                       Bad{0, 3, "1//2", "indices joined"}, Bad{0, 3, "a", "indices joined"},
+                       Bad{0, 3, std::string(300, '1'), "characters"}}) {
+    auto match = client.ShouldCapture("step", "", 0);
+    ASSERT_TRUE(match.has_value());
+    GraphOriginInfo g;
+    g.present = true;
+    g.node_index = b.index;
+    g.node_count = b.count;
+    g.node_path = b.path;
+    auto id = DoCapture(client, match->arm_id, "step", {std::string(10, 'a')}, {}, g);
+    ASSERT_FALSE(id.ok()) << b.path;
+    EXPECT_THAT(std::string(id.status().message()), HasSubstr("graph origin")) << b.path;
+    EXPECT_THAT(std::string(id.status().message()), HasSubstr(b.why)) << b.path;
+  }
+  EXPECT_TRUE(sink_.captures().empty());
+}
+
+TEST_F(AgentLinkTest, ArmsMatchingNamesArmsWithoutCountingTheDispatch) {
+  StartServer();
+  agent::AgentLinkClient& client = NewClient();
+  ASSERT_TRUE(client.connected()) << client.last_error();
+  EXPECT_TRUE(client.ArmsMatching("step", "", 0).empty());
+  v1::ArmInfo arm = ArmKernel("step");
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(client.ArmsMatching("step(float*)", "", 0), std::vector<std::string>{arm.arm_id()});
+  }
+  EXPECT_TRUE(client.ArmsMatching("norm", "", 0).empty());
+  auto match = client.ShouldCapture("step(float*)", "", 0);
+  ASSERT_TRUE(match.has_value());
+  EXPECT_EQ(match->dispatch_index, 1u);  // the three questions were not dispatches
+  EXPECT_TRUE(client.ArmsMatching("step(float*)", "", 0).empty());  // used up
+}
+
 }  // namespace
 }  // namespace kerncap::link::testing

@@ -1,5 +1,7 @@
 // Tests of lazy rings (staging created only for agents that may capture, under
 // a total budget), asynchronous capture ends and skipped-dispatch reports.
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 
@@ -250,6 +252,55 @@ TEST_F(StagingTest, NthArmsCannotTakeASkippedDispatchBack) {
   });
   ASSERT_TRUE(e.has_value());
   EXPECT_FALSE(e->capture_failed().retried());
+}
+
+TEST_F(StagingTest, RefusedDispatchShowsInTheArmsStatus) {
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  v1::ArmInfo arm = ArmKernel("tex_kernel", /*count=*/1);
+  ASSERT_TRUE(client.WaitArms(1, 5000));
+  auto taken = client.ShouldCapture("tex_kernel", "", 0);
+  ASSERT_TRUE(taken.has_value());
+  DispatchSkippedMsg msg;
+  msg.arm_id = taken->arm_id;
+  msg.dispatch_index = taken->dispatch_index;
+  msg.kernel = "tex_kernel";
+  msg.reason = "texture/surface objects: the texture object 0x1 reads a CUDA array";
+  EXPECT_FALSE(client.ReportSkipped(msg, /*give_back=*/false));
+
+  std::optional<v1::Event> e = WaitEvent([](const v1::Event& ev) {
+    return ev.has_arm_changed() && ev.arm_changed().skipped_count() > 0;
+  });
+  ASSERT_TRUE(e.has_value());
+  std::vector<v1::ArmInfo> arms = server_->ListArms(false);
+  ASSERT_EQ(arms.size(), 1u);
+  EXPECT_EQ(arms[0].arm_id(), arm.arm_id());
+  EXPECT_EQ(arms[0].captured(), 0u);
+  EXPECT_EQ(arms[0].skipped_count(), 1u);
+  ASSERT_EQ(arms[0].skipped_size(), 1);
+  const v1::SkippedDispatch& sd = arms[0].skipped(0);
+  EXPECT_EQ(sd.kernel(), "tex_kernel");
+  EXPECT_EQ(sd.dispatch_index(), 1u);
+  EXPECT_FALSE(sd.retried());
+  EXPECT_EQ(sd.agent_id(), client.agent_id());
+  EXPECT_EQ(sd.pid(), static_cast<uint32_t>(::getpid()));
+  EXPECT_THAT(sd.reason(), HasSubstr("CUDA array"));
+  EXPECT_GT(sd.unix_ms(), 0);
+
+  // However many an agent reports, the arm keeps the last 16 and counts all.
+  for (int i = 0; i < 20; ++i) {
+    msg.dispatch_index = 100 + i;
+    (void)client.ReportSkipped(msg, /*give_back=*/false);
+  }
+  auto deadline = absl::Now() + absl::Seconds(5);
+  while (server_->ListArms(false)[0].skipped_count() < 21 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  arms = server_->ListArms(false);
+  EXPECT_EQ(arms[0].skipped_count(), 21u);
+  ASSERT_EQ(arms[0].skipped_size(), 16);
+  EXPECT_EQ(arms[0].skipped(15).dispatch_index(), 119u);
+  EXPECT_EQ(arms[0].skipped(0).dispatch_index(), 104u);
 }
 
 }  // namespace

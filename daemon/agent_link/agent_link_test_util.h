@@ -316,8 +316,10 @@ class AgentLinkTest : public ::testing::Test {
 // Runs one capture with `regions` (pre images = data, post = post_data).
 inline absl::StatusOr<std::string> DoCapture(agent::AgentLinkClient& client, const std::string& arm_id, const std::string& kernel,
                                       const std::vector<std::string>& pre,
-                                      const std::vector<std::string>& post) {
+                                      const std::vector<std::string>& post,
+                                      const GraphOriginInfo& graph = {}) {
   CaptureBeginMsg begin;
+  begin.graph = graph;
   begin.arm_id = arm_id;
   begin.demangled_name = kernel;
   begin.mangled_name = agent::testing::SyntheticMangled(kernel);

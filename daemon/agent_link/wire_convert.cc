@@ -1,6 +1,7 @@
 #include "daemon/agent_link/wire_convert.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace kerncap::link {
 
@@ -136,6 +137,46 @@ void FillManifest(const HelloMsg& h, const CaptureBeginMsg& b, const std::string
   }
   m->set_dispatch_index(b.dispatch_index);
   m->set_arm_id(b.arm_id);
+  if (b.graph.present) {
+    v1::GraphOrigin* g = m->mutable_graph();
+    g->set_graph_exec(b.graph.graph_exec);
+    g->set_graph(b.graph.graph);
+    g->set_exec_serial(b.graph.exec_serial);
+    g->set_graph_launch(b.graph.graph_launch);
+    g->set_node_index(b.graph.node_index);
+    g->set_node_count(b.graph.node_count);
+    g->set_node_path(b.graph.node_path);
+    g->set_node(b.graph.node);
+    g->set_instantiate_flags(b.graph.instantiate_flags);
+  }
+}
+
+absl::Status CheckGraphOrigin(const CaptureBeginMsg& b) {
+  const GraphOriginInfo& g = b.graph;
+  if (!g.present) return absl::OkStatus();
+  if (g.node_count == 0 || g.node_index >= g.node_count) {
+    return absl::InvalidArgumentError(absl::StrCat("graph origin: node_index ", g.node_index,
+                                                   " is not below node_count ", g.node_count));
+  }
+  if (g.node_path.empty() || g.node_path.size() > kMaxGraphNodePath) {
+    return absl::InvalidArgumentError(absl::StrCat("graph origin: node_path of ",
+                                                   g.node_path.size(), " characters (1 to ",
+                                                   kMaxGraphNodePath, " allowed)"));
+  }
+  bool digit_before = false;
+  for (char ch : g.node_path) {
+    if (ch >= '0' && ch <= '9') {
+      digit_before = true;
+    } else if (ch == '/' && digit_before) {
+      digit_before = false;
+    } else {
+      return absl::InvalidArgumentError("graph origin: node_path is not indices joined by '/'");
+    }
+  }
+  if (!digit_before) {
+    return absl::InvalidArgumentError("graph origin: node_path is not indices joined by '/'");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kerncap::link

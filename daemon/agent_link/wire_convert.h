@@ -37,6 +37,11 @@ Selector SelectorFromProto(const v1::Selector& selector, int64_t expires_unix_ms
 void FillManifest(const HelloMsg& hello, const CaptureBeginMsg& begin,
                   const std::string& argument_blob, v1::CaptureManifest* manifest);
 
+// Checks CaptureBegin.graph (an agent is not trusted): node_index below
+// node_count, node_path indices joined by '/' within kMaxGraphNodePath.
+// Ok when absent.
+absl::Status CheckGraphOrigin(const CaptureBeginMsg& begin);
+
 }  // namespace kerncap::link
 
 #endif  // KERNCAP_DAEMON_AGENT_LINK_WIRE_CONVERT_H_

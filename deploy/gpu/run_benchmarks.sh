@@ -15,9 +15,16 @@
 #       agent_loaded_disabled (KERNCAP_AGENT_DISABLE=1: the driver's injection
 #       mode alone) and, with KERNCAP_BENCH_P5_PRELOAD=1, LD_PRELOAD loading.
 #       >= 0.97
+#   P5g the same for CUDA graph launches: a graph of 10 empty kernel nodes
+#       launched KERNCAP_BENCH_LAUNCHES/10 times, agent_unarmed vs no_agent,
+#       same rounds and pinning (graph launch callbacks are off while unarmed;
+#       only instantiation is tracked). >= 0.97
 #   P1  capture pause, 8 GiB then 32 GiB of live, hashed device memory: wall
 #       time of the captured launch call vs a pinned D2H copy of the same
 #       pre + post bytes, measured in the same process. <= 1.25
+#       The first size also captures the same kernel with the same state as
+#       a node of a CUDA graph (--also-graph): pause of the graph launch vs
+#       the direct launch (the graph's other nodes run one by one meanwhile).
 #   P8  kerncap-replay restore throughput (the 8 GiB capture, from kerncapd:
 #       --daemon reads the daemon's store directly, read-only, when it can,
 #       else streams it through ExportCapture; the summary says which) vs
@@ -200,8 +207,30 @@ for ((round = 1; round <= P5_REPS; round++)); do
   done
 done
 rm -f "$LOGS/p5-run.tmp"
+
+# ---------------------------------------------------------------- P5g
+note "P5g: graph launch rate, $((LAUNCHES / 10)) launches of 10 kernel nodes per run"
+P5G_MODES=("no_agent:" "agent_unarmed:CUDA_INJECTION64_PATH=$AGENT")
+p5g_run() {  # ROUND LABEL [ENV...]
+  local round=$1 label=$2
+  shift 2
+  # shellcheck disable=SC2068
+  timeout "$(cap 60)" env KERNCAP_AGENT_SOCKET="$WORK/p5/agent.sock" $@ "${PIN[@]}" \
+    "$GB"/launch_rate_bench --launches="$LAUNCHES" --graph-nodes=10 --label="$label" \
+    > "$LOGS/p5g-run.tmp" 2>&1
+  cat "$LOGS/p5g-run.tmp" >> "$LOGS/p5g.log"
+  grep -h '^BENCH_JSON' "$LOGS/p5g-run.tmp" | sed "s/^BENCH_JSON {/{\"round\":$round,/" >> "$RESULTS"
+}
+for ((round = 1; round <= P5_REPS; round++)); do
+  (( $(left) < 20 )) && { note "budget exhausted in P5g round $round"; break; }
+  for ((k = 0; k < 2; k++)); do
+    mode=${P5G_MODES[$(((k + round) % 2))]}
+    p5g_run "$round" "${mode%%:*}" ${mode#*:}
+  done
+done
+rm -f "$LOGS/p5g-run.tmp"
 stop_daemon
-grep -h "launches/s" "$LOGS/p5.log" | tee -a "$LOGS/run.log"
+grep -h "launches/s" "$LOGS/p5.log" "$LOGS/p5g.log" 2>/dev/null | tee -a "$LOGS/run.log"
 
 # ---------------------------------------------------------------- P5b/serve
 if [[ $ONLY != p5 && -x $GB/serve_bench ]]; then
@@ -234,14 +263,17 @@ for size in $SIZES; do
   start_sampler "$LOGS/mem-$name.txt"
   arm="$BIN/kerncapctl --socket=$WORK/$name/ctl.sock arm --kernel=kc_bench_touch --count=1"
   t0=$SECONDS
+  also_graph=0
+  [[ $size == "${SIZES%% *}" ]] && also_graph=1
   timeout "$(cap 240)" env CUDA_INJECTION64_PATH="$AGENT" KERNCAP_AGENT_SOCKET="$WORK/$name/agent.sock" \
     KERNCAP_AGENT_EXIT_FLUSH_MS=120000 "$GB"/capture_pause_bench --gib="$size" --arm-cmd="$arm" \
-    > "$LOGS/$name.log" 2>&1
+    --also-graph="$also_graph" > "$LOGS/$name.log" 2>&1
   rc=$?
   note "capture_pause_bench $size GiB exit $rc after $((SECONDS - t0)) s"
-  grep -v '^BENCH_JSON' "$LOGS/$name.log" | grep -E "baseline|capture:|memory|ring|FAIL|SKIP" | tee -a "$LOGS/run.log"
-  json=$(grep -h '^BENCH_JSON' "$LOGS/$name.log" | sed 's/^BENCH_JSON //')
-  cid=$(wait_capture "$name" "$(cap 180)")
+  grep -v '^BENCH_JSON' "$LOGS/$name.log" | grep -E "baseline|capture:|graph|memory|ring|FAIL|SKIP" | tee -a "$LOGS/run.log"
+  json=$(grep -h '^BENCH_JSON {"bench":"p1_capture_pause"' "$LOGS/$name.log" | sed 's/^BENCH_JSON //')
+  grep -h '^BENCH_JSON {"bench":"p1_graph_capture_pause"' "$LOGS/$name.log" | sed 's/^BENCH_JSON //' >> "$RESULTS"
+  cid=$(wait_capture "$name" "$(cap 180)")  # the direct launch's capture comes first
   commit_s=$((SECONDS - t0))
   stop_sampler
   d_hwm=$(mem_kib "$DPID" VmHWM)
@@ -332,6 +364,22 @@ for r in rows:
         runs.setdefault(r["label"], {})[r.get("round", 0)] = r["launches_per_second"]
 print("%-44s %14s %10s %8s" % ("figure", "value", "ratio", "target"))
 base = runs.get("no_agent", {})
+# P5g: graph launches, same pairing by round.
+graph_runs = {}
+for r in rows:
+    if r.get("bench") == "p5_graph_launch_rate":
+        graph_runs.setdefault(r["label"], {})[r.get("round", 0)] = r["graph_launches_per_second"]
+gbase = graph_runs.get("no_agent", {})
+gratios = [v / gbase[k] for k, v in sorted(graph_runs.get("agent_unarmed", {}).items()) if gbase.get(k)]
+if gratios:
+    gmed = statistics.median(gratios)
+    print("%-44s %14s %10.3f %8s" % ("P5g graph launch rate, unarmed / no agent", "%.0f/%.0f /s" % (
+          statistics.median(graph_runs["agent_unarmed"].values()), statistics.median(gbase.values())),
+          gmed, ">=0.97"))
+    print("%-44s %14s" % ("   per-round ratios (median taken)", " ".join("%.3f" % x for x in gratios)))
+    print(json.dumps({"bench": "p5g_summary", "median_ratio": round(gmed, 4),
+                      "ratios": [round(x, 4) for x in gratios], "target": 0.97}),
+          file=open(sys.argv[1], "a"))
 for label, title in (("agent_unarmed", "P5 launch rate, unarmed / no agent (inject)"),
                      ("agent_unarmed_no_toggle", "P5 same, every driver callback kept on"),
                      ("agent_loaded_disabled", "   (injection, agent disabled) / no agent"),
@@ -366,6 +414,12 @@ for r in rows:
         print("%-44s %14s" % ("   kerncapd VmHWM / peak anon (GiB)", "%.2f / %.2f" % (
               r.get("daemon_vmhwm_kib", 0) / 2**20, r.get("daemon_peak_anon_kib", 0) / 2**20)))
         print("%-44s %14s" % ("   committed within (s of app start)", r.get("committed_within_s")))
+    if r.get("bench") == "p1_graph_capture_pause":
+        print("%-44s %14s %10.3f %8s" % ("P1g pause %g GiB, graph node / direct launch" % r["gib"],
+              "%.3f/%.3f s" % (r["graph_launch_call_seconds"], r["direct_launch_call_seconds"]),
+              r["ratio_to_direct"], "-"))
+        print("%-44s %14s" % ("   graph nodes, pre+post bytes", "%d, %.1f GiB" % (
+              r["graph_nodes"], (r["pre_bytes"] + r["post_bytes"]) / 2**30)))
     if r.get("bench") == "p8_replay_restore" and r.get("ratio") is not None:
         print("%-44s %14s %10.3f %8s" % ("P8 replay restore / pinned H2D",
               "%.2f/%.1f GB/s" % (r["restore_gbps"], r["pinned_h2d_gbps"]), r["ratio"], ">=0.5"))

@@ -108,6 +108,11 @@ if [[ -x $HERE/tests/repro_gpu_test ]]; then
   run repro_gpu_test timeout "${KC_T_REPRO:-120}" "$HERE"/tests/repro_gpu_test \
     --gtest_output=xml:"$LOGS"/repro_gpu_test.xml
 fi
+# The CUDA agent in process with a fake transport: what a capture records
+# (regions, globals, code object, arguments, texture objects) and refusals.
+if [[ -x $HERE/gpu_tests/agent_capture_gpu_test ]]; then
+  run agent_capture_gpu_test timeout "${KC_T_AGENT:-60}" "$HERE"/gpu_tests/agent_capture_gpu_test
+fi
 run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
   --gtest_filter="${KERNCAP_GPU_E2E_FILTER:--*torch*:*triton*}" --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml
 # KERNCAP_GPU_PYTHON=0 leaves them out (a quicker run of the native cases).

@@ -79,6 +79,18 @@ std::string FindPython() {
   return "";
 }
 
+// `name` on PATH, or "".
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return "";
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    if (dir.empty()) continue;
+    fs::path candidate = fs::path(std::string(dir)) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
 // The bundle's python/<script>, else the source tree's tests/gpu/python/.
 std::string PythonScript(const std::string& script) {
   fs::path bundled = fs::path(BuildDir()) / "python" / script;
@@ -88,15 +100,27 @@ std::string PythonScript(const std::string& script) {
 
 struct Case {
   std::string name;        // test case name
-  std::string program;     // agent/cuda/gpu_tests/<program>
-  std::vector<std::string> arm;  // kerncapctl arm arguments
+  std::string program = {};  // agent/cuda/gpu_tests/<program>
+  std::vector<std::string> arm = {};  // kerncapctl arm arguments
   // Extra validate arguments; "{NAME}" is replaced by the hex pointer the
   // program printed as "NAME=0x..." (e.g. {sums}).
-  std::vector<std::string> validate;
+  std::vector<std::string> validate = {};
   bool also_daemon_path = false;  // replay a second time straight from kerncapd
   bool bench = false;             // also run kerncap-replay bench
   std::string python_script = {};  // non-empty: run tests/gpu/python/<this> instead
   bool kerncapctl_validate = false;  // also validate through `kerncapctl validate`
+  // Kernels inside CUDA graphs and refusals:
+  int captures = 1;  // captures to wait for; each is shown, exported and validated
+  std::vector<std::string> show_contains = {};  // in `kerncapctl show` of every capture
+  std::vector<std::string> show_lacks = {};     // never in it
+  std::vector<std::string> arms_contain = {};   // in `kerncapctl --json arms --all` afterwards
+  // The program arms itself when it is ready (after warm-up), running
+  // $KERNCAP_TEST_CTL (kerncapctl and its --socket flag, space-separated)
+  // with its own `arm ...` arguments; `arm` is then unused.
+  bool arm_in_app = false;
+  // Also `kerncapctl repro` the first capture and run the project's
+  // `make validate` one-shot and through `make serve` (resident mode).
+  bool repro = false;
 };
 
 std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
@@ -148,6 +172,55 @@ std::vector<Case> Cases() {
        false,
        false,
        "triton_add.py"},
+      // Kernels inside CUDA graphs (the agent runs the graph launch node by
+      // node and captures the selected node; "(i of n in order)" is the
+      // node's place in the flattened order, certain for these chains).
+      {.name = "graph_stream_capture_2nd",
+       .program = "graph_stream_capture",
+       .arm = {"--kernel=gs_axpy", "--nth=2"},
+       .also_daemon_path = true,
+       .bench = true,
+       .kerncapctl_validate = true,
+       .show_contains = {"graph", "(3 of 5 in order)", "launch 2"},
+       .repro = true},
+      {.name = "graph_explicit_child_node_3rd",
+       .program = "graph_explicit",
+       .arm = {"--kernel=ex_child_mul", "--nth=3"},
+       .show_contains = {"(3 of 8 in order)", "launch 3"}},
+      {.name = "graph_nth_node_5th_launch",
+       .program = "graph_nth_node",
+       .arm = {"--kernel=gn_step", "--nth=19"},
+       .show_contains = {"(4 of 5 in order)", "launch 5"}},
+      {.name = "graph_decode_loop_step6",
+       .program = "graph_decode_loop",
+       .arm = {"--kernel=dl_mlp", "--nth=6"},
+       .show_contains = {"(2 of 3 in order)", "launch 2"}},
+      {.name = "graph_two_streams_10th",
+       .program = "graph_two_streams",
+       .arm = {"--kernel=ts_target", "--nth=10"},
+       .show_contains = {"(1 of 2 in order)", "launch 10"}},
+      // Refused graphs pass through, the arm says why (once per graph) and
+      // stays active: the direct launch at the end is captured.
+      {.name = "graph_refusals_then_direct",
+       .program = "graph_refusals",
+       .arm = {"--kernel=rf_", "--count=1"},
+       .show_lacks = {"of exec"},
+       .arms_contain = {"memory allocation", "device launch"}},
+      // PyTorch: torch.compile(mode="reduce-overhead") replays CUDA graphs;
+      // an Inductor Triton kernel and the cuBLAS GEMM are captured from
+      // inside them. A torch.cuda.CUDAGraph decode loop (one graph per
+      // batch size).
+      {.name = "torch_compile_reduce_overhead",
+       .validate = {"--dtype=f32", "--rtol=1e-5", "--atol=1e-5"},
+       .python_script = "torch_graphs.py",
+       .captures = 2,
+       .show_contains = {"of exec"},
+       .arm_in_app = true},
+      {.name = "torch_cuda_graph_decode",
+       .validate = {"--dtype=f32", "--rtol=1e-5", "--atol=1e-5"},
+       .python_script = "torch_cuda_graph_decode.py",
+       .show_contains = {"of exec"},
+       .arm_in_app = true},
   };
 }
 
@@ -181,6 +254,11 @@ class GpuEndToEndTest : public ::testing::TestWithParam<Case> {
     return v;
   }
 
+  // Shows, exports and validates one capture of the case (bench and the
+  // other paths for the first only). Output files get `suffix`.
+  void ValidateCapture(const std::string& capture_id, const std::string& suffix,
+                       const std::string& app_out, bool first);
+
   std::string tmp_;
   std::string log_dir_;
   std::unique_ptr<testing::Background> daemon_;
@@ -210,11 +288,15 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   ASSERT_TRUE(testing::WaitFor([&] { return fs::exists(tmp_ + "/ctl.sock"); }, seconds(20)))
       << "kerncapd did not start: " << daemon_->Stderr();
 
-  std::vector<std::string> arm = {"--json", "arm"};
-  arm.insert(arm.end(), c.arm.begin(), c.arm.end());
-  testing::RunResult armed = testing::RunProcess(Ctl(arm), seconds(30));
-  Keep("arm.json", armed.out + armed.err);
-  ASSERT_EQ(armed.exit_code, 0) << armed.out << armed.err;
+  if (c.arm_in_app) {
+    env["KERNCAP_TEST_CTL"] = absl::StrCat(Bin("kerncapctl"), " --socket=", tmp_, "/ctl.sock");
+  } else {
+    std::vector<std::string> arm = {"--json", "arm"};
+    arm.insert(arm.end(), c.arm.begin(), c.arm.end());
+    testing::RunResult armed = testing::RunProcess(Ctl(arm), seconds(30));
+    Keep("arm.json", armed.out + armed.err);
+    ASSERT_EQ(armed.exit_code, 0) << armed.out << armed.err;
+  }
 
   env["CUDA_INJECTION64_PATH"] = agent;
   env["KERNCAP_AGENT_SOCKET"] = tmp_ + "/agent.sock";
@@ -227,23 +309,54 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   ASSERT_EQ(app.exit_code, 0) << what << " did not exit normally under the agent (signal "
                               << app.signal << ")\n" << app.out << app.err;
 
-  std::string capture_id;
+  std::vector<std::string> capture_ids;
   testing::WaitFor(
       [&] {
         testing::RunResult r = testing::RunProcess(Ctl({"--json", "captures"}), seconds(20));
         if (r.exit_code != 0) return false;
         auto j = nlohmann::json::parse(r.out, nullptr, false);
-        if (j.is_discarded() || !j.contains("captures") || j["captures"].empty()) return false;
-        capture_id = j["captures"][0].value("capture_id", "");
+        if (j.is_discarded() || !j.contains("captures") || !j["captures"].is_array()) return false;
+        capture_ids.clear();
+        for (const auto& cap : j["captures"]) {
+          std::string id = cap.value("capture_id", "");
+          if (!id.empty()) capture_ids.push_back(id);
+        }
         Keep("captures.json", r.out);
-        return !capture_id.empty();
+        return static_cast<int>(capture_ids.size()) >= c.captures;
       },
       seconds(30));
-  ASSERT_FALSE(capture_id.empty()) << "no capture appeared; program stderr:\n" << app.err;
+  ASSERT_GE(static_cast<int>(capture_ids.size()), c.captures)
+      << "captures did not appear; program stderr:\n" << app.err;
 
+  if (!c.arms_contain.empty()) {
+    testing::RunResult arms = testing::RunProcess(Ctl({"--json", "arms", "--all"}), seconds(30));
+    Keep("arms.json", arms.out + arms.err);
+    for (const std::string& want : c.arms_contain) {
+      EXPECT_NE(arms.out.find(want), std::string::npos)
+          << "`kerncapctl arms` does not say \"" << want << "\":\n" << arms.out;
+    }
+  }
+  for (size_t k = 0; k < capture_ids.size(); ++k) {
+    SCOPED_TRACE(capture_ids[k]);
+    ValidateCapture(capture_ids[k], k == 0 ? "" : absl::StrCat(k), app.out, k == 0);
+  }
+}
+
+void GpuEndToEndTest::ValidateCapture(const std::string& capture_id, const std::string& suffix,
+                                      const std::string& app_out, bool first) {
+  const Case& c = GetParam();
+  const std::string what = c.python_script.empty() ? c.program : c.python_script;
   testing::RunResult show = testing::RunProcess(Ctl({"show", capture_id}), seconds(30));
-  Keep("show.txt", show.out + show.err);
-  const std::string kcap = tmp_ + "/capture.kcap";
+  Keep("show" + suffix + ".txt", show.out + show.err);
+  for (const std::string& want : c.show_contains) {
+    EXPECT_NE(show.out.find(want), std::string::npos)
+        << "`kerncapctl show` does not say \"" << want << "\":\n" << show.out;
+  }
+  for (const std::string& bad : c.show_lacks) {
+    EXPECT_EQ(show.out.find(bad), std::string::npos)
+        << "`kerncapctl show` says \"" << bad << "\":\n" << show.out;
+  }
+  const std::string kcap = tmp_ + "/capture" + suffix + ".kcap";
   testing::RunResult exp =
       testing::RunProcess(Ctl({"export", capture_id, "--out", kcap}), seconds(120));
   ASSERT_EQ(exp.exit_code, 0) << exp.out << exp.err;
@@ -255,15 +368,15 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
     if (std::regex_search(a, m, kPlaceholder)) {
       std::smatch v;
       const std::regex printed(m[1].str() + R"(=(0x[0-9a-fA-F]+))");
-      ASSERT_TRUE(std::regex_search(app.out, v, printed))
+      ASSERT_TRUE(std::regex_search(app_out, v, printed))
           << what << " did not print " << m[1].str() << "=0x...";
       a = std::regex_replace(a, kPlaceholder, v[1].str());
     }
     val.push_back(a);
   }
   testing::RunResult rep = testing::RunProcess(val, seconds(120));
-  Keep("validate.json", rep.out);
-  Keep("validate.stderr", rep.err);
+  Keep("validate" + suffix + ".json", rep.out);
+  Keep("validate" + suffix + ".stderr", rep.err);
   auto report = nlohmann::json::parse(rep.out, nullptr, false);
   ASSERT_FALSE(report.is_discarded()) << "validate printed no JSON:\n" << rep.out << rep.err;
   EXPECT_EQ(report.value("result", ""), "pass") << absl::StrJoin(val, " ") << "\n" << rep.out
@@ -274,6 +387,7 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
               report.value("relocated", false) ? "yes" : "no", report.value("launch_ms", 0.0),
               report.value("regions_compared", 0), report.value("restore_seconds", 0.0));
 
+  if (!first) return;
   if (c.kerncapctl_validate) {
     // The same validation driven by kerncapctl (which execs kerncap-replay
     // with --daemon=unix:<its socket>).
@@ -311,6 +425,33 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
                 c.name.c_str(), bj.value("median_ms", 0.0), bj.value("min_ms", 0.0),
                 bj.value("max_ms", 0.0), bj.value("stddev_ms", 0.0),
                 bj.value("restore_each", false) ? "yes" : "no");
+  }
+  if (c.repro) {
+    const std::string dir = tmp_ + "/repro";
+    testing::RunResult g =
+        testing::RunProcess(Ctl({"repro", capture_id, "--out", dir}), seconds(120));
+    Keep("repro.txt", g.out + g.err);
+    ASSERT_EQ(g.exit_code, 0) << g.out << g.err;
+    const std::string make = FindOnPath("make");
+    if (make.empty()) {
+      std::printf("[ note ] %s: no make on PATH; reproducer generated, not run\n", c.name.c_str());
+      return;
+    }
+    auto run_make = [&](const std::string& target) {
+      testing::RunResult r = testing::RunProcess(
+          {make, "-C", dir, target, "KERNCAP_REPLAY=" + Bin("kerncap-replay")}, seconds(180));
+      Keep("make_" + target + ".txt", r.out + r.err);
+      return r;
+    };
+    testing::RunResult v = run_make("validate");
+    EXPECT_EQ(v.exit_code, 0) << "make validate of the reproducer:\n" << v.out << v.err;
+    testing::RunResult serve = run_make("serve");
+    ASSERT_EQ(serve.exit_code, 0) << "make serve:\n" << serve.out << serve.err;
+    testing::RunResult rv = run_make("validate");  // through the resident server
+    EXPECT_EQ(rv.exit_code, 0) << "make validate with make serve running:\n" << rv.out << rv.err;
+    run_make("serve-stop");
+    std::printf("[ repro ] %s: make validate %s, resident validate %s\n", c.name.c_str(),
+                v.exit_code == 0 ? "pass" : "FAIL", rv.exit_code == 0 ? "pass" : "FAIL");
   }
 }
 

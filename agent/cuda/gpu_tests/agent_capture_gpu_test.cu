@@ -2,7 +2,9 @@
 // with the in-memory FakeTransport in place of kerncapd. Checks what the
 // daemon would receive for real launches: pre/post images, module globals,
 // the code object, the argument blob, launch config and attributes; and that
-// the agent refuses to synchronize inside stream capture.
+// the agent refuses to synchronize inside stream capture; and kernels inside
+// CUDA graphs (GraphLaunches: node-by-node run, images between neighbours,
+// exec-level updates, a refused graph reported once).
 // Skips (exit 77) without a GPU.
 #include <cuda.h>
 
@@ -46,6 +48,197 @@ static const kerncap::agent::FakeRegion* FindRegion(const std::vector<kerncap::a
     if (r.desc.va == va) return &r;
   }
   return nullptr;
+}
+
+__global__ void kc_g_first(int* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = i;
+}
+__global__ void kc_g_target(const int* x, int* y, int m, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i] * m;
+}
+__global__ void kc_g_last(int* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 100;
+}
+__global__ void kc_g_alloc(int* out, int* scratch, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    scratch[i] = i;
+    out[i] = scratch[i] + 1;
+  }
+}
+
+static std::vector<int> Ints(const kerncap::agent::FakeRegion* r, int n) {
+  std::vector<int> v(n, -1);
+  if (r != nullptr && r->bytes.size() >= n * sizeof(int)) std::memcpy(v.data(), r->bytes.data(), n * sizeof(int));
+  return v;
+}
+
+// Kernels inside CUDA graphs: the armed launch runs the graph node by node and
+// captures the selected node between its neighbours; the application's
+// results are those of one normal graph launch.
+static void GraphLaunches(CudaAgent& agent, FakeTransport& transport) {
+  const int n = 1 << 16;
+  const size_t bytes = n * sizeof(int);
+  int *x, *y;
+  GT_CHECK(cudaMalloc(&x, bytes));
+  GT_CHECK(cudaMalloc(&y, bytes));
+  cudaStream_t s;
+  GT_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const size_t execs_before = agent.tracked_graph_execs();
+  // memset y -> first (x = i) -> target (y += x * m) -> last (x += 100)
+  cudaGraph_t g;
+  GT_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  GT_CHECK(cudaMemsetAsync(y, 0, bytes, s));
+  kc_g_first<<<n / 256, 256, 0, s>>>(x, n);
+  kc_g_target<<<n / 256, 256, 0, s>>>(x, y, 2, n);
+  kc_g_last<<<n / 256, 256, 0, s>>>(x, n);
+  GT_CHECK(cudaStreamEndCapture(s, &g));
+  cudaGraphNode_t target = nullptr;
+  size_t count = 0;
+  GT_CHECK(cudaGraphGetNodes(g, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  GT_CHECK(cudaGraphGetNodes(g, nodes.data(), &count));
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    GT_CHECK(cudaGraphNodeGetType(node, &type));
+    cudaKernelNodeParams kp = {};
+    if (type == cudaGraphNodeTypeKernel && cudaGraphKernelNodeGetParams(node, &kp) == cudaSuccess &&
+        kp.func == reinterpret_cast<void*>(kc_g_target)) {
+      target = node;
+    }
+  }
+  CHECK(target != nullptr, "target node not found in the captured graph");
+  cudaGraphExec_t exec;
+  GT_CHECK(cudaGraphInstantiate(&exec, g, 0));
+  CHECK(agent.tracked_graph_execs() == execs_before + 1, "instantiation not tracked");
+
+  auto check_app = [&](int m, const char* when) {
+    std::vector<int> hx(n), hy(n);
+    GT_CHECK(cudaMemcpy(hx.data(), x, bytes, cudaMemcpyDeviceToHost));
+    GT_CHECK(cudaMemcpy(hy.data(), y, bytes, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; ++i) {
+      if (hx[i] != i + 100 || hy[i] != i * m) {
+        CHECK(false, "%s: x[%d]=%d y[%d]=%d, want %d and %d (the graph ran wrongly)", when, i,
+              hx[i], i, hy[i], i + 100, i * m);
+        return;
+      }
+    }
+  };
+  // Unarmed: untouched.
+  const size_t committed = transport.committed().size();
+  GT_CHECK(cudaGraphLaunch(exec, s));
+  GT_CHECK(cudaStreamSynchronize(s));
+  check_app(2, "unarmed graph launch");
+  CHECK(transport.committed().size() == committed, "captured while unarmed");
+
+  // Armed: the target node is captured, with the state after memset + first.
+  transport.Arm("kc_g_target");
+  GT_CHECK(cudaGraphLaunch(exec, s));
+  GT_CHECK(cudaStreamSynchronize(s));
+  transport.set_armed(false);
+  check_app(2, "armed graph launch");
+  CHECK(transport.committed().size() == committed + 1, "graph node not captured (%zu captures)",
+        transport.committed().size() - committed);
+  if (transport.committed().size() == committed + 1) {
+    const FakeCapture& c = transport.committed().back();
+    CHECK(c.header.kernel.demangled_name.find("kc_g_target") != std::string::npos, "kernel %s",
+          c.header.kernel.demangled_name.c_str());
+    CHECK(c.header.from_graph, "graph origin missing");
+    CHECK(c.header.graph.node_index == 2 && c.header.graph.node_count == 4,
+          "node %u of %u (want 2 of 4)", c.header.graph.node_index, c.header.graph.node_count);
+    CHECK(c.header.graph.exec == reinterpret_cast<uint64_t>(exec), "exec handle");
+    CHECK(c.header.graph.launch_index == 1, "launch index %llu",
+          static_cast<unsigned long long>(c.header.graph.launch_index));
+    CHECK(c.header.launch.grid[0] == static_cast<uint32_t>(n / 256) && c.header.launch.block[0] == 256,
+          "node launch configuration");
+    const std::vector<int> pre_x = Ints(FindRegion(c.pre, reinterpret_cast<uint64_t>(x)), n);
+    const std::vector<int> pre_y = Ints(FindRegion(c.pre, reinterpret_cast<uint64_t>(y)), n);
+    const std::vector<int> post_x = Ints(FindRegion(c.post, reinterpret_cast<uint64_t>(x)), n);
+    const std::vector<int> post_y = Ints(FindRegion(c.post, reinterpret_cast<uint64_t>(y)), n);
+    for (int i = 0; i < n; ++i) {
+      if (pre_x[i] != i || pre_y[i] != 0 || post_x[i] != i || post_y[i] != 2 * i) {
+        CHECK(false, "images at %d: pre x=%d y=%d post x=%d y=%d (want %d 0 %d %d)", i, pre_x[i],
+              pre_y[i], post_x[i], post_y[i], i, i, 2 * i);
+        break;
+      }
+    }
+    uint64_t blob_x = 0;
+    int blob_m = 0;
+    if (c.arg_blob.size() >= 20) {
+      std::memcpy(&blob_x, c.arg_blob.data(), 8);
+      std::memcpy(&blob_m, c.arg_blob.data() + 16, 4);
+    }
+    CHECK(blob_x == reinterpret_cast<uint64_t>(x) && blob_m == 2, "argument blob of the node");
+  }
+
+  // An exec-level update of the node reaches the next capture.
+  int m3 = 3;
+  int nn = n;
+  void* args[] = {&x, &y, &m3, &nn};
+  cudaKernelNodeParams kp = {};
+  kp.func = reinterpret_cast<void*>(kc_g_target);
+  kp.gridDim = dim3(n / 256);
+  kp.blockDim = dim3(256);
+  kp.kernelParams = args;
+  GT_CHECK(cudaGraphExecKernelNodeSetParams(exec, target, &kp));
+  GT_CHECK(cudaGraphDestroy(g));
+  transport.Arm("kc_g_target");
+  GT_CHECK(cudaGraphLaunch(exec, s));
+  GT_CHECK(cudaStreamSynchronize(s));
+  transport.set_armed(false);
+  check_app(3, "armed launch after cudaGraphExecKernelNodeSetParams");
+  CHECK(transport.committed().size() == committed + 2, "updated node not captured");
+  if (transport.committed().size() == committed + 2) {
+    const FakeCapture& c = transport.committed().back();
+    const std::vector<int> post_y = Ints(FindRegion(c.post, reinterpret_cast<uint64_t>(y)), n);
+    CHECK(post_y[5] == 15 && c.header.graph.launch_index == 2, "post y[5]=%d launch %llu", post_y[5],
+          static_cast<unsigned long long>(c.header.graph.launch_index));
+  }
+  GT_CHECK(cudaGraphExecDestroy(exec));
+  CHECK(agent.tracked_graph_execs() == execs_before, "cudaGraphExecDestroy not tracked");
+
+  // Refused before anything runs: a graph with memory nodes. Reported once
+  // on the arm, the application's results unchanged, nothing captured.
+  int* out;
+  GT_CHECK(cudaMalloc(&out, bytes));
+  cudaGraph_t ga;
+  GT_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  int* scratch = nullptr;
+  GT_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch), bytes, s));
+  kc_g_alloc<<<n / 256, 256, 0, s>>>(out, scratch, n);
+  GT_CHECK(cudaFreeAsync(scratch, s));
+  GT_CHECK(cudaStreamEndCapture(s, &ga));
+  cudaGraphExec_t ea;
+  GT_CHECK(cudaGraphInstantiate(&ea, ga, 0));
+  const size_t skipped = transport.skipped().size();
+  transport.Arm("kc_g_alloc");
+  for (int k = 0; k < 3; ++k) {
+    GT_CHECK(cudaMemset(out, 0, bytes));
+    GT_CHECK(cudaGraphLaunch(ea, s));
+    GT_CHECK(cudaStreamSynchronize(s));
+    std::vector<int> h(n);
+    GT_CHECK(cudaMemcpy(h.data(), out, bytes, cudaMemcpyDeviceToHost));
+    CHECK(h[7] == 8 && h[n - 1] == n, "refused graph launch %d ran wrongly", k);
+  }
+  transport.set_armed(false);
+  CHECK(transport.committed().size() == committed + 2, "a refused graph was captured");
+  CHECK(transport.skipped().size() == skipped + 1, "%zu refusal reports (want 1 for 3 launches)",
+        transport.skipped().size() - skipped);
+  if (transport.skipped().size() == skipped + 1) {
+    const auto& r = transport.skipped().back();
+    CHECK(r.reason.find("memory allocation") != std::string::npos && r.ticket.arm_id == "arm-fake" &&
+              r.info.demangled_name.find("kc_g_alloc") != std::string::npos,
+          "refusal report: %s", r.reason.c_str());
+  }
+  GT_CHECK(cudaGraphExecDestroy(ea));
+  GT_CHECK(cudaGraphDestroy(ga));
+  GT_CHECK(cudaFree(out));
+  GT_CHECK(cudaFree(x));
+  GT_CHECK(cudaFree(y));
+  GT_CHECK(cudaStreamDestroy(s));
 }
 
 int main() {
@@ -160,12 +353,13 @@ int main() {
   GT_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   kc_scale_inplace<<<(n + 255) / 256, 256, 0, s>>>(dx, n, 1.0f);
   GT_CHECK(cudaStreamEndCapture(s, &graph));
+  CHECK(transport.committed().size() == 1, "captured inside stream capture");
+  transport.set_armed(false);  // graph launches are captured: see GraphLaunches()
   cudaGraphExec_t exec;
   GT_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   GT_CHECK(cudaGraphLaunch(exec, s));
   GT_CHECK(cudaStreamSynchronize(s));
-  CHECK(transport.committed().size() == 1, "captured inside stream capture");
-  transport.set_armed(false);
+  CHECK(transport.committed().size() == 1, "captured while unarmed");
 
   // VMM (expandable-segments style): reserve, create, map, set access.
   CUdevice dev;
@@ -204,6 +398,8 @@ int main() {
   cuMemAddressFree(va, 4 * gran);
   GT_CHECK(cudaFree(dx));
   CHECK(!agent.allocations().Lookup(reinterpret_cast<uint64_t>(dx)).has_value(), "free not tracked");
+
+  GraphLaunches(agent, transport);
 
   std::printf("agent_capture_gpu_test: %s (%d failures)\n", failures ? "FAIL" : "OK", failures);
   return failures ? 1 : 0;

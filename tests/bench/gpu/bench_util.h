@@ -84,6 +84,23 @@ inline GetLastCaptureFn FindAgentLastCapture() {
   return reinterpret_cast<GetLastCaptureFn>(sym);
 }
 
+// kerncap_agent_get_stats (agent/cuda/injection.cc), when the agent is loaded.
+struct AgentStats {
+  uint64_t tracked_allocations;
+  uint64_t tracked_modules;
+  uint64_t captures_committed;
+  uint64_t captures_failed;
+};
+using GetStatsFn = int (*)(AgentStats*);
+
+inline GetStatsFn FindAgentStats() {
+  const char* path = std::getenv("CUDA_INJECTION64_PATH");
+  void* h = path != nullptr ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  void* sym = h != nullptr ? dlsym(h, "kerncap_agent_get_stats")
+                           : dlsym(RTLD_DEFAULT, "kerncap_agent_get_stats");
+  return reinterpret_cast<GetStatsFn>(sym);
+}
+
 // Cheap integer hash (fills memory with values that neither dedup nor
 // zero-skip nor compress).
 __host__ __device__ inline uint32_t Mix(uint64_t x) {

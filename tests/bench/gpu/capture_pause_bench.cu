@@ -15,8 +15,14 @@
 // bytes). Target <= 1.25. Also prints the agent's own gate-hold time and the
 // process's peak RSS (VmHWM).
 //
+// --also-graph=1 (P1g): then, with the same state, the same kc_bench_touch as
+// the middle node of a CUDA graph (2 empty kernel nodes, the kernel, 2 more),
+// armed again with --arm-cmd once the first capture is committed; the
+// cudaGraphLaunch call is timed (the agent runs the graph node by node and
+// captures the node) and compared with the direct launch.
+//
 // Usage: capture_pause_bench --gib=8 --arm-cmd='kerncapctl ... arm kc_bench_touch'
-//        [--ring-wait-s=180]
+//        [--ring-wait-s=180] [--also-graph=0]
 // Without the agent (no CUDA_INJECTION64_PATH) only the baseline is printed.
 #include <unistd.h>
 
@@ -47,6 +53,7 @@ int main(int argc, char** argv) {
   const double gib = std::atof(Arg(argc, argv, "gib", "8").c_str());
   const std::string arm_cmd = Arg(argc, argv, "arm-cmd", "");
   const int ring_wait_s = std::atoi(Arg(argc, argv, "ring-wait-s", "180").c_str());
+  const bool also_graph = Arg(argc, argv, "also-graph", "0") == "1";
   const uint64_t total = static_cast<uint64_t>(gib * (1ull << 30));
   const uint64_t buf_bytes = 256ull << 20;
 
@@ -65,6 +72,20 @@ int main(int argc, char** argv) {
   // Load the captured kernel's module before the measurement.
   kc_bench_touch<<<1, 1>>>(bufs[0], 0);
   KB_CHECK(cudaDeviceSynchronize());
+  // The graph of the P1g measurement, instantiated before any arm.
+  cudaStream_t gs;
+  KB_CHECK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  KB_CHECK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal));
+  kc_bench_other<<<1, 1, 0, gs>>>();
+  kc_bench_other<<<1, 1, 0, gs>>>();
+  kc_bench_touch<<<(1 << 18) / 256, 256, 0, gs>>>(bufs[0], 1 << 18);
+  kc_bench_other<<<1, 1, 0, gs>>>();
+  kc_bench_other<<<1, 1, 0, gs>>>();
+  KB_CHECK(cudaStreamEndCapture(gs, &graph));
+  cudaGraphExec_t graph_exec;
+  KB_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+  KB_CHECK(cudaGraphDestroy(graph));
 
   // Baseline: pinned D2H of pre + post bytes.
   const uint64_t pin_bytes = std::min<uint64_t>(1ull << 30, buf_bytes * 4);
@@ -164,6 +185,48 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(base_bytes), base_s, d2h_gbps, expected_s, ratio,
       static_cast<unsigned long long>(hwm), static_cast<unsigned long long>(anon),
       static_cast<unsigned long long>(shmem), static_cast<int>(::getpid()));
+  if (also_graph) {
+    // The first capture must be committed: the agent's next capture would
+    // otherwise wait for that verdict inside the timed call.
+    GetStatsFn stats_fn = FindAgentStats();
+    AgentStats stats{};
+    t0 = Now();
+    while (stats_fn != nullptr && Now() - t0 < 300) {
+      stats_fn(&stats);
+      if (stats.captures_committed + stats.captures_failed >= 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::printf("graph: first capture settled after %.1f s; arming again: %s\n", Now() - t0,
+                arm_cmd.c_str());
+    if (std::system(arm_cmd.c_str()) != 0) {
+      std::fprintf(stderr, "FAIL: the second arm command failed\n");
+      return 1;
+    }
+    kc_bench_other<<<1, 1>>>();
+    KB_CHECK(cudaDeviceSynchronize());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    AgentCaptureInfo before = info;
+    t0 = Now();
+    KB_CHECK(cudaGraphLaunch(graph_exec, gs));
+    const double graph_s = Now() - t0;
+    KB_CHECK(cudaStreamSynchronize(gs));
+    last(&info);
+    if (info.held_seconds == before.held_seconds && info.pre_bytes == before.pre_bytes) {
+      std::fprintf(stderr, "FAIL: the graph launch was not captured (see the agent's log)\n");
+      return 1;
+    }
+    std::printf("graph capture: kc_bench_touch as node 3 of 5: graph launch call %.3f s (agent "
+                "gate held %.3f s) vs direct launch call %.3f s: ratio %.3f\n",
+                graph_s, info.held_seconds, launch_s, graph_s / launch_s);
+    std::printf("BENCH_JSON {\"bench\":\"p1_graph_capture_pause\",\"gib\":%.2f,\"graph_nodes\":5,"
+                "\"graph_launch_call_seconds\":%.4f,\"direct_launch_call_seconds\":%.4f,"
+                "\"ratio_to_direct\":%.4f,\"agent_held_seconds\":%.4f,\"pre_bytes\":%llu,"
+                "\"post_bytes\":%llu}\n",
+                gib, graph_s, launch_s, graph_s / launch_s, info.held_seconds,
+                static_cast<unsigned long long>(info.pre_bytes),
+                static_cast<unsigned long long>(info.post_bytes));
+  }
+  KB_CHECK(cudaGraphExecDestroy(graph_exec));
   for (uint32_t* p : bufs) KB_CHECK(cudaFree(p));
   return 0;
 }
