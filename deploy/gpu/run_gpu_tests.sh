@@ -124,10 +124,12 @@ if [[ ${KERNCAP_GPU_PYTHON:-1} != 0 ]]; then
   # lib/libkerncap_replay.so, which the runner passes as KERNCAP_REPLAY_LIB).
   # With the reproducers they take longer than the rest together: give them
   # a device call of their own (KERNCAP_GPU_ONLY=shim_gpu_test);
-  # KERNCAP_SHIM_REPRO=0 leaves the reproducers out.
+  # KERNCAP_SHIM_REPRO=0 leaves the reproducers out. All eight cases take
+  # more than one call: KERNCAP_SHIM_CASES="case ..." runs some of them.
   if [[ -n $PY && -d $HERE/python_shim ]]; then
+    # shellcheck disable=SC2086
     run shim_gpu_test timeout "${KC_T_SHIM:-560}" "$PY" "$HERE"/python_shim/tests/gpu/run_gpu_shim_tests.py \
-      --build "$HERE" --logs "$LOGS/shim"
+      --build "$HERE" --logs "$LOGS/shim" ${KERNCAP_SHIM_CASES:-}
   fi
   # The quickstart notebook (client/python/examples) run headless with nbclient
   # against a live capture: kerncapd, gpu_tests/vector_add under the agent,

@@ -45,15 +45,46 @@ class FakeDriver:
         self.bench_calls = 0
         # timing(call_index) -> milliseconds; default: every config equal.
         self.timing = timing or (lambda i: 1.0)
+        self.on_launch = None
         self.utils = FakeUtils(self)
         driver = self
 
         class Launcher:
+            """Launches nothing; like Triton's CudaLauncher it asks the
+            allocators for the kernel's global and profile scratch, and it
+            reports each launch to driver.on_launch (grid, the arguments by
+            name, the scratch pointers) when a test set one."""
+
             def __init__(self, src, metadata):
-                pass
+                self.src = src
+                self.metadata = metadata
+
+            def _scratch(self, size, align, allocator, grid, stream):
+                if not size:
+                    return None
+                buf = allocator.get()(grid[0] * grid[1] * grid[2] * getattr(self.metadata, "num_ctas", 1) * size,
+                                      align, stream)
+                return buf.data_ptr() if hasattr(buf, "data_ptr") else buf
 
             def __call__(self, *args):
                 driver.launches += 1
+                grid, stream, rest = args[:3], args[3], args[9:]
+                info = {"grid": list(grid), "name": getattr(self.metadata, "name", None)}
+                try:
+                    from triton.runtime import _allocation  # pylint: disable=import-outside-toplevel
+                    md = self.metadata
+                    info["global_scratch"] = self._scratch(getattr(md, "global_scratch_size", 0),
+                                                           getattr(md, "global_scratch_align", 1),
+                                                           _allocation._allocator, grid, stream)
+                    info["profile_scratch"] = self._scratch(getattr(md, "profile_scratch_size", 0),
+                                                            getattr(md, "profile_scratch_align", 1),
+                                                            _allocation._profile_allocator, grid, stream)
+                except ImportError:
+                    pass
+                names = list(getattr(getattr(self.src, "fn", None), "arg_names", []) or [])
+                info["args"] = dict(zip(names, rest))
+                if driver.on_launch is not None:
+                    driver.on_launch(info)
 
         self.launcher_cls = Launcher
 
@@ -86,15 +117,33 @@ class FakeDtype:
         return "torch." + self.name
 
 
-class FakeTensor:
-    """What Triton's argument specialisation needs of a tensor."""
+ELEMENT_SIZES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1, "int16": 2,
+                 "int32": 4, "int64": 8}
 
-    def __init__(self, ptr, dtype="float32"):
+
+class FakeTensor:
+    """What Triton's argument specialisation needs of a tensor (and the
+    shape the shim records of it)."""
+
+    def __init__(self, ptr, dtype="float32", shape=(1024,), strides=None):
         self.ptr = ptr
         self.dtype = FakeDtype(dtype)
+        self.shape = tuple(shape)
+        if strides is None:
+            strides, acc = [], 1
+            for d in reversed(self.shape):
+                strides.insert(0, acc)
+                acc *= d
+        self._strides = tuple(strides)
 
     def data_ptr(self):
         return self.ptr
+
+    def stride(self):
+        return self._strides
+
+    def element_size(self):
+        return ELEMENT_SIZES[self.dtype.name]
 
 
 _DRIVER = None
@@ -115,6 +164,7 @@ def activate(timing=None, target=None):
         d.target = target
     d.timing = timing or (lambda i: 1.0)
     d.loaded, d.launches, d.bench_calls = [], 0, 0
+    d.on_launch = None
     driver.set_active(d)
     return d
 

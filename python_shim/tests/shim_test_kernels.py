@@ -55,3 +55,19 @@ def kc_single_config(x_ptr, n, BLOCK: tl.constexpr):
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+
+# More candidates than the shim's variant table keeps (16): the winner is
+# compiled early and must survive the later compiles (tests pick a timing
+# that makes config 2 win).
+MANY_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w, num_stages=2)
+                for b in (32, 64, 128, 256, 512) for w in (1, 2, 4, 8)]
+
+
+@triton.autotune(configs=MANY_CONFIGS, key=["n"])
+@triton.jit
+def kc_many_configs(x_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 3.0, mask=mask)

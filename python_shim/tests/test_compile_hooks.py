@@ -248,6 +248,43 @@ def test_autotuner_choice_becomes_current(triton_mod, shim, recorder):
     assert type(k.kc_tuned_scale.cache) is dict
 
 
+def test_autotuner_with_more_configs_than_kept_keeps_the_winner(triton_mod, shim, recorder):
+    """20 candidates, a table of 16: the winner (benchmarked third) is
+    evicted while the 17 later candidates compile, unless the choice takes
+    it back. The document must hold the chosen binary and say so."""
+    import shim_test_kernels as k
+    from kerncap_shim import _registry
+    assert len(k.MANY_CONFIGS) > _registry.MAX_VARIANTS
+    fd, _ = _fake_driver(timing=lambda i: 0.5 if i == 2 else 1.0)
+    x = fd.FakeTensor(0x7f0000500000)
+    k.kc_many_configs[(4,)](x, 4096)
+    best = k.kc_many_configs.best_config
+    assert (best.kwargs, best.num_warps) == ({"BLOCK": 32}, 4)
+    doc = recorder.last("kc_many_configs")
+    at = doc["autotune"]
+    assert at["chosen_index"] == 2 and at["chosen"]["kwargs"] == {"BLOCK": 32}
+    # The binary the JIT holds for the chosen config.
+    jit = k.kc_many_configs.fn
+    want = [sha256(ck.asm["cubin"]) for cache in jit.device_caches.values() for ck in cache[0].values()
+            if ck.metadata.num_warps == 4 and ck.src.constants.get((2,)) == 32]
+    assert len(want) == 1
+    cur = next(v for v in doc["variants"] if v["id"] == doc["current"])
+    assert cur["binary"]["sha256"] == want[0] == at["chosen_variant"]
+    assert cur["constexprs"]["BLOCK"] == 32 and cur["num_warps"] == 4
+    assert cur["config_index"] == 2
+    assert doc["pinned"] == [want[0]]
+    assert doc["evicted_variants"] >= len(k.MANY_CONFIGS) - _registry.MAX_VARIANTS
+    assert len(doc["variants"]) <= _registry.MAX_VARIANTS + 1
+    # Later compiles of other kernels, or of this one for another key, do
+    # not evict the pinned choice.
+    fd.activate(timing=lambda i: 0.5 if i == 19 else 1.0)
+    k.kc_many_configs[(4,)](x, 1000)
+    doc = recorder.last("kc_many_configs")
+    ids = {v["id"] for v in doc["variants"]}
+    assert want[0] in ids and len(doc["pinned"]) == 2
+    assert doc["autotune"]["chosen_index"] == 19
+
+
 def test_heuristics_and_single_config(triton_mod, shim, recorder):
     import shim_test_kernels as k
     fd, _ = _fake_driver()
@@ -297,3 +334,37 @@ def test_launch_path_runs_no_shim_code(triton_mod, shim, recorder):
     assert recorder.calls  # the compiles were recorded...
     assert shim_calls_during(plain, 200) == 0  # ...the launches run none of our code
     assert shim_calls_during(tuned, 200) == 0
+
+
+def test_compile_records_launch_extents_build_and_def_line(triton_mod, shim, recorder, monkeypatch):
+    """What a reproducer needs to rebuild the binary where the application
+    did and to tell buffers sharing an allocation apart: the extents of the
+    tensors of the launch that compiled (with its scalars), the ptxas and
+    the cache-key environment, the def's line, the application's sys.path."""
+    import inspect as _inspect
+    import sys as _sys
+    import shim_test_kernels as k
+    _knobs_or_skip(triton_mod)
+    monkeypatch.setenv("TRITON_DISABLE_LINE_INFO", "1")
+    fd, _ = _fake_driver()
+    x = fd.FakeTensor(0x7f0000600000, shape=(64, 16))
+    y = fd.FakeTensor(0x7f0000600000 + 4096, shape=(1024,))
+    o = fd.FakeTensor(0x7f0000600000 + 8192, shape=(32, 32), strides=(64, 1))
+    k.kc_add_kernel[(4,)](x, y, o, 1024, BLOCK=128)
+    doc = recorder.last("kc_add_kernel")
+    v = doc["variants"][-1]
+    ca = v["compile_args"]
+    assert ca["scalars"] == {"n": 1024, "BLOCK": 128}
+    assert ca["tensors"]["x_ptr"] == {"dtype": "torch.float32", "element_size": 4, "shape": [64, 16],
+                                      "strides": [16, 1], "span_bytes": 4096}
+    # A strided view spans more than its elements.
+    assert ca["tensors"]["out_ptr"]["span_bytes"] == (31 * 64 + 31 + 1) * 4
+    b = v["build"]
+    assert b["env"]["TRITON_DISABLE_LINE_INFO"] == "1"
+    assert b["ptxas"]["path"] == triton_mod.knobs.nvidia.ptxas.path
+    assert b["ptxas"]["version"] == triton_mod.knobs.nvidia.ptxas.version
+    assert b["debug_knob"] is False
+    f = doc["functions"][v["function"]]
+    lines, start = _inspect.getsourcelines(k.kc_add_kernel.fn)
+    assert f["def_line"] == start + next(i for i, ln in enumerate(lines) if ln.startswith("def "))
+    assert doc["producer"]["sys_path"] == [p for p in _sys.path if p][:64]

@@ -119,3 +119,74 @@ def test_inductor_variants_and_choice(triton_mod, shim, static):
         hooks.uninstall()
         shim.inductor = None
     assert not getattr(mod.CachingAutotuner._make_launchers, "kerncap_shim", False)  # pylint: disable=protected-access
+
+
+class _WarmStaticKernel:
+    """A StaticallyLaunchedCudaKernel as a warm FX graph cache hands it
+    back: no cubin in memory (prepare_for_caching dropped cubin_raw), no
+    cubin_path (cleared when it was loaded); its file in the Triton cache is
+    written by make_launcher (reload_cubin_path)."""
+
+    def __init__(self, ck):
+        self.cubin_raw = None
+        self.cubin_path = None
+        self.name = ck.name
+        self.hash = ck.hash
+        self.num_warps = ck.metadata.num_warps
+        self.shared = ck.metadata.shared
+        self._bytes = ck.asm["cubin"]
+
+
+def test_inductor_kernel_from_a_warm_cache_gets_its_digest(triton_mod, shim, tmp_path, monkeypatch):
+    """A second process with a populated Inductor/Triton cache: the
+    CachingAutotuner comes back pickled (fn.fn dropped), goes through
+    precompile() and _make_launchers() only, and its static kernels' cubins
+    appear on disk during _make_launchers. The document must still carry
+    each binary's digest, the source and the choice."""
+    import copy
+    from conftest import Recorder
+    from kerncap_shim import _inductor
+    fn, compiled = _compile_variants(triton_mod, [(256, 4)])
+    pickled_fn = copy.copy(fn)
+    pickled_fn.fn = None  # CachingAutotuner.prepare_for_pickle
+    cache = tmp_path / "triton-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    rec = Recorder()
+    shim.install(agent=rec)
+    shim.registry.clear()
+    results = [_Result(_WarmStaticKernel(ck), cfg, meta) for ck, cfg, meta in compiled]
+    mod = _make_module(pickled_fn, results)
+    base = mod.CachingAutotuner
+
+    class Warm(base):
+        def precompile(self, warm_cache_only=False, reload_kernel=None, static_triton_bundle_key=None):
+            self._make_launchers()
+
+        def _make_launchers(self):
+            for r in self.compile_results:  # reload_cubin_path, then load_kernel
+                d = cache / ("key-" + r.kernel.hash[:8])
+                d.mkdir(parents=True, exist_ok=True)
+                (d / (r.kernel.name + ".cubin")).write_bytes(r.kernel._bytes)
+            base._make_launchers(self)
+
+    mod.CachingAutotuner = Warm
+    mod.triton_hash_to_path_key = lambda h: "key-" + h[:8]
+    mod.triton_cache_dir = lambda device: str(cache)
+    hooks = _inductor.InductorHooks(shim)
+    hooks.install(mod)
+    shim.inductor = hooks
+    try:
+        ca = mod.CachingAutotuner()
+        ca.precompile()
+        doc = rec.last("kc_add_kernel")
+        v = doc["variants"][0]
+        assert v["binary"]["sha256"] == sha256(compiled[0][0].asm["cubin"]), v
+        assert v["via"] == "inductor-static-launcher"
+        assert doc["current"] == v["id"] and doc["autotune"]["chosen_index"] == 0
+        f = doc["functions"][v["function"]]
+        assert "def kc_add_kernel" in f["source"] and f["inductor_file"] == "/tmp/torchinductor_x/ab/cabcdef.py"
+        assert shim.registry.stats["inductor_hook_precompile"] == 1
+        assert shim.registry.stats["inductor_hook__make_launchers"] == 1
+    finally:
+        hooks.uninstall()
+        shim.inductor = None

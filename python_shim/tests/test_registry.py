@@ -114,3 +114,28 @@ def test_fork_child_does_not_inherit_held_locks():
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     SHIM.registry.clear()
+
+
+def test_chosen_variant_is_pinned_against_eviction_and_truncation():
+    link = _Link()
+    reg = _registry.Registry(link)
+    for i in range(3):
+        reg.add_variant("k", _variant(i))
+    cfg = {"kwargs": {"BLOCK": 16 * 2}, "num_warps": 4, "num_stages": 3}
+    reg.set_autotune("k", {"kind": "triton.Autotuner", "configs": [cfg], "chosen": cfg, "chosen_index": 0})
+    chosen = "%064x" % 1
+    for i in range(3, 3 + 2 * _registry.MAX_VARIANTS):
+        reg.add_variant("k", _variant(i))
+    doc = json.loads(link.sent[-1][1])
+    ids = [v["id"] for v in doc["variants"]]
+    assert chosen in ids and doc["pinned"] == [chosen]
+    assert len(ids) == _registry.MAX_VARIANTS + 1
+    assert doc["evicted_variants"] == 3 + 2 * _registry.MAX_VARIANTS - len(ids)
+    assert doc["autotune"]["chosen_variant"] == chosen
+    # Dropped last when the document is too large.
+    huge = "x" * (200 * 1024)
+    for i in range(100, 106):
+        reg.add_variant("k", _variant(i), function=("f%d" % i, {"name": "k", "source": huge + str(i)}))
+    doc = json.loads(link.sent[-1][1])
+    assert "older variants" in doc["truncated"]
+    assert chosen in [v["id"] for v in doc["variants"]]

@@ -244,6 +244,30 @@ absl::StatusOr<GenerateResult> Finish(ProjectStage& stage, ProjectFacts& facts, 
   return result;
 }
 
+// A code object whose line table's unit is a Python file was JIT-compiled
+// from Python (Triton, Inductor): there is no translation unit nvcc or clang
+// could rebuild, and a project that runs nvcc on the .py would fail or, worse,
+// look like a native project. It becomes binary-only and says why (the Triton
+// reproducer needs the shim's metadata).
+void RefusePythonUnit(SourceLocation& loc, std::vector<std::string>* warnings) {
+  std::string unit;
+  for (const std::string* p : {&loc.tu, &loc.tu_original}) {
+    if (absl::EndsWith(*p, ".py")) unit = *p;
+  }
+  if (unit.empty()) return;
+  loc.outcome = SourceOutcome::kSourcesNotFound;
+  loc.tu.clear();
+  loc.files.clear();
+  loc.command.reset();
+  loc.compile_origin = CompileOrigin::kNone;
+  loc.message = absl::StrCat(
+      "the kernel was compiled from Python source (", fs::path(unit).filename().string(),
+      ": a Triton/JIT kernel): nvcc cannot rebuild a .py, so this is a binary-only project. "
+      "For an editable reproducer, capture with the kerncap Triton shim active "
+      "(KERNCAP_TRITON_SHIM=1): kerncapctl repro then writes kernel.py and run.py");
+  warnings->push_back(loc.message);
+}
+
 }  // namespace
 
 absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
@@ -356,6 +380,7 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
     lo.arch = arch;
     lo.compiler = lang == Language::kCuda ? tools.nvcc : tools.clang;
     loc = LocateSources(code.bytes, lo);
+    RefusePythonUnit(loc, &facts.warnings);
     for (const OptionFileUse& u : loc.option_files) {
       if (u.error.empty()) continue;
       facts.warnings.push_back(absl::StrCat(

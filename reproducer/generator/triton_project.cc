@@ -1,5 +1,6 @@
 #include "reproducer/generator/triton_project.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/digest.h"
@@ -241,13 +243,36 @@ absl::StatusOr<json> MapOne(Cursor& c, const std::string& name, const ordered_js
 
 // ---- variant selection --------------------------------------------------------
 
-struct Selected {
-  const ordered_json* variant = nullptr;
-  std::string selected_by;
-};
+// A short description of a recorded config for messages: "BLOCK_M=128
+// BLOCK_N=64 num_warps=8 num_stages=4".
+std::string ConfigText(const ordered_json& v) {
+  std::string out;
+  const ordered_json& c = v.contains("constexprs") && v["constexprs"].is_object()
+                              ? v["constexprs"]
+                              : (v.contains("kwargs") ? v["kwargs"] : ordered_json::object());
+  if (c.is_object()) {
+    for (const auto& [k, val] : c.items()) {
+      if (absl::StartsWith(k, "stride") || !val.is_primitive()) continue;
+      absl::StrAppend(&out, out.empty() ? "" : " ", k, "=", val.dump());
+    }
+  }
+  for (const char* k : {"num_warps", "num_stages"}) {
+    if (v.contains(k) && v[k].is_number()) absl::StrAppend(&out, out.empty() ? "" : " ", k, "=", v[k].dump());
+  }
+  return out.empty() ? "?" : out;
+}
 
-Selected SelectVariant(const ordered_json& doc, const v1::CaptureManifest& m,
-                       const std::string& kernel_sha) {
+// The recorded variant whose binary IS the captured code object (SHA-256 of
+// the image; the kernel's own code object first). Nothing else is a match:
+// `current` (the last compiled, or the autotuner's choice) is a guess, and a
+// reproducer built on a guess rebuilds another binary and validates it as if
+// it were the captured one. So no match is a refusal that says what was
+// recorded and why the captured binary may be missing (the shim's table
+// evicted older variants; the document was truncated; the kernel was
+// compiled before the shim was active).
+absl::StatusOr<const ordered_json*> SelectVariant(const ordered_json& doc,
+                                                  const v1::CaptureManifest& m,
+                                                  const std::string& kernel_sha) {
   std::vector<std::string> digests;
   if (!kernel_sha.empty()) digests.push_back(kernel_sha);
   for (const v1::CodeObject& co : m.code_objects()) {
@@ -256,19 +281,71 @@ Selected SelectVariant(const ordered_json& doc, const v1::CaptureManifest& m,
   const ordered_json& vs = doc["variants"];
   for (const std::string& d : digests) {
     for (const ordered_json& v : vs) {
-      if (v.contains("binary") && v["binary"].is_object() &&
+      if (v.is_object() && v.contains("binary") && v["binary"].is_object() &&
           v["binary"].value("sha256", "") == d) {
-        return {&v, "code_object_digest"};
+        return &v;
       }
     }
   }
-  const std::string current = doc.contains("current") && doc["current"].is_string()
-                                  ? doc["current"].get<std::string>()
-                                  : "";
+  std::string recorded;
   for (const ordered_json& v : vs) {
-    if (!current.empty() && v.value("id", "") == current) return {&v, "current"};
+    if (!v.is_object()) continue;
+    const std::string sha = v.contains("binary") && v["binary"].is_object()
+                                ? v["binary"].value("sha256", "")
+                                : "";
+    absl::StrAppend(&recorded, "\n  ", sha.empty() ? "(no binary digest)" : sha.substr(0, 16),
+                    ": ", ConfigText(v));
   }
-  return {&vs.back(), "last"};
+  std::string why;
+  const int evicted = doc.value("evicted_variants", 0);
+  if (evicted > 0) {
+    absl::StrAppend(&why, "; the shim's table evicted ", evicted,
+                    " older variant(s) of this kernel while others compiled");
+  }
+  if (doc.contains("truncated") && doc["truncated"].is_array() && !doc["truncated"].empty()) {
+    absl::StrAppend(&why, "; the document was truncated (", doc["truncated"].dump(), ")");
+  }
+  if (doc.contains("autotune") && doc["autotune"].is_object() &&
+      doc["autotune"].contains("chosen") && doc["autotune"]["chosen"].is_object()) {
+    absl::StrAppend(&why, "; the autotuner chose ", ConfigText(doc["autotune"]["chosen"]));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "capture ", m.capture_id(), " (kernel ", m.kernel().mangled_name(),
+      "): none of the ", vs.size(), " variant(s) the Triton shim recorded is the captured binary "
+      "(SHA-256 ", kernel_sha.substr(0, 16), "...)", why, ". Recorded:", recorded,
+      "\nNo Triton reproducer: it would rebuild another binary and validate it as the captured "
+      "one. The capture itself replays (kerncap-replay; kerncapctl repro --binary makes a "
+      "binary-only project). Capture again with the shim active from the start "
+      "(KERNCAP_TRITON_SHIM=1) so that every compiled variant is recorded"));
+}
+
+// The variant's launch geometry must be the capture's: Triton launches
+// num_warps * warp_size threads per block (num_ctas CTAs per cluster). A
+// document that says otherwise for the captured binary describes another
+// launch; refused like a digest mismatch.
+absl::Status CheckGeometry(const v1::CaptureManifest& m, const ordered_json& variant) {
+  if (m.launch().block_size() < 1 || m.launch().block(0) == 0) return absl::OkStatus();
+  if (!variant.contains("num_warps") || !variant["num_warps"].is_number_integer()) {
+    return absl::OkStatus();
+  }
+  uint32_t warp = 32;
+  if (variant.contains("target") && variant["target"].is_object() &&
+      variant["target"].contains("warp_size") && variant["target"]["warp_size"].is_number_integer()) {
+    warp = variant["target"]["warp_size"].get<uint32_t>();
+  } else if (variant.contains("warp_size") && variant["warp_size"].is_number_integer()) {
+    warp = variant["warp_size"].get<uint32_t>();
+  }
+  uint64_t threads = 1;
+  for (uint32_t b : m.launch().block()) threads *= std::max<uint32_t>(b, 1);
+  const uint64_t want = static_cast<uint64_t>(variant["num_warps"].get<int64_t>()) * warp;
+  if (threads != want) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "capture ", m.capture_id(), ": the Triton variant recorded for the captured binary has "
+        "num_warps=", variant["num_warps"].dump(), " (", want, " threads per block) but the "
+        "captured launch has ", threads, ": the metadata does not describe this launch; no Triton "
+        "reproducer"));
+  }
+  return absl::OkStatus();
 }
 
 // ---- kernel.py ---------------------------------------------------------------------
@@ -320,10 +397,18 @@ std::string JitDecorator(const ordered_json& function) {
   return args.empty() ? "@triton.jit\n" : "@triton.jit(" + absl::StrJoin(args, ", ") + ")\n";
 }
 
+// One Python file of the project besides kernel.py: a helper module copied
+// (sliced) from the application into deps/, or an empty package folder.
+struct ProjectModule {
+  std::string path;  // "deps/some_pkg/ops/utils.py"
+  std::string text;
+};
+
 struct KernelSource {
   std::string text;
   json info;  // kernel_source
   json inductor_decorator;  // from the slicer (may be null)
+  std::vector<ProjectModule> modules;
 };
 
 std::string Header(const v1::CaptureManifest& m, const std::string& fn_name,
@@ -334,7 +419,35 @@ std::string Header(const v1::CaptureManifest& m, const std::string& fn_name,
       "# Edit it freely: run.py imports ", fn_name,
       " from here and launches it with the captured\n"
       "# configuration (autotuning and heuristics decorators are removed: run.py pins\n"
-      "# the constexprs and launch options; --config / --candidate choose others).\n");
+      "# the constexprs and launch options; --config / --candidate choose others).\n"
+      "# run.py compiles this file under the application's file name and line numbers\n"
+      "# (kerncap.json triton.kernel_source.layout), so that the line table and device\n"
+      "# assert messages in the binary are the captured ones.\n");
+}
+
+int NewlinesIn(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+// Appends one function (or the kernel) to the layout: where its def is in
+// the generated file and where it was in the application's. run.py shifts
+// the def there when it compiles the file.
+void AddLayout(json& layout, const std::string& name, const std::string& kind, int def_line,
+               int original_def_line) {
+  if (name.empty() || def_line <= 0 || original_def_line <= 0) return;
+  layout.push_back({{"name", name},
+                    {"kind", kind},
+                    {"def_line", def_line},
+                    {"original_def_line", original_def_line}});
+}
+
+// The recorded def line of the kernel in its application file (the shim's
+// functions{}.def_line), or 0.
+int RecordedDefLine(const ordered_json& function) {
+  if (function.contains("def_line") && function["def_line"].is_number_integer()) {
+    return function["def_line"].get<int>();
+  }
+  return 0;
 }
 
 absl::StatusOr<KernelSource> RecordedSource(const v1::CaptureManifest& m, const ordered_json& doc,
@@ -370,18 +483,136 @@ absl::StatusOr<KernelSource> RecordedSource(const v1::CaptureManifest& m, const 
         "except ImportError:\n"
         "    pass\n");
   }
-  absl::StrAppend(&text, "\n\n", JitDecorator(function), DefOnly(source));
+  const std::string decorator = JitDecorator(function);
+  absl::StrAppend(&text, "\n\n");
+  const int def_line = NewlinesIn(text) + 1 + NewlinesIn(decorator);
+  absl::StrAppend(&text, decorator, DefOnly(source));
   KernelSource ks;
   ks.text = std::move(text);
-  ks.info = {{"origin", "recorded_source"}, {"note", why}};
+  json layout = json::array();
+  AddLayout(layout, fn_name, "target", def_line, RecordedDefLine(function));
+  ks.info = {{"origin", "recorded_source"}, {"note", why}, {"layout", layout}};
   return ks;
+}
+
+// Joins the slicer's pieces (in file order) with blank lines between kinds;
+// each function's def line is added to `layout`. `replace_target`, when not
+// empty, is the kernel's text to use instead of the target piece's, with its
+// original def line.
+std::string AssemblePieces(std::string text, const json& pieces, json& layout,
+                           const std::string& replace_target = "",
+                           int replaced_original_def_line = 0) {
+  std::string prev_kind;
+  for (const json& piece : pieces) {
+    const std::string kind = piece.value("kind", "");
+    std::string body = EnsureNewline(piece.value("text", ""));
+    const bool block = kind == "function" || kind == "target";
+    if (prev_kind.empty()) {
+      absl::StrAppend(&text, "\n");
+    } else if (block || prev_kind == "function" || prev_kind == "target") {
+      absl::StrAppend(&text, "\n\n");
+    } else if ((kind == "import") != (prev_kind == "import" || prev_kind == "future")) {
+      absl::StrAppend(&text, "\n");
+    }
+    const int first = NewlinesIn(text) + 1;  // this piece's first line in the file
+    const int line = piece.value("line", 0), start = piece.value("start_line", line);
+    std::vector<std::string> names = piece.value("names", std::vector<std::string>{});
+    const std::string name = names.empty() ? "" : names[0];
+    if (kind == "target" && !replace_target.empty()) {
+      body = replace_target;
+      const size_t def = body.find("def ");
+      const int def_offset =
+          def == std::string::npos ? 0 : NewlinesIn(body.substr(0, def));
+      AddLayout(layout, name, kind, first + def_offset, replaced_original_def_line);
+    } else if (block) {
+      AddLayout(layout, name, kind, first + (line - start), line);
+    }
+    absl::StrAppend(&text, body);
+    prev_kind = kind;
+  }
+  return text;
+}
+
+bool IsModuleName(const std::string& name) {
+  static const std::regex kName(R"(^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$)");
+  return std::regex_match(name, kName);
+}
+
+// The helper modules the slicer cut out of the application, as files under
+// deps/ (package folders get an __init__.py, empty unless the package itself
+// was sliced), and their entries for kerncap.json.
+void CopiedModules(const json& slicer_out, KernelSource& ks, std::vector<std::string>* warnings) {
+  json entries = json::array();
+  std::set<std::string> written;
+  std::set<std::string> packages;  // "deps/a", "deps/a/b"
+  if (slicer_out.contains("modules") && slicer_out["modules"].is_array()) {
+    for (const json& mod : slicer_out["modules"]) {
+      const std::string name = mod.value("module", "");
+      if (!IsModuleName(name)) {
+        warnings->push_back(absl::StrCat("kernel.py: a helper module named \"", name,
+                                         "\" was not copied (not a module name)"));
+        continue;
+      }
+      const std::string dir = "deps/" + absl::StrReplaceAll(name, {{".", "/"}});
+      const bool package = mod.value("package", false);
+      const std::string path = package ? dir + "/__init__.py" : dir + ".py";
+      const std::string file = mod.value("file", "");
+      std::string text = absl::StrCat(
+          "# ", name, ": helpers of the kernel copied from the application's\n# ",
+          fs::path(file).filename().string(),
+          " by kerncap (only what kernel.py uses; compiled by run.py under the\n"
+          "# application's file name and line numbers).\n");
+      std::vector<std::string> dropped = mod.value("dropped_imports", std::vector<std::string>{});
+      if (!dropped.empty()) {
+        absl::StrAppend(&text, "# Imports of the module left out (nothing here uses them):\n");
+        for (const std::string& d : dropped) absl::StrAppend(&text, Commented(d));
+      }
+      json layout = json::array();
+      text = AssemblePieces(text, mod.value("pieces", json::array()), layout);
+      ks.modules.push_back({path, text});
+      written.insert(path);
+      entries.push_back({{"module", name},
+                         {"path", path},
+                         {"original_file", file},
+                         {"package", package},
+                         {"names", mod.value("names", json::array())},
+                         {"layout", layout},
+                         {"sha256", Sha256(text).ToHex()}});
+      std::vector<std::string> parts = absl::StrSplit(name, '.');
+      std::string parent = "deps";
+      for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        parent += "/" + parts[i];
+        packages.insert(parent);
+      }
+      if (package) packages.erase(dir);
+    }
+  }
+  json empty_packages = json::array();
+  for (const std::string& dir : packages) {
+    const std::string path = dir + "/__init__.py";
+    if (written.count(path) > 0) continue;
+    ks.modules.push_back({path, "# A package folder of the helpers copied by kerncap (empty).\n"});
+    empty_packages.push_back(path);
+  }
+  ks.info["modules"] = entries;
+  ks.info["packages"] = empty_packages;
+  json not_copied = slicer_out.value("not_copied", json::array());
+  ks.info["not_copied"] = not_copied;
+  for (const json& n : not_copied) {
+    warnings->push_back(absl::StrCat(
+        "kernel.py: ", n.value("names", json::array()).dump(), " from ",
+        n.contains("module") && n["module"].is_string() ? n["module"].get<std::string>() : "?",
+        " not copied (", n.value("why", "?"),
+        "): kernel.py keeps the import, so that package must be installed where run.py runs"));
+  }
 }
 
 absl::StatusOr<KernelSource> SlicedSource(const v1::CaptureManifest& m, const ordered_json& doc,
                                           const ordered_json& function,
                                           const std::string& fn_name,
                                           const std::string& module_file,
-                                          const std::string& python3) {
+                                          const std::string& python3,
+                                          std::vector<std::string>* warnings) {
   if (python3.empty()) {
     return RecordedSource(m, doc, function, fn_name,
                           "python3 was not found where the reproducer was generated");
@@ -394,9 +625,19 @@ absl::StatusOr<KernelSource> SlicedSource(const v1::CaptureManifest& m, const or
                           absl::StrCat(fs::path(module_file).filename().string(),
                                        " is not readable where the reproducer was generated"));
   }
+  // The kernel module's import name and the application's sys.path resolve
+  // the imports of helpers from its other modules.
+  json options = json::object();
+  if (function.contains("module") && function["module"].is_string()) {
+    options["module"] = function["module"].get<std::string>();
+  }
+  if (doc.contains("producer") && doc["producer"].is_object() &&
+      doc["producer"].contains("sys_path") && doc["producer"]["sys_path"].is_array()) {
+    options["roots"] = ToJson(doc["producer"]["sys_path"]);
+  }
   auto r = RunTool({python3, "-I", "-c",
                     std::string(Embedded(embedded::kSliceKernelPy, embedded::kSliceKernelPySize)),
-                    module_file, fn_name},
+                    module_file, fn_name, options.dump()},
                    "", 60);
   json out;
   if (r.ok() && r->exit_code == 0) out = json::parse(r->out, nullptr, false);
@@ -429,35 +670,24 @@ absl::StatusOr<KernelSource> SlicedSource(const v1::CaptureManifest& m, const or
     absl::StrAppend(&text, "# Imports of the module left out (nothing here uses them):\n");
     for (const std::string& d : dropped) absl::StrAppend(&text, Commented(d));
   }
-  std::string note;
-  std::string prev_kind;
-  for (const json& piece : out["pieces"]) {
-    const std::string kind = piece.value("kind", "");
-    std::string body = EnsureNewline(piece.value("text", ""));
-    if (kind == "target" && matches.has_value() && !*matches && recorded_usable) {
-      // The file changed since the capture: what was compiled is the
-      // recorded source; the rest of the module is taken as it is now.
-      std::string decs;
-      for (const std::string& d : target.value("decorators_kept", std::vector<std::string>{})) {
-        absl::StrAppend(&decs, d, "\n");
-      }
-      body = (decs.empty() ? JitDecorator(function) : decs) + DefOnly(recorded);
-      note = absl::StrCat(fn_name, " in ", fs::path(module_file).filename().string(),
-                          " differs from the source compiled at capture time: the recorded "
-                          "source is used for it; helpers and constants come from the file as "
-                          "it is now");
+  std::string note, replacement;
+  int replaced_def_line = 0;
+  if (matches.has_value() && !*matches && recorded_usable) {
+    // The file changed since the capture: what was compiled is the recorded
+    // source; the rest of the module is taken as it is now.
+    std::string decs;
+    for (const std::string& d : target.value("decorators_kept", std::vector<std::string>{})) {
+      absl::StrAppend(&decs, d, "\n");
     }
-    const bool block = kind == "function" || kind == "target";
-    if (prev_kind.empty()) {
-      absl::StrAppend(&text, "\n");
-    } else if (block || prev_kind == "function" || prev_kind == "target") {
-      absl::StrAppend(&text, "\n\n");
-    } else if ((kind == "import") != (prev_kind == "import" || prev_kind == "future")) {
-      absl::StrAppend(&text, "\n");
-    }
-    absl::StrAppend(&text, body);
-    prev_kind = kind;
+    replacement = (decs.empty() ? JitDecorator(function) : decs) + DefOnly(recorded);
+    replaced_def_line = RecordedDefLine(function);
+    note = absl::StrCat(fn_name, " in ", fs::path(module_file).filename().string(),
+                        " differs from the source compiled at capture time: the recorded "
+                        "source is used for it; helpers and constants come from the file as "
+                        "it is now");
   }
+  json layout = json::array();
+  text = AssemblePieces(std::move(text), out["pieces"], layout, replacement, replaced_def_line);
   KernelSource ks;
   ks.text = std::move(text);
   ks.info = {{"origin", "module"},
@@ -465,7 +695,9 @@ absl::StatusOr<KernelSource> SlicedSource(const v1::CaptureManifest& m, const or
              {"decorators_removed", removed},
              {"dropped_imports", dropped},
              {"slicer_python", out.value("python", "")},
+             {"layout", layout},
              {"note", note}};
+  CopiedModules(out, ks, warnings);
   if (out.contains("inductor")) ks.inductor_decorator = out["inductor"];
   return ks;
 }
@@ -553,6 +785,7 @@ std::string TritonReadme(const v1::CaptureManifest& m, const std::string& fn_nam
       v.value("selected_by", "?"), "): ", cfg, "; grid ", section["grid"].dump(), ".\n\n",
       "| file | what |\n|---|---|\n"
       "| `kernel.py` | the kernel's source: edit it, then rerun |\n"
+      "| `deps/` | helpers kernel.py imports from the application's other modules (if any) |\n"
       "| `run.py` | restores the capture, launches `kernel.py` with the captured configuration, "
       "validates, times (`python3 run.py --help`) |\n"
       "| `kerncap.json` | the capture, the variant, the parameter mapping (`triton` section) |\n"
@@ -565,7 +798,7 @@ std::string TritonReadme(const v1::CaptureManifest& m, const std::string& fn_nam
       "```\n"
       "python3 run.py                 # launch, same binary?, validate every buffer (exact)\n"
       "python3 run.py --rtol 1e-3     # tolerances, per buffer dtype from the signature\n"
-      "python3 run.py --bench 100     # timing vs the captured binary\n"
+      "python3 run.py --bench 100     # kernel.py's binary vs the captured one (replay library)\n"
       "python3 run.py --config '{\"num_warps\": 8}'        # another configuration\n"
       "python3 run.py --config '{\"BLOCK_M\": 64}' --grid 32,12,1\n"
       "python3 run.py --candidate 1   # one of the autotuner's recorded configs (make configs)\n"
@@ -574,7 +807,44 @@ std::string TritonReadme(const v1::CaptureManifest& m, const std::string& fn_nam
       "```\n\n"
       "A different block size usually needs a different grid: pass `--grid`, or edit\n"
       "`grid(captured_grid, config)` at the top of `run.py`. Exit status: 0 pass,\n"
-      "1 validation failed (the differing buffers are named), 2 usage, 3 replay error.\n");
+      "1 validation failed (the differing buffers are named), 2 usage, 3 replay error,\n"
+      "4 refused: the unchanged kernel.py did not rebuild the captured binary (the causes are\n"
+      "named; `--allow-other-binary` validates it anyway). `deps/` holds what kernel.py imports\n"
+      "from the application's other modules; run.py uses it, not an installed package.\n");
+}
+
+// Triton's global and profile scratch: on CUDA the two parameters after the
+// function's own (Triton 3.x; an older Triton passes only the global one).
+// The captured pointers are what run.py hands Triton's allocators, so that
+// the kernel writes its workspace (device-side TMA descriptors...) where the
+// captured launch did; size_per_program from the variant's options.
+json ScratchOf(const v1::CaptureManifest& m, const ordered_json& variant, int first) {
+  json out = json::object();
+  if (m.kernel().platform() != v1::PLATFORM_CUDA) return out;
+  const ordered_json empty = ordered_json::object();
+  const ordered_json& opts =
+      variant.contains("options") && variant["options"].is_object() ? variant["options"] : empty;
+  const std::string& blob = m.argument_blob();
+  const char* kinds[] = {"global", "profile"};
+  for (int k = 0; k < 2 && first + k < m.arguments_size(); ++k) {
+    const v1::Argument& a = m.arguments(first + k);
+    if (a.size() != 8 || a.kind() == v1::ARG_HIDDEN) break;
+    const uint64_t va = Word(blob, a.offset());
+    const int region = RegionOf(m, va);
+    json e = {{"kernel_arg", first + k},
+              {"captured", Hex(va)},
+              {"region", region >= 0 ? json(region) : json(nullptr)}};
+    const std::string size_key = absl::StrCat(kinds[k], "_scratch_size");
+    const std::string align_key = absl::StrCat(kinds[k], "_scratch_align");
+    if (opts.contains(size_key) && opts[size_key].is_number_integer()) {
+      e["size_per_program"] = opts[size_key].get<int64_t>();
+    }
+    if (opts.contains(align_key) && opts[align_key].is_number_integer()) {
+      e["align"] = opts[align_key].get<int64_t>();
+    }
+    out[kinds[k]] = std::move(e);
+  }
+  return out;
 }
 
 }  // namespace
@@ -646,15 +916,10 @@ absl::StatusOr<TritonProjectFiles> WriteTritonProject(const TritonInputs& in,
                                                       ProjectStage& stage) {
   const v1::CaptureManifest& m = *in.capture;
   KC_ASSIGN_OR_RETURN(ordered_json doc, ParseDocument(m));
-  Selected sel = SelectVariant(doc, m, in.code_sha256);
-  const ordered_json& variant = *sel.variant;
+  KC_ASSIGN_OR_RETURN(const ordered_json* selected, SelectVariant(doc, m, in.code_sha256));
+  const ordered_json& variant = *selected;
+  KC_RETURN_IF_ERROR(CheckGeometry(m, variant));
   TritonProjectFiles out;
-  if (sel.selected_by != "code_object_digest") {
-    out.warnings.push_back(absl::StrCat(
-        "no recorded variant's binary is the captured code object (SHA-256 ",
-        in.code_sha256.substr(0, 16), "...): the ", sel.selected_by,
-        " variant is used; run.py will likely report a different binary"));
-  }
   const ordered_json empty = ordered_json::object();
   const std::string fkey = variant.value("function", "");
   const ordered_json& function =
@@ -680,16 +945,22 @@ absl::StatusOr<TritonProjectFiles> WriteTritonProject(const TritonInputs& in,
     }
     if (!alt.empty()) module_file = alt;
   }
-  KC_ASSIGN_OR_RETURN(KernelSource ks,
-                      SlicedSource(m, doc, function, fn_name, module_file, in.python3));
+  KC_ASSIGN_OR_RETURN(KernelSource ks, SlicedSource(m, doc, function, fn_name, module_file,
+                                                    in.python3, &out.warnings));
   ks.info["file"] = "kernel.py";
   ks.info["module_file"] = module_file;
+  // run.py tells an edited kernel.py (a different binary is expected) from
+  // the generated one (the captured binary is expected) by this digest.
+  ks.info["sha256"] = Sha256(ks.text).ToHex();
   if (ks.info["origin"] == "recorded_source") {
     out.warnings.push_back("kernel.py: " + ks.info["note"].get<std::string>());
   } else if (!ks.info.value("note", "").empty()) {
     out.warnings.push_back("kernel.py: " + ks.info["note"].get<std::string>());
   }
   KC_RETURN_IF_ERROR(stage.WriteFile("kernel.py", ks.text));
+  for (const ProjectModule& pm : ks.modules) {
+    KC_RETURN_IF_ERROR(stage.WriteFile(pm.path, pm.text));
+  }
 
   // Options.
   json launch_options = json::object();
@@ -729,7 +1000,7 @@ absl::StatusOr<TritonProjectFiles> WriteTritonProject(const TritonInputs& in,
   section["schema"] = kTritonJitSchema;
   section["kernel_name"] = doc.value("kernel_name", "");
   if (doc.contains("producer")) section["producer"] = ToJson(doc["producer"]);
-  json v = {{"id", variant.value("id", "")}, {"selected_by", sel.selected_by}};
+  json v = {{"id", variant.value("id", "")}, {"selected_by", "code_object_digest"}};
   for (const char* k : {"binary", "triton_version", "triton_hash", "target", "num_warps",
                         "num_stages", "num_ctas", "maxnreg", "shared", "config", "config_index",
                         "via", "compiled_during", "cache_hit"}) {
@@ -748,6 +1019,11 @@ absl::StatusOr<TritonProjectFiles> WriteTritonProject(const TritonInputs& in,
   for (const char* k : {"signature", "constexprs", "specialization"}) {
     section[k] = variant.contains(k) ? ToJson(variant[k]) : json::object();
   }
+  // What the application's compiler used besides source and options (the
+  // ptxas, the environment in Triton's cache key): run.py rebuilds with it.
+  section["build"] = variant.contains("build") && variant["build"].is_object()
+                         ? ToJson(variant["build"])
+                         : json(nullptr);
   section["launch_options"] = launch_options;
   section["compile_options"] = compile_options;
   section["options_from_inductor"] = from_inductor;
@@ -767,6 +1043,12 @@ absl::StatusOr<TritonProjectFiles> WriteTritonProject(const TritonInputs& in,
   if (dec.is_object()) section["inductor_decorator"] = dec;
   section["parameters"] = params.parameters;
   section["kernel_params"] = params.kernel_params;
+  section["scratch"] = ScratchOf(m, variant, params.kernel_params.value("used", 0));
+  // The tensors' shapes and the scalars of the launch that compiled the
+  // variant: run.py's buffer extents when the captured scalars are these.
+  section["compile_args"] = variant.contains("compile_args") && variant["compile_args"].is_object()
+                                ? ToJson(variant["compile_args"])
+                                : json(nullptr);
   section["kernel_source"] = ks.info;
   const bool have_binding = embedded::kReplayBindingPySize > 0;
   section["binding"] = {{"file", "kerncap_replay.py"}, {"embedded", have_binding}};

@@ -10,11 +10,18 @@
 //                      by slice_kernel.py (python3 -I, ast only) when the file
 //                      is readable here; else the recorded function source
 //                      (kernel_source.origin says which, and why)
-//   run.py             restores the capture through kerncap_replay.py before
-//                      CUDA starts, calls the JIT function with the pinned
+//   deps/              the application modules kernel.py imports helpers from,
+//                      sliced the same way (run.py serves them, so the
+//                      application's package is not needed)
+//   run.py             applies the application's build environment, restores
+//                      the capture through kerncap_replay.py before CUDA
+//                      starts, compiles kernel.py under the application's file
+//                      names and lines, calls the JIT function with the pinned
 //                      variant (constexprs, launch and compile options, the
-//                      captured grid), compares the binary's SHA-256 with the
-//                      captured code object, validates per buffer, --bench,
+//                      captured grid and scratch), compares the binary with
+//                      the captured code object (refusing an unchanged
+//                      kernel.py that does not rebuild it), validates per
+//                      buffer extent, --bench through the replay library,
 //                      --config/--candidate/--grid, --dry-run (no GPU)
 //   kerncap_replay.py  the replay library's Python binding (a copy, embedded
 //                      at build time from reproducer/replay/capi/)
@@ -23,7 +30,8 @@
 //
 // kerncap.json gets kind "triton" and a "triton" section:
 //   schema, kernel_name, producer
-//   variant           {id, selected_by: "code_object_digest"|"current"|"last",
+//   variant           {id, selected_by: "code_object_digest" (the only way: a
+//                      capture whose binary no recorded variant has is refused),
 //                      binary, triton_version, triton_hash, target, num_warps,
 //                      num_stages, num_ctas, maxnreg, shared, config,
 //                      config_index, via, compiled_during}
@@ -34,6 +42,10 @@
 //   function          {name, qualname, module, file (capture host), first_line,
 //                      source_sha256, source_truncated, params[]}
 //   signature, constexprs, specialization   as recorded for the variant
+//   build             the variant's build environment as the shim recorded it:
+//                      {ptxas {path, version, knob}, env {cache-invalidating
+//                      variables}, debug_knob, libdevice}; run.py uses that
+//                      ptxas (or one of the same release) and environment
 //   launch_options    {num_warps, num_stages, num_ctas[, maxnreg]} pinned
 //   compile_options   other recorded options run.py passes to the JIT when its
 //                      Triton knows them (derived values left out)
@@ -52,10 +64,29 @@
 //                       layout: "tma"|"pointer", base, region}, note}
 //   kernel_params     {captured, used, trailing_extra, note}: the captured
 //                      kernel's parameters; Triton appends scratch pointers
-//                      after the function's own (ignored)
+//                      after the function's own
+//   scratch           {global, profile: {kernel_arg, captured (address),
+//                      region, size_per_program, align}} (CUDA): run.py's
+//                      Triton allocators return the captured pointers
+//   compile_args      {tensors {name: {dtype, element_size, shape, strides,
+//                      span_bytes}}, scalars {name: value}} of the launch that
+//                      compiled the variant (shim): run.py's buffer extents
+//                      when the captured scalars are the same
 //   kernel_source     {file: "kernel.py", origin: "module"|"recorded_source",
 //                      module_file (capture host), module_matches_capture,
-//                      decorators_removed[], dropped_imports[], note}
+//                      decorators_removed[], dropped_imports[], note, sha256
+//                      (of the generated kernel.py: run.py tells an edit by it),
+//                      layout[] {name, kind, def_line (in kernel.py),
+//                      original_def_line}: run.py compiles kernel.py under
+//                      module_file's name with each def at its original line,
+//                      so that the line table and device-assert strings are the
+//                      captured binary's,
+//                      modules[] {module, path ("deps/pkg/mod.py"), original_file,
+//                      package, names, layout, sha256}: the application modules
+//                      kernel.py imports helpers from, sliced like kernel.py
+//                      (run.py serves them from deps/, so the application's
+//                      package is not needed), packages[] (empty __init__.py
+//                      files), not_copied[] {module, names, why}}
 //   binding           {file: "kerncap_replay.py", embedded: bool}
 //   device_ordinal, grid
 #ifndef KERNCAP_REPRODUCER_GENERATOR_TRITON_PROJECT_H_
@@ -91,8 +122,10 @@ struct TritonProjectFiles {
 
 // Writes kernel.py, run.py, kerncap_replay.py, Makefile and README.md into
 // `stage`. FailedPrecondition when the capture has no usable Triton metadata
-// (none, not JSON, no variant, no source at all, parameters that do not fit
-// the captured kernel's), with a message that says which.
+// (none, not JSON, no variant, no recorded variant whose binary is the
+// captured code object, a variant whose num_warps is not the captured block,
+// no source at all, parameters that do not fit the captured kernel's), with a
+// message that says which.
 absl::StatusOr<TritonProjectFiles> WriteTritonProject(const TritonInputs& in, ProjectStage& stage);
 
 // The "parameters" and "kernel_params" of the section for one variant (the

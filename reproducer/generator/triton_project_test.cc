@@ -20,6 +20,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/digest.h"
 #include "gtest/gtest.h"
@@ -248,6 +249,7 @@ struct Fixture {
   std::string code = kCode;
   int drop_args = 0;  // leave out the last N kernel parameters
   bool with_metadata = true;
+  uint32_t block_x = 256;
 };
 
 std::string MakeKcap(const std::string& dir, const Fixture& f) {
@@ -266,7 +268,7 @@ std::string MakeKcap(const std::string& dir, const Fixture& f) {
   m.mutable_device()->set_arch("sm_90");
   m.mutable_device()->set_ordinal(0);
   for (uint32_t v : {8u, 12u, 1u}) m.mutable_launch()->add_grid(v);
-  for (uint32_t v : {256u, 1u, 1u}) m.mutable_launch()->add_block(v);
+  for (uint32_t v : {f.block_x, 1u, 1u}) m.mutable_launch()->add_block(v);
   v1::CodeObject* co = m.add_code_objects();
   co->set_digest(Sha256(f.code).ToBytes());
   co->set_format(v1::CODE_OBJECT_CUBIN);
@@ -654,20 +656,36 @@ TEST_F(TritonProjectTest, ChangedModuleKeepsTheCompiledKernel) {
   EXPECT_TRUE(absl::StrContains(k, "def _scale(")) << k;
 }
 
-TEST_F(TritonProjectTest, DigestMismatchFallsBackToCurrentAndSaysSo) {
+// A captured binary no recorded variant has (the shim evicted it, or the
+// kernel was compiled before the shim was active) is refused: `current` is a
+// guess, and a project built on it would validate another binary.
+TEST_F(TritonProjectTest, DigestMismatchIsRefusedNotGuessed) {
   fixture_.code = "\x7f" "ELF a binary no variant recorded";
+  const std::string out = tmp_.path + "/out/matmul";
+  auto r = Generate(out);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  const std::string msg(r.status().message());
+  EXPECT_TRUE(absl::StrContains(msg, "none of the 2 variant(s)")) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, Sha256(fixture_.code).ToHex().substr(0, 16))) << msg;
+  // It lists what was recorded and the autotuner's choice.
+  EXPECT_TRUE(absl::StrContains(msg, "BLOCK_M=128 BLOCK_N=64 BLOCK_K=32 num_warps=8 num_stages=4"))
+      << msg;
+  EXPECT_TRUE(absl::StrContains(msg, "the autotuner chose BLOCK_M=128")) << msg;
+  EXPECT_FALSE(fs::exists(out));
+  // --native still gives the binary-only/native project of the capture.
+  EXPECT_TRUE(Generate(tmp_.path + "/out/native", ProjectKind::kNative).ok());
+}
+
+// The variant of the captured binary must describe the captured launch:
+// block = num_warps * warp_size.
+TEST_F(TritonProjectTest, VariantWhoseNumWarpsIsNotTheCapturedBlockIsRefused) {
+  fixture_.block_x = 128;  // the captured variant has num_warps=8: 256 threads
   auto r = Generate(tmp_.path + "/out/matmul");
-  ASSERT_TRUE(r.ok()) << r.status();
-  const json& t = r->project["triton"];
-  EXPECT_EQ(t["variant"]["selected_by"], "current");
-  EXPECT_EQ(t["variant"]["id"], Sha256(kOtherCode).ToHex());
-  EXPECT_EQ(t["launch_options"]["num_warps"], 4);
-  EXPECT_EQ(t["captured_binary"]["sha256"], Sha256(fixture_.code).ToHex());
-  bool warned = false;
-  for (const json& w : r->project["warnings"]) {
-    warned |= absl::StrContains(w.get<std::string>(), "no recorded variant");
-  }
-  EXPECT_TRUE(warned) << r->project["warnings"];
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "num_warps=8 (256 threads per block)"))
+      << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "has 128")) << r.status();
 }
 
 TEST_F(TritonProjectTest, FewerKernelParametersThanTheSignatureNeedsFail) {
@@ -911,67 +929,97 @@ std::string TritonPython() {
   return "";
 }
 
-TEST(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
-  const std::string py = TritonPython();
-  if (py.empty()) {
-    GTEST_SKIP() << "no python with triton (set KERNCAP_TRITON_PYTHON, or run python_shim_test "
-                    "first for its venv)";
-  }
-  TempDir tmp;
-  const std::string src = KERNCAP_SOURCE_DIR;
-  const std::string harness = src + "/reproducer/generator/triton/testing/cpu_harness.py";
-  ::setenv("PYTHONPATH", (src + "/python_shim/src:" + src + "/python_shim/tests").c_str(), 1);
-  ::setenv("TRITON_CACHE_DIR", (tmp.path + "/cache-app").c_str(), 1);
-  const std::string app = tmp.path + "/app";
-  fs::create_directories(app);
-  auto r = RunTool({py, harness, "capture", app}, "", 600);
-  ASSERT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->out + r->err : r.status().ToString());
-  const json launch = json::parse(Read(app + "/launch.json"));
-  const std::string cubin = Read(app + "/kernel.cubin");
+// A scenario of testing/cpu_harness.py captured, as a generated project.
+struct HarnessProject {
+  std::string app;    // the scenario's application folder (doc.json, launch.json, world.json)
+  std::string dir;    // the project
+  json launch;
+  json project;       // kerncap.json
+  std::string cubin;  // the captured binary
+};
 
-  replay::testing::KcapBuilder b(1 << 16);
-  v1::CaptureManifest m;
-  m.set_capture_id("cap-c0ffee000001");
-  m.mutable_kernel()->set_mangled_name("kc_cpu_matmul");
-  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
-  m.mutable_kernel()->set_arch("sm_90");
-  m.mutable_kernel()->set_jit_metadata_json(Read(app + "/doc.json"));
-  for (const json& g : launch["grid"]) m.mutable_launch()->add_grid(g.get<uint32_t>());
-  for (const json& g : launch["block"]) m.mutable_launch()->add_block(g.get<uint32_t>());
-  v1::CodeObject* co = m.add_code_objects();
-  co->set_digest(Sha256(cubin).ToBytes());
-  co->set_format(v1::CODE_OBJECT_CUBIN);
-  *co->mutable_data() = b.Add(cubin);
-  m.mutable_kernel()->set_code_object_digest(co->digest());
-  for (const json& va : launch["regions"]) {
-    v1::Region* reg = m.mutable_pre()->add_regions();
-    reg->set_va(va.get<uint64_t>());
-    reg->set_kind(v1::REGION_DEVICE);
-    *reg->mutable_data() = b.Add(std::string(1 << 16, '\x02'));
+class TritonCpuHarnessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    py_ = TritonPython();
+    if (py_.empty()) {
+      GTEST_SKIP() << "no python with triton (set KERNCAP_TRITON_PYTHON, or run python_shim_test "
+                      "first for its venv)";
+    }
+    const std::string src = KERNCAP_SOURCE_DIR;
+    harness_ = src + "/reproducer/generator/triton/testing/cpu_harness.py";
+    ::setenv("PYTHONPATH", (src + "/python_shim/src:" + src + "/python_shim/tests").c_str(), 1);
   }
-  std::string blob;
-  for (const json& prm : launch["params"]) {
-    const uint32_t size = prm["size"].get<uint32_t>();
-    while (blob.size() % size != 0) blob.push_back('\0');
-    v1::Argument* a = m.add_arguments();
-    a->set_offset(static_cast<uint32_t>(blob.size()));
-    a->set_size(size);
-    blob += absl::HexStringToBytes(prm["hex"].get<std::string>());
-  }
-  m.set_argument_blob(blob);
-  const std::string kcap = tmp.path + "/capture.kcap";
-  ASSERT_TRUE(b.Write(kcap, m).ok());
-  GenerateOptions o;
-  o.out_dir = tmp.path + "/repro";
-  auto g = GenerateProjectFromKcap(kcap, o);
-  ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->project["triton"]["variant"]["selected_by"], "code_object_digest");
-  EXPECT_EQ(g->project["triton"]["kernel_source"]["origin"], "module");
 
-  // A cold cache: run.py's call compiles for real.
-  ::setenv("TRITON_CACHE_DIR", (tmp.path + "/cache-repro").c_str(), 1);
-  auto run = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {py, harness, "run", o.out_dir, "--json"};
+  // Runs the scenario as the application (its own Triton cache), wraps the
+  // captured launch in a .kcap and generates its Triton project.
+  HarnessProject Capture(const std::string& scenario) {
+    HarnessProject h;
+    h.app = tmp_.path + "/" + scenario;
+    fs::create_directories(h.app);
+    ::setenv("TRITON_CACHE_DIR", (h.app + "/cache-app").c_str(), 1);
+    auto r = RunTool({py_, harness_, "capture", scenario, h.app}, "", 600);
+    EXPECT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->out + r->err : r.status().ToString());
+    if (!r.ok() || r->exit_code != 0) return h;
+    h.launch = json::parse(Read(h.app + "/launch.json"));
+    h.cubin = Read(h.app + "/kernel.cubin");
+    replay::testing::KcapBuilder b(1 << 16);
+    v1::CaptureManifest m;
+    m.set_capture_id("cap-c0ffee" + scenario.substr(0, 6));
+    m.mutable_kernel()->set_mangled_name(h.launch["kernel"].get<std::string>());
+    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+    m.mutable_kernel()->set_arch("sm_90");
+    m.mutable_kernel()->set_jit_metadata_json(Read(h.app + "/doc.json"));
+    for (const json& g : h.launch["grid"]) m.mutable_launch()->add_grid(g.get<uint32_t>());
+    for (const json& g : h.launch["block"]) m.mutable_launch()->add_block(g.get<uint32_t>());
+    v1::CodeObject* co = m.add_code_objects();
+    co->set_digest(Sha256(h.cubin).ToBytes());
+    co->set_format(v1::CODE_OBJECT_CUBIN);
+    *co->mutable_data() = b.Add(h.cubin);
+    m.mutable_kernel()->set_code_object_digest(co->digest());
+    for (const json& reg : h.launch["regions"]) {
+      v1::Region* pre = m.mutable_pre()->add_regions();
+      pre->set_va(reg["va"].get<uint64_t>());
+      pre->set_kind(v1::REGION_DEVICE);
+      *pre->mutable_data() = b.Add(std::string(reg["size"].get<size_t>(),
+                                               static_cast<char>(reg["fill"].get<int>())));
+    }
+    std::string blob;
+    for (const json& prm : h.launch["params"]) {
+      const uint32_t size = prm["size"].get<uint32_t>();
+      while (blob.size() % size != 0) blob.push_back('\0');
+      v1::Argument* a = m.add_arguments();
+      a->set_offset(static_cast<uint32_t>(blob.size()));
+      a->set_size(size);
+      blob += absl::HexStringToBytes(prm["hex"].get<std::string>());
+    }
+    m.set_argument_blob(blob);
+    const std::string kcap = h.app + "/capture.kcap";
+    EXPECT_TRUE(b.Write(kcap, m).ok());
+    GenerateOptions o;
+    o.out_dir = h.app + "/repro";
+    auto g = GenerateProjectFromKcap(kcap, o);
+    EXPECT_TRUE(g.ok()) << g.status();
+    if (!g.ok()) return h;
+    h.dir = o.out_dir;
+    h.project = g->project;
+    for (const std::string& w : g->project.value("warnings", std::vector<std::string>{})) {
+      warnings_.push_back(w);
+    }
+    // A cold cache: run.py's call compiles for real.
+    ::setenv("TRITON_CACHE_DIR", (h.app + "/cache-repro").c_str(), 1);
+    return h;
+  }
+
+  // run.py ARGS --json in the harness (stand-in replay library and device
+  // memory over world.json; `effect` is what the rebuilt kernel writes).
+  json Run(const HarnessProject& h, std::vector<std::string> args,
+           const json& effect = json::object()) {
+    const std::string effect_file = h.app + "/effect.json";
+    Write(effect_file, effect.dump());
+    ::setenv("KC_HARNESS_WORLD", (h.app + "/world.json").c_str(), 1);
+    ::setenv("KC_HARNESS_EFFECT", effect_file.c_str(), 1);
+    std::vector<std::string> argv = {py_, harness_, "run", h.dir, "--json"};
     argv.insert(argv.end(), args.begin(), args.end());
     auto res = RunTool(argv, "", 600);
     EXPECT_TRUE(res.ok() && res->exit_code == 0)
@@ -979,15 +1027,38 @@ TEST(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
     json j = res.ok() ? json::parse(res->out, nullptr, false) : json();
     EXPECT_TRUE(j.is_object()) << (res.ok() ? res->out + res->err : "");
     return j.is_object() ? j : json::object();
-  };
-  json j = run({});
+  }
+
+  static std::string Hex(uint64_t va) {
+    std::ostringstream o;
+    o << "0x" << std::hex << va;
+    return o.str();
+  }
+
+  std::string py_, harness_;
+  TempDir tmp_;
+  std::vector<std::string> warnings_;
+};
+
+// An application's autotuned matmul compiled and recorded by the shim, its
+// chosen binary wrapped in a capture, the project generated, and run.py's
+// launch path run with a stand-in replay library. run.py must make Triton
+// build the very binary that was captured (byte for byte: kernel.py is
+// compiled under the module's name and lines); an edited kernel.py or
+// another config must not; an unchanged kernel.py that does not rebuild it
+// is refused.
+TEST_F(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
+  HarnessProject h = Capture("matmul");
+  ASSERT_FALSE(h.dir.empty());
+  EXPECT_EQ(h.project["triton"]["variant"]["selected_by"], "code_object_digest");
+  EXPECT_EQ(h.project["triton"]["kernel_source"]["origin"], "module");
+  json j = Run(h, {});
   EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
-  // The same code; the line table differs (kernel.py is not the module).
-  EXPECT_EQ(j["binary"]["same"], true) << j["binary"] << j["notes"];
-  EXPECT_EQ(j["binary"]["identical"], false) << j["binary"];
-  EXPECT_EQ(j["binary"]["captured_sha256"], Sha256(cubin).ToHex());
-  EXPECT_EQ(j["binary"]["captured_code_sha256"], j["binary"]["compiled_code_sha256"]);
-  EXPECT_EQ(j["validation"]["pass"], true);
+  EXPECT_EQ(j["binary"]["identical"], true) << j["binary"] << j["notes"];
+  EXPECT_EQ(j["binary"]["captured_sha256"], Sha256(h.cubin).ToHex());
+  EXPECT_EQ(j["binary"]["expected_same"], true);
+  EXPECT_EQ(j["source_mapped"], true) << j["sources"];
+  EXPECT_EQ(j["validation"]["pass"], true) << j["validation"];
   EXPECT_EQ(j["harness"]["launches"], 1);
   // The replay library was prepared before the launch and closed after.
   const json& calls = j["harness"]["replay_calls"];
@@ -995,34 +1066,48 @@ TEST(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
   EXPECT_EQ(calls[0][0], "open");
   EXPECT_EQ(calls[0][1], "capture.kcap");
   EXPECT_EQ(calls[1][0], "prepare");
-  EXPECT_EQ(calls[2][0], "validate");
   EXPECT_EQ(calls.back()[0], "close");
   // Tolerances go per buffer, with the element type from the signature.
-  j = run({"--rtol", "0.01"});
-  const json& v = j["harness"]["replay_calls"][2][1];
+  j = Run(h, {"--rtol", "0.01"});
+  json v;
+  for (const json& c : j["harness"]["replay_calls"]) {
+    if (c[0] == "validate") v = c[1];
+  }
   EXPECT_EQ(v["regions"]["2"]["dtype"], "f16") << v;
   EXPECT_EQ(v["regions"]["2"]["rtol"], 0.01) << v;
   EXPECT_TRUE(v["dtype"].is_null()) << v;
-  EXPECT_EQ(j["validation"]["buffers"][2]["buffer"], "c_ptr") << j["validation"];
+  bool c_ptr_row = false;
+  for (const json& row : j["validation"]["buffers"]) c_ptr_row |= row["buffer"] == "c_ptr";
+  EXPECT_TRUE(c_ptr_row) << j["validation"];
+
+  // A replay that compared nothing is no pass.
+  j = Run(h, {}, {{"validate_report", {{"regions_compared", 0}, {"pass", true}}}});
+  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "nothing was compared")) << j["notes"];
 
   // Another configuration compiles another binary (and says so).
-  j = run({"--config", R"({"num_warps": 4})"});
+  j = Run(h, {"--config", R"({"num_warps": 4})"});
   EXPECT_EQ(j["binary"]["same"], false) << j["binary"];
+  EXPECT_EQ(j["binary"]["expected_same"], false);
+  EXPECT_EQ(j["harness"]["rc"], 0);
   EXPECT_EQ(j["harness"]["launches"], 1);
-  // So does an edited kernel.py.
-  std::string k = Read(o.out_dir + "/kernel.py");
+  // So does an edited kernel.py: a different binary is expected, validated.
+  std::string k = Read(h.dir + "/kernel.py");
   const size_t at = k.find("acc = _scale(acc, alpha)");
   ASSERT_NE(at, std::string::npos) << k;
   const std::string pristine = k;
   k.replace(at, 24, "acc = _scale(acc, alpha * 2.0)");
-  Write(o.out_dir + "/kernel.py", k);
-  j = run({});
+  Write(h.dir + "/kernel.py", k);
+  j = Run(h, {});
   EXPECT_EQ(j["binary"]["same"], false) << j["binary"];
-  Write(o.out_dir + "/kernel.py", pristine);
+  EXPECT_EQ(j["binary"]["edited_sources"], json({"kernel.py"}));
+  EXPECT_EQ(j["harness"]["rc"], 0);
+  Write(h.dir + "/kernel.py", pristine);
 
   // A variant specialised otherwise than the JIT would from the values (as
-  // Inductor compiles): run.py pins it, which here makes another binary.
-  const std::string kj = o.out_dir + "/kerncap.json";
+  // Inductor compiles): run.py pins it, which here makes another binary from
+  // the unchanged kernel.py: refused (exit 4), nothing validated.
+  const std::string kj = h.dir + "/kerncap.json";
   const std::string original = Read(kj);
   json pj = json::parse(original);
   pj["triton"]["specialization"].erase("M");  // M=1024 not marked divisible
@@ -1033,15 +1118,308 @@ TEST(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
     }
   }
   Write(kj, pj.dump(1));
-  j = run({});
-  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  j = Run(h, {});
+  EXPECT_EQ(j["harness"]["rc"], 4) << j.dump(1);
+  EXPECT_EQ(j["result"], "refused");
+  EXPECT_FALSE(j.contains("validation")) << j["validation"];
   const std::string notes = j["notes"].dump();
   EXPECT_TRUE(absl::StrContains(notes, "M=1024: not specialised")) << notes;
   EXPECT_TRUE(absl::StrContains(notes, "stride_am: compiled as the constant 512")) << notes;
-  EXPECT_EQ(j["binary"]["same"], false) << j["binary"];
+  EXPECT_TRUE(absl::StrContains(j["error"].get<std::string>(), "built another binary")) << j["error"];
+  j = Run(h, {"--allow-other-binary"});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  EXPECT_EQ(j["validation"]["pass"], true);
+  // A project whose variant is not the captured binary's: refused.
+  pj = json::parse(original);
+  pj["triton"]["variant"]["selected_by"] = "current";
+  Write(kj, pj.dump(1));
+  j = Run(h, {});
+  EXPECT_EQ(j["harness"]["rc"], 4) << j.dump(1);
+  EXPECT_TRUE(absl::StrContains(j.value("error", ""), "selected by \"current\"") ||
+              absl::StrContains(j.value("error", ""), "selected by 'current'"))
+      << j;
   Write(kj, original);
-  j = run({});
+  j = Run(h, {});
+  EXPECT_EQ(j["binary"]["identical"], true) << j["binary"] << j["notes"];
+}
+
+// A Triton binary's line table names the .py it was compiled from. The
+// native generator (--native, or a capture without the shim's metadata)
+// must not turn that into a CUDA project that runs nvcc on a .py: it makes a
+// binary-only project and says why.
+TEST_F(TritonCpuHarnessTest, NativeProjectOfATritonBinaryIsBinaryOnly) {
+  HarnessProject h = Capture("matmul");
+  ASSERT_FALSE(h.dir.empty());
+  GenerateOptions o;
+  o.out_dir = h.app + "/native";
+  o.kind = ProjectKind::kNative;
+  auto g = GenerateProjectFromKcap(h.app + "/capture.kcap", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const json& p = g->project;
+  EXPECT_NE(p["kind"], "triton");
+  EXPECT_EQ(p["compile"]["present"], false) << p["compile"];
+  EXPECT_NE(p["source"]["outcome"], "found") << p["source"];
+  const std::string msg = p["source"].value("message", "");
+  EXPECT_TRUE(absl::StrContains(msg, "Python source")) << p["source"];
+  EXPECT_TRUE(absl::StrContains(msg, "kc_cpu_matmul.py")) << p["source"];
+  EXPECT_TRUE(absl::StrContains(msg, "KERNCAP_TRITON_SHIM")) << p["source"];
+  EXPECT_FALSE(fs::exists(o.out_dir + "/src")) << "sources copied";
+  const std::string mk = Read(o.out_dir + "/Makefile");
+  EXPECT_FALSE(absl::StrContains(mk, "src/kc_cpu_matmul.py")) << mk;
+  // make recompile says why instead of running a compiler.
+  EXPECT_TRUE(absl::StrContains(mk, "recompile: the kernel was compiled from Python source")) << mk;
+}
+
+// --bench hands the rebuilt cubin to the replay library's bench (both
+// binaries launched the same way), and refuses a build that cannot run
+// under the captured launch.
+TEST_F(TritonCpuHarnessTest, BenchTimesBothBinariesThroughTheReplayLibrary) {
+  HarnessProject h = Capture("matmul");
+  ASSERT_FALSE(h.dir.empty());
+  json j = Run(h, {"--bench", "7", "--warmup", "3", "--cold-l2"});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  json bench_call;
+  for (const json& c : j["harness"]["replay_calls"]) {
+    if (c[0] == "bench") bench_call = c[1];
+  }
+  ASSERT_TRUE(bench_call.is_object()) << j["harness"]["replay_calls"];
+  EXPECT_EQ(bench_call["iterations"], 7);
+  EXPECT_EQ(bench_call["warmup"], 3);
+  EXPECT_EQ(bench_call["cold_l2"], true);
+  EXPECT_EQ(bench_call["compare_original"], true);
+  const std::string variant = bench_call["variant"].get<std::string>();
+  EXPECT_EQ(variant, h.dir + "/build/kernel_py.cubin");
+  // Triton's cubin of kernel.py: here the captured binary itself.
+  EXPECT_EQ(Read(variant), h.cubin);
+  EXPECT_EQ(j["bench"]["speedup"], 1.0) << j["bench"];
+  EXPECT_EQ(j["bench"]["variant_file"], "build/kernel_py.cubin");
+  // No Triton launch is timed: kernel.py ran once (to compile and validate).
+  EXPECT_EQ(j["harness"]["launches"], 1);
+  // Results that do not revalidate after the timing loop fail the run.
+  json effect = {{"bench_report",
+                  {{"variant", {{"iterations", 7}, {"median_ms", 0.1}}},
+                   {"original", {{"iterations", 7}, {"median_ms", 0.2}}},
+                   {"speedup", 2.0},
+                   {"validated", {{"variant", "pass"}, {"original", "pass"}}},
+                   {"revalidated", {{"variant", "fail"}, {"original", "pass"}}},
+                   {"pass", false}}}};
+  j = Run(h, {"--bench", "7"}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "revalidated variant: fail")) << j["notes"];
+  // The validations around the timing compare as run.py's did.
+  j = Run(h, {"--bench", "7", "--rtol", "0.01"});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  for (const json& c : j["harness"]["replay_calls"]) {
+    if (c[0] == "bench") {
+      EXPECT_EQ(c[1]["validate"]["regions"]["2"]["rtol"], 0.01) << c;
+    }
+  }
+  // Another block (num_warps) cannot run under the captured launch: refused.
+  j = Run(h, {"--bench", "7", "--config", R"({"num_warps": 4})"});
+  EXPECT_EQ(j["harness"]["rc"], 2) << j.dump(1);
+  for (const json& c : j["harness"]["replay_calls"]) EXPECT_NE(c[0], "bench") << c;
+}
+
+// More autotuner candidates than the shim keeps: the winner (compiled
+// third of 20) is still the captured binary's variant, and run.py rebuilds it.
+TEST_F(TritonCpuHarnessTest, AutotunerWithMoreConfigsThanKept) {
+  HarnessProject h = Capture("many_configs");
+  ASSERT_FALSE(h.dir.empty());
+  const json& t = h.project["triton"];
+  EXPECT_EQ(t["variant"]["selected_by"], "code_object_digest");
+  EXPECT_EQ(t["launch_options"]["num_warps"], h.launch["chosen"]["num_warps"]);
+  EXPECT_EQ(t["constexprs"]["BLOCK"], h.launch["chosen"]["kwargs"]["BLOCK"]);
+  EXPECT_EQ(t["autotune"]["configs"].size(), 20u);
+  EXPECT_EQ(t["autotune"]["chosen_index"], 2);
+  json j = Run(h, {});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  EXPECT_EQ(j["binary"]["identical"], true) << j["binary"];
+  EXPECT_EQ(j["validation"]["pass"], true);
+}
+
+// Device asserts embed file names and line numbers; the application
+// compiled with TRITON_DEBUG=1 and its own ptxas (TRITON_PTXAS_PATH, here a
+// wrapper running -O1). run.py, in an environment with neither, must rebuild
+// the captured binary byte for byte; without that ptxas it must refuse.
+TEST_F(TritonCpuHarnessTest, AssertsDebugAndTheApplicationsPtxas) {
+  HarnessProject h = Capture("assert_ptxas");
+  ASSERT_FALSE(h.dir.empty());
+  const json& t = h.project["triton"];
+  EXPECT_EQ(t["compile_options"]["debug"], true) << t["compile_options"];
+  const std::string wrapper = h.app + "/app-toolkit/bin/ptxas";
+  EXPECT_EQ(t["build"]["ptxas"]["path"], wrapper) << t["build"];
+  EXPECT_EQ(t["build"]["env"]["TRITON_PTXAS_PATH"], wrapper) << t["build"];
+  ::unsetenv("TRITON_PTXAS_PATH");
+  ::unsetenv("TRITON_DEBUG");
+  json j = Run(h, {});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  EXPECT_EQ(j["binary"]["identical"], true) << j["binary"] << j["notes"];
+  EXPECT_EQ(j["build"]["ptxas"]["path"], wrapper) << j["build"];
+  // The assert messages name the application's file (mapped), not kernel.py.
+  EXPECT_TRUE(absl::StrContains(h.cubin, h.app + "/app/kc_cpu_assert.py"));
+  // Functions moved around in kernel.py still map to their original lines
+  // (by name): the same binary.
+  const std::string k = Read(h.dir + "/kernel.py");
+  const size_t helper = k.find("@triton.jit\ndef _checked");
+  const size_t kernel = k.find("@triton.jit\ndef kc_cpu_assert");
+  ASSERT_TRUE(helper != std::string::npos && kernel != std::string::npos && helper < kernel) << k;
+  Write(h.dir + "/kernel.py",
+        k.substr(0, helper) + k.substr(kernel) + "\n\n" + k.substr(helper, kernel - helper));
+  j = Run(h, {});
+  EXPECT_EQ(j["binary"]["identical"], true) << j["binary"] << j["notes"];
+  // A line added inside the kernel moves the asserts after it: another
+  // binary from an edited kernel.py (validated, not refused).
+  Write(h.dir + "/kernel.py",
+        absl::StrReplaceAll(k, {{"    x = _checked(", "    # an added comment line\n    x = _checked("}}));
+  j = Run(h, {});
+  EXPECT_EQ(j["binary"]["same"], false) << j["binary"];
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  Write(h.dir + "/kernel.py", k);
+  // Without the application's ptxas (a ptxas of the same release is found,
+  // but it is not the one that built the binary): refused, saying so.
+  fs::rename(wrapper, wrapper + ".gone");
+  j = Run(h, {});
+  EXPECT_EQ(j["harness"]["rc"], 4) << j.dump(1);
+  EXPECT_TRUE(absl::StrContains(j.value("error", ""), "ptxas")) << j.value("error", "");
+  fs::rename(wrapper + ".gone", wrapper);
+}
+
+// Helpers imported from the application's package (absolute, relative and
+// module-alias imports, a constexpr function, constants) are copied into
+// deps/; run.py works without the package (and without what its __init__
+// imports).
+TEST_F(TritonCpuHarnessTest, HelpersFromTheApplicationsPackageAreCopied) {
+  HarnessProject h = Capture("helpers_pkg");
+  ASSERT_FALSE(h.dir.empty());
+  const json& ks = h.project["triton"]["kernel_source"];
+  EXPECT_EQ(ks["not_copied"], json::array()) << ks["not_copied"];
+  std::map<std::string, json> mods;
+  for (const json& mod : ks["modules"]) mods[mod["module"]] = mod;
+  ASSERT_TRUE(mods.count("kc_app_pkg.ops.utils") && mods.count("kc_app_pkg.consts")) << ks["modules"];
+  EXPECT_EQ(mods["kc_app_pkg.ops.utils"]["path"], "deps/kc_app_pkg/ops/utils.py");
+  const std::string utils = Read(h.dir + "/deps/kc_app_pkg/ops/utils.py");
+  for (const char* want : {"def scale_helper(x):", "def other_helper(x, y):", "def half_block(b):",
+                           "SCALE = tl.constexpr(3.0)", "from ..consts import OFFSET"}) {
+    EXPECT_TRUE(absl::StrContains(utils, want)) << want << " in\n" << utils;
+  }
+  EXPECT_FALSE(absl::StrContains(utils, "application_only")) << utils;
+  const std::string consts = Read(h.dir + "/deps/kc_app_pkg/consts.py");
+  EXPECT_TRUE(absl::StrContains(consts, "OFFSET = tl.constexpr(0.5)")) << consts;
+  EXPECT_FALSE(absl::StrContains(consts, "UNUSED")) << consts;
+  // The package folders are empty: the application's __init__ is not copied.
+  EXPECT_FALSE(absl::StrContains(Read(h.dir + "/deps/kc_app_pkg/__init__.py"), "import"));
+  const std::string k = Read(h.dir + "/kernel.py");
+  EXPECT_TRUE(absl::StrContains(k, "\nfrom kc_app_pkg.consts import OFFSET\n")) << k;
+  EXPECT_TRUE(absl::StrContains(k, "\nimport kc_app_pkg.ops.utils as U\n")) << k;
+  // Nothing of the application remains.
+  fs::rename(h.app + "/app", h.app + "/app.gone");
+  json j = Run(h, {});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  // The same code; only the line table differs: ptxas records the size and
+  // time of each source file it finds on disk, and the application's files
+  // are gone here.
   EXPECT_EQ(j["binary"]["same"], true) << j["binary"] << j["notes"];
+  EXPECT_EQ(j["binary"]["captured_code_sha256"], j["binary"]["compiled_code_sha256"]);
+  EXPECT_EQ(j["source_mapped"], true) << j["sources"];
+  EXPECT_EQ(j["validation"]["pass"], true);
+  const json& loaded = j["harness"]["sys_modules"];
+  ASSERT_TRUE(loaded.contains("kc_app_pkg.ops.utils")) << loaded;
+  EXPECT_EQ(loaded["kc_app_pkg.ops.utils"], h.dir + "/deps/kc_app_pkg/ops/utils.py");
+  EXPECT_FALSE(loaded.contains("kc_app_only_dependency")) << loaded;
+  // An edited helper is an edit (another binary expected, not refused).
+  Write(h.dir + "/deps/kc_app_pkg/ops/utils.py",
+        absl::StrReplaceAll(utils, {{"x * SCALE + OFFSET", "x * SCALE - OFFSET"}}));
+  j = Run(h, {});
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  EXPECT_EQ(j["binary"]["same"], false);
+  EXPECT_EQ(j["binary"]["edited_sources"], json({"deps/kc_app_pkg/ops/utils.py"}));
+}
+
+// Device-side TMA descriptors live in Triton's global scratch; the
+// application's allocator put it in the same allocation as the tensors.
+// run.py must hand Triton the captured scratch, and attribute a difference
+// to the buffer that differs, not to the allocation.
+TEST_F(TritonCpuHarnessTest, GlobalScratchAndBuffersSharingAnAllocation) {
+  HarnessProject h = Capture("scratch_shared");
+  ASSERT_FALSE(h.dir.empty());
+  const json& t = h.project["triton"];
+  const uint64_t scratch = h.launch["global_scratch"].get<uint64_t>();
+  EXPECT_EQ(t["scratch"]["global"]["captured"], Hex(scratch)) << t["scratch"];
+  EXPECT_EQ(t["scratch"]["global"]["size_per_program"], 256) << t["scratch"];
+  EXPECT_EQ(t["scratch"]["global"]["region"], 0);
+  // The kernel writes its descriptors (1 KiB for a 2x2 grid) where Triton's
+  // launcher put its scratch.
+  json effect = {{"scratch", {{"captured", scratch}, {"size", 1024},
+                              {"hex", absl::BytesToHexString(std::string(1024, '\xd5'))}}}};
+  json j = Run(h, {}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  EXPECT_EQ(j["binary"]["identical"], true) << j["binary"];
+  ASSERT_EQ(j["harness"]["launch_log"].size(), 1u);
+  EXPECT_EQ(j["harness"]["launch_log"][0]["global_scratch"], scratch);
+  EXPECT_EQ(j["validation"]["pass"], true) << j["validation"];
+  // dst_ptr wrong (src_ptr, dst_ptr and the scratch share region 0).
+  const uint64_t dst = 0x7f0000010000;
+  effect["corrupt"] = json::array({json::array({dst + 100, "ffff"})});
+  j = Run(h, {}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_EQ(j["validation"]["failing"], json({"dst_ptr"})) << j["validation"];
+  for (const json& row : j["validation"]["buffers"]) {
+    if (row["buffer"] == "src_ptr") {
+      EXPECT_EQ(row["result"], "identical") << row;
+    }
+    if (row["buffer"] == "dst_ptr") {
+      EXPECT_EQ(row["count"], 2) << row;
+    }
+  }
+  // Other workspace contents (an edited kernel's other descriptors) do not
+  // fail the validation; they are reported.
+  effect.erase("corrupt");
+  effect["scratch"]["hex"] = absl::BytesToHexString(std::string(1024, '\x11'));
+  j = Run(h, {}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  bool reported = false;
+  for (const json& row : j["validation"]["buffers"]) {
+    reported |= absl::StrContains(row["result"].get<std::string>(), "workspace");
+  }
+  EXPECT_TRUE(reported) << j["validation"];
+  // A write past dst into the allocation's bytes outside every buffer.
+  effect["scratch"]["hex"] = absl::BytesToHexString(std::string(1024, '\xd5'));
+  effect["corrupt"] = json::array({json::array({0x7f0000028000ull, "ff"})});
+  j = Run(h, {}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  ASSERT_EQ(j["validation"]["failing"].size(), 1u) << j["validation"];
+  EXPECT_TRUE(absl::StrContains(j["validation"]["failing"][0].get<std::string>(),
+                                "outside every argument"))
+      << j["validation"];
+}
+
+// An fp16 and an fp32 output in one allocation: tolerances apply with each
+// buffer's element type, and a failure names the buffer.
+TEST_F(TritonCpuHarnessTest, BuffersOfMixedTypesInOneAllocation) {
+  HarnessProject h = Capture("shared_mixed");
+  ASSERT_FALSE(h.dir.empty());
+  const uint64_t y = 0x7f0000000000 + 2 * 1024, z = 0x7f0000000000 + 6 * 1024;
+  // y[3] off by 1e-3 (fp32 bytes 0x3f400000 = 0.75 -> 0.751).
+  float off = 0.751f;
+  std::string bytes(4, '\0');
+  std::memcpy(bytes.data(), &off, 4);
+  json effect = {{"corrupt", json::array({json::array({y + 12, absl::BytesToHexString(bytes)})})}};
+  json j = Run(h, {}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);  // exact: fails, naming y_ptr
+  EXPECT_EQ(j["validation"]["failing"], json({"y_ptr"})) << j["validation"];
+  j = Run(h, {"--atol", "0.01"}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
+  for (const json& row : j["validation"]["buffers"]) {
+    if (row["buffer"] == "y_ptr") {
+      EXPECT_EQ(row["result"], "within tolerance") << row;
+      EXPECT_EQ(row["dtype"], "f32") << row;
+    }
+  }
+  // z (fp16) far off: fails, and only z.
+  effect["corrupt"].push_back(json::array({z + 2, "0078"}));
+  j = Run(h, {"--atol", "0.01"}, effect);
+  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_EQ(j["validation"]["failing"], json({"z_ptr"})) << j["validation"];
 }
 
 // Tuples and host tensor descriptors (TMA) map onto several kernel

@@ -28,7 +28,7 @@ import types
 
 from . import _record
 
-_METHODS = ("_make_launchers", "autotune_to_one_config", "coordinate_descent_tuning")
+_METHODS = ("precompile", "_make_launchers", "autotune_to_one_config", "coordinate_descent_tuning")
 
 
 def _name_of(ca, result=None):
@@ -51,6 +51,7 @@ class InductorHooks:
     def __init__(self, state):
         self.state = state
         self.cls = None
+        self.module = None
         self.originals = {}
 
     def install(self, mod):
@@ -58,6 +59,7 @@ class InductorHooks:
         if cls is None:
             raise RuntimeError("CachingAutotuner not found in %s" % mod.__name__)
         self.cls = cls
+        self.module = mod
         for meth in _METHODS:
             orig = cls.__dict__.get(meth)
             if orig is None or getattr(orig, "kerncap_shim", False):
@@ -77,20 +79,32 @@ class InductorHooks:
         hooks = self
         state = self.state
 
-        if meth == "_make_launchers":
+        if meth in ("_make_launchers", "precompile"):
+            # Both run once per kernel. precompile() is where a kernel loaded
+            # from Inductor's caches (a warm FX graph cache hands back pickled
+            # CachingAutotuners with their compile results) enters the
+            # parent process; _make_launchers() follows. Recorded before
+            # (while the compile results still hold their cubin paths) and
+            # again after for anything recorded without its binary: a
+            # statically launched kernel from the cache has no cubin in
+            # memory, and its file in the Triton cache is (re)written by
+            # make_launcher (reload_cubin_path).
             def wrapper(self_, *args, **kwargs):
+                state.registry.stats["inductor_hook_" + meth] += 1
                 try:
                     if state.enabled and state.should_record():
                         hooks.record_results(self_)
                 except Exception as e:  # pylint: disable=broad-except
-                    state.registry.note_error("inductor _make_launchers", e)
+                    state.registry.note_error("inductor " + meth, e)
                 out = orig(self_, *args, **kwargs)
                 try:
+                    if state.enabled and state.should_record():
+                        hooks.record_results(self_, missing_only=True)
                     launchers = getattr(self_, "launchers", None) or []
                     if state.enabled and len(launchers) == 1:
                         hooks.record_choice(self_, launchers[0])
                 except Exception as e:  # pylint: disable=broad-except
-                    state.registry.note_error("inductor _make_launchers", e)
+                    state.registry.note_error("inductor " + meth, e)
                 return out
         elif meth == "autotune_to_one_config":
             def wrapper(self_, *args, **kwargs):
@@ -182,7 +196,9 @@ class InductorHooks:
 
     # -- recording ---------------------------------------------------------------
 
-    def record_results(self, ca):
+    def record_results(self, ca, missing_only=False):
+        """Records every compile result of `ca` not recorded yet with its
+        binary digest (missing_only: only those recorded without one)."""
         results = getattr(ca, "compile_results", None) or []
         if not results:
             return
@@ -202,7 +218,10 @@ class InductorHooks:
                 if known is not None and (known.get("binary") or {}).get("sha256"):
                     # Already recorded (e.g. by the compile listener in this
                     # process); only add what Inductor knows.
-                    reg.set_inductor(name, desc)
+                    if not missing_only:
+                        reg.set_inductor(name, desc)
+                    continue
+                if missing_only and known is None:
                     continue
             rec = self._variant(ca, r, k)
             if rec is None:
@@ -246,27 +265,41 @@ class InductorHooks:
         return types.SimpleNamespace(signature=cm.get("signature"), constants=cm.get("constants") or {},
                                      attrs=configs[0] if configs else None)
 
-    @staticmethod
-    def _static_cubin(k, cm):
+    def _static_cubin(self, k, cm):
+        """The cubin of one of torch's StaticallyLaunchedCudaKernels: in
+        memory (cubin, cubin_raw: dropped when it went through Inductor's
+        caches), at its cubin_path (cleared once loaded), or where Inductor
+        keeps it: <triton cache dir>/<hash path key>/<name>.cubin."""
         for attr in ("cubin", "cubin_raw"):
             data = getattr(k, attr, None)
             if isinstance(data, (bytes, bytearray)):
                 return bytes(data)
-        path = getattr(k, "cubin_path", None)
-        if not path:
-            mod = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+        paths = []
+        if getattr(k, "cubin_path", None):
+            paths.append(k.cubin_path)
+        mod = self.module or sys.modules.get("torch._inductor.runtime.triton_heuristics")
+        name, h = getattr(k, "name", None), getattr(k, "hash", None)
+        if name and h:
             try:
-                path = os.path.join(mod.triton_cache_dir(cm.get("device", 0) or 0),
-                                    mod.triton_hash_to_path_key(k.hash), "%s.cubin" % k.name)
+                key = mod.triton_hash_to_path_key(h)
             except Exception:  # pylint: disable=broad-except
-                return None
-        try:
-            if os.path.getsize(path) > _record.MAX_BINARY_READ:
-                return None
-            with open(path, "rb") as f:
-                return f.read()
-        except (OSError, TypeError):
-            return None
+                key = None
+            if key:
+                try:
+                    paths.append(os.path.join(mod.triton_cache_dir(cm.get("device", 0) or 0), key, "%s.cubin" % name))
+                except Exception:  # pylint: disable=broad-except
+                    pass
+                if os.environ.get("TRITON_CACHE_DIR"):
+                    paths.append(os.path.join(os.environ["TRITON_CACHE_DIR"], key, "%s.cubin" % name))
+        for path in paths:
+            try:
+                if os.path.getsize(path) > _record.MAX_BINARY_READ:
+                    continue
+                with open(path, "rb") as f:
+                    return f.read()
+            except (OSError, TypeError):
+                continue
+        return None
 
     def record_choice(self, ca, launcher):
         cfg = getattr(launcher, "config", None)

@@ -194,6 +194,15 @@ def function_info(jit_fn, file_hint=None):
     start = getattr(jit_fn, "starting_line_number", None)
     if isinstance(start, int):
         info["starting_line"] = start
+        # The def's own line, as Triton computes it for the binary's line
+        # table and device-assert messages (get_jit_fn_file_line): the first
+        # source line that starts with "def ", counted from the decorators.
+        raw = getattr(jit_fn, "raw_src", None)
+        if isinstance(raw, (list, tuple)):
+            for idx, line in enumerate(raw):
+                if isinstance(line, str) and line.strip().startswith("def "):
+                    info["def_line"] = start + idx
+                    break
     src = _jit_source(jit_fn)
     limit = source_limit()
     if src is not None:
@@ -421,10 +430,112 @@ def variant_record(src, metadata, binary_format, binary, via, cache_hit=None, ji
     version = md.get("triton_version") or getattr(sys.modules.get("triton"), "__version__", None)
     if version is not None:
         rec["triton_version"] = str(version)
+    rec["build"] = build_info(rec.get("target"))
     rec["via"] = via
     if cache_hit is not None:
         rec["cache_hit"] = bool(cache_hit)
     return rec
+
+
+# ---------------------------------------------------------------------------
+# The arguments of the launch that compiled a variant
+
+MAX_ARGS = 64
+
+
+def _ints(seq):
+    try:
+        out = [int(x) for x in seq]
+    except (TypeError, ValueError):
+        return None
+    return out if len(out) <= 16 else None
+
+
+def compile_args(bound_args):
+    """The tensors' extents and the scalars of the launch during which the
+    variant was compiled (JITFunction.run's bound arguments): {"tensors":
+    {name: {dtype, element_size, shape, strides, span_bytes}}, "scalars":
+    {name: value}}. A reproducer uses the extents to tell buffers that share
+    one allocation apart, when the captured launch's scalars are these (the
+    same sizes). Compile time only; tensors are not kept."""
+    tensors, scalars = {}, {}
+    for i, (name, v) in enumerate(bound_args.items()):
+        if i >= MAX_ARGS:
+            break
+        if isinstance(v, bool) or isinstance(v, (int, float)):
+            if isinstance(v, float) and not math.isfinite(v):
+                continue
+            scalars[str(name)] = v
+            continue
+        if not callable(getattr(v, "data_ptr", None)):
+            continue
+        try:
+            shape = _ints(v.shape)
+            strides = _ints(v.stride()) if callable(getattr(v, "stride", None)) else None
+            esize = v.element_size() if callable(getattr(v, "element_size", None)) else None
+        except Exception:  # pylint: disable=broad-except
+            continue
+        if shape is None or strides is None or not isinstance(esize, int) or len(shape) != len(strides):
+            continue
+        if any(s < 0 for s in strides):
+            continue
+        span = 0 if 0 in shape else (sum((d - 1) * st for d, st in zip(shape, strides)) + 1) * esize
+        tensors[str(name)] = {"dtype": str(getattr(v, "dtype", "")), "element_size": esize, "shape": shape,
+                              "strides": strides, "span_bytes": span}
+    return {"tensors": tensors, "scalars": scalars}
+
+
+# ---------------------------------------------------------------------------
+# The build environment: what changes the binary besides source and options
+
+
+def build_info(target):
+    """What the compiler used besides the source and the options, so that a
+    reproducer can rebuild the same binary: the ptxas Triton ran (path and
+    release: Inductor points TRITON_PTXAS_PATH at torch's own ptxas), the
+    environment variables that enter Triton's compile cache key
+    (get_cache_invalidating_env_vars: TRITON_DISABLE_LINE_INFO,
+    TRITON_ENABLE_ASAN, DISABLE_LLVM_OPT, ...), PTXAS_OPTIONS, the debug
+    knob (TRITON_DEBUG) and the libdevice file. Cheap: Triton caches the
+    ptxas lookup (one `ptxas --version` per path and process)."""
+    out = {}
+    tr = sys.modules.get("triton")
+    knobs = getattr(tr, "knobs", None)
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars  # pylint: disable=import-outside-toplevel
+        out["env"] = {str(k): str(v) for k, v in dict(get_cache_invalidating_env_vars()).items()}
+    except Exception:  # pylint: disable=broad-except
+        pass
+    # Variables read by the compiler that are not in that list everywhere.
+    extra = {k: os.environ[k] for k in ("TRITON_DEBUG", "PTXAS_OPTIONS", "TRITON_PTXAS_PATH",
+                                        "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_LIBDEVICE_PATH",
+                                        "TRITON_DEFAULT_FP_FUSION", "TRITON_F32_DEFAULT",
+                                        "TRITON_OVERRIDE_ARCH", "TRITON_DISABLE_LINE_INFO")
+             if k in os.environ}
+    if extra:
+        out.setdefault("env", {}).update(extra)
+    if knobs is None:
+        return out
+    rt = getattr(knobs, "runtime", None)
+    if rt is not None and hasattr(rt, "debug"):
+        out["debug_knob"] = bool(rt.debug)
+    backend = (target or {}).get("backend")
+    arch = (target or {}).get("arch")
+    nv = getattr(knobs, "nvidia", None)
+    if backend == "cuda" and nv is not None:
+        attr = "ptxas_blackwell" if isinstance(arch, int) and arch >= 100 else "ptxas"
+        try:
+            tool = getattr(nv, attr)
+            out["ptxas"] = {"path": str(tool.path), "version": str(tool.version), "knob": attr}
+        except Exception as e:  # pylint: disable=broad-except
+            out["ptxas"] = {"error": "%s: %s" % (type(e).__name__, e)}
+        try:
+            lib = nv.libdevice_path
+            if lib:
+                out["libdevice"] = str(lib)
+        except Exception:  # pylint: disable=broad-except
+            pass
+    return out
 
 
 def config_matches(cfg_json, variant):
@@ -456,6 +567,10 @@ def config_matches(cfg_json, variant):
 
 def producer_info():
     out = {"shim": _shim_version(), "python": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()}
+    # Where the application's modules are found: the reproducer generator
+    # resolves the imports of kernel helpers against these folders to copy
+    # their sources (bounded; strings only).
+    out["sys_path"] = [p for p in sys.path if isinstance(p, str) and p][:64]
     tr = sys.modules.get("triton")
     if tr is not None:
         out["triton"] = str(getattr(tr, "__version__", "?"))

@@ -49,11 +49,14 @@ MAX_NAMES = 1024
 MAX_DOC_BYTES = (1 << 20) - 4096
 MAX_TUNING_CACHE = 16
 MAX_CONFIGS = 512
+# Variants an autotuner chose (one per tuning key) are pinned: never evicted,
+# never dropped to fit the document. Bounded like the tuning history.
+MAX_PINNED = 16
 
 
 class _Table:
     __slots__ = ("name", "variants", "functions", "autotune", "inductor", "current",
-                 "last_sent", "by_hash", "delivered")
+                 "last_sent", "by_hash", "delivered", "pinned", "evicted")
 
     def __init__(self, name):
         self.name = name
@@ -65,6 +68,26 @@ class _Table:
         self.last_sent = None
         self.by_hash = {}  # triton hash -> variant id
         self.delivered = False
+        # Variant ids an autotuner chose, oldest first (never evicted).
+        self.pinned = collections.OrderedDict()
+        self.evicted = 0  # variants dropped from the table so far
+
+    def pin(self, vid):
+        self.pinned.pop(vid, None)
+        self.pinned[vid] = True
+        while len(self.pinned) > MAX_PINNED:
+            self.pinned.popitem(last=False)
+
+    def evict_one(self):
+        """Drops the oldest variant that is neither current nor pinned.
+        False when every variant is protected."""
+        for vid in self.variants:
+            if vid != self.current and vid not in self.pinned:
+                rec = self.variants.pop(vid)
+                self.by_hash.pop(rec.get("triton_hash"), None)
+                self.evicted += 1
+                return True
+        return False
 
 
 def _variant_id(rec):
@@ -175,13 +198,13 @@ class Registry:
             t.variants[vid] = variant
             if variant.get("triton_hash"):
                 t.by_hash[variant["triton_hash"]] = vid
-            while len(t.variants) > MAX_VARIANTS:
-                dropped, rec = t.variants.popitem(last=False)
-                t.by_hash.pop(rec.get("triton_hash"), None)
-                if t.current == dropped:
-                    t.current = None
             if make_current:
                 t.current = vid
+            # The oldest unprotected variants go: an autotuner with more
+            # candidates than MAX_VARIANTS compiles them all before it
+            # chooses, and the one it chose must survive (pinned).
+            while len(t.variants) > MAX_VARIANTS + len(t.pinned) and t.evict_one():
+                pass
             if autotune is not None:
                 self._set_autotune_locked(t, autotune, move_current=False)
             if inductor is not None:
@@ -223,8 +246,20 @@ class Registry:
         if chosen is not None:
             vid = self._match_locked(t, chosen, autotune.get("function"))
             autotune["chosen_variant"] = vid
+            if vid is not None:
+                t.pin(vid)
             if move_current and vid is not None:
                 t.current = vid
+
+    def has_config(self, name, cfg_json, function=None):
+        """Whether a variant compiled from autotuner config ``cfg_json`` is
+        in the table (with its binary digest)."""
+        with self._lock:
+            t = self._tables.get(name)
+            if t is None:
+                return False
+            vid = self._match_locked(t, cfg_json, function)
+            return vid is not None and "sha256" in (t.variants[vid].get("binary") or {})
 
     @staticmethod
     def _match_locked(t, cfg, function):
@@ -263,6 +298,11 @@ class Registry:
         doc["producer"] = _record.producer_info()
         doc["current"] = t.current
         doc["variants"] = list(t.variants.values())
+        # Ids of the variants autotuners chose (kept whatever the bounds),
+        # and how many older variants the table dropped: a reader that finds
+        # no variant for a captured binary can tell why.
+        doc["pinned"] = list(t.pinned)
+        doc["evicted_variants"] = t.evicted
         doc["functions"] = t.functions
         if t.autotune is not None:
             doc["autotune"] = t.autotune
@@ -279,11 +319,11 @@ class Registry:
         data = enc()
         if len(data) <= MAX_DOC_BYTES:
             return data, truncated
-        # 1. Older variants, keeping the current one.
+        # 1. Older variants, keeping the current and the chosen ones.
         variants = list(t.variants.values())
         while len(data) > MAX_DOC_BYTES and len(variants) > 1:
             for i, rec in enumerate(variants):
-                if rec.get("id") != t.current:
+                if rec.get("id") != t.current and rec.get("id") not in t.pinned:
                     del variants[i]
                     break
             else:

@@ -146,6 +146,42 @@ class Shim:
             kernel = kernel.result()
         self.on_compiled_kernel(kernel, jit_fn, "jit_post_compile_hook")
 
+    def recover_chosen(self, tuner, name, chosen_json, fkey):
+        """Re-records the binary an autotuner chose when the registry no
+        longer holds it (evicted while later candidates compiled). The
+        chosen config's kernel is found in the JIT function's own cache
+        (device_caches: every compiled specialisation and config) by
+        matching each cached kernel's record against the config. Compile
+        (choice) time only."""
+        if not chosen_json or self.registry.has_config(name, chosen_json, fkey):
+            return
+        jit_fn = _record.unwrap_jit(getattr(tuner, "fn", None))
+        caches = getattr(jit_fn, "device_caches", None)
+        if not isinstance(caches, dict):
+            return
+        for entry in list(caches.values()):
+            kernel_cache = entry[0] if isinstance(entry, (tuple, list)) and entry else None
+            if not isinstance(kernel_cache, dict):
+                continue
+            for kernel in list(kernel_cache.values()):
+                if hasattr(kernel, "result") and not hasattr(kernel, "asm"):
+                    done = getattr(kernel, "done", None)
+                    if not callable(done) or not done():
+                        continue
+                    kernel = kernel.result()
+                src = getattr(kernel, "src", None)
+                fmt, binary = _record.binary_from_asm(getattr(kernel, "asm", None))
+                rec = _record.variant_record(src if hasattr(src, "signature") else None,
+                                             getattr(kernel, "metadata", None), fmt, binary,
+                                             "autotune choice (recovered from the JIT cache)", None, jit_fn)
+                if rec.get("name") != name or not _record.config_matches(chosen_json, rec):
+                    continue
+                rec["compiled_during"] = "autotune benchmark"
+                rec["config"] = chosen_json
+                func = _record.function_info(jit_fn) if hasattr(jit_fn, "arg_names") else None
+                self.registry.add_variant(name, rec, function=func, make_current=False)
+                self.registry.stats["recovered_choices"] += 1
+
     def on_compiled_kernel(self, kernel, jit_fn, via):
         if not self.should_record():
             return
@@ -190,6 +226,12 @@ class Shim:
             autotune = self.inductor.autotune_snapshot(ind, fkey, configs_hint=cfg)
         if cfg is not None:
             rec["config"] = _record.config_json(cfg)
+        bound = ctx.get("bound_args")
+        if bound is not None:
+            try:
+                rec["compile_args"] = _record.compile_args(bound)
+            except Exception as e:  # pylint: disable=broad-except
+                self.registry.note_error("compile_args", e)
         self.registry.add_variant(name, rec, function=func, autotune=autotune, inductor=inductor)
 
     # -- introspection -------------------------------------------------------------

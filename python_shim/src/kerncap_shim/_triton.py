@@ -93,6 +93,12 @@ def find_context(jit_fn, skip=2):
                     ctx["phase"] = co.co_name
                     if co.co_name == "_bench":
                         ctx["config"] = f.f_locals.get("config")
+            elif co.co_name == "run" and "bound_args" not in ctx and jit_fn is not None and slf is jit_fn:
+                # JITFunction.run compiling for a launch: the arguments it was
+                # called with (their shapes bound the buffers' extents).
+                bound = f.f_locals.get("bound_args")
+                if isinstance(bound, dict):
+                    ctx["bound_args"] = bound
             elif heur_cls is not None and "heuristics" not in ctx and isinstance(slf, heur_cls):
                 ctx["heuristics"] = slf
             elif ind_cls is not None and "inductor" not in ctx and isinstance(slf, ind_cls):
@@ -305,6 +311,11 @@ class TritonHooks:
             try:
                 snap = autotune_snapshot(tuner, fkey, chosen=config, key=key, heuristics=heuristics,
                                          phase="choice")
+                # With more candidates than the table keeps, the winner's
+                # record may have been evicted while the others compiled:
+                # take it again from the JIT's kernel cache, where every
+                # benchmarked binary still is.
+                state.recover_chosen(tuner, name, snap.get("chosen"), fkey)
                 state.registry.set_autotune(name, snap, move_current=True)
             except Exception as e:  # pylint: disable=broad-except
                 state.registry.note_error("autotune choice", e)

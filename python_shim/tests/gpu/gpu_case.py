@@ -247,7 +247,10 @@ def repro_env():
     """run.py's environment: the case's, minus the agent and the shim (the
     reproducer is a plain process), plus where libkerncap_replay.so is."""
     env = dict(os.environ)
-    for k in ("CUDA_INJECTION64_PATH", "KERNCAP_TRITON_SHIM", "KERNCAP_SHIM_DEBUG", "KERNCAP_AGENT_SOCKET"):
+    # Nor the application's compiler settings: run.py must take them from
+    # kerncap.json (the shim recorded them), as on another machine.
+    for k in ("CUDA_INJECTION64_PATH", "KERNCAP_TRITON_SHIM", "KERNCAP_SHIM_DEBUG", "KERNCAP_AGENT_SOCKET",
+              "TRITON_DEBUG", "TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_DISABLE_LINE_INFO"):
         env.pop(k, None)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
              if p and not p.rstrip("/").endswith(os.path.join("kerncap_shim", "_site"))]
@@ -351,8 +354,26 @@ def validate_exact_or_within(repro, args, tolerance, why):
     return repro.run(*(list(args) + list(tolerance)))
 
 
+def check_bench(repro, iterations):
+    """run.py --bench N: both binaries timed by the replay library (kernel.py's
+    cubin as a variant of the captured kernel); for the unchanged kernel.py
+    (the captured binary rebuilt) the speedup must be about 1.0."""
+    doc = repro.run("--bench", str(iterations))
+    b = doc.get("bench") or {}
+    var, orig = b.get("variant") or {}, b.get("original") or {}
+    check(var.get("median_ms", 0) > 0 and orig.get("median_ms", 0) > 0, "bench %s" % b)
+    check(b.get("speedup") is not None, "bench without a speedup: %s" % b)
+    check(b.get("pass") is not False, "the timed binaries do not validate: validated %s, revalidated %s" % (
+        b.get("validated"), b.get("revalidated")))
+    print("[ repro ] bench: kernel.py median %.4f ms, captured binary %.4f ms, speedup %.3fx (spread %s)" % (
+        var["median_ms"], orig["median_ms"], b["speedup"], b.get("spread")))
+    check(0.85 <= b["speedup"] <= 1.15, "the same binary timed %.3fx of itself: both binaries are not measured the "
+          "same way" % b["speedup"])
+    return b
+
+
 def check_reproducer(cid, kernel_name, edit=None, config_runs=(), tolerance=("--rtol", "1e-3", "--atol", "1e-3"),
-                     bench=0):
+                     bench=0, failing_exactly=None, keep=False, repro=None):
     """The reproducer checks every case makes after its own:
 
     1. kerncapctl repro CAPTURE: a Triton project whose variant is the
@@ -365,12 +386,16 @@ def check_reproducer(cid, kernel_name, edit=None, config_runs=(), tolerance=("--
        `tolerance` where another warp count sums in another order), and the
        binary differs (the config took effect);
     5. each of `config_runs` ((args, why)): passes likewise;
-    6. --bench N when `bench`.
-    Returns the project."""
+    6. --bench N when `bench`: about 1.0x (check_bench).
+    `failing_exactly`: the edit must fail exactly these buffers (buffers
+    sharing an allocation with them must not be blamed). `keep`: return the
+    Repro (the caller cleans up) instead of the project. `repro`: a project
+    generated already (gc.Repro), e.g. before the application's files were
+    moved away."""
     if not repro_enabled():
         print("[ info ] reproducer checks left out (KERNCAP_SHIM_REPRO=0)")
         return None
-    repro = Repro(cid, kernel_name)
+    repro = repro or Repro(cid, kernel_name)
     try:
         t = repro.project["triton"]
         fn = t["function"]["name"]
@@ -385,6 +410,9 @@ def check_reproducer(cid, kernel_name, edit=None, config_runs=(), tolerance=("--
         failing = (doc.get("validation") or {}).get("failing") or []
         check(any(buffer in f.split("/") for f in failing),
               "the edited kernel failed validation but %r is not among the failing buffers %s" % (buffer, failing))
+        if failing_exactly is not None:
+            check(sorted(failing) == sorted(failing_exactly), "the edited kernel failed %s, expected exactly %s "
+                  "(buffers: %s)" % (failing, failing_exactly, (doc.get("validation") or {}).get("buffers")))
         check(not (doc.get("binary") or {}).get("same"), "the edited kernel.py built the captured binary")
         repro.restore()
         # 4. Another num_warps.
@@ -399,16 +427,14 @@ def check_reproducer(cid, kernel_name, edit=None, config_runs=(), tolerance=("--
             validate_exact_or_within(repro, list(args), tolerance, why)
         # 6. Timing against the captured binary.
         if bench:
-            doc = repro.run("--bench", str(bench))
-            b = doc.get("bench") or {}
-            check(b.get("kernel_py", {}).get("median_ms", 0) > 0 and
-                  b.get("captured_binary", {}).get("median_ms", 0) > 0, "bench %s" % b)
-            print("[ repro ] bench: kernel.py median %.4f ms, captured binary %.4f ms" % (
-                b["kernel_py"]["median_ms"], b["captured_binary"]["median_ms"]))
+            check_bench(repro, bench)
         print("[ repro ] %s: %d run.py invocation(s) as expected" % (kernel_name, repro.runs))
+        if keep:
+            return repro
         return repro.project
     finally:
-        repro.cleanup()
+        if not keep:
+            repro.cleanup()
 
 
 def try_validate(cid):

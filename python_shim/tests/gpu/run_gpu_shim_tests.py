@@ -20,8 +20,21 @@ After its own checks each case generates the Triton reproducer of its
 capture (kerncapctl repro) and runs the project's run.py: the captured
 configuration (must pass and build the captured binary), an edited kernel.py
 (must fail, naming the buffer), another num_warps (must pass), and for the
-matmul other block sizes with their grid (gpu_case.check_reproducer).
-KERNCAP_SHIM_REPRO=0 (or --env KERNCAP_SHIM_REPRO=0) leaves that out.
+matmul other block sizes with their grid; --bench of the unchanged kernel
+must time about 1.0x (gpu_case.check_reproducer). KERNCAP_SHIM_REPRO=0 (or
+--env KERNCAP_SHIM_REPRO=0) leaves that out.
+
+Cases: triton_inplace (heuristics), triton_matmul_autotune (4 candidates),
+torch_compile_model (Inductor), triton_many_configs (20 candidates, the
+winner compiled third), triton_tma_scratch (device TMA descriptors in global
+scratch, buffers sharing a segment, a wrong result in one), triton_assert_debug
+(device asserts, TRITON_DEBUG=1, torch's ptxas), triton_app_helpers (helpers
+from the application's package, which is gone when run.py runs),
+torch_compile_warm (a second process on warm Inductor/Triton caches). All
+eight take longer than one 10-minute device call: run them in groups, e.g.
+`... --build DIR triton_inplace triton_matmul_autotune torch_compile_model
+triton_many_configs` and `... triton_tma_scratch triton_assert_debug
+triton_app_helpers torch_compile_warm`.
 
 Output lines "[ OK ] case", "[ FAILED ] case", "[ SKIPPED ] case: why"
 (the format deploy/gpu/run_gpu_tests.sh summarises); logs per case in
@@ -38,7 +51,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHIM_SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
-CASES = ["triton_inplace", "triton_matmul_autotune", "torch_compile_model"]
+CASES = ["triton_inplace", "triton_matmul_autotune", "torch_compile_model", "triton_many_configs",
+         "triton_tma_scratch", "triton_assert_debug", "triton_app_helpers", "torch_compile_warm"]
 
 
 def start_daemon(build, tmp, log):

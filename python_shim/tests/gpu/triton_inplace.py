@@ -50,7 +50,7 @@ def main():
     gc.try_validate(cid)
     # The reproducer: kernel.py with the heuristics decorator removed, BLOCK
     # pinned to the captured 1024.
-    gc.check_reproducer(cid, "kc_inplace_axpy", edit=("x * alpha + y", "x * alpha + y + 1.0", "x_ptr"), bench=10)
+    gc.check_reproducer(cid, "kc_inplace_axpy", edit=("x * alpha + y", "x * alpha + y + 1.0", "x_ptr"), bench=50)
     print("PASS: triton_inplace")
 
 

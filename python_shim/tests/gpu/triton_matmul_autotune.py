@@ -91,7 +91,7 @@ def main():
     gc.check_reproducer(
         cid, "kc_matmul_kernel", edit=("acc.to(tl.float16)", "(acc + 1.0).to(tl.float16)", "c_ptr"),
         config_runs=[(["--config", json.dumps(cfg), "--grid", other_grid], "config %s grid %s" % (cfg, other_grid))],
-        tolerance=("--rtol", "1e-2", "--atol", "0.05"), bench=10)
+        tolerance=("--rtol", "1e-2", "--atol", "0.05"), bench=50)
     print("PASS: triton_matmul_autotune (chosen %s, %d candidates)" % (gc.config_of(best), len(CONFIGS)))
 
 

@@ -26,18 +26,30 @@ What it does:
      captured binary launched by the replay library.
 
 Exit status: 0 pass, 1 validation failed (the buffers are named), 2 usage or
-a configuration that cannot be built, 3 replay/launch error.
+a configuration that cannot be built, 3 replay/launch error, 4 refused: the
+unchanged kernel.py with the captured configuration did not rebuild the
+captured binary (another Triton, ptxas or option: a validation would test
+other code than the captured; --allow-other-binary validates it anyway), or
+the project does not name the captured binary's variant.
 
 libkerncap_replay.so is found by kerncap_replay.find_library: set
 KERNCAP_REPLAY_LIB=/path/to/libkerncap_replay.so, or put the folder holding
 kerncap-replay on PATH (the library is in ../lib next to it).
 """
 import argparse
+import ast
 import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
+import linecache
 import os
+import re
+import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import traceback
 
@@ -59,7 +71,7 @@ def grid(captured_grid, config):
 # ---------------------------------------------------------------------------
 # kerncap.json -> the call
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR, EXIT_REFUSED = 0, 1, 2, 3, 4
 
 # Scalar types of Triton signatures: struct format of the captured bytes.
 SCALARS = {
@@ -88,6 +100,10 @@ class PlanError(Exception):
     pass
 
 
+class Refused(Exception):
+    """Running would give a verdict about other code than the captured one."""
+
+
 def load_project(path=None):
     path = path or os.path.join(HERE, "kerncap.json")
     with open(path) as f:
@@ -95,6 +111,44 @@ def load_project(path=None):
     if project.get("kind") != "triton" or "triton" not in project:
         raise PlanError("%s does not describe a Triton reproducer" % path)
     return project
+
+
+def check_variant_identity(project):
+    """The project must be built on the variant whose binary IS the captured
+    code object (kerncap's generator refuses anything else; older projects
+    could carry the shim's `current` variant, a guess)."""
+    v = project["triton"].get("variant") or {}
+    if v.get("selected_by") != "code_object_digest":
+        raise Refused("kerncap.json's variant was selected by %r, not by the captured binary's digest: its "
+                      "configuration may not be the captured one. Regenerate the project with a current kerncap "
+                      "(kerncapctl repro), which refuses captures whose binary no recorded variant has"
+                      % v.get("selected_by"))
+
+
+def source_files(project):
+    """The project's Python sources with their generated SHA-256 (kernel.py
+    and the helper modules copied from the application)."""
+    ks = project["triton"].get("kernel_source") or {}
+    files = [{"path": ks.get("file") or "kernel.py", "sha256": ks.get("sha256")}]
+    files += [{"path": m.get("path"), "sha256": m.get("sha256")} for m in ks.get("modules") or []]
+    return [f for f in files if f.get("path")]
+
+
+def edited_sources(project):
+    """The sources that differ from what kerncap generated (None: unknown,
+    the project predates the digests)."""
+    out = []
+    for f in source_files(project):
+        if not f.get("sha256"):
+            return None
+        try:
+            with open(os.path.join(HERE, f["path"]), "rb") as fh:
+                digest = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            digest = None
+        if digest != f["sha256"]:
+            out.append(f["path"])
+    return out
 
 
 def arg_bytes(project, index):
@@ -250,9 +304,19 @@ def build_plan(project, config=None, grid_text=None, candidate=None):
         if changed and origin == "captured":
             notes.append("--config changed %s but the grid is the captured %s: pass --grid or edit grid() in "
                          "run.py if the new block sizes need another one" % (", ".join(changed), list(g)))
+    # What differs from the captured configuration (a --config that repeats
+    # a captured value changes nothing).
+    captured_values = dict((p["name"], decode_constant(p.get("value"))) for p in t["parameters"]
+                           if p.get("constexpr_declared") and "value" in p)
+    captured_values.update(t.get("launch_options") or {})
+    captured_values.update(t.get("compile_options") or {})
+    changed = sorted(k for k, v in overrides.items() if k not in captured_values
+                     or decode_constant(v) != captured_values[k])
+    if tuple(g) != captured_grid:
+        changed.append("grid")
     return {"function": t["function"]["name"], "args": args, "constexprs": constexprs, "options": options,
             "compile_options": compile_options, "grid": list(g), "grid_origin": origin,
-            "overrides": overrides, "notes": notes}
+            "overrides": overrides, "changed": changed, "notes": notes}
 
 
 def show_value(d):
@@ -286,6 +350,7 @@ def plan_json(plan):
         "grid": plan["grid"],
         "grid_origin": plan["grid_origin"],
         "overrides": plan["overrides"],
+        "changed": plan["changed"],
         "notes": plan["notes"],
     }
 
@@ -296,6 +361,292 @@ def call_text(plan):
     parts += ["%s=%s" % (k, json.dumps(v)) for k, v in pj["constexprs"].items()]
     parts += ["%s=%s" % (k, json.dumps(v)) for k, v in pj["options"].items()]
     return "%s[%s](%s)" % (plan["function"], tuple(plan["grid"]), ", ".join(parts))
+
+
+# ---------------------------------------------------------------------------
+# Rebuilding where the application did: its ptxas and compiler environment
+
+# Environment variables naming tools or files: applied only when the recorded
+# path exists here.
+PATH_VARIABLES = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_LIBDEVICE_PATH",
+                  "LLVM_PASS_PLUGIN_PATH", "MLIR_DUMP_PATH")
+PTXAS_VARIABLES = {"ptxas": "TRITON_PTXAS_PATH", "ptxas_blackwell": "TRITON_PTXAS_BLACKWELL_PATH"}
+
+
+def ptxas_release(path):
+    """ptxas's release ("12.8") or None when `path` is not a runnable ptxas."""
+    try:
+        out = subprocess.run([path, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30,
+                             check=False).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def package_dir(name):
+    """The folder of an installed package, without importing it (importing
+    torch or triton here would initialise them before the build environment
+    is set)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return list(spec.submodule_search_locations)[0]
+
+
+def ptxas_candidates(recorded_path):
+    """Where a ptxas may be here, most likely to be the application's first:
+    the recorded path, torch's own (Inductor's choice), Triton's bundled one,
+    then PATH and the CUDA toolkit."""
+    out = [recorded_path] if recorded_path else []
+    for pkg, rel in (("torch", ("bin", "ptxas")), ("triton", ("backends", "nvidia", "bin", "ptxas"))):
+        d = package_dir(pkg)
+        if d:
+            out.append(os.path.join(d, *rel))
+    which = shutil.which("ptxas")
+    if which:
+        out.append(which)
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if home:
+            out.append(os.path.join(home, "bin", "ptxas"))
+    return [p for p in dict.fromkeys(out) if p and os.path.isfile(p) and os.access(p, os.X_OK)]
+
+
+def apply_build_environment(t, report):
+    """Before triton is imported: the recorded compiler environment (the
+    variables in Triton's cache key) and the application's ptxas, or one of
+    the same release. Adds what it did to report["applied"] and what it
+    could not do to report["notes"] (they explain a different binary)."""
+    build = t.get("build") or {}
+    applied, notes = report.setdefault("applied", {}), report.setdefault("notes", [])
+    for k, v in sorted((build.get("env") or {}).items()):
+        if k in PTXAS_VARIABLES.values():
+            continue  # below: the ptxas actually used is what matters
+        if k in PATH_VARIABLES and not os.path.exists(v):
+            notes.append("%s=%s (the application's) does not exist here: left unset" % (k, v))
+            continue
+        if os.environ.get(k) != v:
+            os.environ[k] = v
+            applied[k] = v
+    ptxas = build.get("ptxas") or {}
+    if ptxas.get("path") or ptxas.get("version"):
+        var = PTXAS_VARIABLES.get(ptxas.get("knob") or "ptxas", "TRITON_PTXAS_PATH")
+        want = ptxas.get("version")
+        found, seen = None, []
+        for cand in ptxas_candidates(ptxas.get("path")):
+            rel = ptxas_release(cand)
+            seen.append("%s (%s)" % (cand, rel or "not runnable"))
+            if rel is not None and (want is None or rel == want):
+                found = cand
+                break
+        if found:
+            os.environ[var] = found
+            applied[var] = found
+            report["ptxas"] = {"path": found, "version": ptxas_release(found), "recorded": ptxas}
+            if found != ptxas.get("path"):
+                notes.append("the application's ptxas %s is not here: %s of the same release %s is used"
+                             % (ptxas.get("path"), found, want))
+        else:
+            notes.append("no ptxas of release %s (the application's: %s) here; tried %s: Triton's default ptxas "
+                         "builds another binary" % (want, ptxas.get("path"), ", ".join(seen) or "nothing"))
+
+
+def check_build_environment(t, report, triton_mod, recorded_options):
+    """After triton is imported, before anything compiles: unsets the
+    cache-key variables this environment has and the application had not,
+    and pins the knobs read at import time (TRITON_DEBUG,
+    TRITON_INSTRUMENTATION_MODE) to the recorded compile."""
+    build = t.get("build") or {}
+    recorded = build.get("env") or {}
+    notes = report.setdefault("notes", [])
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return
+    if t.get("build") is None:
+        notes.append("the capture records no build environment (an older kerncap shim): this one is used as it is")
+        return
+    now = dict(get_cache_invalidating_env_vars())
+    for k in sorted(now):
+        if k not in recorded:
+            os.environ.pop(k, None)
+            report.setdefault("unset", []).append(k)
+    now = dict(get_cache_invalidating_env_vars())
+    differ = sorted(k for k in set(now) | (set(recorded) & set(now)) if now.get(k) != recorded.get(k))
+    if differ:
+        notes.append("compiler environment differs from the application's in %s" % ", ".join(differ))
+    knobs = getattr(triton_mod, "knobs", None)
+    if knobs is not None:
+        # JITFunction.run ORs the `debug` option with this knob.
+        if "debug" in recorded_options or "debug_knob" in build:
+            knobs.runtime.debug = bool(build.get("debug_knob")) and "debug" not in recorded_options
+        mode = recorded_options.get("instrumentation_mode")
+        if mode is not None and hasattr(knobs.compilation, "instrumentation_mode"):
+            knobs.compilation.instrumentation_mode = mode
+
+
+# ---------------------------------------------------------------------------
+# kernel.py and the copied helper modules, compiled under the application's
+# file names and line numbers
+#
+# Triton puts the file name and line of every operation into the binary: the
+# line table, and for device asserts (tl.device_assert, debug=True, Inductor's
+# indirect-indexing checks) the message strings in .nv.global.init and the
+# line numbers as immediates in the code. kernel.py is another file with
+# other line numbers, so compiling it as it is would build another binary
+# from the same code, and a "same binary" check that ignores these would also
+# ignore real changes of those sections. Instead the sources are compiled
+# under the application's file name (code objects' co_filename) with each
+# function's def moved to its original line (kerncap.json's layout), and
+# the text Triton reads back (inspect.getsourcelines, through linecache) is
+# a virtual copy of the file with the functions at those lines. The binary
+# then carries the captured paths and lines, byte for byte.
+
+
+def top_level_functions(tree):
+    return [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def statement_start(node):
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+
+
+def place_functions(tree, lines, layout, where):
+    """Shifts every top-level function of `tree` to its original line (new
+    functions after the last one) and returns the virtual file's lines; None
+    (with the reason in where["why"]) when they cannot all be placed."""
+    if not top_level_functions(tree):
+        return []  # nothing the binary could carry lines of
+    if not layout:
+        where["why"] = "kerncap.json has no layout for it"
+        return None
+    by_name = {}
+    for e in layout:
+        by_name.setdefault(e.get("name"), []).append(e)
+    placed = []  # (original start, original end, node, shift)
+    later = []
+    for node in top_level_functions(tree):
+        entries = by_name.get(node.name) or []
+        if entries:
+            e = entries.pop(0)
+            shift = int(e["original_def_line"]) - node.lineno
+            placed.append((statement_start(node) + shift, node.end_lineno + shift, node, shift))
+        else:
+            later.append(node)
+    next_free = max([p[1] for p in placed] + [0]) + 2
+    for node in later:
+        shift = next_free - statement_start(node)
+        placed.append((next_free, node.end_lineno + shift, node, shift))
+        next_free = node.end_lineno + shift + 2
+    placed.sort(key=lambda p: p[0])
+    end = 0
+    for start, stop, node, _ in placed:
+        if start < 1 or start <= end:
+            where["why"] = "%s no longer fits at its original line (kernel.py was reorganised)" % node.name
+            return None
+        end = stop
+    virtual = ["\n"] * end
+    for start, stop, node, shift in placed:
+        text = lines[statement_start(node) - 1:node.end_lineno]
+        virtual[start - 1:stop] = text
+        ast.increment_lineno(node, shift)
+    return virtual
+
+
+def compile_source(path, original, layout, report_entry):
+    """The code object of `path` (a project file): under `original`'s name
+    with its functions at their original lines when possible, else as
+    itself. report_entry gets {"file", "mapped_to" | "not_mapped"}."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    tree = ast.parse(text, filename=path)
+    where = {}
+    virtual = place_functions(tree, lines, layout, where) if original else None
+    if virtual is None:
+        report_entry["not_mapped"] = where.get("why") or "the application's file name is unknown"
+        return compile(ast.parse(text, filename=path), path, "exec")
+    # mtime None: linecache.checkcache keeps the entry whatever is (or is
+    # not) at that path on this machine.
+    linecache.cache[original] = (sum(len(x) for x in virtual), None, virtual, original)
+    report_entry["mapped_to"] = original
+    return compile(tree, original, "exec")
+
+
+class CopiedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the application's helper modules copied into deps/ (and their
+    package folders), ahead of anything installed: run.py needs no copy of
+    the application's packages, and an installed one cannot shadow what was
+    copied."""
+
+    def __init__(self, project, report):
+        ks = project["triton"].get("kernel_source") or {}
+        # Only files of this project's deps/ folder are served.
+        self.entries = {m["module"]: m for m in ks.get("modules") or []
+                        if m.get("module") and isinstance(m.get("path"), str) and m["path"].startswith("deps/")
+                        and ".." not in m["path"].split("/") and re.match(r"^[A-Za-z_][\w.]*$", m["module"])}
+        self.packages = set()
+        for name in self.entries:
+            parts = name.split(".")
+            for i in range(1, len(parts)):
+                self.packages.add(".".join(parts[:i]))
+        self.report = report
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ARG002  pylint: disable=unused-argument
+        if name not in self.entries and name not in self.packages:
+            return None
+        e = self.entries.get(name)
+        is_pkg = name in self.packages or bool(e and e.get("package"))
+        origin = os.path.join(HERE, e["path"]) if e else None
+        spec = importlib.machinery.ModuleSpec(name, self, origin=origin, is_package=is_pkg)
+        if is_pkg:
+            spec.submodule_search_locations = [os.path.join(HERE, "deps", *name.split("."))]
+        spec.has_location = origin is not None
+        return spec
+
+    def create_module(self, spec):  # pylint: disable=unused-argument
+        return None
+
+    def exec_module(self, module):
+        e = self.entries.get(module.__name__)
+        if e is None:
+            return  # a package folder with nothing copied into it
+        entry = {"file": e["path"]}
+        code = compile_source(os.path.join(HERE, e["path"]), e.get("original_file"), e.get("layout"), entry)
+        self.report.append(entry)
+        exec(code, module.__dict__)  # pylint: disable=exec-used
+
+
+def load_kernel(project, result):
+    """Imports kernel.py (as module "kernel") with the helpers copied from
+    the application. result["sources"] says how each was compiled."""
+    ks = project["triton"].get("kernel_source") or {}
+    sources = result.setdefault("sources", [])
+    finder = CopiedModules(project, sources)
+    sys.meta_path.insert(0, finder)
+    for name in list(sys.modules):
+        if name in finder.entries or name in finder.packages:
+            del sys.modules[name]  # an installed copy imported earlier
+    import types  # pylint: disable=import-outside-toplevel
+    path = os.path.join(HERE, ks.get("file") or "kernel.py")
+    entry = {"file": ks.get("file") or "kernel.py"}
+    code = compile_source(path, ks.get("module_file"), ks.get("layout"), entry)
+    sources.insert(0, entry)
+    module = types.ModuleType("kernel")
+    module.__file__ = path
+    sys.modules["kernel"] = module
+    exec(code, module.__dict__)  # pylint: disable=exec-used
+    result["source_mapped"] = all("mapped_to" in e for e in sources)
+    for e in sources:
+        if "not_mapped" in e:
+            result["notes"].append("%s is compiled under its own name and lines (%s): the binary's line table and "
+                                   "assert messages differ from the captured ones" % (e["file"], e["not_mapped"]))
+    return module
 
 
 # ---------------------------------------------------------------------------
@@ -502,8 +853,14 @@ def code_digest(data):
 
 def compare_binary(compiled, captured, fmt):
     """Whether Triton built the captured binary: byte for byte, or the same
-    code with other debug line information (kernel.py's path and lines are
-    not the original module's, and they are in the binary)."""
+    code with other debug information. kernel.py is compiled under the
+    application's file names and lines (load_kernel), so the line table and
+    the device-assert strings and line numbers (in .nv.global.init and in
+    the code, which are compared) are the captured ones; but ptxas also
+    writes each source file's size and modification time into the line
+    table's file entries when it finds the file on disk, which it does only
+    where the application's files are (the capture host). So "same" compares
+    every section but the debug ones."""
     out = {"format": fmt,
            "compiled_sha256": hashlib.sha256(compiled).hexdigest() if compiled is not None else None,
            "captured_sha256": hashlib.sha256(captured).hexdigest() if captured is not None else None}
@@ -515,94 +872,468 @@ def compare_binary(compiled, captured, fmt):
     return out
 
 
-def region_dtypes(plan, project):
-    """Region index -> (comparison dtype, parameter names) from the pointer
-    arguments' signatures."""
-    out = {}
+# ---------------------------------------------------------------------------
+# Buffers: which bytes of the captured memory belong to which argument
+#
+# A captured region is an allocation as the driver saw it. PyTorch's caching
+# allocator (and Triton's own scratch allocations through it) put many
+# tensors into one such segment, so "region 3 differs" does not say which
+# argument differs. Every argument's extent (its pointer and size) is known
+# from a tensor descriptor's shape and strides, from the tensor shapes the
+# shim recorded when the variant compiled (when the captured launch's
+# scalars are those of that launch: the same sizes), else up to the next
+# argument's pointer in the same region. A failing region with more than one
+# extent (or bytes outside them) is resolved extent by extent (attribute()).
+
+
+def region_table(info):
+    return sorted(({"index": r.get("index"), "va": int(r.get("captured_va") or 0), "size": int(r.get("size") or 0),
+                    "replay_va": int(r.get("replay_va") or 0), "written": bool(r.get("written")),
+                    "name": r.get("name") or ""} for r in info.get("regions") or []), key=lambda r: r["va"])
+
+
+def region_of(regions, va):
+    for r in regions:
+        if va and r["va"] <= va < r["va"] + r["size"]:
+            return r
+    return None
+
+
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4,
+                 "u32": 4, "i64": 8, "u64": 8}
+
+
+def recorded_extents_usable(project, plan):
+    """Whether the tensor shapes recorded at compile time describe this
+    launch: every scalar of the compiling launch has the captured value."""
+    ca = (project["triton"].get("compile_args") or {})
+    recorded = ca.get("scalars") or {}
+    if not ca.get("tensors") or not recorded:
+        return False
+    now = {}
     for name, d in plan["args"].items():
-        items = d["elements"] if d["kind"] == "tuple" else [d]
-        for e in items:
-            if e["kind"] not in ("pointer", "tensordesc") or e.get("region") is None:
-                continue
-            dt = COMPARE_DTYPES.get(e["elem"])
-            cur = out.setdefault(e["region"], [dt, []])
-            if cur[0] != dt and dt is not None:
-                cur[0] = cur[0] or dt
-            cur[1].append(name)
+        if d["kind"] in ("scalar", "constexpr"):
+            now[name] = d["value"]
+    compared = [k for k in recorded if k in now]
+    return bool(compared) and all(now[k] == recorded[k] for k in compared)
+
+
+def buffer_extents(plan, project, regions):
+    """[{label, params, start, size, region, dtype, basis, workspace}] with
+    captured addresses, one per distinct buffer the launch passes."""
+    t = project["triton"]
+    use_recorded = recorded_extents_usable(project, plan)
+    tensors = (t.get("compile_args") or {}).get("tensors") or {}
+    items = []
+    for name, d in plan["args"].items():
+        for i, e in enumerate(d["elements"] if d["kind"] == "tuple" else [d]):
+            label = name if d["kind"] != "tuple" else "%s[%d]" % (name, i)
+            if e["kind"] == "pointer" and e.get("captured"):
+                items.append({"label": label, "start": e["captured"], "elem": e["elem"],
+                              "recorded": tensors.get(name) if use_recorded and d["kind"] != "tuple" else None})
+            elif e["kind"] == "tensordesc" and e.get("captured") is not None:
+                esize = ELEMENT_BYTES.get(COMPARE_DTYPES.get(e["elem"]), 0)
+                span = 0 if 0 in e["shape"] else (sum((n - 1) * st for n, st in zip(e["shape"], e["strides"])) + 1)
+                items.append({"label": label, "start": e["captured"], "elem": e["elem"], "size": span * esize,
+                              "basis": "the tensor descriptor's shape %s and strides %s" % (e["shape"], e["strides"])})
+    grid_programs = 1
+    for g in (project.get("launch") or {}).get("grid") or [1]:
+        grid_programs *= max(int(g), 1)
+    for kind, e in sorted((t.get("scratch") or {}).items()):
+        captured = int(e.get("captured") or "0", 16)
+        per_program = int(e.get("size_per_program") or 0)
+        if captured and per_program:
+            items.append({"label": "%s scratch (Triton's workspace)" % kind, "start": captured, "elem": None,
+                          "size": per_program * grid_programs * int(t["launch_options"].get("num_ctas") or 1),
+                          "basis": "%s_scratch_size %d per program" % (kind, per_program), "workspace": True})
+    # One extent per start address (an argument passed twice, in place).
+    merged = {}
+    for it in items:
+        m = merged.get(it["start"])
+        if m is None:
+            merged[it["start"]] = dict(it, params=[it["label"]])
+        else:
+            m["params"].append(it["label"])
+            for k in ("size", "basis", "recorded"):
+                if m.get(k) is None and it.get(k) is not None:
+                    m[k] = it[k]
+    starts = sorted(merged)
+    out = []
+    for start in starts:
+        m = merged[start]
+        r = region_of(regions, start)
+        if r is None:
+            continue
+        end = r["va"] + r["size"]
+        if m.get("size") is None and m.get("recorded"):
+            m["size"] = int(m["recorded"]["span_bytes"])
+            m["basis"] = "shape %s recorded when the variant compiled (same scalars)" % (m["recorded"]["shape"],)
+        if m.get("size") is None:
+            nxt = [s2 for s2 in starts if start < s2 < end]
+            m["size"] = (min(nxt) if nxt else end) - start
+            m["basis"] = "up to the next buffer's start (its size is not known)" if nxt else "to the region's end"
+        m["size"] = max(0, min(m["size"], end - start))
+        out.append({"label": "/".join(m["params"]), "params": m["params"], "start": start, "size": m["size"],
+                    "region": r["index"], "dtype": COMPARE_DTYPES.get(m["elem"]) if m["elem"] else None,
+                    "basis": m["basis"], "workspace": bool(m.get("workspace"))})
     return out
 
 
-def validate(replay, plan, project, args):
-    regions = region_dtypes(plan, project)
+class DeviceMemory:
+    """Device (or pinned host) memory of the replay's context, through the
+    driver's unified cuMemcpy; the context is current on this thread (the
+    replay library made it so)."""
+
+    def __init__(self):
+        import ctypes  # pylint: disable=import-outside-toplevel
+        self.ctypes = ctypes
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.lib.cuMemcpy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t]
+        self.lib.cuMemcpy.restype = ctypes.c_int
+        self.lib.cuCtxSynchronize.argtypes = []
+        self.lib.cuCtxSynchronize.restype = ctypes.c_int
+
+    def _check(self, rc, what):
+        if rc != 0:
+            raise RuntimeError("%s failed (CUresult %d)" % (what, rc))
+
+    def read(self, va, n):
+        buf = self.ctypes.create_string_buffer(n)
+        self._check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+        self._check(self.lib.cuMemcpy(self.ctypes.addressof(buf), va, n), "cuMemcpy (device to host)")
+        return buf.raw
+
+    def write(self, va, data):
+        buf = self.ctypes.create_string_buffer(bytes(data), len(data))
+        self._check(self.lib.cuMemcpy(va, self.ctypes.addressof(buf), len(data)), "cuMemcpy (host to device)")
+        self._check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+# Regions read back for attribution, at most (host memory).
+MAX_ATTRIBUTION_BYTES = 4 << 30
+STAT_KEYS = ("va", "dtype", "count", "elements_differing", "worst_abs", "worst_rel", "worst_ulp", "first_fail_offset")
+
+
+def compare_options(args, regions, extents):
+    """validate() options: per-region element types from the extents'
+    signatures when tolerances are asked for. A region holding buffers of
+    several element types is compared exactly first (one type would misread
+    the others) and per buffer when it differs."""
     tol = {k: v for k, v in (("atol", args.atol), ("rtol", args.rtol), ("ulp", args.ulp)) if v}
-    kw = {}
-    per_region = {}
+    kw, per_region, mixed = {}, {}, set()
     if args.dtype:
         kw.update(tol)
         kw["dtype"] = args.dtype
-    elif tol:
-        # Tolerances need an element type: each buffer's comes from the
-        # signature; buffers of no known type stay exact.
-        for idx, (dt, _) in regions.items():
-            if dt:
-                per_region[str(idx)] = dict(tol, dtype=dt)
+        return kw, tol, mixed
+    if not tol:
+        return kw, tol, mixed
+    for r in regions:
+        types = {e["dtype"] for e in extents if e["region"] == r["index"] and not e["workspace"] and e["dtype"]}
+        if len(types) == 1:
+            per_region[str(r["index"])] = dict(tol, dtype=types.pop())
+        elif len(types) > 1:
+            mixed.add(r["index"])
     if per_region:
         kw["regions"] = per_region
-    elif tol and not args.dtype:
-        print("run.py: no buffer has an element type the comparison knows (%s): compared exactly; --dtype "
-              "sets one" % ", ".join(sorted({e or "?" for e, _ in regions.values()})), file=sys.stderr)
+    elif not mixed:
+        print("run.py: no buffer has an element type the comparison knows: compared exactly; --dtype sets one",
+              file=sys.stderr)
+    return kw, tol, mixed
+
+
+def pieces_of(region, extents):
+    """The extents in `region` and the bytes outside all of them (as
+    "outside" pieces), each (start, size, extent or None)."""
+    mine = [e for e in extents if e["region"] == region["index"]]
+    out = [(e["start"], e["size"], e) for e in mine if e["size"] > 0]
+    covered = sorted((e["start"], e["start"] + e["size"]) for e in mine)
+    at = region["va"]
+    for s0, s1 in covered + [(region["va"] + region["size"], region["va"] + region["size"])]:
+        if s0 > at:
+            out.append((at, s0 - at, None))
+        at = max(at, s1)
+    return out
+
+
+def attribute(replay, memory, regions, need, extents, kw, tol, report):
+    """Which pieces of the failing regions `need` differ. The reference for
+    bytes outside the piece under test is the captured binary's own output
+    (it reproduced the captured post image: checked), so that a validation
+    of [the rebuilt kernel's bytes on the piece, the captured binary's
+    elsewhere] fails exactly when the piece does, with the piece's own
+    element type and the replay library's tolerances. The rebuilt kernel's
+    memory is put back afterwards. Returns {region index: [(piece, entry
+    or None, state)]} and notes."""
+    notes = []
+    # Regions the replay did not restore (kernel arguments, module variables
+    # the code object lacks) have no memory here to read.
+    need = {i for i in need if any(r["index"] == i and r["replay_va"] for r in regions)}
+    keep = [r for r in regions if r["replay_va"] and (r["written"] or r["index"] in need)]
+    total = sum(r["size"] for r in keep)
+    if total > MAX_ATTRIBUTION_BYTES:
+        return None, ["the regions to tell apart hold %d bytes (more than %d): not attributed per buffer"
+                      % (total, MAX_ATTRIBUTION_BYTES)]
+    ours = {r["index"]: memory.read(r["replay_va"], r["size"]) for r in keep}
+    out = {}
+    try:
+        replay.restore_inputs()
+        replay.launch()
+        ref = replay.validate(**kw)
+        bad = {d.get("index") for d in ref.get("differing") or []}
+        reference = {r["index"]: memory.read(r["replay_va"], r["size"]) for r in keep}
+        for r in regions:
+            if r["index"] not in need:
+                continue
+            if r["index"] in bad:
+                notes.append("region %s: the captured binary itself does not reproduce its captured result there "
+                             "(a nondeterministic kernel?): the buffers in it are not told apart" % r["index"])
+                continue
+            rows = []
+            for start, size, ext in pieces_of(r, extents):
+                off = start - r["va"]
+                mixed = bytearray(reference[r["index"]])
+                mixed[off:off + size] = ours[r["index"]][off:off + size]
+                memory.write(r["replay_va"], bytes(mixed))
+                opts = json.loads(json.dumps(kw))
+                regs = opts.setdefault("regions", {})
+                regs.pop(str(r["index"]), None)
+                if ext is not None and ext["dtype"] and tol and not ext["workspace"] and "dtype" not in opts:
+                    regs[str(r["index"])] = dict(tol, dtype=ext["dtype"])
+                if not regs:
+                    opts.pop("regions", None)
+                if ext is None or ext["workspace"] or not ext["dtype"]:
+                    # exact: a tolerance without an element type is an error
+                    for k in ("atol", "rtol", "ulp"):
+                        if "dtype" not in opts:
+                            opts.pop(k, None)
+                rep = replay.validate(**opts)
+                failing = {d.get("index"): d for d in rep.get("differing") or []}
+                within = {d.get("index"): d for d in rep.get("within_tolerance") or []}
+                entry = failing.get(r["index"]) or within.get(r["index"])
+                state = "FAIL" if r["index"] in failing else ("within tolerance" if r["index"] in within
+                                                              else "identical")
+                rows.append(((start, size, ext), entry, state))
+                memory.write(r["replay_va"], reference[r["index"]])
+            out[r["index"]] = rows
+    finally:
+        for r in keep:
+            memory.write(r["replay_va"], ours[r["index"]])
+    return out, notes
+
+
+def validate(replay, plan, project, args, info):
+    regions = region_table(info)
+    extents = buffer_extents(plan, project, regions)
+    kw, tol, mixed = compare_options(args, regions, extents)
     report = replay.validate(**kw)
-    names = {idx: names for idx, (_, names) in regions.items()}
-    buffers = []
     failing = {r.get("index"): r for r in report.get("differing") or []}
     within = {r.get("index"): r for r in report.get("within_tolerance") or []}
-    seen = set()
-    for idx in sorted(set(names) | set(failing) | set(within), key=lambda x: (x is None, x)):
-        seen.add(idx)
-        r = failing.get(idx) or within.get(idx) or {}
-        label = "/".join(names.get(idx, [])) or (r.get("name") or "region %s" % idx)
-        state = "FAIL" if idx in failing else ("within tolerance" if idx in within else "identical")
-        entry = {"buffer": label, "region": idx, "params": names.get(idx, []), "result": state}
-        for k in ("va", "dtype", "count", "elements_differing", "worst_abs", "worst_rel", "worst_ulp",
-                  "first_fail_offset"):
-            if k in r:
+    notes = []
+    # Regions whose failure needs telling apart: several pieces (buffers or
+    # bytes outside every buffer), or buffers of mixed element types.
+    need = set()
+    for r in regions:
+        if r["index"] not in failing:
+            continue
+        pieces = pieces_of(r, extents)
+        if len(pieces) > 1 or r["index"] in mixed or any(e and e["workspace"] for _, _, e in pieces):
+            need.add(r["index"])
+    resolved = {}
+    if need:
+        try:
+            resolved, more = attribute(replay, DeviceMemory(), regions, need, extents, kw, tol, report)
+            notes += more
+        except Exception as e:  # pylint: disable=broad-except
+            notes.append("the failing regions could not be told apart per buffer (%s: %s)" % (type(e).__name__, e))
+            resolved = {}
+        resolved = resolved or {}
+    buffers = []
+
+    def row(label, params, region, state, r, basis=None, extent=None):
+        entry = {"buffer": label, "region": region, "params": params, "result": state}
+        for k in STAT_KEYS:
+            if r and k in r:
                 entry[k] = r[k]
-        buffers.append(entry)
-    return {"pass": bool(report.get("pass")), "regions_compared": report.get("regions_compared"),
+        if extent is not None:
+            entry["extent"] = {"va": "0x%x" % extent[0], "size": extent[1]}
+        if basis:
+            entry["extent_basis"] = basis
+        return entry
+
+    verdict = True
+    for r in regions:
+        idx = r["index"]
+        mine = [e for e in extents if e["region"] == idx]
+        entry = failing.get(idx) or within.get(idx)
+        state = "FAIL" if idx in failing else ("within tolerance" if idx in within else "identical")
+        if idx in resolved:
+            region_ok = True
+            for (start, size, ext), pe, pstate in resolved[idx]:
+                if ext is None:
+                    if pstate == "identical":
+                        continue
+                    label = "region %s bytes outside every argument (0x%x, %d bytes)" % (idx, start, size)
+                    buffers.append(row(label, [], idx, pstate, pe, "not part of any argument's extent",
+                                       (start, size)))
+                    region_ok &= pstate != "FAIL"
+                    continue
+                if ext["workspace"] and pstate == "FAIL":
+                    pstate = "differs (Triton's workspace: not part of the verdict)"
+                buffers.append(row(ext["label"], ext["params"], idx, pstate, pe, ext["basis"], (start, size)))
+                region_ok &= pstate != "FAIL"
+            verdict &= region_ok
+            continue
+        if idx in failing and idx in need:
+            # Not told apart: the first failing element says where it starts.
+            verdict = False
+            first = (entry or {}).get("first_fail_offset")
+            where = None
+            if isinstance(first, int) and first >= 0:
+                va = r["va"] + first
+                where = next((e for e in mine if e["start"] <= va < e["start"] + e["size"]), None)
+            label = ("region %s (first difference in %s; other buffers in it: %s)" % (
+                idx, where["label"] if where else "no argument's extent",
+                ", ".join(e["label"] for e in mine if e is not where) or "none")) if mine else "region %s" % idx
+            buffers.append(row(label, [p for e in mine for p in e["params"]], idx, "FAIL", entry,
+                               "the region as a whole (not told apart per buffer)"))
+            continue
+        if idx in failing:
+            verdict = False
+        if mine:
+            for e in mine:
+                buffers.append(row(e["label"], e["params"], idx, state, entry, e["basis"], (e["start"], e["size"])))
+        elif idx in failing or idx in within:
+            buffers.append(row(r["name"] or "region %s" % idx, [], idx, state, entry))
+    if not report.get("regions_compared"):
+        # A pass that compared nothing says nothing about the kernel.
+        verdict = False
+        notes.append("nothing was compared (the replay library compared no region with the captured result)")
+    return {"pass": bool(verdict and report.get("pass") is not None), "regions_compared": report.get("regions_compared"),
             "buffers": buffers, "failing": [b["buffer"] for b in buffers if b["result"] == "FAIL"],
-            "options": kw}
+            "options": kw, "notes": notes, "replay_pass": bool(report.get("pass"))}
 
 
-def stats(ms):
-    return {"n": len(ms), "min_ms": min(ms), "median_ms": statistics.median(ms), "max_ms": max(ms)}
+def scratch_allocators(t, replay, regions, notes, torch_mod):
+    """Triton's allocators (global and profile scratch) for this launch: the
+    captured scratch pointer, translated, when the request fits in the
+    captured allocation from there; else a fresh buffer, and a note (the
+    region that held the captured scratch then keeps its pre-launch bytes)."""
+    keep = []
+
+    def make(kind):
+        e = (t.get("scratch") or {}).get(kind) or {}
+        captured = int(e.get("captured") or "0", 16)
+        r = region_of(regions, captured)
+        room = (r["va"] + r["size"] - captured) if r else 0
+
+        def alloc(size, align, stream):  # pylint: disable=unused-argument
+            if captured and size <= room:
+                return Pointer(replay.translate(captured), None, "%s_scratch" % kind)
+            why = ("the captured launch passed no %s scratch" % kind if not captured else
+                   "the captured %s scratch at 0x%x has %d bytes, this launch asks %d" % (kind, captured, room, size))
+            if ("%s scratch" % kind) not in " ".join(notes):
+                notes.append("%s scratch: %s: a fresh buffer is used" % (kind, why))
+            if torch_mod is None:
+                raise PlanError("%s: and torch is not importable for a fresh one" % why)
+            buf = torch_mod.empty(size, dtype=torch_mod.int8, device="cuda")
+            keep.append(buf)
+            return buf
+        return alloc
+    return make("global"), make("profile")
 
 
-def bench(n, launch, replay, torch_mod):
-    times = []
-    sleep = getattr(torch_mod.cuda, "_sleep", None)
-    for i in range(n + 2):
-        torch_mod.cuda.synchronize()
-        replay.restore_inputs()
-        start = torch_mod.cuda.Event(enable_timing=True)
-        end = torch_mod.cuda.Event(enable_timing=True)
-        if sleep is not None:
-            sleep(200000)  # keeps the GPU busy while Python enqueues the launch
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        if i >= 2:
-            times.append(start.elapsed_time(end))
-    original = []
-    for i in range(n + 2):
-        replay.restore_inputs()
-        ms = replay.launch()
-        if i >= 2:
-            original.append(ms)
-    replay.restore_inputs()
-    out = {"kernel_py": stats(times), "captured_binary": stats(original)}
-    out["speedup"] = out["captured_binary"]["median_ms"] / out["kernel_py"]["median_ms"] \
-        if out["kernel_py"]["median_ms"] > 0 else None
+def mismatch_hints(result, t):
+    """Likely causes of an unexpected binary, for the refusal message."""
+    hints = []
+    recorded = (t.get("variant") or {}).get("triton_version")
+    if recorded and recorded != result.get("triton_version"):
+        hints.append("captured with Triton %s, this is %s" % (recorded, result.get("triton_version")))
+    for n in result.get("build_notes") or []:
+        hints.append(n)
+    if not result.get("source_mapped", True):
+        hints.append("kernel.py could not be compiled under the capture's file name and line numbers")
+    if not (result.get("binary") or {}).get("captured_sha256"):
+        hints.append("the captured binary could not be read")
+    return hints or ["compare kerncap.json's triton.variant and triton.build with this machine's Triton"]
+
+
+def bench(args, compiled, project, plan, replay, result, validate_options=None):
+    """Times kernel.py's binary and the captured one the same way: the
+    replay library launches both (the rebuilt cubin as a variant of the
+    captured kernel, with the captured arguments and geometry), interleaved,
+    device events around the kernel only, and re-validates after timing.
+    Refused when the rebuilt kernel cannot run under the captured launch."""
+    t = project["triton"]
+    md = getattr(compiled, "metadata", None)
+    why = []
+    captured_name = (project.get("kernel") or {}).get("mangled")
+    name = getattr(md, "name", None)
+    if captured_name and name != captured_name:
+        why.append("kernel.py's kernel is named %s, the captured one %s (the replay library loads the variant's "
+                   "function by the captured name)" % (name, captured_name))
+    launch = project.get("launch") or {}
+    if list(plan["grid"]) != list(launch.get("grid") or plan["grid"]):
+        why.append("grid %s, the captured launch's is %s" % (plan["grid"], launch.get("grid")))
+    warp = (t.get("variant") or {}).get("target", {}).get("warp_size") or 32
+    block = launch.get("block") or []
+    nw = getattr(md, "num_warps", None)
+    if block and nw is not None and nw * warp != block[0]:
+        why.append("num_warps=%s (%d threads), the captured block is %s" % (nw, nw * warp, block))
+    shared = getattr(md, "shared", None)
+    captured_shared = (t.get("variant") or {}).get("shared")
+    if shared is not None and captured_shared is not None and shared > captured_shared:
+        why.append("%d bytes of shared memory, the captured launch has %d" % (shared, captured_shared))
+    sig_now = [v for v in (getattr(getattr(compiled, "src", None), "signature", {}) or {}).values() if v != "constexpr"]
+    sig_cap = []
+    for p in sorted(t.get("parameters") or [], key=lambda x: x.get("index", 0)):
+        if p.get("kind") == "tuple":
+            sig_cap.append([e.get("type") for e in p.get("elements") or []])
+        elif p.get("kind") != "constexpr":
+            sig_cap.append(p.get("type"))
+    sig_now = [list(v) if isinstance(v, (list, tuple)) else v for v in sig_now]
+    if sig_now and sig_now != sig_cap:
+        why.append("its parameters are %s, the captured kernel's %s" % (sig_now, sig_cap))
+    for kind in ("global", "profile"):
+        need = getattr(md, "%s_scratch_size" % kind, 0) or 0
+        had = int(((t.get("scratch") or {}).get(kind) or {}).get("size_per_program") or 0)
+        if need > had:
+            why.append("%s scratch of %d bytes per program, the captured launch had %d" % (kind, need, had))
+    if why:
+        raise PlanError("--bench times kernel.py's binary under the captured launch (the replay library launches both "
+                        "binaries the same way), which this build does not fit: " + "; ".join(why) +
+                        ". Bench the captured configuration, or this one's own capture")
+    if not hasattr(replay, "bench"):
+        raise PlanError("this project's kerncap_replay.py has no bench() (an older kerncap): regenerate the project")
+    fmt = (t.get("captured_binary") or {}).get("format") or "cubin"
+    data = binary_of(compiled, fmt)
+    os.makedirs(os.path.join(HERE, "build"), exist_ok=True)
+    path = os.path.join(HERE, "build", "kernel_py.%s" % fmt)
+    with open(path, "wb") as f:
+        f.write(data)
+    kw = dict(variant=path, iterations=args.bench, warmup=args.warmup, cold_l2=args.cold_l2, compare_original=True)
+    if validate_options:
+        kw["validate"] = validate_options  # the validations before and after timing compare as run.py's did
+    try:
+        rep = replay.bench(**kw)
+    except TypeError:  # a binding without validate=
+        kw.pop("validate", None)
+        rep = replay.bench(**kw)
+    rep["variant_file"] = os.path.relpath(path, HERE)
+    return rep
+
+
+def bench_failures(rep):
+    """The verdicts of the replay library's validations around the timing
+    that are not a pass: [(when, binary, verdict)]."""
+    out = []
+    for when in ("validated", "revalidated"):
+        v = rep.get(when)
+        if isinstance(v, dict):
+            for binary, verdict in v.items():
+                if verdict not in (None, "pass"):
+                    out.append((when, binary, verdict))
+    if rep.get("pass") is False and not out:
+        out.append(("bench", "?", "not a pass"))
     return out
 
 
@@ -611,6 +1342,9 @@ def run(args, project, plan):
     result = {"plan": plan_json(plan), "notes": list(plan["notes"]),
               # "off": re-executed without address-space randomisation (main()).
               "aslr": "off" if os.environ.get(NO_ASLR_MARK) else "on"}
+    # 0. The application's compiler environment, before triton is imported.
+    build = result["build"] = {}
+    apply_build_environment(t, build)
     # 1. Memory first: nothing may initialise CUDA before the replay library
     #    has reserved the captured addresses.
     sys.path.insert(0, HERE)
@@ -624,6 +1358,7 @@ def run(args, project, plan):
         return EXIT_ERROR, dict(result, error="replay: %s" % e)
     with replay:
         info = replay.info
+        regions = region_table(info)
         result["relocated"] = bool(info.get("relocated"))
         if result["relocated"]:
             result["notes"].append("RELOCATED REPLAY: regions are not at their captured addresses; pointers "
@@ -633,18 +1368,32 @@ def run(args, project, plan):
             import torch as torch_mod  # pylint: disable=import-outside-toplevel
         except ImportError:
             torch_mod = None
-            result["notes"].append("torch is not importable: no device selection, no --bench")
+            result["notes"].append("torch is not importable: no device selection")
         import triton  # pylint: disable=import-outside-toplevel
         import triton.language as tl  # pylint: disable=import-outside-toplevel
-        ordinal = args.device if args.device >= 0 else (info.get("device") or {}).get("ordinal", 0) or 0
+        # The device the replay library restored the memory on (not
+        # necessarily the captured ordinal).
+        ordinal = info.get("replay_device")
+        if ordinal is None:
+            ordinal = args.device if args.device >= 0 else (info.get("device") or {}).get("ordinal", 0) or 0
         if torch_mod is not None:
             torch_mod.cuda.set_device(ordinal)
-            try:
-                triton.set_allocator(lambda size, align, stream: torch_mod.empty(
-                    size, dtype=torch_mod.int8, device="cuda"))
-            except Exception:  # pylint: disable=broad-except
-                pass
-        import kernel as kernel_module  # pylint: disable=import-outside-toplevel
+        # Global scratch (set_allocator: device-side TMA descriptors...) and
+        # profile scratch: the captured pointers, so that the kernel writes
+        # where the captured launch did.
+        glob, prof = scratch_allocators(t, replay, regions, result["notes"], torch_mod)
+        triton.set_allocator(glob)
+        try:
+            from triton.runtime import _allocation  # pylint: disable=import-outside-toplevel
+            _allocation.set_profile_allocator(prof)
+        except (ImportError, AttributeError):
+            pass
+        recorded_options = dict(t.get("compile_options") or {})
+        check_build_environment(t, build, triton, recorded_options)
+        result["build_notes"] = build.get("notes") or []
+        for n in result["build_notes"]:
+            result["notes"].append(n)
+        kernel_module = load_kernel(project, result)
         fn = unwrap_jit(getattr(kernel_module, plan["function"]))
         recorded_version = (t.get("variant") or {}).get("triton_version")
         result["triton_version"] = triton.__version__
@@ -690,36 +1439,76 @@ def run(args, project, plan):
             verdict = "DIFFERENT binary from the captured one"
         log(args, "binary: %s (compiled %s, captured %s)" % (
             verdict, (b["compiled_sha256"] or "?")[:16], (b["captured_sha256"] or "?")[:16]))
-        # 5. Validation.
+        # The captured binary is expected unless kernel.py (or a copied
+        # helper) was edited or the configuration changed. Then a different
+        # binary means this machine built other code from the same source
+        # (another Triton, ptxas, option or environment): validating it would
+        # report on code that is not the captured kernel. Refused.
+        edited = edited_sources(project)
+        b["edited_sources"] = edited
+        b["changed_config"] = plan["changed"]
+        # Unknown (a project without the sources' digests) counts as
+        # unchanged: a different binary is then not explained by an edit.
+        b["expected_same"] = not edited and not plan["changed"]
+        if b["expected_same"] and not b["same"]:
+            why = ("the %s kernel.py with the captured configuration built another binary than the captured "
+                   "one (%s)" % ("unchanged" if edited == [] else "(possibly edited: this project records no source "
+                                 "digests to tell)", "; ".join(mismatch_hints(result, t))))
+            if not args.allow_other_binary:
+                log(args, "run.py: REFUSED: %s. Nothing was validated: the verdict would be about other code. "
+                          "--allow-other-binary validates it anyway." % why)
+                result["result"] = "refused"
+                result["error"] = why
+                return EXIT_REFUSED, result
+            result["notes"].append("%s; validating it anyway (--allow-other-binary)" % why)
+        # 5. Validation, per buffer.
         rc = EXIT_PASS
         if not args.no_validate:
-            v = validate(replay, plan, project, args)
+            v = validate(replay, plan, project, args, info)
             result["validation"] = v
-            for b in v["buffers"]:
+            result["notes"] += v["notes"]
+            for row in v["buffers"]:
                 extra = ""
-                if b["result"] != "identical":
-                    extra = " (%s elements, worst abs %s)" % (b.get("count", b.get("elements_differing")),
-                                                             b.get("worst_abs"))
-                log(args, "  %-28s region %-4s %s%s" % (b["buffer"], b["region"], b["result"], extra))
+                if row["result"] != "identical":
+                    extra = " (%s elements, worst abs %s)" % (row.get("count", row.get("elements_differing")),
+                                                             row.get("worst_abs"))
+                log(args, "  %-28s region %-4s %s%s" % (row["buffer"], row["region"], row["result"], extra))
             if v["pass"]:
                 log(args, "validation: PASS (%s regions compared)" % v["regions_compared"])
             else:
                 log(args, "validation: FAIL: %s" % ", ".join(v["failing"] or ["(regions without a name)"]))
                 rc = EXIT_FAIL
-        # 6. Timing.
+        # 6. Timing: both binaries through the replay library.
+        rep = None
         if args.bench:
-            if torch_mod is None:
-                result["notes"].append("--bench needs torch (CUDA events)")
-            else:
-                b = bench(args.bench, launch, replay, torch_mod)
-                result["bench"] = b
-                log(args, "bench (%d launches, inputs restored before each):" % args.bench)
-                for key in ("kernel_py", "captured_binary"):
-                    s = b[key]
-                    log(args, "  %-16s min %.4f  median %.4f  max %.4f ms" % (
-                        key, s["min_ms"], s["median_ms"], s["max_ms"]))
-                if b["speedup"]:
-                    log(args, "  speedup of kernel.py over the captured binary: %.3fx" % b["speedup"])
+            try:
+                vopts = (result.get("validation") or {}).get("options") or None
+                rep = bench(args, compiled, project, plan, replay, result, vopts)
+            except PlanError as e:
+                log(args, "run.py: %s" % e)
+                result["error"] = str(e)
+                rc = EXIT_USAGE if rc == EXIT_PASS else rc
+        if rep is not None:
+            result["bench"] = rep
+            log(args, "bench (%d iterations, %d warm-up, %s L2; both binaries launched by the replay library, "
+                      "interleaved):" % (args.bench, args.warmup, "cold" if args.cold_l2 else "warm"))
+            for key, what in (("variant", "kernel.py"), ("original", "captured binary")):
+                st = rep.get(key) or {}
+                if st:
+                    log(args, "  %-16s min %.4f  median %.4f  p10 %.4f  p90 %.4f ms" % (
+                        what, st.get("min_ms", 0), st.get("median_ms", 0), st.get("p10_ms", 0), st.get("p90_ms", 0)))
+            if rep.get("speedup"):
+                spread = rep.get("spread")
+                if isinstance(spread, dict):
+                    spread = "pairs p10 %s / p90 %s" % (spread.get("p10"), spread.get("p90"))
+                log(args, "  speedup of kernel.py over the captured binary: %.3fx (%s)" % (rep["speedup"], spread))
+            failed = bench_failures(rep)
+            if failed:
+                what = ", ".join("%s %s: %s" % f for f in failed)
+                log(args, "bench: the timed binaries do not validate (%s)" % what)
+                result["notes"].append("the timed binaries do not validate (%s): the timing is of a kernel that does "
+                                       "not compute the captured result" % what)
+                rc = EXIT_FAIL
         result["result"] = "pass" if rc == EXIT_PASS else "fail"
         return rc, result
 
@@ -767,7 +1556,10 @@ def main(argv=None):
     ap.add_argument("--candidate", type=int, help="use the autotuner's recorded config N (see --list-configs)")
     ap.add_argument("--list-configs", action="store_true", help="the autotuner's recorded configs")
     ap.add_argument("--grid", help="X[,Y[,Z]]: launch grid (default: grid() in run.py, i.e. the captured one)")
-    ap.add_argument("--bench", type=int, default=0, metavar="N", help="time N launches")
+    ap.add_argument("--bench", type=int, default=0, metavar="N",
+                    help="time N launches of kernel.py's binary and of the captured one (replay library)")
+    ap.add_argument("--warmup", type=int, default=10, help="untimed launches before --bench's")
+    ap.add_argument("--cold-l2", action="store_true", help="--bench flushes the L2 cache before each launch")
     ap.add_argument("--atol", type=float, default=0.0)
     ap.add_argument("--rtol", type=float, default=0.0)
     ap.add_argument("--ulp", type=int, default=0)
@@ -776,6 +1568,8 @@ def main(argv=None):
     ap.add_argument("--no-validate", action="store_true", help="launch and check the binary only")
     ap.add_argument("--device", type=int, default=-1, help="GPU ordinal (default: the captured one)")
     ap.add_argument("--no-relocate", action="store_true", help="fail instead of relocating memory")
+    ap.add_argument("--allow-other-binary", action="store_true",
+                    help="validate even when the unchanged kernel.py does not rebuild the captured binary")
     ap.add_argument("--keep-aslr", action="store_true",
                     help="do not re-run with address-space randomisation off (see reexec_without_aslr)")
     args = ap.parse_args(argv)
@@ -795,9 +1589,16 @@ def main(argv=None):
                     print("no autotuner configs recorded")
             return EXIT_PASS
         plan = build_plan(project, args.config, args.grid, args.candidate)
+        if not args.dry_run:
+            check_variant_identity(project)
     except PlanError as e:
         print("run.py: %s" % e, file=sys.stderr)
         return EXIT_USAGE
+    except Refused as e:
+        print("run.py: REFUSED: %s" % e, file=sys.stderr)
+        if args.json:
+            print(json.dumps({"result": "refused", "error": str(e)}))
+        return EXIT_REFUSED
     if args.dry_run:
         pj = plan_json(plan)
         if args.json:
