@@ -134,12 +134,6 @@ std::optional<CaptureTicket> FakeTransport::ShouldCapture(const KernelMatchInfo&
   return CaptureTicket{"arm-fake", index};
 }
 
-bool FakeTransport::ReportSkipped(const CaptureTicket& /*ticket*/, const KernelMatchInfo& info,
-                                  std::string_view reason, bool /*give_back*/) {
-  skipped_.emplace_back(info.demangled_name, std::string(reason));
-  return false;
-}
-
 Result<std::unique_ptr<TransportSession>> FakeTransport::Begin(const CaptureHeader& header,
                                                                std::string_view arg_blob) {
   if (refuse_begin_) return Error("fake daemon refused the capture");

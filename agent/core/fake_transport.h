@@ -54,6 +54,7 @@ class FakeTransport : public CaptureTransport {
   void FailCodeObject(bool fail) { fail_code_object_ = fail; }
   void RefuseBegin(bool refuse) { refuse_begin_ = refuse; }
 
+  // Dispatches reported as not captured, in order.
   struct Skipped {
     CaptureTicket ticket;
     KernelMatchInfo info;
@@ -63,8 +64,6 @@ class FakeTransport : public CaptureTransport {
   const std::vector<Skipped>& skipped() const { return skipped_; }
   const std::vector<FakeCapture>& committed() const { return committed_; }
   const std::vector<FakeCapture>& aborted() const { return aborted_; }
-  // Dispatches reported as not captured: (kernel, reason), in order.
-  const std::vector<std::pair<std::string, std::string>>& skipped() const { return skipped_; }
   int free_slots() const;
 
   // CaptureTransport
@@ -73,8 +72,6 @@ class FakeTransport : public CaptureTransport {
   bool ReportSkipped(const CaptureTicket& ticket, const KernelMatchInfo& info,
                      std::string_view reason, bool give_back) override;
   std::optional<CaptureTicket> ShouldCapture(const KernelMatchInfo& info) override;
-  bool ReportSkipped(const CaptureTicket& ticket, const KernelMatchInfo& info,
-                     std::string_view reason, bool give_back) override;
   Result<std::unique_ptr<TransportSession>> Begin(const CaptureHeader& header,
                                                   std::string_view arg_blob) override;
 
@@ -99,7 +96,6 @@ class FakeTransport : public CaptureTransport {
   bool refuse_begin_ = false;
   std::vector<FakeCapture> committed_;
   std::vector<FakeCapture> aborted_;
-  std::vector<std::pair<std::string, std::string>> skipped_;
 };
 
 }  // namespace kerncap::agent

@@ -906,16 +906,20 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   {
     TextureUse use;
     if (target.module_record != nullptr && target.module_record->info.has_value()) {
-      use = KernelTextureUse(*target.module_record->info, info->mangled_name);
+      use = cubin::KernelTextureUse(*target.module_record->info, info->mangled_name);
     }
     static const std::vector<ParamInfo> kUnknownLayout;
+    // Objects are per context: the launching thread's current one (what
+    // CUPTI reports as the callback's context for direct and graph launches).
+    CUcontext ctx = nullptr;
+    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = nullptr;
     TextureParamMatch tex = MatchTextureParams(
         *blob, info->params_known ? info->params : kUnknownLayout, use, textures_,
-        reinterpret_cast<uint64_t>(cb->context), [this](uint64_t va, uint64_t size) {
+        reinterpret_cast<uint64_t>(ctx), [this](uint64_t va, uint64_t size) {
           std::optional<Allocation> a = allocations_.Lookup(va);
           return a.has_value() && size <= a->end() - va;
         });
-    if (!tex.refusal.empty()) return fail("texture/surface objects: " + tex.refusal);
+    if (!tex.refusal.empty()) return Error("texture/surface objects: " + tex.refusal);
     header.texture_objects = std::move(tex.objects);
   }
 

@@ -42,7 +42,7 @@ Result<std::vector<RegionDesc>> CudaDispatchSource::Regions() {
       AllocationRegions(*allocations_, target_.device, target_.host_regions);
   // Module-scope variables of the kernel's module.
   if (target_.module != nullptr && target_.module_record && target_.module_record->info) {
-    for (const CubinVariable& v : target_.module_record->info->variables) {
+    for (const cubin::CubinVariable& v : target_.module_record->info->variables) {
       CUdeviceptr dptr = 0;
       size_t bytes = 0;
       CUresult r = cuModuleGetGlobal(&dptr, &bytes, target_.module, v.name.c_str());

@@ -56,7 +56,7 @@ void ModuleRegistry::DiscardPending() { t_pending_modules.clear(); }
 void ModuleRegistry::EnsureParsed(ModuleRecord& r) {
   if (r.parsed) return;
   r.parsed = true;
-  auto info = ParseCubin(*r.code.bytes);
+  auto info = cubin::ParseCubin(*r.code.bytes);
   if (info.ok()) r.info = std::move(info.value());
 }
 

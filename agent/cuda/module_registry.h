@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "agent/core/capture_types.h"
-#include "agent/cuda/cubin_elf.h"
+#include "common/cuda/cubin_elf.h"
 
 namespace kerncap::agent::cuda {
 
@@ -37,7 +37,7 @@ struct ModuleRecord {
   CodeObjectRef code;
   // Parsed lazily (captures only); nullopt until then or if unparseable.
   bool parsed = false;
-  std::optional<CubinInfo> info;
+  std::optional<cubin::CubinInfo> info;
 };
 
 class ModuleRegistry {

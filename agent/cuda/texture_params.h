@@ -31,11 +31,13 @@
 #include <vector>
 
 #include "agent/core/capture_types.h"
-#include "agent/cuda/cubin_elf.h"
+#include "common/cuda/cubin_elf.h"
 #include "agent/cuda/param_blob.h"
 #include "agent/cuda/texture_registry.h"
 
 namespace kerncap::agent::cuda {
+
+using ::kerncap::cubin::TextureUse;  // what a kernel's code can use (common/cuda)
 
 struct TextureParamMatch {
   // The objects found, each with the blob offsets holding it.

@@ -35,7 +35,10 @@ namespace kerncap::replay {
   X(cuMemcpyDtoD) X(cuMemcpyDtoDAsync) X(cuMemcpyDtoHAsync) X(cuModuleLoadDataEx)        \
   X(cuMemGetInfo) X(cuStreamQuery)                                                        \
   /* texture and surface objects (texture_objects.h) */                                  \
-  X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy)
+  X(cuTexObjectCreate) X(cuTexObjectDestroy) X(cuSurfObjectCreate) X(cuSurfObjectDestroy) \
+  /* benchmarks: the persisting-L2 state they time with (l2_control.h) */                 \
+  X(cuCtxSetLimit) X(cuCtxGetLimit) X(cuCtxResetPersistingL2Cache) X(cuStreamSetAttribute) \
+  X(cuStreamGetAttribute)
 
 struct CudaDriver {
 #define KC_CUDA_DECLARE(name) decltype(&::name) name = nullptr;

@@ -16,8 +16,10 @@
 // or $KERNCAP_HSA_RUNTIME name another library, e.g. the tests' simulated
 // runtime); ROCm >= 6 is required (vmem).
 //
-// Exit codes: 0 ok / validation passed, 1 validation failed, 2 usage,
-// 3 replay error, 77 no CUDA driver or device, or no usable HSA runtime (the
+// Exit codes: 0 ok / validation passed, 1 validation failed or incomplete
+// (captured state left uncompared, named in the report; bench: a timed
+// binary failed its validation before or after the timing), 2 usage, 3
+// replay error, 77 no CUDA driver or device, or no usable HSA runtime (the
 // skip code of the tests).
 #include <unistd.h>
 
@@ -66,6 +68,47 @@ struct Common {
   bool verify_digests = false;    // recompute every chunk's SHA-256 (capture_source.h)
   std::string code_object;        // replaces the captured code object (reproducer recompile)
 };
+
+// How validate (and bench's validations) compare: --dtype, --region-dtype,
+// --atol, --rtol, --ulp, --nan-unequal.
+struct CompareFlags {
+  std::string dtype;
+  std::vector<std::string> region_dtypes;
+  CompareOptions options;
+  bool nan_unequal = false;
+};
+
+void AddCompareFlags(CLI::App* app, CompareFlags* f) {
+  app->add_option("--dtype", f->dtype,
+                  "element type of every region (f32, f16, bf16, f64, i32, ...)");
+  app->add_option("--region-dtype", f->region_dtypes,
+                  "SEL:DTYPE for one region; SEL = 0xVA, pre-image index or variable name "
+                  "(repeatable)");
+  app->add_option("--atol", f->options.tolerance.atol, "absolute tolerance")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--rtol", f->options.tolerance.rtol, "relative tolerance")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--ulp", f->options.tolerance.ulp,
+                  "tolerance in units in the last place (floats)");
+  app->add_flag("--nan-unequal", f->nan_unequal, "a NaN never matches (default: NaN matches NaN)");
+}
+
+// The options the flags say; a bad dtype is a usage error.
+absl::StatusOr<CompareOptions> ParseCompareFlags(const CompareFlags& f) {
+  CompareOptions cmp = f.options;
+  if (!f.dtype.empty()) {
+    auto t = ParseDType(f.dtype);
+    if (!t.ok()) return t.status();
+    cmp.dtype = *t;
+  }
+  for (const std::string& rd : f.region_dtypes) {
+    auto r = ParseRegionDType(rd);
+    if (!r.ok()) return r.status();
+    cmp.rules.push_back(*r);
+  }
+  cmp.tolerance.nan_equal = !f.nan_unequal;
+  return cmp;
+}
 
 int Error(const absl::Status& s, bool json) {
   // No driver / no device is "skipped" for the GPU tests, not a failure.
@@ -248,8 +291,9 @@ int Main(int argc, char** argv) {
                "launch it, validate against the captured outputs, benchmark it."};
   app.require_subcommand(1);
   app.footer(
-      "Exit codes: 0 ok/pass, 1 validation failed, 2 usage, 3 replay error, 77 no CUDA "
-      "driver or device (HSA: no usable runtime, ROCm < 6, or no GPU agent).");
+      "Exit codes: 0 ok/pass, 1 validation failed or incomplete (bench: a timed binary did not "
+      "validate before or after the timing), 2 usage, 3 replay error, 77 no CUDA driver or "
+      "device (HSA: no usable runtime, ROCm < 6, or no GPU agent).");
 
   Common run_c, val_c, bench_c;
   CLI::App* run = app.add_subcommand("run", "restore, launch once, report");
@@ -258,18 +302,8 @@ int Main(int argc, char** argv) {
   CLI::App* val = app.add_subcommand("validate", "launch once and compare with the captured "
                                                  "post-dispatch memory");
   AddCommon(val, &val_c);
-  std::string dtype;
-  std::vector<std::string> region_dtypes;
-  CompareOptions cmp;
-  bool nan_unequal = false;
-  val->add_option("--dtype", dtype, "element type of every region (f32, f16, bf16, f64, i32, ...)");
-  val->add_option("--region-dtype", region_dtypes,
-                  "SEL:DTYPE for one region; SEL = 0xVA, pre-image index or variable name "
-                  "(repeatable)");
-  val->add_option("--atol", cmp.tolerance.atol, "absolute tolerance")->check(CLI::NonNegativeNumber);
-  val->add_option("--rtol", cmp.tolerance.rtol, "relative tolerance")->check(CLI::NonNegativeNumber);
-  val->add_option("--ulp", cmp.tolerance.ulp, "tolerance in units in the last place (floats)");
-  val->add_flag("--nan-unequal", nan_unequal, "a NaN never matches (default: NaN matches NaN)");
+  CompareFlags val_cmp;
+  AddCompareFlags(val, &val_cmp);
 
   CLI::App* bench = app.add_subcommand("bench", "time many launches (device events)");
   AddCommon(bench, &bench_c);
@@ -294,6 +328,9 @@ int Main(int argc, char** argv) {
                   "whenever --code-object is given; CUDA only)");
   bench->add_flag("--no-compare-original", compare_off, "time only the loaded code object")
       ->excludes("--compare-original");
+  // Every timed binary is validated before and after the timing loop.
+  CompareFlags bench_cmp;
+  AddCompareFlags(bench, &bench_cmp);
 
   serve::ServeCommands serve_commands(&app);  // serve, submit
 
@@ -323,23 +360,12 @@ int Main(int argc, char** argv) {
     return kExitPass;
   }
   if (val->parsed()) {
-    if (!dtype.empty()) {
-      auto t = ParseDType(dtype);
-      if (!t.ok()) {
-        Error(t.status(), val_c.json);
-        return kExitUsage;
-      }
-      cmp.dtype = *t;
+    absl::StatusOr<CompareOptions> parsed = ParseCompareFlags(val_cmp);
+    if (!parsed.ok()) {
+      Error(parsed.status(), val_c.json);
+      return kExitUsage;
     }
-    for (const std::string& rd : region_dtypes) {
-      auto r = ParseRegionDType(rd);
-      if (!r.ok()) {
-        Error(r.status(), val_c.json);
-        return kExitUsage;
-      }
-      cmp.rules.push_back(*r);
-    }
-    cmp.tolerance.nan_equal = !nan_unequal;
+    const CompareOptions& cmp = *parsed;
     if (auto rc = MaybeHsa("validate", val_c, &src, &cmp, nullptr, false)) return *rc;
     auto s = OpenSession(val_c, &src);
     if (!s.ok()) return Error(s.status(), val_c.json);
@@ -355,6 +381,12 @@ int Main(int argc, char** argv) {
     return report->passed() ? kExitPass : kExitFail;
   }
   if (bench->parsed()) {
+    absl::StatusOr<CompareOptions> parsed = ParseCompareFlags(bench_cmp);
+    if (!parsed.ok()) {
+      Error(parsed.status(), bench_c.json);
+      return kExitUsage;
+    }
+    bo.compare = *parsed;
     if (restore_on) bo.restore_each = 1;
     if (restore_off) bo.restore_each = 0;
     // HSA cannot compare yet: MaybeHsa refuses an explicit --compare-original.
@@ -373,7 +405,8 @@ int Main(int argc, char** argv) {
     } else {
       std::cout << FormatBench(*report);
     }
-    return kExitPass;
+    // Times of a binary that does not validate are times of a wrong result.
+    return report->verdicts_pass() ? kExitPass : kExitFail;
   }
   return kExitUsage;
 }

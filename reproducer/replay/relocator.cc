@@ -28,17 +28,24 @@ absl::Status Relocator::Finalize() {
   return absl::OkStatus();
 }
 
-std::optional<uint64_t> Relocator::Translate(uint64_t addr) const {
+std::optional<size_t> Relocator::RangeOf(uint64_t addr) const {
   if (ranges_.empty() || !finalized_) return std::nullopt;
   auto it = std::upper_bound(ranges_.begin(), ranges_.end(), addr,
                              [](uint64_t a, const MovedRange& r) { return a < r.old_va; });
   if (it == ranges_.begin()) return std::nullopt;
   --it;
   if (addr - it->old_va >= it->size) return std::nullopt;
-  return it->new_va + (addr - it->old_va);
+  return static_cast<size_t>(it - ranges_.begin());
 }
 
-size_t Relocator::PatchWords(uint64_t va, void* data, size_t size) const {
+std::optional<uint64_t> Relocator::Translate(uint64_t addr) const {
+  std::optional<size_t> i = RangeOf(addr);
+  if (!i) return std::nullopt;
+  const MovedRange& r = ranges_[*i];
+  return r.new_va + (addr - r.old_va);
+}
+
+size_t Relocator::PatchWords(uint64_t va, void* data, size_t size, PatchTally* tally) const {
   if (ranges_.empty()) return 0;
   const uint64_t lo = ranges_.front().old_va;
   const uint64_t hi = ranges_.back().old_va + ranges_.back().size;
@@ -49,10 +56,12 @@ size_t Relocator::PatchWords(uint64_t va, void* data, size_t size) const {
     uint64_t w;
     std::memcpy(&w, p + off, 8);
     if (w < lo || w >= hi) continue;  // cheap reject for the common case
-    std::optional<uint64_t> t = Translate(w);
-    if (!t) continue;
-    std::memcpy(p + off, &*t, 8);
+    std::optional<size_t> range = RangeOf(w);
+    if (!range) continue;
+    const uint64_t t = ranges_[*range].new_va + (w - ranges_[*range].old_va);
+    std::memcpy(p + off, &t, 8);
     ++patched;
+    if (tally != nullptr) tally->Add(*range);
   }
   return patched;
 }

@@ -58,6 +58,24 @@ TEST(RelocatorTest, ArgumentBlobWithStructOfPointers) {
   EXPECT_EQ(blob.n, 7);
 }
 
+TEST(RelocatorTest, TalliesPatchedWordsPerRange) {
+  Relocator r;
+  r.Add(0x7f0000200000, 0x100, 0x700000000);  // added first, sorted second
+  r.Add(0x7f0000000000, 0x10000, 0x600000000);
+  r.Add(0x7f0000400000, 0x100, 0x800000000);   // nothing points here
+  ASSERT_TRUE(r.Finalize().ok());
+  PatchTally tally(r.ranges().size());
+  const uint64_t words[4] = {0x7f0000000040, 0x7f0000000080, 0x7f0000200008, 7};
+  uint64_t buf[4];
+  std::memcpy(buf, words, sizeof(buf));
+  EXPECT_EQ(r.PatchWords(0, buf, sizeof(buf), &tally), 3u);
+  ASSERT_EQ(r.ranges()[0].old_va, 0x7f0000000000u);
+  EXPECT_EQ(tally.count(0), 2u);
+  EXPECT_EQ(tally.count(1), 1u);
+  EXPECT_EQ(tally.count(2), 0u);
+  EXPECT_EQ(tally.count(9), 0u);  // out of range: 0, no crash
+}
+
 TEST(RelocatorTest, OverlappingRangesAreRejected) {
   Relocator r;
   r.Add(0x1000, 0x1000, 0x9000);

@@ -1,19 +1,40 @@
 // GPU test of the replay session alone (no agent, no daemon): a synthetic
 // capture of an in-place kernel, given as PTX, replayed at its original
-// addresses, with forced relocation, and against a wrong golden image.
+// addresses, with forced relocation, and against a wrong golden image; a
+// capture of a kernel whose module variables have internal linkage,
+// replayed with the same unit compiled in another folder (real nvcc cubins,
+// embedded); the benchmark's L2 protocol and its revalidation.
 // Skips without libcuda.so.1 or a device.
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/cuda/cubin_elf.h"
+#include "common/cuda/symbol_identity.h"
 #include "gtest/gtest.h"
 #include "reproducer/replay/replay_session.h"
 #include "reproducer/replay/replay_test_util.h"
+
+#ifdef KERNCAP_HAVE_INTERNAL_CUBINS
+// common/cuda/testdata/internal_linkage.cu from two folders (embedded at build time).
+namespace kerncap::replay::serve {
+#define KC_DECLARE_CUBIN(v)                          \
+  extern const unsigned char kCubin_##v[];           \
+  extern const unsigned long long kCubin_##v##Size;
+KC_DECLARE_CUBIN(internal_a)
+KC_DECLARE_CUBIN(internal_b)
+KC_DECLARE_CUBIN(internal_rdc_a)
+KC_DECLARE_CUBIN(internal_rdc_b)
+#undef KC_DECLARE_CUBIN
+}  // namespace kerncap::replay::serve
+#endif
 
 namespace kerncap::replay {
 namespace {
@@ -40,6 +61,47 @@ std::string SlowAddOnePtx() {
              "  @%spin_p bra SPIN;\n");
   return ptx;
 }
+
+// add_one that counts its launches in a module variable of its own (not in
+// the capture, so nothing restores it) and adds 2 instead of 1 from its third
+// launch on: correct when validated first, wrong during and after a timing.
+constexpr char kLateCorruptingPtx[] = R"(
+.version 7.8
+.target sm_90
+.address_size 64
+.global .align 4 .u32 kc_launches;
+.visible .entry add_one(.param .u64 table, .param .u32 n)
+{
+  .reg .pred %p<4>;
+  .reg .b32 %r<9>;
+  .reg .b64 %rd<9>;
+  ld.param.u64 %rd1, [table];
+  ld.param.u32 %r1, [n];
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %ntid.x;
+  mov.u32 %r4, %tid.x;
+  mad.lo.s32 %r5, %r2, %r3, %r4;
+  setp.ge.u32 %p1, %r5, %r1;
+  @%p1 bra DONE;
+  ld.volatile.global.u32 %r6, [kc_launches];
+  cvta.to.global.u64 %rd2, %rd1;
+  ld.global.u64 %rd3, [%rd2];
+  cvta.to.global.u64 %rd4, %rd3;
+  mul.wide.u32 %rd5, %r5, 8;
+  add.s64 %rd6, %rd4, %rd5;
+  ld.global.u64 %rd7, [%rd6];
+  mov.u64 %rd8, 1;
+  setp.ge.u32 %p2, %r6, 2;
+  @%p2 mov.u64 %rd8, 2;
+  add.s64 %rd7, %rd7, %rd8;
+  st.global.u64 [%rd6], %rd7;
+  setp.ne.u32 %p3, %r5, 0;
+  @%p3 bra DONE;
+  atom.global.add.u32 %r7, [kc_launches], 1;
+DONE:
+  ret;
+}
+)";
 
 constexpr uint64_t kTableVa = 0x7f2a00000000;  // holds one pointer
 constexpr uint64_t kDataVa = 0x7f2a00200000;   // n u64 values
@@ -89,8 +151,9 @@ class ReplayGpuTest : public ::testing::Test {
   }
 
   // Writes the capture; `golden_delta` is what the post image says each
-  // element gained (1 is right).
-  void WriteCapture(uint64_t golden_delta) {
+  // element gained (1 is right). `host_va`: also a 256-byte pinned host
+  // block there, which nothing points to.
+  void WriteCapture(uint64_t golden_delta, uint64_t host_va = 0) {
     testing::KcapBuilder b(64 << 10);
     std::string table(8, '\0');
     std::memcpy(table.data(), &kDataVa, 8);
@@ -115,6 +178,12 @@ class ReplayGpuTest : public ::testing::Test {
     *d->mutable_data() = b.Add(data);
     *m.mutable_post()->add_regions() = b.Diff(*t, table, table);
     *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
+    if (host_va != 0) {
+      v1::Region* h = m.mutable_pre()->add_regions();
+      h->set_va(host_va);
+      h->set_kind(v1::REGION_HOST_PINNED);
+      *h->mutable_data() = b.Add(std::string(256, '\x5a'));
+    }
     v1::CodeObject* c = m.add_code_objects();
     c->set_format(v1::CODE_OBJECT_PTX);
     c->set_name("selftest.ptx");
@@ -144,6 +213,7 @@ class ReplayGpuTest : public ::testing::Test {
     if (!s.ok()) return s.status();
     return (*s)->Validate(CompareOptions{});
   }
+
 
   std::string path_;
 };
@@ -370,6 +440,247 @@ TEST_F(ReplayTextureGpuTest, BenchLaunchesWithTheRecreatedTexture) {
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_TRUE(v->passed()) << FormatValidation(*v);
 }
+
+// The persisting-L2 limit a previous user of the context set: the timing
+// runs with none set aside, the report says what it found, and the limit is
+// the caller's again afterwards.
+TEST_F(ReplayGpuTest, BenchResetsAPersistingL2LimitSetBeforeIt) {
+  WriteCapture(1);
+  auto src = CaptureSource::OpenKcap(path_);
+  ASSERT_TRUE(src.ok());
+  auto s = ReplaySession::Create(src->get(), SessionOptions{});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Prepare().ok());
+  const CudaDriver& cu = **CudaDriver::Get();
+  ASSERT_EQ(cu.cuCtxSetCurrent((*s)->context()), CUDA_SUCCESS);
+  const CUresult set = cu.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 4 << 20);
+  if (set != CUDA_SUCCESS) GTEST_SKIP() << "no persisting L2 here: " << cu.ErrorText(set);
+  size_t before = 0;
+  ASSERT_EQ(cu.cuCtxGetLimit(&before, CU_LIMIT_PERSISTING_L2_CACHE_SIZE), CUDA_SUCCESS);
+  ASSERT_GT(before, 0u);
+  BenchOptions bo;
+  bo.warmup = 2;
+  bo.iterations = 10;
+  bo.cold_l2 = true;
+  auto r = (*s)->Bench(bo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::fprintf(stderr, "%s", FormatBench(*r).c_str());
+  EXPECT_TRUE(r->persisting_l2.supported);
+  EXPECT_EQ(r->persisting_l2.limit_before, before);
+  EXPECT_EQ(r->persisting_l2.limit_during, 0u);
+  EXPECT_TRUE(r->persisting_l2.lines_reset);
+  EXPECT_TRUE(r->persisting_l2.window_cleared);
+  EXPECT_GE(r->l2_flush_bytes, 64u << 20);
+  size_t after = 0;
+  ASSERT_EQ(cu.cuCtxGetLimit(&after, CU_LIMIT_PERSISTING_L2_CACHE_SIZE), CUDA_SUCCESS);
+  EXPECT_EQ(after, before);
+  EXPECT_STREQ(r->kernel_before->verdict(), "pass");
+  EXPECT_STREQ(r->kernel_after->verdict(), "pass");
+}
+
+// A variant that is right on its first launch and wrong from its third on
+// (it counts launches in a variable of its own): validated before the timing
+// it passes; the revalidation after the timing fails, on the data region,
+// and blames the variant, not the captured binary.
+TEST_F(ReplayGpuTest, RevalidationCatchesAVariantThatGoesWrongOnLaterLaunches) {
+  WriteCapture(1);
+  ValidationReport after;
+  auto r = BenchAgainstOriginal(kLateCorruptingPtx, 10, &after);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::fprintf(stderr, "%s", FormatBench(*r).c_str());
+  ASSERT_TRUE(r->kernel_before.has_value() && r->kernel_after.has_value());
+  EXPECT_STREQ(r->kernel_before->verdict(), "pass");
+  EXPECT_STREQ(r->kernel_after->verdict(), "fail");
+  ASSERT_EQ(r->kernel_after->failing(), 1u);
+  EXPECT_EQ(r->kernel_after->regions[1].passed, false);  // the data
+  EXPECT_STREQ(r->original_before->verdict(), "pass");
+  EXPECT_STREQ(r->original_after->verdict(), "pass");
+  EXPECT_FALSE(r->verdicts_pass());
+  EXPECT_EQ(BenchJson(*r, false)["revalidated"]["kernel"], "fail");
+}
+
+// A small pinned host block whose address is taken here, and that nothing
+// points to: moved, said as a note, not as a relocated replay.
+TEST_F(ReplayGpuTest, ASmallUnreferencedPinnedBlockThatMovedIsANote) {
+  constexpr uint64_t kHostVa = 0x7f2b00001000;
+  void* want = reinterpret_cast<void*>(kHostVa & ~uint64_t{4095});
+  void* blocker = ::mmap(want, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                         -1, 0);
+  if (blocker != want) {
+    if (blocker != MAP_FAILED) ::munmap(blocker, 4096);
+    GTEST_SKIP() << "the test's host address is taken here";
+  }
+  WriteCapture(1, kHostVa);
+  auto r = Validate(false);
+  ::munmap(blocker, 4096);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string text = FormatValidation(*r);
+  std::fprintf(stderr, "%s", text.c_str());
+  EXPECT_TRUE(r->passed());
+  bool host_moved = false;
+  for (const MovedRegion& m : r->info.moved) {
+    if (m.region == 2) {
+      host_moved = true;
+      EXPECT_EQ(m.kind, "host_pinned");
+      EXPECT_EQ(m.pointers_patched, 0u);
+    }
+  }
+  EXPECT_TRUE(host_moved);
+  if (r->info.moved.size() == 1) {  // the device ranges got their addresses
+    EXPECT_EQ(r->info.relocation(), RelocationSeverity::kNote);
+    EXPECT_TRUE(absl::StrContains(text, "note: 1 small pinned host block(s)")) << text;
+    EXPECT_FALSE(absl::StrContains(text, "RELOCATED REPLAY")) << text;
+  }
+}
+
+#ifdef KERNCAP_HAVE_INTERNAL_CUBINS
+std::string Embedded(const unsigned char* p, unsigned long long n) {
+  return std::string(reinterpret_cast<const char*>(p), n);
+}
+
+// internal_kernel(out, n) of common/cuda/testdata/internal_linkage.cu,
+// captured with compile A's module variables set to values of the test's
+// choosing, replayed with compile B (another folder: every internal
+// variable has another name).
+class InternalLinkageGpuTest : public ReplayGpuTest {
+ protected:
+  static constexpr uint64_t kOutVa = 0x7f2c00000000;
+  static constexpr uint64_t kVarsVa = 0x7f2d00000000;
+  static constexpr uint32_t kN = 128;
+
+  // Writes the capture of `cubin_a`; `counter_delta`: what the post image
+  // says the counter gained (kN is right).
+  void WriteInternalCapture(const std::string& cubin_a, uint32_t counter_delta) {
+    auto info = cubin::ParseCubin(cubin_a);
+    ASSERT_TRUE(info.ok()) << info.error();
+    testing::KcapBuilder b(4096);
+    v1::CaptureManifest m;
+    m.set_capture_id("cap-gpu-internal");
+    m.set_post_complete(true);
+    m.mutable_kernel()->set_mangled_name("internal_kernel");
+    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+    const float scale = 3.0f, tmpl = 1.0f;
+    const int mode[4] = {2, 3, 4, 5}, versioned[2] = {0, 7};
+    float coef[8];
+    for (int k = 0; k < 8; ++k) coef[k] = 0.25f * static_cast<float>(k);
+    const double nested[3] = {0.5, 0, 0};
+    std::vector<float> out(kN, -1.0f), expected(kN);
+    for (uint32_t i = 0; i < kN; ++i) {
+      double t = static_cast<double>(scale * static_cast<float>(mode[i & 3]) + coef[i & 7]);
+      t += nested[0];
+      t += static_cast<double>(tmpl);
+      t += versioned[1];
+      expected[i] = static_cast<float>(t);
+    }
+    auto bytes = [](const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); };
+    auto add = [&](uint64_t va, v1::RegionKind kind, const std::string& name,
+                   const std::string& pre, const std::string& post) {
+      v1::Region* r = m.mutable_pre()->add_regions();
+      r->set_va(va);
+      r->set_kind(kind);
+      r->set_name(name);
+      *r->mutable_data() = b.Add(pre);
+      *m.mutable_post()->add_regions() = b.Diff(*r, pre, post);
+    };
+    add(kOutVa, v1::REGION_DEVICE, "", bytes(out.data(), kN * 4), bytes(expected.data(), kN * 4));
+    uint64_t va = kVarsVa;
+    for (const cubin::CubinVariable& v : info->variables) {
+      std::string pre(v.size, '\0');
+      auto set = [&](const void* p, size_t n) { std::memcpy(pre.data(), p, std::min<size_t>(n, v.size)); };
+      std::string post;
+      if (absl::StrContains(v.name, "scale_v")) set(&scale, 4);
+      if (absl::StrContains(v.name, "mode_c")) set(mode, sizeof(mode));
+      if (absl::StrContains(v.name, "coef_c")) set(coef, sizeof(coef));
+      if (absl::StrContains(v.name, "tmpl_v")) set(&tmpl, 4);
+      if (absl::StrContains(v.name, "nested")) set(nested, sizeof(nested));
+      if (absl::StrContains(v.name, "versioned")) set(versioned, sizeof(versioned));
+      post = pre;
+      if (absl::StrContains(v.name, "counter")) {
+        const uint32_t c = 10, c_after = 10 + counter_delta;
+        set(&c, 4);
+        post = pre;
+        std::memcpy(post.data(), &c_after, 4);
+      }
+      if (absl::StrContains(v.name, "plain_global")) {
+        const int p = 100, p_after = 101;
+        set(&p, 4);
+        post = pre;
+        std::memcpy(post.data(), &p_after, 4);
+      }
+      add(va, v.constant ? v1::REGION_CONSTANT : v1::REGION_MODULE_GLOBAL, v.name, pre, post);
+      va += 0x100;
+    }
+    v1::CodeObject* c = m.add_code_objects();
+    c->set_format(v1::CODE_OBJECT_CUBIN);
+    c->set_name("k.cubin");
+    *c->mutable_data() = b.Add(cubin_a);
+    m.mutable_launch()->add_grid(1);
+    m.mutable_launch()->add_block(kN);
+    std::string blob(12, '\0');
+    std::memcpy(blob.data(), &kOutVa, 8);
+    std::memcpy(blob.data() + 8, &kN, 4);
+    m.set_argument_blob(blob);
+    v1::Argument* a0 = m.add_arguments();
+    a0->set_offset(0);
+    a0->set_size(8);
+    v1::Argument* a1 = m.add_arguments();
+    a1->set_offset(8);
+    a1->set_size(4);
+    ASSERT_TRUE(b.Write(path_, m).ok());
+    variables_ = info->variables.size();
+  }
+
+  absl::StatusOr<ValidationReport> ValidateWith(const std::string& cubin_b) {
+    const std::string code = path_ + ".cubin";
+    std::ofstream(code, std::ios::binary) << cubin_b;
+    auto src = CaptureSource::OpenKcap(path_);
+    if (!src.ok()) return src.status();
+    SessionOptions o;
+    o.code_object_path = code;
+    auto s = ReplaySession::Create(src->get(), o);
+    if (!s.ok()) return s.status();
+    auto r = (*s)->Validate(CompareOptions{});
+    std::filesystem::remove(code);
+    return r;
+  }
+  size_t variables_ = 0;
+};
+
+TEST_F(InternalLinkageGpuTest, ARecompileFromAnotherFolderValidatesWithItsVariablesCompared) {
+  const std::pair<std::string, std::string> builds[] = {
+      {Embedded(serve::kCubin_internal_a, serve::kCubin_internal_aSize),
+       Embedded(serve::kCubin_internal_b, serve::kCubin_internal_bSize)},
+      {Embedded(serve::kCubin_internal_rdc_a, serve::kCubin_internal_rdc_aSize),
+       Embedded(serve::kCubin_internal_rdc_b, serve::kCubin_internal_rdc_bSize)}};
+  for (const auto& [a, b] : builds) {
+    WriteInternalCapture(a, kN);
+    ASSERT_GE(variables_, 7u);
+    auto r = ValidateWith(b);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::fprintf(stderr, "%s", FormatValidation(*r).c_str());
+    EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+    EXPECT_TRUE(r->not_compared.empty());
+    EXPECT_EQ(r->regions.size(), 1 + variables_);  // every variable compared
+    size_t renamed = 0;
+    for (const RegionResult& rr : r->regions) renamed += cubin::HasCompileUniquifier(rr.name);
+    EXPECT_GE(renamed, 5u);
+  }
+}
+
+TEST_F(InternalLinkageGpuTest, AWrongValueInARenamedVariableFailsNamingIt) {
+  WriteInternalCapture(Embedded(serve::kCubin_internal_rdc_a, serve::kCubin_internal_rdc_aSize),
+                       kN + 1);
+  auto r = ValidateWith(Embedded(serve::kCubin_internal_rdc_b, serve::kCubin_internal_rdc_bSize));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "fail");
+  ASSERT_EQ(r->failing(), 1u) << FormatValidation(*r);
+  for (const RegionResult& rr : r->regions) {
+    if (!rr.passed) {
+      EXPECT_TRUE(absl::StrContains(rr.name, "counter")) << rr.name;
+    }
+  }
+}
+#endif  // KERNCAP_HAVE_INTERNAL_CUBINS
 
 }  // namespace
 }  // namespace kerncap::replay

@@ -12,8 +12,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "reproducer/replay/l2_control.h"
 #include "reproducer/replay/restore_pipeline.h"
 
 namespace kerncap::replay {
@@ -120,8 +122,8 @@ ReplaySession::~ReplaySession() {
     if (start_) cu_.cuEventDestroy(start_);
     if (stop_) cu_.cuEventDestroy(stop_);
     if (stream_) cu_.cuStreamDestroy(stream_);
-    if (module_) cu_.cuModuleUnload(module_);
-    if (orig_module_) cu_.cuModuleUnload(orig_module_);
+    if (code_ != nullptr) Unload(code_.get());
+    if (original_ != nullptr) Unload(original_.get());
   }
   for (auto& [va, size] : mapped_) cu_.cuMemUnmap(va, size);
   for (CUmemGenericAllocationHandle h : handles_) cu_.cuMemRelease(h);
@@ -270,6 +272,7 @@ absl::Status ReplaySession::ReserveRanges() {
         const v1::Region& r = m.pre().regions(static_cast<int>(idx));
         placements_[idx] = Placement{true, false, r.va() + delta};
         relocator_.Add(r.va(), r.data().size(), r.va() + delta);
+        moved_region_[r.va()] = idx;
         first = std::min(first, idx);
       }
       map_jobs_.push_back(MapJob{mp.va + delta, mp.size, first, mp.region_indices});
@@ -384,10 +387,7 @@ absl::Status ReplaySession::PlaceHostRegions() {
       const uint64_t nva = reinterpret_cast<uint64_t>(p);
       placements_[i] = Placement{true, true, nva};
       relocator_.Add(r.va(), r.data().size(), nva);
-      std::fprintf(stderr, "kerncap-replay: RELOCATING: host region 0x%llx+%llu -> 0x%llx\n",
-                   static_cast<unsigned long long>(r.va()),
-                   static_cast<unsigned long long>(r.data().size()),
-                   static_cast<unsigned long long>(nva));
+      moved_region_[r.va()] = static_cast<size_t>(i);  // said once placed (a note or the alarm)
     }
   }
   return absl::OkStatus();
@@ -458,7 +458,7 @@ absl::Status ReplaySession::UploadPreImage() {
             return src_->ReadChunkInto(*t.digest, t.size, out);
           },
           &relocator_, &copier, static_cast<char*>(staging), options,
-          map_jobs_.empty() ? nullptr : &map_progress_);
+          map_jobs_.empty() ? nullptr : &map_progress_, tally_.get());
     } else {
       stats = init;
     }
@@ -480,10 +480,6 @@ absl::Status ReplaySession::UploadPreImage() {
   return absl::OkStatus();
 }
 
-absl::Status ReplaySession::UploadRegion(size_t index) {
-  return UploadRegionTo(index, placements_[index], /*count=*/true);
-}
-
 absl::Status ReplaySession::UploadRegionTo(size_t index, const Placement& p, bool count) {
   const v1::Region& r = src_->manifest().pre().regions(static_cast<int>(index));
   const v1::ChunkList& list = r.data();
@@ -497,7 +493,8 @@ absl::Status ReplaySession::UploadRegionTo(size_t index, const Placement& p, boo
     } else {
       KC_RETURN_IF_ERROR(src_->ReadChunk(digest, len, &buf));
       if (!relocator_.empty()) {
-        const uint64_t patched = relocator_.PatchWords(r.va() + off, buf.data(), buf.size());
+        const uint64_t patched = relocator_.PatchWords(r.va() + off, buf.data(), buf.size(),
+                                                       count ? tally_.get() : nullptr);
         if (count) info_.patched_words += patched;
       }
       KC_RETURN_IF_ERROR(CopyToReplay(p, off, buf));
@@ -528,8 +525,23 @@ absl::StatusOr<std::string> ReplaySession::CapturedImage(std::string* name) cons
   return image;
 }
 
-absl::Status ReplaySession::LoadCode() {
+std::vector<CapturedVariable> ReplaySession::CapturedVariables() const {
   const v1::CaptureManifest& m = src_->manifest();
+  std::vector<CapturedVariable> out;
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    if (!IsGlobalKind(r.kind())) continue;
+    out.push_back(CapturedVariable{static_cast<size_t>(i), r.name(), r.data().size()});
+  }
+  return out;
+}
+
+const std::vector<VariableMatch>& ReplaySession::variable_matches() const {
+  static const std::vector<VariableMatch> kNone;
+  return code_ != nullptr ? code_->matches : kNone;
+}
+
+absl::Status ReplaySession::LoadCode() {
   std::string image;
   std::string image_name;
   if (!options_.code_object_path.empty()) {
@@ -540,80 +552,117 @@ absl::Status ReplaySession::LoadCode() {
   } else {
     KC_ASSIGN_OR_RETURN(image, CapturedImage(&image_name));
   }
-  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleLoadData(&module_, image.data()),
-                               absl::StrCat("cuModuleLoadData(", image_name, ", ",
-                                            image.size(), " bytes)")));
-  const std::string& name = m.kernel().mangled_name();
-  CUresult gr = cu_.cuModuleGetFunction(&function_, module_, name.c_str());
-  if (gr != CUDA_SUCCESS && !options_.code_object_path.empty()) {
-    return absl::NotFoundError(absl::StrCat("the code object ", options_.code_object_path,
-                                            " has no kernel named ", name,
-                                            " (the captured kernel): ", cu_.ErrorText(gr)));
-  }
-  KC_RETURN_IF_ERROR(cu_.Check(gr, absl::StrCat("cuModuleGetFunction(", name, ")")));
+  KC_ASSIGN_OR_RETURN(code_, LoadImage(std::move(image), image_name, /*primary=*/true));
+  function_ = code_->function;
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ReplaySession::LoadedCode>> ReplaySession::LoadImage(
+    std::string image, std::string name, bool primary) {
+  const v1::CaptureManifest& m = src_->manifest();
+  auto code = std::make_unique<LoadedCode>();
+  code->name = std::move(name);
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleLoadData(&code->module, image.data()),
+                               absl::StrCat("cuModuleLoadData(", code->name, ", ", image.size(),
+                                            " bytes)")));
+  // From here on the module is unloaded on any error.
+  struct Guard {
+    ReplaySession* s;
+    LoadedCode* c;
+    ~Guard() {
+      if (c != nullptr) s->Unload(c);
+    }
+  } guard{this, code.get()};
+  const ModuleSymbols symbols = ListModuleSymbols(image);
+  const std::string& kernel = m.kernel().mangled_name();
+  code->kernel = kernel;
+  CUresult gr = cu_.cuModuleGetFunction(&code->function, code->module, kernel.c_str());
+  if (gr != CUDA_SUCCESS) {
+    // A kernel in an anonymous namespace carries its unit's uniquifier.
+    absl::StatusOr<std::string> other = MatchKernel(kernel, symbols);
+    if (!other.ok()) {
+      return absl::NotFoundError(absl::StrCat("the code object ", code->name,
+                                              " has no kernel named ", kernel,
+                                              " (the captured kernel): ", cu_.ErrorText(gr), "; ",
+                                              other.status().message()));
+    }
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetFunction(&code->function, code->module,
+                                                         other->c_str()),
+                                 absl::StrCat("cuModuleGetFunction(", *other, ")")));
+    code->kernel = *other;
+    const std::string note = absl::StrCat("the captured kernel ", kernel, " is ", *other, " in ",
+                                          code->name, " (matched by its stable name)");
+    if (primary) {
+      Warn(note);
+    } else {
+      std::fprintf(stderr, "kerncap-replay: %s\n", note.c_str());
+    }
+  }
+  // The captured module variables, matched to this module's and restored.
+  CUmodule module = code->module;
+  code->matches = MatchModuleVariables(
+      CapturedVariables(), symbols, [&](const std::string& sym) -> std::optional<uint64_t> {
+        CUdeviceptr dptr = 0;
+        size_t bytes = 0;
+        if (cu_.cuModuleGetGlobal(&dptr, &bytes, module, sym.c_str()) != CUDA_SUCCESS) {
+          return std::nullopt;
+        }
+        return bytes;
+      });
+  for (const VariableMatch& v : code->matches) {
+    if (!v.matched()) {
+      const std::string w = absl::StrCat("module variable '", v.captured, "' not restored in ",
+                                         code->name, ": ", v.problem,
+                                         " (it is not compared either: the verdict says so)");
+      if (primary) {
+        Warn(w);
+      } else {
+        std::fprintf(stderr, "kerncap-replay: warning: %s\n", w.c_str());
+      }
+      continue;
+    }
+    CUdeviceptr dptr = 0;
+    size_t bytes = 0;
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetGlobal(&dptr, &bytes, module, v.symbol.c_str()),
+                                 absl::StrCat("cuModuleGetGlobal(", v.symbol, ")")));
+    code->globals[v.region] = dptr;
+    const Placement p{true, false, dptr};
+    if (primary) placements_[v.region] = p;
+    KC_RETURN_IF_ERROR(UploadRegionTo(v.region, p, /*count=*/primary));
+  }
+  if (const std::string renamed = DescribeRenamedVariables(code->matches, code->name);
+      !renamed.empty()) {
+    if (primary) {
+      Warn(renamed);
+    } else {
+      std::fprintf(stderr, "kerncap-replay: %s\n", renamed.c_str());
+    }
+  }
+  KC_RETURN_IF_ERROR(ApplyAttributesTo(code->function, nullptr));
+  guard.c = nullptr;
+  return code;
+}
+
+void ReplaySession::Unload(LoadedCode* code) {
+  if (code->module != nullptr) cu_.cuModuleUnload(code->module);
+  code->module = nullptr;
+  code->function = nullptr;
 }
 
 absl::Status ReplaySession::LoadOriginal() {
-  if (orig_function_ != nullptr) return absl::OkStatus();
-  const v1::CaptureManifest& m = src_->manifest();
-  KC_ASSIGN_OR_RETURN(std::string image, CapturedImage(&orig_name_));
-  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleLoadData(&orig_module_, image.data()),
-                               absl::StrCat("cuModuleLoadData(captured code object ", orig_name_,
-                                            ", beside the variant)")));
-  const std::string& name = m.kernel().mangled_name();
-  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetFunction(&orig_function_, orig_module_, name.c_str()),
-                               absl::StrCat("cuModuleGetFunction(", name, ") in the captured "
-                                            "code object")));
-  // The same launch conditions as the variant: captured attributes...
-  KC_RETURN_IF_ERROR(ApplyAttributesTo(orig_function_, nullptr));
-  // ...and the captured module variables, in this module's own copies.
-  orig_globals_.clear();
-  for (int i = 0; i < m.pre().regions_size(); ++i) {
-    const v1::Region& r = m.pre().regions(i);
-    if (!IsGlobalKind(r.kind())) continue;
-    CUdeviceptr dptr = 0;
-    size_t bytes = 0;
-    CUresult cr = cu_.cuModuleGetGlobal(&dptr, &bytes, orig_module_, r.name().c_str());
-    if (cr != CUDA_SUCCESS || bytes != r.data().size()) {
-      Warn(absl::StrCat("module variable '", r.name(), "' not restored in the captured code "
-                        "object loaded for the comparison (",
-                        cr != CUDA_SUCCESS ? cu_.ErrorText(cr) : absl::StrCat(bytes, " bytes"),
-                        ")"));
-      continue;
-    }
-    orig_globals_.emplace_back(static_cast<size_t>(i), dptr);
-    KC_RETURN_IF_ERROR(UploadRegionTo(static_cast<size_t>(i), Placement{true, false, dptr},
-                                      /*count=*/false));
+  if (original_ != nullptr) return absl::OkStatus();
+  std::string name;
+  KC_ASSIGN_OR_RETURN(std::string image, CapturedImage(&name));
+  absl::StatusOr<std::unique_ptr<LoadedCode>> code =
+      LoadImage(std::move(image), name, /*primary=*/false);
+  if (!code.ok()) {
+    return absl::Status(code.status().code(),
+                        absl::StrCat("the captured code object, loaded beside the variant: ",
+                                     code.status().message()));
   }
+  original_ = std::move(*code);
   return cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (captured code object loaded)");
 }
-
-absl::Status ReplaySession::RestoreGlobals() {
-  const v1::CaptureManifest& m = src_->manifest();
-  for (int i = 0; i < m.pre().regions_size(); ++i) {
-    const v1::Region& r = m.pre().regions(i);
-    if (!IsGlobalKind(r.kind())) continue;
-    CUdeviceptr dptr = 0;
-    size_t bytes = 0;
-    CUresult cr = cu_.cuModuleGetGlobal(&dptr, &bytes, module_, r.name().c_str());
-    if (cr != CUDA_SUCCESS) {
-      Warn(absl::StrCat("module variable '", r.name(), "' not found in the loaded code object (",
-                        cu_.ErrorText(cr), "); not restored"));
-      continue;
-    }
-    if (bytes != r.data().size()) {
-      Warn(absl::StrCat("module variable '", r.name(), "' is ", bytes, " bytes here, ",
-                        r.data().size(), " captured; not restored"));
-      continue;
-    }
-    placements_[static_cast<size_t>(i)] = Placement{true, false, dptr};
-    KC_RETURN_IF_ERROR(UploadRegion(static_cast<size_t>(i)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReplaySession::ApplyAttributes() { return ApplyAttributesTo(function_, nullptr); }
 
 absl::Status ReplaySession::ApplyAttributesTo(CUfunction f, std::vector<std::string>* warnings) {
   const v1::LaunchConfig& l = src_->manifest().launch();
@@ -666,7 +715,7 @@ absl::Status ReplaySession::PrepareArguments() {
   args_ = m.argument_blob();
   if (!relocator_.empty()) {
     // The blob is 8-byte aligned on the device; patch every aligned word.
-    info_.patched_words += relocator_.PatchWords(0, args_.data(), args_.size());
+    info_.patched_words += relocator_.PatchWords(0, args_.data(), args_.size(), tally_.get());
   }
   // The driver wants CU_LAUNCH_PARAM_BUFFER_SIZE to be the kernel's parameter
   // size; a blob with trailing padding beyond the last argument is trimmed.
@@ -728,14 +777,11 @@ absl::Status ReplaySession::Prepare() {
   KC_RETURN_IF_ERROR(StartMapping());
   KC_RETURN_IF_ERROR(PlaceHostRegions());
   KC_RETURN_IF_ERROR(relocator_.Finalize());
-  info_.moved = relocator_.ranges();
+  tally_ = std::make_unique<PatchTally>(relocator_.ranges().size());
   info_.relocated = !relocator_.empty();
-  const v1::CaptureManifest& m = src_->manifest();
   KC_RETURN_IF_ERROR(UploadPreImage());
   const auto tc = std::chrono::steady_clock::now();
   KC_RETURN_IF_ERROR(LoadCode());
-  KC_RETURN_IF_ERROR(RestoreGlobals());
-  KC_RETURN_IF_ERROR(ApplyAttributes());
   KC_RETURN_IF_ERROR(PrepareArguments());
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "restore (cuCtxSynchronize)"));
   KC_RETURN_IF_ERROR(
@@ -746,15 +792,34 @@ absl::Status ReplaySession::Prepare() {
   info_.regions = static_cast<uint64_t>(
       std::count_if(placements_.begin(), placements_.end(), [](const Placement& p) { return p.restored; }));
   info_.restore_seconds = Seconds(t0);
-  if (info_.relocated) {
-    std::fprintf(stderr,
-                 "kerncap-replay: RELOCATED REPLAY: %zu range(s) moved, %llu pointer word(s) "
-                 "patched; results may differ from a faithful replay\n",
-                 info_.moved.size(), static_cast<unsigned long long>(info_.patched_words));
-  }
-  (void)m;
+  ReportRelocation();
   prepared_ = true;
   return absl::OkStatus();
+}
+
+void ReplaySession::ReportRelocation() {
+  const v1::CaptureManifest& m = src_->manifest();
+  info_.moved.clear();
+  const std::vector<MovedRange>& ranges = relocator_.ranges();
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    MovedRegion mr;
+    auto it = moved_region_.find(ranges[i].old_va);
+    mr.region = it == moved_region_.end() ? 0 : it->second;
+    mr.kind = it == moved_region_.end()
+                  ? "unknown"
+                  : RegionKindName(m.pre().regions(static_cast<int>(mr.region)).kind());
+    mr.old_va = ranges[i].old_va;
+    mr.size = ranges[i].size;
+    mr.new_va = ranges[i].new_va;
+    mr.pointers_patched = tally_ != nullptr ? tally_->count(i) : 0;
+    info_.moved.push_back(std::move(mr));
+  }
+  const std::string text = FormatRelocation(info_);
+  if (text.empty()) return;
+  // One message where the user looks first; --json carries the same facts.
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::fprintf(stderr, "kerncap-replay: %.*s\n", static_cast<int>(line.size()), line.data());
+  }
 }
 
 absl::Status ReplaySession::LaunchAsync() { return LaunchFunctionAsync(function_, stream_); }
@@ -843,21 +908,73 @@ absl::StatusOr<ValidationReport> ReplaySession::CompareWithPostImage(
   if (!prepared_) {
     return absl::FailedPreconditionError("the replay is not prepared: nothing to compare yet");
   }
+  return Compare(*code_, options, nullptr);
+}
+
+absl::StatusOr<ValidationReport> ReplaySession::Compare(const LoadedCode& code,
+                                                        const CompareOptions& options,
+                                                        const std::function<bool(size_t)>* only) {
+  const v1::CaptureManifest& m = src_->manifest();
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize after the launch"));
-  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, const v1::Region*> post;
-  for (const v1::Region& r : m.post().regions()) post[{r.va(), r.device()}] = &r;
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, int> post;
+  for (int i = 0; i < m.post().regions_size(); ++i) {
+    post[{m.post().regions(i).va(), m.post().regions(i).device()}] = i;
+  }
+  std::vector<bool> post_used(static_cast<size_t>(m.post().regions_size()), false);
+  absl::flat_hash_map<size_t, const VariableMatch*> match;
+  for (const VariableMatch& v : code.matches) match[v.region] = &v;
 
   ValidationReport report;
+  auto not_compared = [&](int i, const v1::Region& r, bool post_only, std::string reason) {
+    NotCompared n;
+    n.index = static_cast<size_t>(i);
+    n.post_only = post_only;
+    n.va = r.va();
+    n.kind = RegionKindName(r.kind());
+    n.name = r.name();
+    n.size = r.data().size();
+    n.reason = std::move(reason);
+    report.not_compared.push_back(std::move(n));
+  };
   std::string expected, actual;
   for (int i = 0; i < m.pre().regions_size(); ++i) {
     const v1::Region& r = m.pre().regions(i);
-    const Placement& p = placements_[static_cast<size_t>(i)];
-    if (!p.restored) continue;
     auto it = post.find({r.va(), r.device()});
-    const v1::Region* pr = it == post.end() ? nullptr : it->second;
-    if (pr != nullptr && pr->data().size() != r.data().size()) {
-      Warn(absl::StrFormat("region %d at 0x%x changed size in the post image; compared as a "
-                           "full image", i, r.va()));
+    const v1::Region* pr = nullptr;
+    if (it != post.end()) {
+      pr = &m.post().regions(it->second);
+      post_used[static_cast<size_t>(it->second)] = true;
+    }
+    if (only != nullptr && !(*only)(static_cast<size_t>(i))) continue;
+    // The argument blob is passed directly: a kernel cannot write its parameters.
+    if (r.kind() == v1::REGION_KERNARG || r.data().size() == 0) continue;
+    Placement p;
+    if (IsGlobalKind(r.kind())) {
+      auto g = code.globals.find(static_cast<size_t>(i));
+      if (g == code.globals.end()) {
+        auto v = match.find(static_cast<size_t>(i));
+        not_compared(i, r, false,
+                     absl::StrCat("module variable not in ", code.name, ": ",
+                                  v != match.end() ? v->second->problem : "not looked up"));
+        continue;
+      }
+      p = Placement{true, false, g->second};
+    } else {
+      p = placements_[static_cast<size_t>(i)];
+      if (!p.restored) {
+        not_compared(i, r, false, "not restored in this replay");
+        continue;
+      }
+    }
+    // A post image of another shape says nothing reliable about any byte.
+    if (pr != nullptr && (pr->data().size() != r.data().size() ||
+                          (!pr->diff() && pr->data().chunk_size() != r.data().chunk_size()))) {
+      not_compared(i, r, false,
+                   absl::StrFormat("its post image has another shape (%u bytes in chunks of %u; "
+                                   "the region: %u bytes in chunks of %u)",
+                                   pr->data().size(), pr->data().chunk_size(), r.data().size(),
+                                   r.data().chunk_size()));
+      continue;
     }
     auto [dtype, tol] = options.For(static_cast<size_t>(i), r.va(), r.name());
     RegionComparator cmp(dtype, tol);
@@ -883,6 +1000,14 @@ absl::StatusOr<ValidationReport> ReplaySession::CompareWithPostImage(
     rr.passed = cmp.passed();
     report.regions.push_back(std::move(rr));
   }
+  if (only == nullptr) {
+    for (int i = 0; i < m.post().regions_size(); ++i) {
+      if (post_used[static_cast<size_t>(i)]) continue;
+      not_compared(i, m.post().regions(i), true,
+                   "in the post image but not in the pre image: never restored, so what the "
+                   "kernel wrote there cannot be compared");
+    }
+  }
   report.info = info_;
   return report;
 }
@@ -899,7 +1024,9 @@ absl::StatusOr<std::vector<ReplaySession::Chunk>> ReplaySession::WrittenChunks()
     if (it == pre.end()) continue;
     const v1::Region& r = m.pre().regions(it->second);
     const Placement& p = placements_[static_cast<size_t>(it->second)];
-    if (!p.restored) continue;
+    // Module variables live in each module: ChunksFor() places them.
+    const bool global = IsGlobalKind(r.kind());
+    if (!p.restored && !global) continue;
     std::vector<uint64_t> chunks;
     if (pr.diff()) {
       chunks.assign(pr.changed_chunks().begin(), pr.changed_chunks().end());
@@ -907,8 +1034,9 @@ absl::StatusOr<std::vector<ReplaySession::Chunk>> ReplaySession::WrittenChunks()
       for (uint64_t c = 0; c < ChunkCount(r.data()); ++c) chunks.push_back(c);
     }
     for (uint64_t c : chunks) {
+      if (c >= ChunkCount(r.data())) continue;
       Chunk ch;
-      ch.replay_va = p.replay_va + ChunkOffset(r.data(), c);
+      ch.replay_va = global ? 0 : p.replay_va + ChunkOffset(r.data(), c);
       ch.host = p.host;
       ch.region = static_cast<size_t>(it->second);
       ch.offset = ChunkOffset(r.data(), c);
@@ -923,13 +1051,33 @@ absl::StatusOr<std::vector<ReplaySession::Chunk>> ReplaySession::WrittenChunks()
   return out;
 }
 
+std::vector<ReplaySession::Chunk> ReplaySession::ChunksFor(const LoadedCode& code,
+                                                           const std::vector<Chunk>& written) const {
+  const v1::CaptureManifest& m = src_->manifest();
+  std::vector<Chunk> out;
+  out.reserve(written.size());
+  for (const Chunk& c : written) {
+    if (!IsGlobalKind(m.pre().regions(static_cast<int>(c.region)).kind())) {
+      out.push_back(c);
+      continue;
+    }
+    auto g = code.globals.find(c.region);
+    if (g == code.globals.end()) continue;  // not in this module (the verdict says so)
+    Chunk gc = c;
+    gc.replay_va = g->second + c.offset;
+    gc.host = false;
+    out.push_back(std::move(gc));
+  }
+  return out;
+}
+
 absl::Status ReplaySession::RestoreWrittenRegions() {
   if (!prepared_) {
     return absl::FailedPreconditionError("the replay is not prepared: nothing to restore yet");
   }
   if (!written_) {
     KC_ASSIGN_OR_RETURN(std::vector<Chunk> chunks, WrittenChunks());
-    written_ = std::move(chunks);
+    written_ = ChunksFor(*code_, chunks);
   }
   KC_RETURN_IF_ERROR(
       cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (before restoring written regions)"));
@@ -947,61 +1095,130 @@ absl::Status ReplaySession::RestoreChunks(const std::vector<Chunk>& chunks) {
   return cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (after restoring written regions)");
 }
 
+absl::StatusOr<std::vector<RegionResult>> ReplaySession::RepairDiffering(
+    const LoadedCode& code, const ValidationReport& report) {
+  const v1::CaptureManifest& m = src_->manifest();
+  std::vector<RegionResult> repaired;
+  for (const RegionResult& rr : report.regions) {
+    if (rr.stats.bytes_differing == 0 && rr.stats.elements_differing == 0) continue;
+    Placement p = placements_[rr.index];
+    if (IsGlobalKind(m.pre().regions(static_cast<int>(rr.index)).kind())) {
+      auto g = code.globals.find(rr.index);
+      if (g == code.globals.end()) continue;
+      p = Placement{true, false, g->second};
+    }
+    KC_RETURN_IF_ERROR(UploadRegionTo(rr.index, p, /*count=*/false));
+    repaired.push_back(rr);
+  }
+  if (!repaired.empty()) {
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (regions put back)"));
+  }
+  return repaired;
+}
+
+absl::StatusOr<ValidationReport> ReplaySession::ValidateLoaded(LoadedCode& code,
+                                                               const std::vector<Chunk>& written,
+                                                               const CompareOptions& options) {
+  KC_RETURN_IF_ERROR(RestoreChunks(written));
+  KC_RETURN_IF_ERROR(LaunchFunctionAsync(code.function, stream_));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuStreamSynchronize(stream_), "kernel execution"));
+  KC_ASSIGN_OR_RETURN(ValidationReport report, Compare(code, options, nullptr));
+  KC_RETURN_IF_ERROR(RepairDiffering(code, report).status());
+  return report;
+}
+
 absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {
   KC_RETURN_IF_ERROR(Prepare());
+  const v1::CaptureManifest& m = src_->manifest();
   BenchReport report;
   report.warmup = options.warmup;
   report.cold_l2 = options.cold_l2;
-  KC_ASSIGN_OR_RETURN(std::vector<Chunk> written, WrittenChunks());
-  report.restore_each = options.restore_each < 0 ? !written.empty() : options.restore_each != 0;
-  for (const Chunk& c : written) report.restore_bytes_per_iteration += c.bytes.size();
-  if (!report.restore_each) report.restore_bytes_per_iteration = 0;
 
-  // --compare-original: the captured code object as a second module; its
-  // written chunks are the variant's, except module variables, which live
-  // in each module.
-  std::vector<Chunk> written_orig;
+  // The binary timed (`kernel`): the session's, a variant loaded for this
+  // bench, or the captured one; with compare_original the captured one
+  // beside it (`original`, its own module).
+  std::unique_ptr<LoadedCode> variant;
+  struct UnloadVariant {
+    ReplaySession* s;
+    std::unique_ptr<LoadedCode>* v;
+    ~UnloadVariant() {
+      if (*v != nullptr) s->Unload(v->get());
+    }
+  } unload_variant{this, &variant};
+  LoadedCode* kernel = code_.get();
+  std::string kernel_name = options_.code_object_path;
+  if (!options.variant_path.empty()) {
+    KC_ASSIGN_OR_RETURN(std::string image, ReadFile(options.variant_path));
+    const ModuleSymbols probe = ListModuleSymbols(image);
+    if (probe.format != "cubin" && probe.format != "fatbin") image.push_back('\0');  // PTX text
+    KC_ASSIGN_OR_RETURN(variant, LoadImage(std::move(image), options.variant_path, false));
+    kernel = variant.get();
+    kernel_name = options.variant_path;
+  } else if (options.captured && !options_.code_object_path.empty()) {
+    std::string name;
+    KC_ASSIGN_OR_RETURN(std::string image, CapturedImage(&name));
+    KC_ASSIGN_OR_RETURN(variant, LoadImage(std::move(image), name, false));
+    kernel = variant.get();
+    kernel_name.clear();
+  }
+  LoadedCode* original = nullptr;
   if (options.compare_original) {
     KC_RETURN_IF_ERROR(LoadOriginal());
-    absl::flat_hash_map<size_t, uint64_t> orig_globals(orig_globals_.begin(), orig_globals_.end());
-    const v1::CaptureManifest& m = src_->manifest();
-    for (const Chunk& c : written) {
-      if (!IsGlobalKind(m.pre().regions(static_cast<int>(c.region)).kind())) {
-        written_orig.push_back(c);
-        continue;
-      }
-      auto g = orig_globals.find(c.region);
-      if (g == orig_globals.end()) continue;
-      Chunk oc = c;
-      oc.replay_va = g->second + c.offset;
-      written_orig.push_back(std::move(oc));
-    }
+    original = original_.get();
     report.compared = true;
-    report.comparison.variant = options_.code_object_path;
-    report.comparison.original = orig_name_;
+    report.comparison.variant = kernel_name;
+    report.comparison.original = original->name;
     report.comparison.order = "ABBA";
   }
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (code loaded)"));
 
-  CUdeviceptr flush = 0;
-  size_t flush_words = 0;
-  if (options.cold_l2) {
-    int l2 = 0;
-    cu_.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_);
-    // Twice the L2 so that nothing of the previous iteration survives.
-    const size_t bytes = std::max<size_t>(static_cast<size_t>(l2) * 2, 64u << 20);
-    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAlloc(&flush, bytes), "cuMemAlloc(L2 flush buffer)"));
-    flush_words = bytes / 4;
+  KC_ASSIGN_OR_RETURN(std::vector<Chunk> written, WrittenChunks());
+  const std::vector<Chunk> kernel_chunks = ChunksFor(*kernel, written);
+  const std::vector<Chunk> original_chunks =
+      original != nullptr ? ChunksFor(*original, written) : std::vector<Chunk>{};
+  report.restore_each = options.restore_each < 0 ? !written.empty() : options.restore_each != 0;
+  for (const Chunk& c : kernel_chunks) report.restore_bytes_per_iteration += c.bytes.size();
+  if (!report.restore_each) report.restore_bytes_per_iteration = 0;
+
+  // Every timed binary validated first, from restored inputs.
+  const bool validate = m.post_complete();
+  if (!validate) {
+    report.validation_note =
+        "the capture has no complete post-dispatch image: the timed binaries are not validated";
+  } else {
+    KC_ASSIGN_OR_RETURN(report.kernel_before, ValidateLoaded(*kernel, kernel_chunks,
+                                                             options.compare));
+    if (original != nullptr) {
+      KC_ASSIGN_OR_RETURN(report.original_before,
+                          ValidateLoaded(*original, original_chunks, options.compare));
+    }
   }
-  unsigned launches = 0;
+
+  // The L2 the timing runs with: nothing set aside for persisting accesses,
+  // no persisting lines, no access-policy window; cold when asked.
+  report.persisting_l2 = ResetPersistingL2(cu_, stream_);
+  std::optional<L2Flusher> flusher;
+  if (options.cold_l2) {
+    absl::StatusOr<L2Flusher> f = L2Flusher::Create(cu_, device_);
+    if (!f.ok()) {
+      RestorePersistingL2Limit(cu_, report.persisting_l2);
+      return f.status();
+    }
+    flusher.emplace(std::move(*f));
+    report.l2_flush_bytes = flusher->bytes();
+  }
+  report.protocol = absl::StrCat(
+      report.restore_each ? "restore the written regions and wait; " : "",
+      flusher ? absl::StrCat("overwrite ", flusher->bytes(),
+                             " bytes (2x L2) on the launch stream; ")
+              : std::string(),
+      "start event; launch; stop event (the events time the kernel alone)");
+
   // One timed launch of `f` from its restored inputs (and a cold L2).
   auto time_one = [&](CUfunction f, const std::vector<Chunk>& restore,
                       float* ms) -> absl::Status {
     if (report.restore_each) KC_RETURN_IF_ERROR(RestoreChunks(restore));
-    if (flush != 0) {
-      KC_RETURN_IF_ERROR(cu_.Check(
-          cu_.cuMemsetD32Async(flush, launches, flush_words, stream_), "L2 flush"));
-    }
-    ++launches;
+    if (flusher) KC_RETURN_IF_ERROR(flusher->Flush(stream_));
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start_, stream_), "cuEventRecord"));
     KC_RETURN_IF_ERROR(LaunchFunctionAsync(f, stream_));
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(stop_, stream_), "cuEventRecord"));
@@ -1013,7 +1230,7 @@ absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {
   for (int it = 0; it < total && st.ok(); ++it) {
     float ms = 0;
     if (!report.compared) {
-      st = time_one(function_, written, &ms);
+      st = time_one(kernel->function, kernel_chunks, &ms);
       if (st.ok() && it >= options.warmup) report.samples_ms.push_back(ms);
       continue;
     }
@@ -1023,22 +1240,45 @@ absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {
     float orig_ms = 0;
     const bool variant_first = it % 2 == 0;
     for (int k = 0; k < 2 && st.ok(); ++k) {
-      const bool variant = (k == 0) == variant_first;
-      st = variant ? time_one(function_, written, &ms)
-                   : time_one(orig_function_, written_orig, &orig_ms);
+      const bool is_variant = (k == 0) == variant_first;
+      st = is_variant ? time_one(kernel->function, kernel_chunks, &ms)
+                      : time_one(original->function, original_chunks, &orig_ms);
     }
     if (st.ok() && it >= options.warmup) {
       report.samples_ms.push_back(ms);
       report.comparison.original_samples_ms.push_back(orig_ms);
     }
   }
-  if (flush != 0) cu_.cuMemFree(flush);
+  flusher.reset();
+  RestorePersistingL2Limit(cu_, report.persisting_l2);
   KC_RETURN_IF_ERROR(st);
   report.stats = ComputeBenchStats(report.samples_ms);
   if (report.compared) {
     report.comparison.original_stats = ComputeBenchStats(report.comparison.original_samples_ms);
     report.comparison.speedup =
         ComputeSpeedup(report.comparison.original_samples_ms, report.samples_ms);
+  }
+
+  // After the timing: what the launches left in the memory the binaries
+  // share (a write outside the captured written set shows here), put back;
+  // then each binary once more from restored inputs.
+  if (validate) {
+    absl::flat_hash_map<size_t, bool> written_region;
+    for (const Chunk& c : written) written_region[c.region] = true;
+    const std::function<bool(size_t)> shared = [&](size_t i) {
+      return !IsGlobalKind(m.pre().regions(static_cast<int>(i)).kind());
+    };
+    KC_ASSIGN_OR_RETURN(ValidationReport left, Compare(*kernel, CompareOptions{}, &shared));
+    KC_ASSIGN_OR_RETURN(std::vector<RegionResult> repaired, RepairDiffering(*kernel, left));
+    for (RegionResult& r : repaired) {
+      if (!written_region.contains(r.index)) report.changed_during_timing.push_back(std::move(r));
+    }
+    KC_ASSIGN_OR_RETURN(report.kernel_after,
+                        ValidateLoaded(*kernel, kernel_chunks, options.compare));
+    if (original != nullptr) {
+      KC_ASSIGN_OR_RETURN(report.original_after,
+                          ValidateLoaded(*original, original_chunks, options.compare));
+    }
   }
   if (!report.samples_ms.empty()) info_.launch_ms = report.stats.median_ms;
   report.info = info_;

@@ -8,18 +8,26 @@
 //               allocating staging and uploading every pre-image region
 //               chunk by chunk (a chunk's copy waits until its mapping is
 //               published) ->
-//               load the code object -> restore module variables by name ->
-//               re-apply function attributes -> recreate texture/surface
-//               objects over the restored memory and patch their handles
-//               into the arguments (texture_objects.h). Ranges whose address cannot be
-//               had are mapped elsewhere and everything is pointer-patched
-//               (RELOCATED; reported in ReplayInfo).
+//               load the code object -> restore module variables (matched
+//               to the captured ones by name, else by stable identity:
+//               module_symbols.h) -> re-apply function attributes ->
+//               recreate texture/surface objects over the restored memory
+//               and patch their handles into the arguments
+//               (texture_objects.h). Ranges whose address cannot be had are
+//               mapped elsewhere and everything is pointer-patched (reported
+//               in ReplayInfo: what moved and how many pointers into each
+//               were found).
 //   Launch():   the captured grid/block/shared memory/cluster/cooperative
 //               configuration with the captured argument blob; device time.
-//   Validate(): compares device memory with the captured post-dispatch image.
+//   Validate(): compares device memory with the captured post-dispatch
+//               image; captured state that could not be compared (a module
+//               variable the code object lacks, ...) makes the verdict
+//               "incomplete" (report.h).
 //   Bench():    warm-up + timed iterations (optional cold L2, restore of
 //               written regions before each launch); optionally interleaved
-//               with the captured code object as a baseline (speedup).
+//               with the captured code object as a baseline (speedup); every
+//               timed binary validated before and after the timing loop, the
+//               persisting-L2 state reset for it (l2_control.h).
 #ifndef KERNCAP_REPRODUCER_REPLAY_REPLAY_SESSION_H_
 #define KERNCAP_REPRODUCER_REPLAY_REPLAY_SESSION_H_
 
@@ -27,17 +35,20 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "reproducer/replay/capture_source.h"
 #include "reproducer/replay/compare_options.h"
 #include "reproducer/replay/cuda_driver.h"
+#include "reproducer/replay/module_symbols.h"
 #include "reproducer/replay/relocator.h"
 #include "reproducer/replay/report.h"
 #include "reproducer/replay/reservation_planner.h"
@@ -69,6 +80,16 @@ struct BenchOptions {
   // warm-up and iterations count pairs. BenchReport::comparison has both
   // binaries' statistics and the speedup.
   bool compare_original = false;
+  // The code object to time instead of the session's (a cubin/PTX/fatbin
+  // file defining the captured kernel): loaded for this bench beside the
+  // session's module, its module variables and attributes set as the
+  // session's, unloaded afterwards. Empty: the session's code object.
+  std::string variant_path;
+  // Time the captured code object (alone, or as the original with
+  // compare_original) even when the session loaded another one.
+  bool captured = false;
+  // How the validations before and after the timing compare.
+  CompareOptions compare;
 };
 
 class ReplaySession {
@@ -109,6 +130,11 @@ class ReplaySession {
   // The captured code object's bytes (PTX NUL-terminated); *name: its name
   // (a baseline beside candidates: bench --compare-original, serve).
   absl::StatusOr<std::string> CapturedImage(std::string* name) const;
+  // The capture's module variables (every __device__/__constant__ region),
+  // for matching them in another module (module_symbols.h).
+  std::vector<CapturedVariable> CapturedVariables() const;
+  // How the captured module variables matched in the session's module.
+  const std::vector<VariableMatch>& variable_matches() const;
 
   // --- Embedding (capi/: libkerncap_replay.so), after Prepare() -----------
   // The calling thread needs the session's context current (context()).
@@ -137,6 +163,17 @@ class ReplaySession {
     uint64_t offset = 0;     // in the region
     std::string bytes;
   };
+  // One loaded code object: the session's, the captured one beside it
+  // (bench --compare-original), or a bench variant. Module variables live in
+  // each module: `globals` is where the captured ones are in this one.
+  struct LoadedCode {
+    std::string name;                 // the file, or the captured code object's name
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    std::string kernel;               // the captured kernel's name in it
+    std::vector<VariableMatch> matches;                // per captured module variable
+    absl::flat_hash_map<size_t, CUdeviceptr> globals;  // pre region -> address here
+  };
 
   ReplaySession(const CaptureSource* source, const CudaDriver* drv, SessionOptions options)
       : src_(source), cu_(*drv), options_(std::move(options)), textures_(*drv) {}
@@ -158,23 +195,47 @@ class ReplaySession {
   void CancelMapping();             // stops it at the next mapping and joins
   absl::Status PlaceHostRegions();
   absl::Status UploadPreImage();           // every restored region, pipelined
-  absl::Status UploadRegion(size_t index);  // one region, chunk by chunk (globals)
-  // The same to `p` (count: add to info_'s restored bytes and patched words).
+  // One region to `p`, chunk by chunk (module variables, repairs; count: add
+  // to info_'s restored bytes and patched words).
   absl::Status UploadRegionTo(size_t index, const Placement& p, bool count);
   absl::Status LoadCode();
+  // Loads `image` as a module: finds the captured kernel in it (by name, else
+  // by stable name), matches and restores the captured module variables
+  // (`primary`: into placements_, counted in info_), applies the captured
+  // attributes (`primary`: optional ones that fail warn).
+  absl::StatusOr<std::unique_ptr<LoadedCode>> LoadImage(std::string image, std::string name,
+                                                        bool primary);
+  void Unload(LoadedCode* code);
   // Bench --compare-original: the captured code object as a second module
-  // (orig_*), attributes applied, module variables restored into it.
+  // (original_), attributes applied, module variables restored into it.
   absl::Status LoadOriginal();
   // Copies `chunks` back and waits until they have landed.
   absl::Status RestoreChunks(const std::vector<Chunk>& chunks);
-  absl::Status RestoreGlobals();
-  absl::Status ApplyAttributes();
+  // `written` (WrittenChunks()) for `code`: module variables at its addresses.
+  std::vector<Chunk> ChunksFor(const LoadedCode& code, const std::vector<Chunk>& written) const;
+  // Device memory compared with the post image; module variables read from
+  // `code`. `only` (may be null) selects the regions compared.
+  absl::StatusOr<ValidationReport> Compare(const LoadedCode& code, const CompareOptions& options,
+                                           const std::function<bool(size_t)>* only);
+  // Restores `code`'s inputs, launches it once and compares (a bench's
+  // validation); puts back regions it found changed that the capture says
+  // the kernel does not write, so the next binary starts clean.
+  absl::StatusOr<ValidationReport> ValidateLoaded(LoadedCode& code,
+                                                  const std::vector<Chunk>& written,
+                                                  const CompareOptions& options);
+  // Uploads the pre image of every region of `report` that differs (and of
+  // module variables, into `code`). Returns the regions it put back.
+  absl::StatusOr<std::vector<RegionResult>> RepairDiffering(const LoadedCode& code,
+                                                            const ValidationReport& report);
   // The captured argument blob, pointers patched when relocated, texture and
   // surface handles replaced by recreated objects (texture_objects.h).
   absl::Status PrepareArguments();
   // The replay address of captured memory [va, va+size) inside one restored
   // region (for recreated texture objects).
   absl::StatusOr<uint64_t> PlaceCaptured(uint64_t va, uint64_t size) const;
+  // Fills info_.moved (what moved, with the pointers found into it) and
+  // says it on stderr: a note or the relocation alarm (report.h).
+  void ReportRelocation();
   absl::Status CopyToReplay(const Placement& p, uint64_t offset, const std::string& bytes);
   absl::Status CopyFromReplay(const Placement& p, uint64_t offset, size_t size, std::string* out);
   absl::Status LaunchAsync();
@@ -189,12 +250,9 @@ class ReplaySession {
 
   CUdevice device_ = 0;
   CUcontext ctx_ = nullptr;
-  CUmodule module_ = nullptr;
-  CUfunction function_ = nullptr;
-  CUmodule orig_module_ = nullptr;      // bench --compare-original: the captured code
-  CUfunction orig_function_ = nullptr;  // object beside a variant
-  std::string orig_name_;
-  std::vector<std::pair<size_t, CUdeviceptr>> orig_globals_;  // pre region -> its address there
+  std::unique_ptr<LoadedCode> code_;      // the code object launched (captured or --code-object)
+  CUfunction function_ = nullptr;         // code_->function
+  std::unique_ptr<LoadedCode> original_;  // bench --compare-original: the captured one beside it
   CUstream stream_ = nullptr;
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;
@@ -215,6 +273,8 @@ class ReplaySession {
   absl::Status map_status_;
   double map_seconds_ = 0;
   Relocator relocator_;
+  std::unique_ptr<PatchTally> tally_;  // pointer words patched per moved range (the restore's)
+  absl::flat_hash_map<uint64_t, size_t> moved_region_;  // moved range's old va -> pre region
   std::string args_;                   // argument blob (patched when relocated)
   std::vector<void*> kernel_params_;   // pointers into args_ (per argument)
   std::optional<std::vector<Chunk>> written_;  // RestoreWrittenRegions()'s bytes

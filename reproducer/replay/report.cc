@@ -3,15 +3,43 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace kerncap::replay {
 
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
-bool ValidationReport::passed() const { return failing() == 0; }
+RelocationSeverity ClassifyRelocation(const std::vector<MovedRegion>& moved) {
+  if (moved.empty()) return RelocationSeverity::kNone;
+  for (const MovedRegion& m : moved) {
+    if (m.kind != "host_pinned" || m.size > kSmallHostBlockBytes || m.pointers_patched > 0) {
+      return RelocationSeverity::kRelocated;
+    }
+  }
+  return RelocationSeverity::kNote;
+}
+
+const char* RelocationSeverityName(RelocationSeverity s) {
+  switch (s) {
+    case RelocationSeverity::kNone: return "none";
+    case RelocationSeverity::kNote: return "note";
+    case RelocationSeverity::kRelocated: break;
+  }
+  return "relocated";
+}
+
+const char* ValidationReport::verdict() const {
+  if (failing() > 0) return "fail";
+  if (regions.empty() || !not_compared.empty()) return "incomplete";
+  return "pass";
+}
+
+bool ValidationReport::passed() const { return std::string_view(verdict()) == "pass"; }
 
 size_t ValidationReport::failing() const {
   return static_cast<size_t>(std::count_if(regions.begin(), regions.end(),
@@ -35,6 +63,8 @@ BenchStats ComputeBenchStats(std::vector<double> s) {
     for (double v : s) sq += (v - b.mean_ms) * (v - b.mean_ms);
     b.stddev_ms = std::sqrt(sq / static_cast<double>(n - 1));
   }
+  b.p10_ms = Percentile(s, 10);
+  b.p90_ms = Percentile(s, 90);
   return b;
 }
 
@@ -72,11 +102,6 @@ SpeedupStats ComputeSpeedup(const std::vector<double>& original_ms,
 
 namespace {
 
-nlohmann::json StatsJson(const BenchStats& s) {
-  return {{"iterations", s.iterations}, {"min_ms", s.min_ms},       {"median_ms", s.median_ms},
-          {"max_ms", s.max_ms},         {"mean_ms", s.mean_ms},     {"stddev_ms", s.stddev_ms}};
-}
-
 // JSON has no infinity: report it as a string.
 nlohmann::json Num(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -86,10 +111,21 @@ nlohmann::json Num(double v) {
 
 }  // namespace
 
+nlohmann::json BenchStatsJson(const BenchStats& s) {
+  return {{"iterations", s.iterations}, {"min_ms", s.min_ms},       {"median_ms", s.median_ms},
+          {"max_ms", s.max_ms},         {"mean_ms", s.mean_ms},     {"stddev_ms", s.stddev_ms},
+          {"p10_ms", s.p10_ms},         {"p90_ms", s.p90_ms}};
+}
+
 nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
   nlohmann::json moved = nlohmann::json::array();
-  for (const MovedRange& m : info.moved) {
-    moved.push_back({{"old_va", Hex(m.old_va)}, {"new_va", Hex(m.new_va)}, {"size", m.size}});
+  for (const MovedRegion& m : info.moved) {
+    moved.push_back({{"old_va", Hex(m.old_va)},
+                     {"new_va", Hex(m.new_va)},
+                     {"size", m.size},
+                     {"region", m.region},
+                     {"kind", m.kind},
+                     {"pointers_patched", m.pointers_patched}});
   }
   nlohmann::json textures = nlohmann::json::array();
   for (const ReplayedTextureObject& t : info.texture_objects) {
@@ -106,6 +142,7 @@ nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
           {"kernel", info.kernel},
           {"device", info.device},
           {"relocated", info.relocated},
+          {"relocation", RelocationSeverityName(info.relocation())},
           {"moved_ranges", moved},
           {"patched_pointer_words", info.patched_words},
           {"regions", info.regions},
@@ -132,12 +169,40 @@ nlohmann::json ReplayInfoJson(const ReplayInfo& info) {
           {"warnings", info.warnings}};
 }
 
+nlohmann::json NotComparedJson(const NotCompared& n) {
+  return {{"index", n.index}, {"post_only", n.post_only}, {"va", Hex(n.va)}, {"kind", n.kind},
+          {"name", n.name},   {"size", n.size},           {"reason", n.reason}};
+}
+
+nlohmann::json VerdictJson(const ValidationReport& report) {
+  nlohmann::json failing = nlohmann::json::array(), missing = nlohmann::json::array();
+  for (const RegionResult& r : report.regions) {
+    if (r.passed) continue;
+    failing.push_back({{"index", r.index},
+                       {"va", Hex(r.va)},
+                       {"kind", r.kind},
+                       {"name", r.name},
+                       {"elements_failing", r.stats.elements_failing},
+                       {"first_fail_offset", r.stats.first_fail_offset}});
+  }
+  for (const NotCompared& n : report.not_compared) missing.push_back(NotComparedJson(n));
+  return {{"result", report.verdict()},
+          {"regions_compared", report.regions.size()},
+          {"regions_failing", report.failing()},
+          {"failing", failing},
+          {"not_compared", missing}};
+}
+
 nlohmann::json ValidationJson(const ValidationReport& report) {
   nlohmann::json j = ReplayInfoJson(report.info);
   j["command"] = "validate";
-  j["result"] = report.passed() ? "pass" : "fail";
+  j["result"] = report.verdict();
   j["regions_compared"] = report.regions.size();
   j["regions_failing"] = report.failing();
+  j["regions_not_compared"] = report.not_compared.size();
+  nlohmann::json missing = nlohmann::json::array();
+  for (const NotCompared& n : report.not_compared) missing.push_back(NotComparedJson(n));
+  j["not_compared"] = missing;
   nlohmann::json regions = nlohmann::json::array();
   for (const RegionResult& r : report.regions) {
     const CompareStats& s = r.stats;
@@ -173,26 +238,80 @@ nlohmann::json ValidationJson(const ValidationReport& report) {
   return j;
 }
 
+nlohmann::json PersistingL2Json(const PersistingL2State& l2) {
+  nlohmann::json j = {{"supported", l2.supported},
+                      {"limit_before_bytes", l2.limit_before},
+                      {"limit_during_bytes", l2.limit_during},
+                      {"lines_reset", l2.lines_reset},
+                      {"stream_window_cleared", l2.window_cleared}};
+  if (!l2.note.empty()) j["note"] = l2.note;
+  return j;
+}
+
+bool BenchReport::verdicts_pass() const {
+  for (const auto* v : {&kernel_before, &kernel_after, &original_before, &original_after}) {
+    if (v->has_value() && !(*v)->passed()) return false;
+  }
+  return true;
+}
+
 nlohmann::json BenchJson(const BenchReport& report, bool include_samples) {
   nlohmann::json j = ReplayInfoJson(report.info);
   j["command"] = "bench";
   j["warmup"] = report.warmup;
   j["iterations"] = report.stats.iterations;
   j["cold_l2"] = report.cold_l2;
+  j["l2_flush_bytes"] = report.l2_flush_bytes;
   j["restore_each"] = report.restore_each;
   j["restore_bytes_per_iteration"] = report.restore_bytes_per_iteration;
+  j["protocol"] = report.protocol;
+  j["persisting_l2"] = PersistingL2Json(report.persisting_l2);
   j["min_ms"] = report.stats.min_ms;
   j["median_ms"] = report.stats.median_ms;
   j["max_ms"] = report.stats.max_ms;
   j["mean_ms"] = report.stats.mean_ms;
   j["stddev_ms"] = report.stats.stddev_ms;
+  j["p10_ms"] = report.stats.p10_ms;
+  j["p90_ms"] = report.stats.p90_ms;
   if (include_samples) j["samples_ms"] = report.samples_ms;
   j["compare_original"] = report.compared;
+  // Verdicts: "validated" before the timing loop, "revalidated" after it;
+  // "validation" has the details.
+  auto verdict = [](const std::optional<ValidationReport>& v) -> nlohmann::json {
+    if (!v.has_value()) return nullptr;
+    return v->verdict();
+  };
+  auto details = [](const std::optional<ValidationReport>& v) -> nlohmann::json {
+    if (!v.has_value()) return nullptr;
+    return VerdictJson(*v);
+  };
+  j["validated"] = {{"kernel", verdict(report.kernel_before)}};
+  j["revalidated"] = {{"kernel", verdict(report.kernel_after)}};
+  j["validation"] = {{"kernel", {{"before", details(report.kernel_before)},
+                                 {"after", details(report.kernel_after)}}}};
+  if (report.compared) {
+    j["validated"]["original"] = verdict(report.original_before);
+    j["revalidated"]["original"] = verdict(report.original_after);
+    j["validation"]["original"] = {{"before", details(report.original_before)},
+                                   {"after", details(report.original_after)}};
+  }
+  nlohmann::json changed = nlohmann::json::array();
+  for (const RegionResult& r : report.changed_during_timing) {
+    changed.push_back({{"index", r.index},
+                       {"va", Hex(r.va)},
+                       {"kind", r.kind},
+                       {"name", r.name},
+                       {"bytes_differing", r.stats.bytes_differing},
+                       {"first_diff_offset", r.stats.first_diff_offset}});
+  }
+  j["validation"]["changed_during_timing"] = changed;
+  if (!report.validation_note.empty()) j["validation"]["note"] = report.validation_note;
+  j["verdicts_pass"] = report.verdicts_pass();
   if (report.compared) {
     const BenchComparison& c = report.comparison;
-    nlohmann::json variant = StatsJson(report.stats);
+    nlohmann::json variant = BenchStatsJson(report.stats);
     variant["code_object"] = c.variant;
-    nlohmann::json original = StatsJson(c.original_stats);
+    nlohmann::json original = BenchStatsJson(c.original_stats);
     original["code_object"] = c.original;
     if (include_samples) original["samples_ms"] = c.original_samples_ms;
     j["variant"] = variant;
@@ -207,6 +326,32 @@ nlohmann::json BenchJson(const BenchReport& report, bool include_samples) {
                           {"max", Num(c.speedup.pair_max)}};
   }
   return j;
+}
+
+std::string FormatRelocation(const ReplayInfo& info) {
+  if (info.moved.empty()) return "";
+  std::string out;
+  if (info.relocation() == RelocationSeverity::kNote) {
+    absl::StrAppendFormat(&out,
+                          "note: %u small pinned host block(s) not at their captured address; no "
+                          "pointer to them was found, so the kernel cannot reach them through a "
+                          "captured pointer\n",
+                          info.moved.size());
+  } else {
+    absl::StrAppendFormat(&out,
+                          "RELOCATED REPLAY: %u region(s) not at their captured address; %u "
+                          "pointer word(s) patched (heuristic); results may differ from a "
+                          "faithful replay\n",
+                          info.moved.size(), info.patched_words);
+  }
+  for (const MovedRegion& m : info.moved) {
+    absl::StrAppendFormat(&out, "  %s region %u %s +%u -> %s: %s\n", m.kind, m.region,
+                          Hex(m.old_va), m.size, Hex(m.new_va),
+                          m.pointers_patched == 0
+                              ? std::string("no pointer to it found")
+                              : absl::StrCat(m.pointers_patched, " pointer word(s) into it patched"));
+  }
+  return out;
 }
 
 std::string FormatReplayInfo(const ReplayInfo& info) {
@@ -224,13 +369,7 @@ std::string FormatReplayInfo(const ReplayInfo& info) {
                           info.code_seconds);
   }
   if (info.relocated) {
-    absl::StrAppendFormat(&out,
-                          "RELOCATED REPLAY: %u range(s) not at their original address; %u "
-                          "pointer word(s) patched (heuristic)\n",
-                          info.moved.size(), info.patched_words);
-    for (const MovedRange& m : info.moved) {
-      absl::StrAppendFormat(&out, "  %s +%u -> %s\n", Hex(m.old_va), m.size, Hex(m.new_va));
-    }
+    out += FormatRelocation(info);
   } else {
     out += "address space: every region at its original virtual address\n";
   }
@@ -263,11 +402,48 @@ std::string FormatValidation(const ValidationReport& report) {
                             m.actual);
     }
   }
-  absl::StrAppendFormat(&out, "%s: %u regions compared, %u differ\n",
-                        report.passed() ? "PASS" : "FAIL", report.regions.size(),
-                        report.failing());
+  for (const NotCompared& n : report.not_compared) {
+    absl::StrAppendFormat(&out, "NOT COMPARED %s region %u %s %s%s%s (%u bytes): %s\n",
+                          n.post_only ? "post-image" : "captured", n.index, Hex(n.va), n.kind,
+                          n.name.empty() ? "" : " ", n.name, n.size, n.reason);
+  }
+  const std::string verdict = report.verdict();
+  if (verdict == "incomplete") {
+    absl::StrAppendFormat(&out, "INCOMPLETE: %u regions compared, %u differ, %u not compared%s\n",
+                          report.regions.size(), report.failing(), report.not_compared.size(),
+                          report.regions.empty() ? " (nothing was compared)" : "");
+  } else {
+    absl::StrAppendFormat(&out, "%s: %u regions compared, %u differ%s\n",
+                          verdict == "pass" ? "PASS" : "FAIL", report.regions.size(),
+                          report.failing(),
+                          report.not_compared.empty()
+                              ? ""
+                              : absl::StrCat(", ", report.not_compared.size(), " not compared"));
+  }
   return out;
 }
+
+namespace {
+
+// "PASS", "FAIL (region 1 0x7f.. device, ...)", "INCOMPLETE (...)".
+std::string VerdictLine(const std::optional<ValidationReport>& v) {
+  if (!v.has_value()) return "not validated";
+  std::string out = absl::AsciiStrToUpper(v->verdict());
+  std::vector<std::string> what;
+  for (const RegionResult& r : v->regions) {
+    if (r.passed) continue;
+    what.push_back(absl::StrCat("region ", r.index, " ", Hex(r.va), " ", r.kind,
+                                r.name.empty() ? "" : " ", r.name, " differs"));
+  }
+  for (const NotCompared& n : v->not_compared) {
+    what.push_back(absl::StrCat(n.post_only ? "post-image " : "", "region ", n.index, " ", n.kind,
+                                n.name.empty() ? "" : " ", n.name, " not compared: ", n.reason));
+  }
+  if (!what.empty()) absl::StrAppend(&out, " (", absl::StrJoin(what, "; "), ")");
+  return out;
+}
+
+}  // namespace
 
 std::string FormatBench(const BenchReport& r) {
   std::string out = FormatReplayInfo(r.info);
@@ -275,6 +451,37 @@ std::string FormatBench(const BenchReport& r) {
                         r.stats.iterations, r.compared ? " of each binary" : "",
                         r.cold_l2 ? ", cold L2" : "",
                         r.restore_each ? ", written regions restored before each launch" : "");
+  if (!r.protocol.empty()) absl::StrAppend(&out, "each timed launch: ", r.protocol, "\n");
+  const PersistingL2State& l2 = r.persisting_l2;
+  if (!l2.supported) {
+    absl::StrAppend(&out, "persisting L2: not supported here (", l2.note, ")\n");
+  } else {
+    absl::StrAppendFormat(&out, "persisting L2: %s; timed with %u bytes set aside%s%s\n",
+                          l2.limit_before > 0
+                              ? absl::StrCat("a previous user had set aside ", l2.limit_before,
+                                             " bytes, reset to 0")
+                              : std::string("none set aside"),
+                          l2.limit_during, l2.lines_reset ? ", persisting lines reset" : "",
+                          l2.note.empty() ? "" : absl::StrCat(" (", l2.note, ")"));
+  }
+  if (!r.validation_note.empty()) absl::StrAppend(&out, "validation: ", r.validation_note, "\n");
+  if (r.kernel_before.has_value() || r.kernel_after.has_value()) {
+    absl::StrAppend(&out, r.compared ? "variant " : "kernel ", "before timing: ",
+                    VerdictLine(r.kernel_before), "; after timing: ", VerdictLine(r.kernel_after),
+                    "\n");
+  }
+  if (r.compared && (r.original_before.has_value() || r.original_after.has_value())) {
+    absl::StrAppend(&out, "original before timing: ", VerdictLine(r.original_before),
+                    "; after timing: ", VerdictLine(r.original_after), "\n");
+  }
+  for (const RegionResult& c : r.changed_during_timing) {
+    absl::StrAppendFormat(&out,
+                          "CHANGED DURING TIMING: region %u %s %s%s%s (%u bytes differ): a launch "
+                          "wrote where the capture says the kernel does not\n",
+                          c.index, Hex(c.va), c.kind, c.name.empty() ? "" : " ", c.name,
+                          c.stats.bytes_differing);
+  }
+  if (!r.verdicts_pass()) out += "WARNING: a timed binary does not validate; its times are of a wrong result\n";
   auto line = [&out](const BenchStats& s) {
     absl::StrAppendFormat(
         &out, "min %.4f ms  median %.4f ms  max %.4f ms  mean %.4f ms  stddev %.4f ms\n",

@@ -5,6 +5,7 @@
 #define KERNCAP_REPRODUCER_REPLAY_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,13 +27,40 @@ struct ReplayedTextureObject {
   std::vector<uint32_t> argument_offsets;
 };
 
+// One pre-image region that is not at its captured address in this replay.
+struct MovedRegion {
+  size_t region = 0;        // pre-image index
+  std::string kind;         // RegionKindName
+  uint64_t old_va = 0;
+  uint64_t size = 0;
+  uint64_t new_va = 0;
+  // Pointer words into it found (argument blob, restored memory, module
+  // variables) and rewritten to its new address.
+  uint64_t pointers_patched = 0;
+};
+
+// How much a relocation matters:
+//   kNone       every region at its captured address;
+//   kNote       only small pinned host blocks moved (each at most
+//               kSmallHostBlockBytes) and not one pointer to any of them was
+//               found: the kernel has no captured pointer to reach them by (runtimes
+//               keep small pinned bookkeeping and staging blocks the
+//               capture records because they are registered);
+//   kRelocated  anything else: pointers were rewritten by a heuristic
+//               (relocator.h), so results may differ from a faithful replay.
+enum class RelocationSeverity { kNone, kNote, kRelocated };
+inline constexpr uint64_t kSmallHostBlockBytes = 2ull << 20;
+RelocationSeverity ClassifyRelocation(const std::vector<MovedRegion>& moved);
+// "none", "note", "relocated".
+const char* RelocationSeverityName(RelocationSeverity s);
+
 // Facts about restoring and launching, common to every command.
 struct ReplayInfo {
   std::string capture_id;
   std::string kernel;
   std::string device;
-  bool relocated = false;            // at least one range not at its original address
-  std::vector<MovedRange> moved;     // what moved (old -> new)
+  bool relocated = false;            // at least one region not at its original address
+  std::vector<MovedRegion> moved;    // what moved, and the pointers found into it
   uint64_t patched_words = 0;        // pointer words rewritten by relocation
   uint64_t regions = 0;
   uint64_t restored_bytes = 0;
@@ -56,7 +84,14 @@ struct ReplayInfo {
   // Texture/surface objects recreated and patched into the arguments.
   std::vector<ReplayedTextureObject> texture_objects;
   std::vector<std::string> warnings;
+  RelocationSeverity relocation() const { return ClassifyRelocation(moved); }
 };
+
+// The relocation lines of the human report (empty when nothing moved):
+// "note: ..." for RelocationSeverity::kNote, "RELOCATED REPLAY: ..." else,
+// then one line per moved region (kind, index, old address, size, new
+// address, pointers patched).
+std::string FormatRelocation(const ReplayInfo& info);
 
 struct RegionResult {
   size_t index = 0;
@@ -71,9 +106,28 @@ struct RegionResult {
   bool passed = true;
 };
 
+// Captured state the verdict does not cover: a module variable the loaded
+// code object lacks (or has with another size), a post-image region with no
+// pre-image region, a post image whose shape differs from the region's.
+struct NotCompared {
+  size_t index = 0;  // pre-image index (post-image index when `post_only`)
+  bool post_only = false;
+  uint64_t va = 0;
+  std::string kind;
+  std::string name;
+  uint64_t size = 0;
+  std::string reason;
+};
+
 struct ValidationReport {
   ReplayInfo info;
-  std::vector<RegionResult> regions;  // every compared region
+  std::vector<RegionResult> regions;      // every compared region
+  std::vector<NotCompared> not_compared;  // captured state left out of the comparison
+  // "pass": something was compared, every compared region is within
+  // tolerance and nothing was left out; "fail": a compared region is not;
+  // "incomplete": none fails but part of the captured state (or all of it)
+  // was not compared. Only "pass" passes.
+  const char* verdict() const;
   bool passed() const;
   size_t failing() const;
 };
@@ -81,6 +135,7 @@ struct ValidationReport {
 struct BenchStats {
   size_t iterations = 0;
   double min_ms = 0, median_ms = 0, max_ms = 0, mean_ms = 0, stddev_ms = 0;
+  double p10_ms = 0, p90_ms = 0;  // 10th/90th percentiles (Percentile)
 };
 // Sample standard deviation (n-1); median of an even count is the mean of
 // the middle two. Empty input gives all zeros.
@@ -114,20 +169,59 @@ struct BenchComparison {
   SpeedupStats speedup;
 };
 
+// The persisting-L2 state the timing ran with. A previous user of the
+// context (or process) may have set aside L2 for persisting accesses
+// (cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)) or left persisting
+// lines behind; the bench resets both and clears the launch stream's
+// access-policy window, then puts the limit back afterwards.
+struct PersistingL2State {
+  bool supported = true;       // false: the driver has no such limit here (nothing to reset)
+  uint64_t limit_before = 0;   // bytes set aside when the bench started
+  uint64_t limit_during = 0;   // read back after the reset (what the timing ran with)
+  bool lines_reset = false;    // cuCtxResetPersistingL2Cache
+  bool window_cleared = false; // the stream's access-policy window is empty
+  std::string note;            // what could not be done, if anything
+};
+
 struct BenchReport {
   ReplayInfo info;
   BenchStats stats;  // the kernel as loaded (the variant when comparing)
   int warmup = 0;
   bool cold_l2 = false;
+  uint64_t l2_flush_bytes = 0;  // cold_l2: bytes written before every timed launch
   bool restore_each = false;
   uint64_t restore_bytes_per_iteration = 0;
   std::vector<double> samples_ms;
   bool compared = false;  // comparison below is filled (--compare-original)
   BenchComparison comparison;
+  PersistingL2State persisting_l2;
+  // What one timed launch is, in order (the same for every binary).
+  std::string protocol;
+  // Each timed binary validated before the timing loop and again after it
+  // (restored inputs, one launch, a full comparison): a binary that passes
+  // first and corrupts state during the timing shows in `after`. Absent
+  // without a post image (validation_note says so). kernel = the one `stats`
+  // describes; original = the captured one when compared.
+  std::optional<ValidationReport> kernel_before, kernel_after;
+  std::optional<ValidationReport> original_before, original_after;
+  // Regions found changed after the timing loop that the restores do not
+  // cover (a launch wrote where the capture says the kernel does not); they
+  // are put back before the revalidations.
+  std::vector<RegionResult> changed_during_timing;
+  std::string validation_note;
+  // True when every verdict present is "pass".
+  bool verdicts_pass() const;
 };
 
 nlohmann::json ReplayInfoJson(const ReplayInfo& info);
 nlohmann::json ValidationJson(const ValidationReport& report);
+// {"result", "regions_compared", "regions_failing", "failing": [{"index",
+// "va", "kind", "name", "elements_failing", "first_fail_offset"}],
+// "not_compared": [...]}: a verdict without the per-region statistics.
+nlohmann::json VerdictJson(const ValidationReport& report);
+nlohmann::json NotComparedJson(const NotCompared& n);
+nlohmann::json BenchStatsJson(const BenchStats& s);
+nlohmann::json PersistingL2Json(const PersistingL2State& l2);
 nlohmann::json BenchJson(const BenchReport& report, bool include_samples);
 
 std::string FormatReplayInfo(const ReplayInfo& info);

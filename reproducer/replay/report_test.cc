@@ -84,12 +84,22 @@ TEST(ReportTest, TextReportListsOnlyDifferingRegionsAndVerdict) {
 TEST(ReportTest, RelocationIsSaidLoudly) {
   ValidationReport r = SampleReport();
   r.info.relocated = true;
-  r.info.moved = {MovedRange{0x7f0000000000, 1 << 30, 0x302000000}};
+  r.info.moved = {MovedRegion{0, "device", 0x7f0000000000, 1 << 30, 0x302000000, 12}};
   r.info.patched_words = 12;
-  EXPECT_TRUE(absl::StrContains(FormatValidation(r), "RELOCATED REPLAY"));
+  const std::string text = FormatValidation(r);
+  EXPECT_TRUE(absl::StrContains(text, "RELOCATED REPLAY: 1 region(s)")) << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "device region 0 0x7f0000000000 +1073741824 -> 0x302000000: 12 pointer word(s) into "
+            "it patched"))
+      << text;
   nlohmann::json j = ValidationJson(r);
   EXPECT_EQ(j["relocated"], true);
+  EXPECT_EQ(j["relocation"], "relocated");
   EXPECT_EQ(j["moved_ranges"][0]["new_va"], "0x302000000");
+  EXPECT_EQ(j["moved_ranges"][0]["old_va"], "0x7f0000000000");
+  EXPECT_EQ(j["moved_ranges"][0]["kind"], "device");
+  EXPECT_EQ(j["moved_ranges"][0]["region"], 0);
+  EXPECT_EQ(j["moved_ranges"][0]["pointers_patched"], 12);
   EXPECT_EQ(j["patched_pointer_words"], 12);
 }
 
@@ -117,6 +127,79 @@ TEST(ReportTest, RecreatedTextureObjectsAreListed) {
   EXPECT_EQ(o["argument_offsets"], nlohmann::json::array({8}));
   EXPECT_TRUE(absl::StrContains(FormatValidation(r),
                                 "texture object 0x5 recreated as 0x101 over pitch2d 0x302001000+10224"));
+}
+
+// A small pinned host block that moved, with no pointer into it: a note.
+// The same block with a pointer into it, a large one, or any device range:
+// the alarm, with what moved and where the pointers went.
+TEST(ReportTest, SmallUnreferencedHostBlocksAreANoteNotAnAlarm) {
+  ValidationReport r = SampleReport();
+  r.info.relocated = true;
+  r.info.moved = {MovedRegion{4, "host_pinned", 0x7f3c00001000, 256, 0x55d000001000, 0}};
+  EXPECT_EQ(r.info.relocation(), RelocationSeverity::kNote);
+  std::string text = FormatValidation(r);
+  EXPECT_FALSE(absl::StrContains(text, "RELOCATED REPLAY")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "note: 1 small pinned host block(s)")) << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "host_pinned region 4 0x7f3c00001000 +256 -> 0x55d000001000: no pointer to it found"))
+      << text;
+  nlohmann::json j = ValidationJson(r);
+  EXPECT_EQ(j["relocated"], true);  // the fact stays in the JSON
+  EXPECT_EQ(j["relocation"], "note");
+  EXPECT_EQ(j["moved_ranges"][0]["pointers_patched"], 0);
+
+  r.info.moved[0].pointers_patched = 1;
+  EXPECT_EQ(r.info.relocation(), RelocationSeverity::kRelocated);
+  EXPECT_TRUE(absl::StrContains(FormatValidation(r), "RELOCATED REPLAY"));
+  r.info.moved[0].pointers_patched = 0;
+  r.info.moved[0].size = kSmallHostBlockBytes + 1;
+  EXPECT_EQ(r.info.relocation(), RelocationSeverity::kRelocated);
+  r.info.moved[0].size = 256;
+  r.info.moved.push_back(MovedRegion{1, "device", 0x7f0000000000, 4096, 0x302000000, 0});
+  EXPECT_EQ(r.info.relocation(), RelocationSeverity::kRelocated);
+  EXPECT_EQ(ClassifyRelocation({}), RelocationSeverity::kNone);
+}
+
+// A module variable that was not compared makes the verdict "incomplete",
+// never "pass", and names it; a failing region still makes it "fail".
+TEST(ReportTest, StateLeftOutOfTheComparisonIsInTheVerdict) {
+  ValidationReport r = SampleReport();
+  r.regions[1].passed = true;
+  r.regions[1].stats = CompareStats{};
+  ASSERT_TRUE(r.passed());
+  EXPECT_STREQ(r.verdict(), "pass");
+  r.not_compared.push_back(NotCompared{3, false, 0x7f3d00000400, "module_global",
+                                       "_ZN30_INTERNAL_bd0d3510_4_k_cu_kern7counterE", 4,
+                                       "not in the loaded code object"});
+  EXPECT_FALSE(r.passed());
+  EXPECT_STREQ(r.verdict(), "incomplete");
+  nlohmann::json j = ValidationJson(r);
+  EXPECT_EQ(j["result"], "incomplete");
+  EXPECT_EQ(j["regions_not_compared"], 1);
+  EXPECT_EQ(j["not_compared"][0]["name"], "_ZN30_INTERNAL_bd0d3510_4_k_cu_kern7counterE");
+  EXPECT_EQ(j["not_compared"][0]["reason"], "not in the loaded code object");
+  EXPECT_EQ(j["not_compared"][0]["va"], "0x7f3d00000400");
+  const std::string text = FormatValidation(r);
+  EXPECT_TRUE(absl::StrContains(text, "NOT COMPARED captured region 3 0x7f3d00000400 "
+                                      "module_global _ZN30_INTERNAL_bd0d3510_4_k_cu_kern7counterE"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "INCOMPLETE: 2 regions compared, 0 differ, 1 not compared"))
+      << text;
+  EXPECT_FALSE(absl::StrContains(text, "PASS")) << text;
+  nlohmann::json v = VerdictJson(r);
+  EXPECT_EQ(v["result"], "incomplete");
+  EXPECT_EQ(v["not_compared"].size(), 1u);
+
+  ValidationReport failing = SampleReport();
+  failing.not_compared = r.not_compared;
+  EXPECT_STREQ(failing.verdict(), "fail");
+  EXPECT_EQ(VerdictJson(failing)["failing"][0]["name"], "d_sum");
+  EXPECT_TRUE(absl::StrContains(FormatValidation(failing), "FAIL: 2 regions compared, 1 differ, 1 "
+                                                           "not compared"));
+  // Nothing compared at all is not a pass either.
+  ValidationReport empty;
+  EXPECT_STREQ(empty.verdict(), "incomplete");
+  EXPECT_TRUE(absl::StrContains(FormatValidation(empty), "(nothing was compared)"));
 }
 
 TEST(ReportTest, RestorePhaseTimesAreReported) {
@@ -160,6 +243,50 @@ TEST(ReportTest, BenchJsonAndText) {
   std::string t = FormatBench(b);
   EXPECT_TRUE(absl::StrContains(t, "cold L2"));
   EXPECT_TRUE(absl::StrContains(t, "median 2.0000 ms"));
+  // Percentiles of the samples; no verdicts without a validation.
+  EXPECT_EQ(j["p10_ms"], Percentile(b.samples_ms, 10));
+  EXPECT_EQ(j["p90_ms"], Percentile(b.samples_ms, 90));
+  EXPECT_TRUE(j["validated"]["kernel"].is_null());
+  EXPECT_TRUE(j["revalidated"]["kernel"].is_null());
+  EXPECT_EQ(j["verdicts_pass"], true);
+}
+
+// The post-timing verdict is in the JSON and the text; a binary that passed
+// before the timing and fails after it is not reported as fine.
+TEST(ReportTest, BenchVerdictsBeforeAndAfterTiming) {
+  BenchReport b;
+  b.samples_ms = {1.0};
+  b.stats = ComputeBenchStats(b.samples_ms);
+  ValidationReport good = SampleReport();
+  good.regions[1].passed = true;
+  b.kernel_before = good;
+  b.kernel_after = SampleReport();  // region 1 (d_sum) fails
+  b.persisting_l2.limit_before = 1 << 20;
+  b.persisting_l2.lines_reset = true;
+  b.protocol = "restore written regions; start event; launch; stop event";
+  RegionResult changed;
+  changed.index = 5;
+  changed.va = 0x7f0000400000;
+  changed.kind = "device";
+  changed.stats.bytes_differing = 8;
+  b.changed_during_timing.push_back(changed);
+  EXPECT_FALSE(b.verdicts_pass());
+  nlohmann::json j = BenchJson(b, false);
+  EXPECT_EQ(j["validated"]["kernel"], "pass");
+  EXPECT_EQ(j["revalidated"]["kernel"], "fail");
+  EXPECT_EQ(j["validation"]["kernel"]["after"]["failing"][0]["name"], "d_sum");
+  EXPECT_EQ(j["validation"]["changed_during_timing"][0]["index"], 5);
+  EXPECT_EQ(j["verdicts_pass"], false);
+  EXPECT_EQ(j["persisting_l2"]["limit_before_bytes"], 1 << 20);
+  EXPECT_EQ(j["persisting_l2"]["limit_during_bytes"], 0);
+  EXPECT_EQ(j["protocol"], b.protocol);
+  const std::string t = FormatBench(b);
+  EXPECT_TRUE(absl::StrContains(t, "kernel before timing: PASS; after timing: FAIL (region 1 "
+                                   "0x7f0000200000 module_global d_sum differs)"))
+      << t;
+  EXPECT_TRUE(absl::StrContains(t, "CHANGED DURING TIMING: region 5 0x7f0000400000 device")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "a previous user had set aside 1048576 bytes, reset to 0")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "WARNING: a timed binary does not validate")) << t;
 }
 
 TEST(SpeedupTest, PercentileInterpolates) {

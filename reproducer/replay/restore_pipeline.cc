@@ -106,7 +106,8 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
                                                         const Relocator* relocator,
                                                         RestoreCopier* copier, char* staging,
                                                         const RestorePipelineOptions& options,
-                                                        MappingProgress* mapping) {
+                                                        MappingProgress* mapping,
+                                                        PatchTally* tally) {
   const auto t0 = std::chrono::steady_clock::now();
   const Resolved cfg = Resolve(tasks, options);
   if (relocator != nullptr && relocator->empty()) relocator = nullptr;
@@ -223,7 +224,7 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
             fail(std::move(s));
             break;
           }
-          if (relocator) patched += relocator->PatchWords(t.src_va, dst, t.size);
+          if (relocator) patched += relocator->PatchWords(t.src_va, dst, t.size, tally);
           hosted += t.size;
         }
         continue;
@@ -237,7 +238,7 @@ absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<Restor
       for (size_t k = 0; s.ok() && k < b.tasks.size(); ++k) {
         const RestoreTask& t = tasks[b.tasks[k]];
         s = read(t, base + off);
-        if (s.ok() && relocator) patched += relocator->PatchWords(t.src_va, base + off, t.size);
+        if (s.ok() && relocator) patched += relocator->PatchWords(t.src_va, base + off, t.size, tally);
         off += t.size;
       }
       if (s.ok() && !failed) s = mapped(b);

@@ -135,13 +135,15 @@ size_t RestoreStagingBytes(const std::vector<RestoreTask>& tasks,
 // (the pipeline keeps their order: zero runs and staged batches are
 // enqueued as the workers reach them). Returns after Drain(); on error,
 // after the workers stopped and what was enqueued drained, with the first
-// error (a mapping error included).
+// error (a mapping error included). `tally` (may be null) counts the patched
+// pointer words per moved range.
 absl::StatusOr<RestorePipelineStats> RunRestorePipeline(const std::vector<RestoreTask>& tasks,
                                                         const ChunkReader& read,
                                                         const Relocator* relocator,
                                                         RestoreCopier* copier, char* staging,
                                                         const RestorePipelineOptions& options,
-                                                        MappingProgress* mapping = nullptr);
+                                                        MappingProgress* mapping = nullptr,
+                                                        PatchTally* tally = nullptr);
 
 }  // namespace kerncap::replay
 

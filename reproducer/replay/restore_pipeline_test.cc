@@ -476,11 +476,15 @@ TEST(RestorePipelineTest, RelocatedUploadIsGatedAndPatched) {
   std::thread map_thread([&] {
     EXPECT_TRUE(MapInOrder(kRegions, [&](size_t j) { return mapper.MapOne(j); }, &progress).ok());
   });
-  auto stats = RunRestorePipeline(tasks, read, &reloc, &copier, staging.data(), o, &progress);
+  PatchTally tally(reloc.ranges().size());
+  auto stats = RunRestorePipeline(tasks, read, &reloc, &copier, staging.data(), o, &progress,
+                                  &tally);
   map_thread.join();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(mapper.violations, 0);
   EXPECT_EQ(stats->patched_words, kRegions * stride / 8);
+  // Every patched word was counted against the one moved range.
+  EXPECT_EQ(tally.count(0), stats->patched_words);
   for (uint64_t a = 0; a < kRegions * stride; a += 8) {
     uint64_t v = 0;
     std::memcpy(&v, copier.device().data() + a, 8);

@@ -286,17 +286,18 @@ class GpuDaemonTest : public ::testing::TestWithParam<Param> {
             {"KERNCAP_AGENT_LOG", "debug"}};
   }
 
-  // Shows, exports and validates one capture of the case (bench and the
-  // other paths for the first only). Output files get `suffix`.
-  void ValidateCapture(const std::string& capture_id, const std::string& suffix,
-                       const std::string& app_out, bool first);
-
   std::string tmp_;
   std::string log_dir_;
   std::unique_ptr<testing::Background> daemon_;
 };
 
-class GpuEndToEndTest : public GpuDaemonTest<Case> {};
+class GpuEndToEndTest : public GpuDaemonTest<Case> {
+ protected:
+  // Shows, exports and validates one capture of the case (bench and the
+  // other paths for the first only). Output files get `suffix`.
+  void ValidateCapture(const std::string& capture_id, const std::string& suffix,
+                       const std::string& app_out, bool first);
+};
 
 TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   const Case& c = GetParam();

@@ -13,7 +13,7 @@
 
 #include "agent/core/fake_transport.h"
 #include "agent/cuda/cuda_agent.h"
-#include "agent/cuda/cubin_elf.h"
+#include "common/cuda/cubin_elf.h"
 #include "gpu_test_util.h"
 
 using kerncap::agent::FakeCapture;
@@ -349,7 +349,7 @@ int main() {
     CHECK(have_const, "__constant__ k_coeff not captured with its value");
     CHECK(have_global, "__device__ d_bias not captured with its value");
     CHECK(c.code_objects.size() == 1 && c.code_objects[0].bytes &&
-              kerncap::agent::cuda::IsElf(*c.code_objects[0].bytes),
+              kerncap::cubin::IsElf(*c.code_objects[0].bytes),
           "code object missing or not ELF");
   }
 
@@ -434,7 +434,7 @@ int main() {
     transport.set_armed(false);
     CHECK(transport.committed().size() == 3, "texture capture missing (%zu committed; skipped: %s)",
           transport.committed().size(),
-          transport.skipped().empty() ? "none" : transport.skipped().back().second.c_str());
+          transport.skipped().empty() ? "none" : transport.skipped().back().reason.c_str());
     if (transport.committed().size() == 3) {
       const auto& objs = transport.committed()[2].header.texture_objects;
       CHECK(objs.size() == 1, "%zu texture objects recorded", objs.size());
@@ -470,11 +470,11 @@ int main() {
     transport.set_armed(false);
     CHECK(transport.committed().size() == 3, "a texture over a CUDA array was captured");
     CHECK(transport.skipped().size() == skipped_before + 1 &&
-              transport.skipped().back().second.find("CUDA array") != std::string::npos,
+              transport.skipped().back().reason.find("CUDA array") != std::string::npos,
           "no refusal naming the CUDA array (%s)",
-          transport.skipped().empty() ? "none" : transport.skipped().back().second.c_str());
+          transport.skipped().empty() ? "none" : transport.skipped().back().reason.c_str());
     if (!transport.skipped().empty()) {
-      std::printf("refused: %s\n", transport.skipped().back().second.c_str());
+      std::printf("refused: %s\n", transport.skipped().back().reason.c_str());
     }
     GT_CHECK(cudaDestroyTextureObject(atex));
     GT_CHECK(cudaDestroyTextureObject(tex));

@@ -17,6 +17,8 @@ times launches. See kerncap_replay_capi.h for the exact semantics.
         report = r.validate(dtype="f32", atol=1e-5)
         assert report["pass"], report["differing"]
         r.restore_inputs()                    # before launching again
+        timing = r.bench(variant="rebuilt.cubin")  # the same launch path for both
+        print(timing["speedup"], timing["revalidated"])
 
 Python 3.8+, standard library only.
 """
@@ -150,6 +152,11 @@ def _load(path):
         lib.kerncap_replay_version.argtypes = []
     except AttributeError as e:
         raise ReplayError("%s is not a kerncap replay library: %s" % (path, e)) from e
+    # Newer than the rest: an older library works without it (bench() says so).
+    if hasattr(lib, "kerncap_replay_bench"):
+        lib.kerncap_replay_bench.restype = ctypes.c_int
+        lib.kerncap_replay_bench.argtypes = [c_void_p, c_char_p, ctypes.POINTER(c_void_p),
+                                             c_char_p, c_size_t]
     _LIBS[path] = lib
     return lib
 
@@ -267,12 +274,39 @@ class Replay:
             options["ulp"] = int(ulp)
         if regions:
             options["regions"] = {str(k): dict(v) for k, v in regions.items()}
+        return self._call_report(self._lib.kerncap_replay_validate, options, "validate")
+
+    def bench(self, variant=None, iterations=100, warmup=10, cold_l2=False,
+              compare_original=None, validate=None):
+        """Times the captured kernel, or `variant` (a cubin/PTX/fatbin file
+        defining the captured kernel) against it, through kerncap-replay
+        bench's launch path; the report dict (kerncap_replay_bench).
+
+        compare_original defaults to True when a variant is given. `validate`:
+        the options of validate() as a dict ({"dtype": "f32", "atol": ...}) for
+        the validations before and after the timing. A binary that does not
+        validate is report["pass"] == False, not an exception. Afterwards the
+        memory holds one launch's result: restore_inputs() before launching.
+        """
+        options = {"iterations": int(iterations), "warmup": int(warmup),
+                   "cold_l2": bool(cold_l2),
+                   "variant": os.fspath(variant) if variant is not None else None}
+        if compare_original is not None:
+            options["compare_original"] = bool(compare_original)
+        if validate:
+            options["validate"] = dict(validate)
+        fn = getattr(self._lib, "kerncap_replay_bench", None)
+        if fn is None:
+            raise ReplayError("%s has no kerncap_replay_bench (an older library): rebuild it"
+                              % self.library, E_USAGE)
+        return self._call_report(fn, options, "bench")
+
+    def _call_report(self, fn, options, what):
         err = ctypes.create_string_buffer(_ERR_SIZE)
         report = ctypes.c_void_p()
-        rc = self._lib.kerncap_replay_validate(self._h(), json.dumps(options).encode(),
-                                               ctypes.byref(report), err, _ERR_SIZE)
+        rc = fn(self._h(), json.dumps(options).encode(), ctypes.byref(report), err, _ERR_SIZE)
         try:
-            self._check(rc, err, "validate")
+            self._check(rc, err, what)
             return json.loads(ctypes.string_at(report.value).decode("utf-8", "replace"))
         finally:
             if report.value:

@@ -262,6 +262,9 @@ json InfoJson(const kerncap_replay& h) {
                  {"uuid", m.device().uuid()}};
   j["prepared"] = h.session != nullptr;
   j["relocated"] = h.session != nullptr && h.session->info().relocated;
+  j["relocation"] = h.session != nullptr
+                        ? RelocationSeverityName(h.session->info().relocation())
+                        : RelocationSeverityName(RelocationSeverity::kNone);
   j["post_complete"] = m.post_complete();
 
   const v1::LaunchConfig& l = m.launch();
@@ -603,6 +606,189 @@ absl::Status Validate(kerncap_replay* h, const char* options_json, char** report
   return absl::OkStatus();
 }
 
+// ---- bench -----------------------------------------------------------------
+
+struct CapiBench {
+  BenchOptions options;
+  bool has_variant = false;
+};
+
+absl::StatusOr<CapiBench> ParseBenchOptions(const char* text, const v1::CaptureManifest& m) {
+  CapiBench b;
+  b.options.iterations = 100;
+  b.options.warmup = 10;
+  std::optional<bool> compare;
+  if (text != nullptr && *text != '\0') {
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      return absl::InvalidArgumentError(absl::StrCat("bench options are not JSON: ", text));
+    }
+    if (!j.is_null() && !j.is_object()) {
+      return absl::InvalidArgumentError("bench options must be a JSON object");
+    }
+    auto integer = [](const json& v, const std::string& key, int64_t lo, int64_t hi,
+                      int* out) -> absl::Status {
+      if (v.is_null()) return absl::OkStatus();
+      if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+        return absl::InvalidArgumentError(absl::StrCat("bench options: '", key,
+                                                       "' must be an integer in ", lo, "..", hi));
+      }
+      *out = static_cast<int>(v.get<int64_t>());
+      return absl::OkStatus();
+    };
+    if (j.is_object()) {
+      for (const auto& [key, v] : j.items()) {
+        if (key == "iterations") {
+          KC_RETURN_IF_ERROR(integer(v, key, 1, 1000000, &b.options.iterations));
+        } else if (key == "warmup") {
+          KC_RETURN_IF_ERROR(integer(v, key, 0, 100000, &b.options.warmup));
+        } else if (key == "cold_l2") {
+          if (v.is_null()) continue;
+          if (!v.is_boolean()) {
+            return absl::InvalidArgumentError("bench options: 'cold_l2' must be a bool");
+          }
+          b.options.cold_l2 = v.get<bool>();
+        } else if (key == "compare_original") {
+          if (v.is_null()) continue;
+          if (!v.is_boolean()) {
+            return absl::InvalidArgumentError("bench options: 'compare_original' must be a bool");
+          }
+          compare = v.get<bool>();
+        } else if (key == "variant") {
+          if (v.is_null()) continue;
+          if (!v.is_string() || v.get<std::string>().empty()) {
+            return absl::InvalidArgumentError(
+                "bench options: 'variant' must be the path of a cubin/PTX/fatbin file, or null");
+          }
+          b.options.variant_path = v.get<std::string>();
+          std::error_code ec;
+          if (!fs::is_regular_file(b.options.variant_path, ec)) {
+            return absl::NotFoundError(absl::StrCat("bench options: variant ",
+                                                    b.options.variant_path, ": no such file"));
+          }
+          b.has_variant = true;
+        } else if (key == "validate") {
+          if (v.is_null()) continue;
+          absl::StatusOr<CompareOptions> cmp = ParseCompareOptions(v.dump().c_str(), m);
+          if (!cmp.ok()) {
+            return absl::Status(cmp.status().code(), absl::StrCat("bench options: 'validate': ",
+                                                                  cmp.status().message()));
+          }
+          b.options.compare = *cmp;
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "bench options: unknown key '", key,
+              "' (iterations, warmup, cold_l2, variant, compare_original, validate)"));
+        }
+      }
+    }
+  }
+  b.options.compare_original = compare.value_or(b.has_variant);
+  // Without a variant the captured binary is timed, whatever the handle loaded.
+  b.options.captured = !b.has_variant;
+  return b;
+}
+
+json StatsJson(const BenchStats& s, const std::string& code_object) {
+  json j = BenchStatsJson(s);
+  j["code_object"] = code_object;
+  return j;
+}
+
+json VerdictOf(const std::optional<ValidationReport>& v) {
+  if (!v.has_value()) return nullptr;
+  return v->verdict();
+}
+
+json VerdictDetails(const std::optional<ValidationReport>& before,
+                    const std::optional<ValidationReport>& after) {
+  if (!before.has_value() && !after.has_value()) return nullptr;
+  return {{"before", before ? VerdictJson(*before) : json(nullptr)},
+          {"after", after ? VerdictJson(*after) : json(nullptr)}};
+}
+
+absl::Status Bench(kerncap_replay* h, const char* options_json, char** report_json) {
+  if (report_json == nullptr) {
+    return absl::InvalidArgumentError("kerncap_replay_bench: report_json is NULL");
+  }
+  *report_json = nullptr;
+  KC_ASSIGN_OR_RETURN(CapiBench b, ParseBenchOptions(options_json, h->source->manifest()));
+  KC_RETURN_IF_ERROR(Prepare(h));
+  KC_ASSIGN_OR_RETURN(BenchReport r, h->session->Bench(b.options));
+  KC_RETURN_IF_ERROR(BindContext(*h));
+  // The session's "kernel" is the binary it timed alone or as the variant;
+  // "original" is the captured one beside it.
+  const bool variant_timed = b.has_variant || r.compared;
+  json variant = nullptr, original = nullptr;
+  std::optional<ValidationReport> variant_before, variant_after, original_before, original_after;
+  if (variant_timed) {
+    variant = StatsJson(r.stats, b.has_variant ? b.options.variant_path : r.comparison.original);
+    variant_before = r.kernel_before;
+    variant_after = r.kernel_after;
+    if (r.compared) {
+      original = StatsJson(r.comparison.original_stats, r.comparison.original);
+      original_before = r.original_before;
+      original_after = r.original_after;
+    }
+  } else {
+    std::string name;
+    KC_RETURN_IF_ERROR(h->session->CapturedImage(&name).status());
+    original = StatsJson(r.stats, name);
+    original_before = r.kernel_before;
+    original_after = r.kernel_after;
+  }
+  json j;
+  j["variant"] = variant;
+  j["original"] = original;
+  j["speedup"] = nullptr;
+  j["spread"] = nullptr;
+  j["interleave"] = nullptr;
+  if (r.compared) {
+    const SpeedupStats& sp = r.comparison.speedup;
+    auto num = [](double v) -> json {
+      if (std::isnan(v)) return "nan";
+      if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+      return v;
+    };
+    j["speedup"] = num(sp.speedup);
+    j["spread"] = {{"pairs", sp.pairs},       {"median", num(sp.pair_median)},
+                   {"p10", num(sp.pair_p10)}, {"p90", num(sp.pair_p90)},
+                   {"min", num(sp.pair_min)}, {"max", num(sp.pair_max)}};
+    j["interleave"] = r.comparison.order;
+  }
+  j["cold_l2"] = r.cold_l2;
+  j["l2_flush_bytes"] = r.l2_flush_bytes;
+  j["iterations"] = r.stats.iterations;
+  j["warmup"] = r.warmup;
+  j["restore_each"] = r.restore_each;
+  j["protocol"] = r.protocol;
+  j["persisting_l2"] = PersistingL2Json(r.persisting_l2);
+  j["validated"] = {{"variant", VerdictOf(variant_before)},
+                    {"original", VerdictOf(original_before)}};
+  j["revalidated"] = {{"variant", VerdictOf(variant_after)},
+                      {"original", VerdictOf(original_after)}};
+  json changed = json::array();
+  for (const RegionResult& c : r.changed_during_timing) {
+    changed.push_back({{"index", c.index},
+                       {"name", c.name},
+                       {"va", c.va},
+                       {"kind", c.kind},
+                       {"bytes_differing", c.stats.bytes_differing}});
+  }
+  j["validation"] = {{"variant", VerdictDetails(variant_before, variant_after)},
+                     {"original", VerdictDetails(original_before, original_after)},
+                     {"changed_during_timing", changed}};
+  if (!r.validation_note.empty()) j["validation"]["note"] = r.validation_note;
+  j["pass"] = r.verdicts_pass();
+  j["replay"] = ReplayInfoJson(r.info);
+  const std::string text = Dump(j);
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (out == nullptr) return absl::ResourceExhaustedError("out of memory for the report");
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  *report_json = out;
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace kerncap::replay::capi
 
@@ -686,6 +872,14 @@ int kerncap_replay_validate(kerncap_replay* r, const char* options_json, char** 
   return Guard(err, err_size, [&]() -> absl::Status {
     KC_RETURN_IF_ERROR(CheckHandle(r, "kerncap_replay_validate"));
     return Validate(r, options_json, report_json);
+  });
+}
+
+int kerncap_replay_bench(kerncap_replay* r, const char* options_json, char** report_json,
+                         char* err, size_t err_size) {
+  return Guard(err, err_size, [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(CheckHandle(r, "kerncap_replay_bench"));
+    return Bench(r, options_json, report_json);
   });
 }
 

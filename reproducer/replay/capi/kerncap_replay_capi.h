@@ -101,7 +101,11 @@ KERNCAP_REPLAY_API int kerncap_replay_prepare(kerncap_replay* r, char* err, size
  *              "arch", "jit_metadata" (the Triton/JIT metadata the capture
  *              holds, parsed; absent when none; a string when not JSON)},
  *   "device": {"ordinal", "name", "arch", "uuid"}      (the captured device)
- *   "prepared": bool, "relocated": bool, "post_complete": bool,
+ *   "prepared": bool, "relocated": bool (some region is not at its captured
+ *   address), "relocation": "none", "note" (only small pinned host blocks
+ *   moved, with no pointer to them) or "relocated" (see "replay"'s
+ *   "moved_ranges": each moved region's kind, old and new address, and the
+ *   pointers found into it), "post_complete": bool,
  *   "launch": {"grid": [x,y,z], "block": [x,y,z], "shared_bytes",
  *              "private_bytes", "cluster": [x,y,z] ([1,1,1] when none),
  *              "cooperative": bool, "attributes": {name: value}},
@@ -189,10 +193,14 @@ KERNCAP_REPLAY_API int kerncap_replay_restore_inputs(kerncap_replay* r, char* er
  *   the ULP distance <= ulp. Unknown keys are errors.
  *
  * *report_json: malloc'd (free with kerncap_replay_free); on success only.
- * It is the document `kerncap-replay validate --json` prints ("result",
- * "regions_compared", "regions_failing", "region_results": [...] with every
- * compared region's statistics, and the restore facts) plus
- *   "pass": bool (every region within tolerance),
+ * It is the document `kerncap-replay validate --json` prints ("result":
+ * "pass", "fail" or "incomplete", "regions_compared", "regions_failing",
+ * "region_results": [...] with every compared region's statistics,
+ * "not_compared": [{"index", "post_only", "va", "kind", "name", "size",
+ * "reason"}] for captured state the comparison could not cover, e.g. a
+ * module variable the loaded code object lacks, and the restore facts) plus
+ *   "pass": bool (every region within tolerance AND nothing left
+ *           uncompared: "result" is "pass"),
  *   "differing": [{"index", "name", "va", "replay_va", "dtype", "count"
  *                  (elements outside the tolerance), "elements_differing"
  *                  (bitwise), "worst_abs", "worst_rel", "worst_ulp",
@@ -203,6 +211,71 @@ KERNCAP_REPLAY_API int kerncap_replay_restore_inputs(kerncap_replay* r, char* er
  * is false. Infinite/NaN errors are the strings "inf", "-inf", "nan". */
 KERNCAP_REPLAY_API int kerncap_replay_validate(kerncap_replay* r, const char* options_json,
                                                char** report_json, char* err, size_t err_size);
+
+/* Times the captured kernel, or a variant of it, exactly as `kerncap-replay
+ * bench` does (the same session stream and launch call for every binary):
+ * before each timed launch the regions the kernel writes are restored (and,
+ * with cold_l2, a buffer of twice the L2 size is overwritten on the stream),
+ * then CUDA events are recorded around the kernel launch alone. A variant
+ * and the captured binary are interleaved ABBA. For the timing the
+ * persisting-L2 limit is set to 0, persisting lines are reset and the
+ * stream's access-policy window cleared (the caller's limit is put back
+ * afterwards). Every timed binary is validated before the timing loop and
+ * again after it (inputs restored, one launch, a full comparison), so a
+ * binary that corrupts state only on later launches shows. Prepares first
+ * when needed; the primary context is current afterwards, and the memory
+ * holds one launch's result (as after kerncap_replay_launch: call
+ * kerncap_replay_restore_inputs before launching again).
+ *
+ * options_json: NULL or "" for the defaults, else an object with
+ *   "iterations"        int 1..1000000, default 100: timed launches (of each
+ *                       binary)
+ *   "warmup"            int 0..100000, default 10: untimed launches first
+ *   "cold_l2"           bool, default false
+ *   "variant"           string or null: a cubin/PTX/fatbin file defining the
+ *                       captured kernel name (its module variables are
+ *                       matched to the captured ones as validate does); null:
+ *                       time the captured binary alone
+ *   "compare_original"  bool, default true when a variant is given, else
+ *                       false: also time the captured binary, interleaved
+ *                       (without a variant: the captured binary against a
+ *                       second copy of itself, a noise check)
+ *   "validate"          object: how the validations compare, the options of
+ *                       kerncap_replay_validate (default: bitwise)
+ *   Unknown keys are errors.
+ *
+ * *report_json: malloc'd (free with kerncap_replay_free); on success only:
+ *   {"variant": stats or null,      the variant (null without one)
+ *    "original": stats or null,     the captured binary (null with a variant
+ *                                   and compare_original false)
+ *    "speedup": number or null,     original median / variant median (> 1:
+ *                                   the variant is faster); null unless both
+ *    "spread": {"pairs", "median", "p10", "p90", "min", "max"} or null: the
+ *              ratios original/variant of the launches timed back to back
+ *    "cold_l2": bool, "l2_flush_bytes", "iterations", "warmup",
+ *    "interleave": "ABBA" or null, "restore_each": bool,
+ *    "protocol": what one timed launch is, in words,
+ *    "persisting_l2": {"supported", "limit_before_bytes",
+ *                      "limit_during_bytes", "lines_reset",
+ *                      "stream_window_cleared", "note"?},
+ *    "validated":   {"variant": verdict, "original": verdict}  before timing,
+ *    "revalidated": {"variant": verdict, "original": verdict}  after it,
+ *                   verdict = "pass", "fail", "incomplete" (as validate's
+ *                   "result"), or null (that binary was not timed, or the
+ *                   capture has no post image),
+ *    "validation": {"variant": {"before": v, "after": v} or null,
+ *                   "original": ..., "changed_during_timing": [regions the
+ *                   launches wrote that the capture says the kernel does
+ *                   not], "note"?}, v = {"result", "regions_compared",
+ *                   "regions_failing", "failing": [...], "not_compared": [...]},
+ *    "pass": bool (every verdict present is "pass"),
+ *    "replay": the restore facts}
+ *   stats = {"iterations", "min_ms", "median_ms", "mean_ms", "max_ms",
+ *            "p10_ms", "p90_ms", "stddev_ms", "code_object"}.
+ * A binary that does not validate is not an error: the function returns 0
+ * and "pass" is false. */
+KERNCAP_REPLAY_API int kerncap_replay_bench(kerncap_replay* r, const char* options_json,
+                                            char** report_json, char* err, size_t err_size);
 
 /* Frees memory the library returned (report_json). NULL-safe. */
 KERNCAP_REPLAY_API void kerncap_replay_free(void* p);

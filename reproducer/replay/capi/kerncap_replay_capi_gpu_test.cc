@@ -41,7 +41,8 @@ constexpr uint32_t kCapiN = 100000;
 #define KC_TEST_DRIVER(X)                                                                     \
   X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain)                    \
   X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuModuleLoadData)     \
-  X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemcpyDtoH) X(cuGetErrorName)
+  X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemcpyDtoH) X(cuGetErrorName)  \
+  X(cuCtxSetLimit) X(cuCtxGetLimit)
 struct Driver {
 #define KC_DECLARE(name) decltype(&::name) name = nullptr;
   KC_TEST_DRIVER(KC_DECLARE)
@@ -119,6 +120,18 @@ class CapiGpuTest : public ::testing::Test {
   }
 
   json Info() { return json::parse(kerncap_replay_info_json(r_)); }
+
+  json Bench(const json& options) {
+    char err[1024] = "";
+    char* report = nullptr;
+    const std::string text = options.dump();
+    const int rc = kerncap_replay_bench(r_, text.c_str(), &report, err, sizeof(err));
+    EXPECT_EQ(rc, 0) << err;
+    if (rc != 0 || report == nullptr) return json();
+    json j = json::parse(report);
+    kerncap_replay_free(report);
+    return j;
+  }
 
   json Validate(const char* options = nullptr) {
     char err[1024] = "";
@@ -301,6 +314,51 @@ TEST_F(CapiGpuTest, MissingCodeObjectKernelFailsPrepareAndCanRetry) {
   double ms = 0;
   ASSERT_EQ(kerncap_replay_launch(r_, &ms, err, sizeof(err)), 0) << err;
   EXPECT_EQ(Validate()["pass"], true);
+}
+
+// kerncap_replay_bench: the captured binary alone, then the same binary as a
+// variant file (what run.py --bench of identical SASS does): both measured
+// through one launch path, so the speedup is ~1.0.
+TEST_F(CapiGpuTest, BenchOfTheSameBinaryAsAVariantIsEven) {
+  Write(1);
+  OpenAndPrepare();
+  const json alone = Bench(json{{"iterations", 20}, {"warmup", 3}});
+  ASSERT_FALSE(alone.is_null());
+  std::fprintf(stderr, "%s\n", alone.dump(1).c_str());
+  EXPECT_TRUE(alone["variant"].is_null());
+  EXPECT_GT(alone["original"]["median_ms"].get<double>(), 0.0);
+  EXPECT_EQ(alone["revalidated"]["original"], "pass");
+  const json j = Bench(json{{"iterations", 50}, {"warmup", 5}, {"variant", ptx_}, {"cold_l2", true}});
+  ASSERT_FALSE(j.is_null());
+  std::fprintf(stderr, "%s\n", j.dump(1).c_str());
+  EXPECT_GT(j["speedup"].get<double>(), 0.7);
+  EXPECT_LT(j["speedup"].get<double>(), 1.4);
+  EXPECT_GT(j["spread"]["median"].get<double>(), 0.7);
+  EXPECT_LT(j["spread"]["median"].get<double>(), 1.4);
+  EXPECT_EQ(j["validated"]["variant"], "pass");
+  EXPECT_EQ(j["revalidated"]["variant"], "pass");
+  EXPECT_EQ(j["revalidated"]["original"], "pass");
+  EXPECT_EQ(j["pass"], true);
+  // The memory holds one launch's result afterwards.
+  EXPECT_EQ(Validate()["pass"], true);
+}
+
+TEST_F(CapiGpuTest, BenchResetsAPersistingL2LimitLeftByAPreviousRun) {
+  Write(1);
+  OpenAndPrepare();
+  const CUresult set = cu_->cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 4 << 20);
+  if (set != CUDA_SUCCESS) GTEST_SKIP() << "no persisting L2 here: " << cu_->Name(set);
+  size_t before = 0;
+  ASSERT_EQ(cu_->cuCtxGetLimit(&before, CU_LIMIT_PERSISTING_L2_CACHE_SIZE), CUDA_SUCCESS);
+  ASSERT_GT(before, 0u);
+  const json j = Bench(json{{"iterations", 5}, {"warmup", 1}});
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["persisting_l2"]["limit_before_bytes"].get<uint64_t>(), before);
+  EXPECT_EQ(j["persisting_l2"]["limit_during_bytes"], 0);
+  EXPECT_EQ(j["persisting_l2"]["lines_reset"], true);
+  size_t after = 0;
+  ASSERT_EQ(cu_->cuCtxGetLimit(&after, CU_LIMIT_PERSISTING_L2_CACHE_SIZE), CUDA_SUCCESS);
+  EXPECT_EQ(after, before);  // the caller's setting, back
 }
 
 }  // namespace

@@ -240,6 +240,15 @@ TEST_F(CapiTest, PrepareWithoutAGpuFailsClearly) {
   EXPECT_EQ(ms, -1);
   EXPECT_EQ(kerncap_replay_restore_inputs(r_, err, sizeof(err)), KERNCAP_REPLAY_E_NO_DEVICE);
   EXPECT_NE(std::string(err).find("no CUDA driver"), std::string::npos) << err;
+  char* report = nullptr;
+  EXPECT_EQ(kerncap_replay_bench(r_, nullptr, &report, err, sizeof(err)),
+            KERNCAP_REPLAY_E_NO_DEVICE);
+  EXPECT_NE(std::string(err).find("no CUDA driver"), std::string::npos) << err;
+  EXPECT_EQ(report, nullptr);
+  // Bad options are said before the GPU is needed.
+  EXPECT_EQ(kerncap_replay_bench(r_, R"({"iterations":"many"})", &report, err, sizeof(err)),
+            KERNCAP_REPLAY_E_USAGE);
+  EXPECT_NE(std::string(err).find("'iterations' must be an integer"), std::string::npos) << err;
 }
 
 TEST_F(CapiTest, ValidateNeedsAPreparedReplay) {
@@ -451,7 +460,8 @@ TEST(CapiLibraryTest, ExportsOnlyTheCApi) {
   for (const char* f :
        {"kerncap_replay_open", "kerncap_replay_prepare", "kerncap_replay_info_json",
         "kerncap_replay_translate", "kerncap_replay_launch", "kerncap_replay_restore_inputs",
-        "kerncap_replay_validate", "kerncap_replay_free", "kerncap_replay_close",
+        "kerncap_replay_validate", "kerncap_replay_bench", "kerncap_replay_free",
+        "kerncap_replay_close",
         "kerncap_replay_version", "kerncap_replay_capi_version"}) {
     EXPECT_TRUE(names.count(f)) << f;
   }

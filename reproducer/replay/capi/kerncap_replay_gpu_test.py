@@ -8,6 +8,7 @@ Environment as kerncap_replay_test.py (ctest sets it).
 """
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -154,6 +155,22 @@ class GpuTest(unittest.TestCase):
             self.assertEqual(info["regions"][1]["replay_va"], data)
             self.external_launch(r)
             self.assertTrue(r.validate()["pass"])
+
+    def test_bench_same_binary_as_variant_is_even(self):
+        with kr.Replay(self.write(), library=LIB) as r:
+            r.prepare()
+            alone = r.bench(iterations=20, warmup=3)
+            self.assertIsNone(alone["variant"])
+            self.assertGreater(alone["original"]["median_ms"], 0)
+            rep = r.bench(variant=os.path.join(self.tmp, "add_one.ptx"), iterations=50, warmup=5,
+                          cold_l2=True)
+            print(json.dumps({k: rep[k] for k in ("variant", "original", "speedup", "spread",
+                                                  "revalidated", "persisting_l2")}))
+            self.assertGreater(rep["speedup"], 0.7)
+            self.assertLess(rep["speedup"], 1.4)
+            self.assertEqual(rep["revalidated"], {"variant": "pass", "original": "pass"})
+            self.assertTrue(rep["pass"])
+            self.assertEqual(rep["persisting_l2"]["limit_during_bytes"], 0)
 
     def test_wrong_golden_image(self):
         with kr.Replay(self.write("--golden-delta=2"), library=LIB) as r:

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "reproducer/replay/comparator.h"
+#include "reproducer/replay/module_symbols.h"
 
 namespace kerncap::replay::serve {
 namespace {
@@ -54,8 +55,12 @@ class ResidentEvaluator::Candidate {
   Candidate(const CudaDriver& cu, const bool* lost) : cu_(cu), lost_(lost) {}
   ~Candidate() { Unload(); }
 
-  absl::Status Load(std::string bytes, const std::string& kernel, const std::string& device) {
+  // `captured_kernel`: `kernel` is the capture's own name (not one the
+  // request gave), so a renamed anonymous-namespace kernel may stand in.
+  absl::Status Load(std::string bytes, const std::string& kernel, const std::string& device,
+                    bool captured_kernel) {
     const CodeFormat format = Sniff(bytes);
+    symbols_ = ListModuleSymbols(bytes);
     if (format == CodeFormat::kUnknown) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the code object (", bytes.size(),
@@ -73,7 +78,16 @@ class ResidentEvaluator::Candidate {
           device, ": ", cu_.ErrorText(r), log[0] != '\0' ? "; JIT log: " : "", log,
           format == CodeFormat::kPtx ? "" : " (is it built for this GPU's architecture?)"));
     }
+    kernel_ = kernel;
     r = cu_.cuModuleGetFunction(&function_, module_, kernel.c_str());
+    if (r != CUDA_SUCCESS && captured_kernel) {
+      absl::StatusOr<std::string> other = MatchKernel(kernel, symbols_);
+      if (other.ok() &&
+          cu_.cuModuleGetFunction(&function_, module_, other->c_str()) == CUDA_SUCCESS) {
+        kernel_ = *other;
+        return absl::OkStatus();
+      }
+    }
     if (r != CUDA_SUCCESS) {
       return absl::NotFoundError(absl::StrCat("the candidate ", FormatName(format),
                                               " has no kernel '", kernel,
@@ -90,12 +104,16 @@ class ResidentEvaluator::Candidate {
 
   CUmodule module() const { return module_; }
   CUfunction function() const { return function_; }
+  const std::string& kernel() const { return kernel_; }  // its name in the module
+  const ModuleSymbols& symbols() const { return symbols_; }
 
  private:
   const CudaDriver& cu_;
   const bool* lost_;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
+  std::string kernel_;
+  ModuleSymbols symbols_;
 };
 
 ResidentEvaluator::ResidentEvaluator(ResidentState* state) : state_(state), cu_(state->cu()) {}
@@ -174,27 +192,50 @@ absl::StatusOr<std::string> ResidentEvaluator::ReadCodeObject(
 }
 
 absl::StatusOr<std::vector<ResidentEvaluator::GlobalSlot>> ResidentEvaluator::BindGlobals(
-    CUmodule module, std::vector<std::string>* warnings) {
-  std::vector<GlobalSlot> slots;
+    const Candidate& candidate, std::vector<NotCompared>* unbound,
+    std::vector<std::string>* warnings) {
+  // The capture's module variables, matched in the candidate's module by
+  // name or by stable identity (a candidate rebuilt elsewhere renames its
+  // internal-linkage variables: module_symbols.h).
+  std::vector<CapturedVariable> captured;
+  std::vector<ResidentState::Region*> served;
   for (ResidentState::Region& r : state_->regions()) {
     if (r.where != ResidentState::Where::kGlobal) continue;
     r.dirty = false;  // a fresh module: its variables hold the image's initial values
+    captured.push_back(CapturedVariable{r.index, r.name, r.size});
+    served.push_back(&r);
+  }
+  const CUmodule module = candidate.module();
+  const std::vector<VariableMatch> matches = MatchModuleVariables(
+      captured, candidate.symbols(), [&](const std::string& sym) -> std::optional<uint64_t> {
+        CUdeviceptr at = 0;
+        size_t bytes = 0;
+        if (cu_.cuModuleGetGlobal(&at, &bytes, module, sym.c_str()) != CUDA_SUCCESS) {
+          return std::nullopt;
+        }
+        return bytes;
+      });
+  std::vector<GlobalSlot> slots;
+  for (size_t k = 0; k < matches.size(); ++k) {
+    const VariableMatch& v = matches[k];
+    ResidentState::Region& r = *served[k];
+    if (!v.matched()) {
+      unbound->push_back(NotCompared{r.index, false, r.va, r.kind, r.name, r.size,
+                                     absl::StrCat("module variable not in the candidate: ",
+                                                  v.problem)});
+      warnings->push_back(absl::StrCat("module variable '", r.name, "': ", v.problem,
+                                       "; not restored, not compared (the verdict says so)"));
+      continue;
+    }
     CUdeviceptr at = 0;
     size_t bytes = 0;
-    CUresult cr = cu_.cuModuleGetGlobal(&at, &bytes, module, r.name.c_str());
-    if (cr != CUDA_SUCCESS) {
-      warnings->push_back(absl::StrCat("module variable '", r.name,
-                                       "' is not in the candidate; its captured value is not "
-                                       "restored and it is not validated"));
-      continue;
-    }
-    if (bytes != r.size) {
-      warnings->push_back(absl::StrCat("module variable '", r.name, "' is ", bytes,
-                                       " bytes in the candidate, ", r.size,
-                                       " captured; not restored, not validated"));
-      continue;
-    }
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuModuleGetGlobal(&at, &bytes, module, v.symbol.c_str()),
+                                 absl::StrCat("cuModuleGetGlobal(", v.symbol, ")")));
     slots.push_back(GlobalSlot{&r, at});
+  }
+  if (const std::string renamed = DescribeRenamedVariables(matches, "the candidate");
+      !renamed.empty()) {
+    warnings->push_back(renamed);
   }
   return slots;
 }
@@ -212,7 +253,11 @@ absl::Status ResidentEvaluator::RestoreGlobals(const std::vector<GlobalSlot>& gl
 
 absl::Status ResidentEvaluator::Validate(const EvaluateRequest& request,
                                          const std::vector<GlobalSlot>& globals,
-                                         EvaluateResult* result) {
+                                         const std::vector<NotCompared>& unbound,
+                                         ValidationSummary* result) {
+  *result = ValidationSummary{};
+  result->not_compared = state_->uncovered();
+  result->not_compared.insert(result->not_compared.end(), unbound.begin(), unbound.end());
   std::vector<ResidentState::Region>& regions = state_->regions();
   // Without a verdict the comparison still runs, exactly, to find changes.
   auto rule = [&](const ResidentState::Region& r) -> std::pair<DType, Tolerance> {
@@ -297,8 +342,6 @@ absl::Status ResidentEvaluator::Validate(const EvaluateRequest& request,
     record(r, verdict(r, g.address, dtype, cmp.stats()));
     r.dirty |= r.written;
   }
-  result->validated = request.validate;
-  result->passed = result->regions_failing == 0;
   return absl::OkStatus();
 }
 
@@ -308,14 +351,15 @@ absl::Status ResidentEvaluator::LoadBaseline(std::vector<std::string>* warnings)
   KC_ASSIGN_OR_RETURN(std::string bytes, state_->session().CapturedImage(&name));
   auto b = std::make_unique<Candidate>(cu_, &lost_);
   absl::Status st = b->Load(std::move(bytes), state_->source().manifest().kernel().mangled_name(),
-                            state_->session().info().device);
+                            state_->session().info().device, /*captured_kernel=*/true);
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat("the captured code object ", name,
                                                 " (the baseline of compare_original): ",
                                                 st.message()));
   }
   std::vector<std::string> w;
-  KC_ASSIGN_OR_RETURN(baseline_globals_, BindGlobals(b->module(), &w));
+  baseline_unbound_.clear();
+  KC_ASSIGN_OR_RETURN(baseline_globals_, BindGlobals(*b, &baseline_unbound_, &w));
   for (std::string& x : w) warnings->push_back(absl::StrCat("baseline: ", x));
   absl::Status attr = state_->session().ApplyAttributesTo(b->function(), warnings);
   if (!attr.ok()) {
@@ -327,9 +371,32 @@ absl::Status ResidentEvaluator::LoadBaseline(std::vector<std::string>* warnings)
   return absl::OkStatus();
 }
 
+absl::Status ResidentEvaluator::LaunchAndValidate(const EvaluateRequest& request, CUfunction f,
+                                                  const std::vector<GlobalSlot>& globals,
+                                                  const std::vector<NotCompared>& unbound,
+                                                  ValidationSummary* result,
+                                                  EvaluateResult* totals) {
+  KC_ASSIGN_OR_RETURN(uint64_t restored, state_->RestoreDirty(stream_));
+  totals->restored_bytes += restored;
+  KC_RETURN_IF_ERROR(RestoreGlobals(globals, /*dirty_only=*/false));
+  KC_RETURN_IF_ERROR(EnsureEvents(2));
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(events_[0], stream_), "cuEventRecord"));
+  absl::Status st = state_->session().LaunchFunctionAsync(f, stream_);
+  if (!st.ok()) return Failed(st);
+  state_->MarkWritten();
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(events_[1], stream_), "cuEventRecord"));
+  KC_RETURN_IF_ERROR(Validate(request, globals, unbound, result));  // waits for the launch
+  float ms = 0;
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventElapsedTime(&ms, events_[0], events_[1]),
+                               "cuEventElapsedTime"));
+  totals->kernel_total_ms += ms;  // a launch of the evaluation like any other
+  return absl::OkStatus();
+}
+
 absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction f,
                                      const std::vector<GlobalSlot>& globals, bool baseline,
-                                     EvaluateResult* result, std::vector<double>* samples,
+                                     L2Flusher* flusher, EvaluateResult* result,
+                                     std::vector<double>* samples,
                                      std::vector<double>* baseline_samples) {
   const int total = request.warmup + request.iterations;
   if (total == 0) return absl::OkStatus();
@@ -371,6 +438,8 @@ absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction 
       KC_RETURN_IF_ERROR(
           RestoreGlobals(is_baseline[n] ? baseline_globals_ : globals, /*dirty_only=*/true));
     }
+    // Cold L2: after the restores, outside the events.
+    if (flusher != nullptr) KC_RETURN_IF_ERROR(flusher->Flush(stream_));
     CUevent start = events_[2 * n], stop = events_[2 * n + 1];
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start, stream_), "cuEventRecord"));
     absl::Status st = state_->session().LaunchFunctionAsync(
@@ -405,8 +474,17 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
 
   KC_ASSIGN_OR_RETURN(std::string bytes, ReadCodeObject(request));
   Candidate cand(cu_, &lost_);
-  KC_RETURN_IF_ERROR(cand.Load(std::move(bytes), result.kernel, state_->session().info().device));
-  KC_ASSIGN_OR_RETURN(std::vector<GlobalSlot> globals, BindGlobals(cand.module(), &result.warnings));
+  KC_RETURN_IF_ERROR(cand.Load(std::move(bytes), result.kernel, state_->session().info().device,
+                               /*captured_kernel=*/request.kernel.empty()));
+  if (cand.kernel() != result.kernel) {
+    result.warnings.push_back(absl::StrCat("the captured kernel ", result.kernel, " is ",
+                                           cand.kernel(), " in the candidate (matched by its "
+                                           "stable name)"));
+    result.kernel = cand.kernel();
+  }
+  std::vector<NotCompared> unbound;
+  KC_ASSIGN_OR_RETURN(std::vector<GlobalSlot> globals,
+                      BindGlobals(cand, &unbound, &result.warnings));
   KC_RETURN_IF_ERROR(RestoreGlobals(globals, /*dirty_only=*/false));
   // The baseline before any launch (binding resets the variables' dirty marks).
   const bool compare = request.compare_original && request.iterations > 0;
@@ -420,6 +498,7 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
         "the captured function attributes do not apply to the candidate: ", attr.message()));
   }
   result.load_ms = MsSince(t0);
+  result.moved = state_->session().info().moved;
 
   // The validation launch, from pristine state.
   KC_ASSIGN_OR_RETURN(uint64_t restored, state_->RestoreDirty(stream_));
@@ -433,16 +512,57 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
   }
   state_->MarkWritten();
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(events_[1], stream_), "cuEventRecord"));
-  KC_RETURN_IF_ERROR(Validate(request, globals, &result));  // waits for the launch
+  result.validated = request.validate;
+  KC_RETURN_IF_ERROR(Validate(request, globals, unbound, &result.validation));  // waits
   float launch_ms = 0;
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventElapsedTime(&launch_ms, events_[0], events_[1]),
                                "cuEventElapsedTime"));
   result.validation_launch_ms = launch_ms;
   result.kernel_total_ms = launch_ms;
+  if (compare && request.validate) {
+    result.original_validation.emplace();
+    KC_RETURN_IF_ERROR(LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                                         baseline_unbound_, &*result.original_validation,
+                                         &result));
+  }
 
+  // The timing, with the persisting L2 reset and, when asked, a cold L2.
   std::vector<double> samples, baseline_samples;
-  KC_RETURN_IF_ERROR(
-      Time(request, cand.function(), globals, compare, &result, &samples, &baseline_samples));
+  if (request.iterations + request.warmup > 0) {
+    result.persisting_l2 = ResetPersistingL2(cu_, stream_);
+    std::optional<L2Flusher> flusher;
+    if (request.cold_l2) {
+      absl::StatusOr<L2Flusher> f = L2Flusher::Create(cu_, state_->session().device());
+      if (!f.ok()) {
+        RestorePersistingL2Limit(cu_, result.persisting_l2);
+        return f.status();
+      }
+      flusher.emplace(std::move(*f));
+      result.cold_l2 = true;
+      result.l2_flush_bytes = flusher->bytes();
+    }
+    result.protocol = absl::StrCat(
+        "restore the regions the last launch changed (device to device, on the launch stream); ",
+        flusher ? absl::StrCat("overwrite ", flusher->bytes(), " bytes (2x L2); ") : std::string(),
+        "start event; launch; stop event (the events time the kernel alone)");
+    absl::Status timed = Time(request, cand.function(), globals, compare,
+                              flusher ? &*flusher : nullptr, &result, &samples, &baseline_samples);
+    flusher.reset();
+    RestorePersistingL2Limit(cu_, result.persisting_l2);
+    KC_RETURN_IF_ERROR(timed);
+    // After the timing: each binary once more from pristine state.
+    if (request.validate && request.iterations > 0) {
+      result.revalidation.emplace();
+      KC_RETURN_IF_ERROR(LaunchAndValidate(request, cand.function(), globals, unbound,
+                                           &*result.revalidation, &result));
+      if (compare) {
+        result.original_revalidation.emplace();
+        KC_RETURN_IF_ERROR(LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                                             baseline_unbound_, &*result.original_revalidation,
+                                             &result));
+      }
+    }
+  }
   if (compare) {
     result.compared = true;
     result.original_ms = ComputeBenchStats(baseline_samples);

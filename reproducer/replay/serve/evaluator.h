@@ -14,13 +14,18 @@
 //      finds regions the candidate changed that it should not have; those
 //      are restored next time like the written ones;
 //   5. warm-up + timed launches, restoring the dirty regions before each
-//      (unless restore_each is false), all enqueued at once with an event
-//      pair per launch and one synchronization at the end;
-//   6. unload the module.
+//      (unless restore_each is false; with cold_l2 an L2 flush after the
+//      restores), all enqueued at once with an event pair around each launch
+//      and one synchronization at the end, the persisting-L2 limit reset for
+//      them (l2_control.h);
+//   6. the candidate once more from pristine state, compared: the verdict
+//      after the timing ("revalidation");
+//   7. unload the module.
 // With compare_original the captured code object is loaded once as a
 // baseline (kept between requests, its module variables restored per
 // request) and timed in step 5 as well, its launches interleaved ABBA with
-// the candidate's: speedup = baseline median / candidate median.
+// the candidate's: speedup = baseline median / candidate median; it is
+// validated before and after the timing like the candidate.
 //
 // A CUDA error that leaves the context unusable (illegal address, trap, ...)
 // makes lost() true: the restored state is gone with the context.
@@ -34,6 +39,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "reproducer/replay/l2_control.h"
 #include "reproducer/replay/serve/device_comparator.h"
 #include "reproducer/replay/serve/resident_state.h"
 #include "reproducer/replay/serve/server.h"
@@ -60,18 +66,28 @@ class ResidentEvaluator : public Evaluator {
   explicit ResidentEvaluator(ResidentState* state);  // out of line: Candidate is incomplete here
 
   absl::StatusOr<std::string> ReadCodeObject(const EvaluateRequest& request) const;
-  absl::StatusOr<std::vector<GlobalSlot>> BindGlobals(CUmodule module,
+  // The capture's module variables in `candidate`'s module; those it cannot
+  // match go to *unbound (the verdict lists them).
+  absl::StatusOr<std::vector<GlobalSlot>> BindGlobals(const Candidate& candidate,
+                                                      std::vector<NotCompared>* unbound,
                                                       std::vector<std::string>* warnings);
   absl::Status RestoreGlobals(const std::vector<GlobalSlot>& globals, bool dirty_only);
+  // Compares the state after a launch with the expected images.
   absl::Status Validate(const EvaluateRequest& request, const std::vector<GlobalSlot>& globals,
-                        EvaluateResult* result);
+                        const std::vector<NotCompared>& unbound, ValidationSummary* result);
+  // From pristine state (dirty regions and `globals` restored): one launch
+  // of `f`, then Validate; its restores and device time are added to *totals.
+  absl::Status LaunchAndValidate(const EvaluateRequest& request, CUfunction f,
+                                 const std::vector<GlobalSlot>& globals,
+                                 const std::vector<NotCompared>& unbound,
+                                 ValidationSummary* result, EvaluateResult* totals);
   // The captured code object, loaded once (compare_original); its module
   // variables bound (resets their dirty marks: call before a launch).
   absl::Status LoadBaseline(std::vector<std::string>* warnings);
   // Timed launches of `f`; with `baseline` also of the captured kernel,
   // interleaved ABBA (pair k: samples[k], baseline_samples[k]).
   absl::Status Time(const EvaluateRequest& request, CUfunction f,
-                    const std::vector<GlobalSlot>& globals, bool baseline,
+                    const std::vector<GlobalSlot>& globals, bool baseline, L2Flusher* flusher,
                     EvaluateResult* result, std::vector<double>* samples,
                     std::vector<double>* baseline_samples);
   absl::Status EnsureEvents(size_t count);
@@ -88,6 +104,7 @@ class ResidentEvaluator : public Evaluator {
   bool lost_ = false;
   std::unique_ptr<Candidate> baseline_;    // compare_original: the captured code object
   std::vector<GlobalSlot> baseline_globals_;
+  std::vector<NotCompared> baseline_unbound_;
   uint64_t evaluations_ = 0;
   uint64_t failed_evaluations_ = 0;
 };

@@ -66,7 +66,7 @@ absl::StatusOr<EvaluateRequest> ParseEvaluate(const json& j) {
   KC_RETURN_IF_ERROR(CheckKeys(j,
                                {"op", "id", "code_object_path", "code_object_b64", "kernel",
                                 "iterations", "warmup", "validate", "restore_each", "tolerance",
-                                "compare_original"},
+                                "compare_original", "cold_l2"},
                                "an evaluate request"));
   EvaluateRequest r;
   const bool has_path = j.contains("code_object_path");
@@ -117,6 +117,9 @@ absl::StatusOr<EvaluateRequest> ParseEvaluate(const json& j) {
   }
   if (j.contains("compare_original")) {
     KC_ASSIGN_OR_RETURN(r.compare_original, Bool(j["compare_original"], "compare_original"));
+  }
+  if (j.contains("cold_l2")) {
+    KC_ASSIGN_OR_RETURN(r.cold_l2, Bool(j["cold_l2"], "cold_l2"));
   }
   if (j.contains("tolerance")) {
     KC_ASSIGN_OR_RETURN(r.compare, ParseTolerance(j["tolerance"]));
@@ -216,6 +219,7 @@ json EvaluateRequestJson(const EvaluateRequest& r, const json& id) {
   j["validate"] = r.validate;
   if (r.restore_each.has_value()) j["restore_each"] = *r.restore_each;
   if (r.compare_original) j["compare_original"] = true;
+  if (r.cold_l2) j["cold_l2"] = true;
   if (!r.tolerance_json.empty()) j["tolerance"] = r.tolerance_json;
   return j;
 }
@@ -226,37 +230,82 @@ json JsonNumber(double v) {
   return v;
 }
 
+const char* ValidationSummary::verdict() const {
+  if (regions_failing > 0) return "fail";
+  if (regions_compared == 0 || !not_compared.empty()) return "incomplete";
+  return "pass";
+}
+
+bool ValidationSummary::passed() const { return std::string(verdict()) == "pass"; }
+
+bool EvaluateResult::verdicts_pass() const {
+  if (!validated) return true;
+  if (!validation.passed()) return false;
+  for (const auto* v : {&revalidation, &original_validation, &original_revalidation}) {
+    if (v->has_value() && !(*v)->passed()) return false;
+  }
+  return true;
+}
+
+json ValidationSummaryJson(const ValidationSummary& s) {
+  json regions = json::array();
+  for (const RegionVerdict& v : s.regions) {
+    json rj = {{"index", v.index},
+               {"va", Hex(v.va)},
+               {"replay_va", Hex(v.replay_va)},
+               {"kind", v.kind},
+               {"name", v.name},
+               {"size", v.size},
+               {"written", v.written},
+               {"dtype", DTypeName(v.dtype)},
+               {"passed", v.passed},
+               {"mismatches", v.mismatches},
+               {"differing", v.differing},
+               {"nan_mismatches", v.nan_mismatches},
+               {"worst_abs", JsonNumber(v.worst_abs)},
+               {"worst_rel", JsonNumber(v.worst_rel)},
+               {"worst_ulp", v.worst_ulp},
+               {"first_mismatch_offset", v.first_mismatch_offset}};
+    if (v.first_mismatch) {
+      rj["first_mismatch"] = {{"expected", JsonNumber(v.first_mismatch->first)},
+                              {"actual", JsonNumber(v.first_mismatch->second)}};
+    }
+    regions.push_back(std::move(rj));
+  }
+  json missing = json::array();
+  for (const NotCompared& n : s.not_compared) missing.push_back(NotComparedJson(n));
+  return {{"passed", s.passed()},
+          {"verdict", s.verdict()},
+          {"regions_compared", s.regions_compared},
+          {"regions_failing", s.regions_failing},
+          {"regions", std::move(regions)},
+          {"not_compared", std::move(missing)}};
+}
+
 json EvaluateAnswer(const json& id, const EvaluateResult& r) {
   json j = {{"ok", true}, {"id", id}, {"op", "evaluate"}, {"kernel", r.kernel}};
   if (r.validated) {
-    json regions = json::array();
-    for (const RegionVerdict& v : r.regions) {
-      json rj = {{"index", v.index},
-                 {"va", Hex(v.va)},
-                 {"replay_va", Hex(v.replay_va)},
-                 {"kind", v.kind},
-                 {"name", v.name},
-                 {"size", v.size},
-                 {"written", v.written},
-                 {"dtype", DTypeName(v.dtype)},
-                 {"passed", v.passed},
-                 {"mismatches", v.mismatches},
-                 {"differing", v.differing},
-                 {"nan_mismatches", v.nan_mismatches},
-                 {"worst_abs", JsonNumber(v.worst_abs)},
-                 {"worst_rel", JsonNumber(v.worst_rel)},
-                 {"worst_ulp", v.worst_ulp},
-                 {"first_mismatch_offset", v.first_mismatch_offset}};
-      if (v.first_mismatch) {
-        rj["first_mismatch"] = {{"expected", JsonNumber(v.first_mismatch->first)},
-                                {"actual", JsonNumber(v.first_mismatch->second)}};
-      }
-      regions.push_back(std::move(rj));
+    j["validation"] = ValidationSummaryJson(r.validation);
+    if (r.revalidation) j["revalidation"] = ValidationSummaryJson(*r.revalidation);
+    if (r.original_validation || r.original_revalidation) {
+      j["original_validation"] = {
+          {"before", r.original_validation ? ValidationSummaryJson(*r.original_validation)
+                                           : json(nullptr)},
+          {"after", r.original_revalidation ? ValidationSummaryJson(*r.original_revalidation)
+                                            : json(nullptr)}};
     }
-    j["validation"] = {{"passed", r.passed},
-                       {"regions_compared", r.regions_compared},
-                       {"regions_failing", r.regions_failing},
-                       {"regions", std::move(regions)}};
+  }
+  j["verdicts_pass"] = r.verdicts_pass();
+  j["cold_l2"] = r.cold_l2;
+  j["l2_flush_bytes"] = r.l2_flush_bytes;
+  j["protocol"] = r.protocol;
+  j["persisting_l2"] = PersistingL2Json(r.persisting_l2);
+  if (!r.moved.empty()) {
+    ReplayInfo info;
+    info.moved = r.moved;
+    const json moved = ReplayInfoJson(info)["moved_ranges"];
+    j["relocation"] = RelocationSeverityName(ClassifyRelocation(r.moved));
+    j["moved_ranges"] = moved;
   }
   j["kernel_ms"] = {{"min", r.kernel_ms.min_ms},       {"median", r.kernel_ms.median_ms},
                     {"max", r.kernel_ms.max_ms},       {"mean", r.kernel_ms.mean_ms},

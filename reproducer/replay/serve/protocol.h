@@ -24,6 +24,9 @@
 //    "compare_original":true,  // also time the captured code object (loaded
 //                          // once, kept), launches interleaved ABBA with the
 //                          // candidate's, same restores; default false
+//    "cold_l2":true,    // overwrite a buffer of twice the L2 size on the
+//                       // launch stream before every timed launch (outside
+//                       // the events); default false
 //    "tolerance":{      // as `kerncap-replay validate` (compare_options.h)
 //      "dtype":"f32", "region_dtype":["0x7f3a00000000:f16","3:i32"],
 //      "atol":1e-5, "rtol":1e-3, "ulp":2, "nan_unequal":false}}
@@ -36,7 +39,8 @@
 //
 // Answers:
 //   {"ok":true,"id":..,"op":"evaluate","kernel":"..",
-//    "validation":{"passed":true,"regions_compared":12,"regions_failing":0,
+//    "validation":{"passed":true,"verdict":"pass","regions_compared":12,
+//                  "regions_failing":0,"not_compared":[..],
 //                  "regions":[{"index":3,"va":"0x7f3a00200000","kind":"device",
 //                              "name":"","size":4096,"written":true,"dtype":"f32",
 //                              "passed":true,"mismatches":0,"differing":0,
@@ -49,7 +53,20 @@
 //    "warnings":[..]}
 //   With "compare_original" (and iterations > 0) also
 //    "original_ms":{..as kernel_ms..},"speedup":1.23,
-//    "speedup_pairs":{"pairs":10,"median":..,"p10":..,"p90":..,"min":..,"max":..}
+//    "speedup_pairs":{"pairs":10,"median":..,"p10":..,"p90":..,"min":..,"max":..},
+//    "original_validation":{"before":{..as validation..},"after":{..}}
+//   With iterations > 0 (and a verdict asked for) also
+//    "revalidation":{..as validation..}: the candidate once more after the
+//      timing loop, from restored inputs (a candidate that passes first and
+//      corrupts state on later launches fails here),
+//   and always "cold_l2", "l2_flush_bytes", "protocol" (one timed launch, in
+//   words), "persisting_l2" (l2_control.h: the limit a previous user had set
+//   aside, the one the timing ran with), "verdicts_pass" (every verdict given
+//   is "pass"), and, when a region is not at its captured address,
+//   "relocation" ("note" or "relocated") and "moved_ranges" (report.h).
+//   "verdict" is "pass", "fail", or "incomplete" (captured state left out of
+//   the comparison, listed in "not_compared": e.g. a module variable the
+//   candidate lacks or has with another size; never a "pass").
 //   speedup = original median / candidate median (> 1: the candidate is
 //   faster); speedup_pairs: the ratios original/candidate of launches timed
 //   back to back (report.h, ComputeSpeedup).
@@ -104,6 +121,7 @@ struct EvaluateRequest {
   bool validate = true;
   std::optional<bool> restore_each;  // unset: automatic
   bool compare_original = false;     // also time the captured code object
+  bool cold_l2 = false;              // flush L2 before every timed launch
   CompareOptions compare;
   // What the request said about tolerances, to send it on (client side).
   nlohmann::json tolerance_json = nlohmann::json::object();
@@ -157,13 +175,25 @@ struct RegionVerdict {
   std::optional<std::pair<double, double>> first_mismatch;  // expected, actual
 };
 
-struct EvaluateResult {
-  std::string kernel;
-  bool validated = false;
-  bool passed = true;
+// One comparison of the device state with the captured post image.
+struct ValidationSummary {
   size_t regions_compared = 0;
   size_t regions_failing = 0;
-  std::vector<RegionVerdict> regions;  // written or differing (see above)
+  std::vector<RegionVerdict> regions;      // written or differing (see above)
+  std::vector<NotCompared> not_compared;   // captured state left out (report.h)
+  // "fail" when a region fails; else "incomplete" when something was left
+  // out or nothing compared; else "pass".
+  const char* verdict() const;
+  bool passed() const;
+};
+
+struct EvaluateResult {
+  std::string kernel;
+  bool validated = false;        // a verdict was asked for ("validate")
+  ValidationSummary validation;  // the candidate before the timing
+  std::optional<ValidationSummary> revalidation;         // after it (iterations > 0)
+  std::optional<ValidationSummary> original_validation;  // compare_original: the
+  std::optional<ValidationSummary> original_revalidation;  // captured binary, before/after
   BenchStats kernel_ms;
   bool compared = false;   // compare_original: the two below are filled
   BenchStats original_ms;  // the captured code object, interleaved with kernel_ms's launches
@@ -176,10 +206,18 @@ struct EvaluateResult {
   double load_ms = 0;
   uint64_t restored_bytes = 0;
   bool restore_each = false;
+  bool cold_l2 = false;
+  uint64_t l2_flush_bytes = 0;
+  std::string protocol;          // one timed launch, in words
+  PersistingL2State persisting_l2;
+  std::vector<MovedRegion> moved;  // regions not at their captured address (the served state's)
   std::vector<std::string> warnings;
+  // Every verdict present is "pass" (true without a verdict).
+  bool verdicts_pass() const;
 };
 
 nlohmann::json EvaluateAnswer(const nlohmann::json& id, const EvaluateResult& result);
+nlohmann::json ValidationSummaryJson(const ValidationSummary& v);
 nlohmann::json ErrorAnswer(const nlohmann::json& id, const absl::Status& status,
                            bool context_lost = false);
 // `info` is the evaluator's description; ok/id/op are added.

@@ -161,9 +161,8 @@ TEST(ProtocolTest, FormatsAnswers) {
   EvaluateResult r;
   r.kernel = "k";
   r.validated = true;
-  r.passed = false;
-  r.regions_compared = 3;
-  r.regions_failing = 1;
+  r.validation.regions_compared = 3;
+  r.validation.regions_failing = 1;
   RegionVerdict v;
   v.index = 2;
   v.va = 0x7f0000001000;
@@ -179,7 +178,7 @@ TEST(ProtocolTest, FormatsAnswers) {
   v.worst_rel = 0.5;
   v.first_mismatch_offset = 8;
   v.first_mismatch = {{1.0, 2.0}};
-  r.regions.push_back(v);
+  r.validation.regions.push_back(v);
   r.kernel_ms = ComputeBenchStats({1.0, 3.0, 2.0});
   r.kernel_total_ms = 6.5;
   r.wall_ms = 9.0;
@@ -198,6 +197,8 @@ TEST(ProtocolTest, FormatsAnswers) {
   EXPECT_EQ(reg["dtype"], "f32");
   EXPECT_EQ(reg["mismatches"], 4);
   EXPECT_EQ(reg["worst_abs"], "inf");
+  EXPECT_EQ(j["validation"]["verdict"], "fail");
+  EXPECT_EQ(j["verdicts_pass"], false);
   EXPECT_EQ(reg["first_mismatch"]["actual"], 2.0);
   EXPECT_EQ(j["kernel_ms"]["median"], 2.0);
   EXPECT_EQ(j["kernel_ms"]["iterations"], 3);
@@ -251,6 +252,71 @@ TEST(ProtocolTest, CompareOriginalRequestAndAnswer) {
   EXPECT_EQ(j["speedup_pairs"]["pairs"], 3);
   EXPECT_EQ(j["speedup_pairs"]["max"], 0.75);
   EXPECT_EQ(j["speedup_pairs"]["median"], 0.5);
+}
+
+// A module variable the candidate lacks is in the verdict: "incomplete",
+// never passed; a verdict after the timing that fails makes the answer fail
+// even when the first one passed.
+TEST(ProtocolTest, VerdictsSayWhatWasNotComparedAndWhatFailedAfterTheTiming) {
+  EvaluateResult r;
+  r.kernel = "k";
+  r.validated = true;
+  r.validation.regions_compared = 4;
+  EXPECT_STREQ(r.validation.verdict(), "pass");
+  EXPECT_TRUE(r.verdicts_pass());
+  r.validation.not_compared.push_back(NotCompared{3, false, 0x7f3d00000400, "module_global",
+                                                  "kc_bias", 4, "module variable not in the "
+                                                  "candidate: not in the loaded code object"});
+  EXPECT_STREQ(r.validation.verdict(), "incomplete");
+  EXPECT_FALSE(r.validation.passed());
+  EXPECT_FALSE(r.verdicts_pass());
+  json j = json::parse(ToLine(EvaluateAnswer(1, r)));
+  EXPECT_EQ(j["validation"]["verdict"], "incomplete");
+  EXPECT_EQ(j["validation"]["passed"], false);
+  EXPECT_EQ(j["validation"]["not_compared"][0]["name"], "kc_bias");
+  EXPECT_EQ(j["verdicts_pass"], false);
+
+  r.validation.not_compared.clear();
+  r.revalidation.emplace();
+  r.revalidation->regions_compared = 4;
+  r.revalidation->regions_failing = 1;
+  r.original_validation.emplace();
+  r.original_validation->regions_compared = 4;
+  r.cold_l2 = true;
+  r.l2_flush_bytes = 100 << 20;
+  r.persisting_l2.limit_before = 1 << 20;
+  r.protocol = "restore; flush; start event; launch; stop event";
+  r.moved = {MovedRegion{2, "host_pinned", 0x7f3c00001000, 256, 0x55d000001000, 0}};
+  EXPECT_FALSE(r.verdicts_pass());
+  j = json::parse(ToLine(EvaluateAnswer(1, r)));
+  EXPECT_EQ(j["validation"]["verdict"], "pass");
+  EXPECT_EQ(j["revalidation"]["verdict"], "fail");
+  EXPECT_EQ(j["original_validation"]["before"]["verdict"], "pass");
+  EXPECT_TRUE(j["original_validation"]["after"].is_null());
+  EXPECT_EQ(j["verdicts_pass"], false);
+  EXPECT_EQ(j["cold_l2"], true);
+  EXPECT_EQ(j["l2_flush_bytes"], 100 << 20);
+  EXPECT_EQ(j["persisting_l2"]["limit_before_bytes"], 1 << 20);
+  EXPECT_EQ(j["protocol"], r.protocol);
+  EXPECT_EQ(j["relocation"], "note");
+  EXPECT_EQ(j["moved_ranges"][0]["kind"], "host_pinned");
+  // No verdict asked for: nothing to fail.
+  EvaluateResult none;
+  EXPECT_TRUE(none.verdicts_pass());
+  EXPECT_FALSE(EvaluateAnswer(1, none).contains("validation"));
+  EXPECT_FALSE(EvaluateAnswer(1, none).contains("relocation"));
+}
+
+TEST(ProtocolTest, ColdL2IsARequestOption) {
+  auto r = ParseRequest(R"({"op":"evaluate","code_object_path":"/c.cubin","cold_l2":true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->evaluate.cold_l2);
+  EXPECT_TRUE(EvaluateRequestJson(r->evaluate, nullptr)["cold_l2"].get<bool>());
+  auto d = ParseRequest(R"({"op":"evaluate","code_object_path":"/c.cubin"})");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->evaluate.cold_l2);
+  EXPECT_FALSE(EvaluateRequestJson(d->evaluate, nullptr).contains("cold_l2"));
+  EXPECT_FALSE(ParseRequest(R"({"op":"evaluate","code_object_path":"/c","cold_l2":"yes"})").ok());
 }
 
 }  // namespace

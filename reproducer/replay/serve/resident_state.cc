@@ -59,10 +59,30 @@ absl::Status ResidentState::BuildRegions() {
   const v1::CaptureManifest& m = source_->manifest();
   absl::flat_hash_map<std::pair<uint64_t, uint32_t>, const v1::Region*> post;
   for (const v1::Region& r : m.post().regions()) post[{r.va(), r.device()}] = &r;
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, bool> in_pre;
+  auto uncovered = [&](int i, const v1::Region& r, bool post_only, std::string reason) {
+    uncovered_.push_back(NotCompared{static_cast<size_t>(i), post_only, r.va(),
+                                     RegionKindName(r.kind()), r.name(), r.data().size(),
+                                     std::move(reason)});
+  };
   for (int i = 0; i < m.pre().regions_size(); ++i) {
     const v1::Region& pre = m.pre().regions(i);
+    in_pre[{pre.va(), pre.device()}] = true;
     const ReplaySession::RegionPlacement p = session_->placement(static_cast<size_t>(i));
-    if (!p.restored || pre.data().size() == 0) continue;
+    if (pre.data().size() == 0 || pre.kind() == v1::REGION_KERNARG) continue;
+    // Module variables live in each candidate's module (bound per candidate),
+    // whether or not the session's own module has them.
+    if (!p.restored && !IsGlobalKind(pre.kind())) {
+      uncovered(i, pre, false, "not restored in this replay");
+      continue;
+    }
+    auto shape = post.find({pre.va(), pre.device()});
+    if (shape != post.end() &&
+        (shape->second->data().size() != pre.data().size() ||
+         (!shape->second->diff() && shape->second->data().chunk_size() != pre.data().chunk_size()))) {
+      uncovered(i, pre, false, "its post image has another shape than the region");
+      continue;
+    }
     Region r;
     r.index = static_cast<size_t>(i);
     r.where = IsGlobalKind(pre.kind()) ? Where::kGlobal : p.host ? Where::kHost : Where::kDevice;
@@ -78,6 +98,13 @@ absl::Status ResidentState::BuildRegions() {
       }
     }
     regions_.push_back(std::move(r));
+  }
+  for (int i = 0; i < m.post().regions_size(); ++i) {
+    const v1::Region& r = m.post().regions(i);
+    if (in_pre.contains({r.va(), r.device()})) continue;
+    uncovered(i, r, true,
+              "in the post image but not in the pre image: never restored, so what the kernel "
+              "wrote there cannot be compared");
   }
   return absl::OkStatus();
 }
@@ -234,6 +261,13 @@ nlohmann::json ResidentState::Info() const {
           {"kernel_demangled", m.kernel().demangled_name()},
           {"device", info.device},
           {"relocated", info.relocated},
+          {"relocation", RelocationSeverityName(info.relocation())},
+          {"moved_ranges", ReplayInfoJson(info)["moved_ranges"]},
+          {"uncovered", [&] {
+             nlohmann::json u = nlohmann::json::array();
+             for (const NotCompared& n : uncovered_) u.push_back(NotComparedJson(n));
+             return u;
+           }()},
           {"regions", regions_.size()},
           {"device_regions", device},
           {"host_regions", host},

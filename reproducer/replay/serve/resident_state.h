@@ -77,6 +77,11 @@ class ResidentState {
   // Enqueues the device-to-device restore of region i (no mark changes).
   absl::Status EnqueueRestore(const Region& r, CUstream stream) const;
 
+  // Captured state no comparison covers (post-image regions without a
+  // pre-image region, post images of another shape, regions the session
+  // could not restore): every verdict lists it (report.h NotCompared).
+  const std::vector<NotCompared>& uncovered() const { return uncovered_; }
+
   // Facts for the "info" answer.
   nlohmann::json Info() const;
 
@@ -94,6 +99,7 @@ class ResidentState {
   const CudaDriver& cu_;
   std::unique_ptr<ReplaySession> session_;
   std::vector<Region> regions_;
+  std::vector<NotCompared> uncovered_;
   uint64_t pristine_bytes_ = 0;
   uint64_t golden_bytes_ = 0;
   double startup_seconds_ = 0;

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "reproducer/replay/capture_source.h"
@@ -55,10 +56,11 @@ std::string HumanAnswer(const nlohmann::json& a) {
   std::string out;
   const nlohmann::json& k = a.value("kernel_ms", nlohmann::json::object());
   const bool validated = a.contains("validation");
-  const bool passed = validated && a["validation"].value("passed", false);
+  const std::string verdict =
+      validated ? a["validation"].value("verdict", std::string("fail")) : std::string("done");
   absl::StrAppendFormat(&out, "%s  %s  kernel %.4f ms median (min %.4f, max %.4f, %d runs)  "
                               "overhead %.3f ms (wall %.3f ms)\n",
-                        !validated ? "DONE" : passed ? "PASS" : "FAIL",
+                        absl::AsciiStrToUpper(verdict),
                         a.value("kernel", std::string()), k.value("median", 0.0),
                         k.value("min", 0.0), k.value("max", 0.0), k.value("iterations", 0),
                         a.value("overhead_ms", 0.0), a.value("wall_ms", 0.0));
@@ -77,6 +79,24 @@ std::string HumanAnswer(const nlohmann::json& a) {
     const nlohmann::json& v = a["validation"];
     absl::StrAppendFormat(&out, "  %d region(s) compared, %d failing\n",
                           v.value("regions_compared", 0), v.value("regions_failing", 0));
+    for (const nlohmann::json& n : v.value("not_compared", nlohmann::json::array())) {
+      absl::StrAppendFormat(&out, "  NOT COMPARED region %d at %s (%s%s%s): %s\n",
+                            n.value("index", 0), n.value("va", std::string()),
+                            n.value("kind", std::string()),
+                            n.value("name", std::string()).empty() ? "" : " ",
+                            n.value("name", std::string()), n.value("reason", std::string()));
+    }
+    auto after = [&out](const char* what, const nlohmann::json& s) {
+      if (!s.is_object()) return;
+      absl::StrAppendFormat(&out, "  %s: %s (%d failing)\n", what,
+                            absl::AsciiStrToUpper(s.value("verdict", std::string("?"))),
+                            s.value("regions_failing", 0));
+    };
+    if (a.contains("revalidation")) after("candidate after the timing", a["revalidation"]);
+    if (a.contains("original_validation")) {
+      after("original before the timing", a["original_validation"]["before"]);
+      after("original after the timing", a["original_validation"]["after"]);
+    }
     for (const nlohmann::json& r : v.value("regions", nlohmann::json::array())) {
       if (r.value("passed", true) && r.value("differing", 0) == 0) continue;
       absl::StrAppendFormat(&out, "  %s region %d at %s (%s%s%s, %d bytes, %s): %d mismatches, "
@@ -141,6 +161,8 @@ ServeCommands::ServeCommands(CLI::App* app) {
                     "kernel writes memory)");
   submit_->add_flag("--no-restore-each", s.no_restore_each, "never restore between launches")
       ->excludes("--restore-each");
+  submit_->add_flag("--cold-l2", s.cold_l2,
+                    "overwrite a buffer larger than L2 before every timed launch");
   submit_->add_flag("--compare-original", s.compare_original,
                     "also time the captured code object, interleaved with the candidate, and "
                     "print the speedup");
@@ -254,6 +276,7 @@ int ServeCommands::Submit() {
     if (s.restore_each) r.restore_each = true;
     if (s.no_restore_each) r.restore_each = false;
     r.compare_original = s.compare_original;
+    r.cold_l2 = s.cold_l2;
     nlohmann::json& t = r.tolerance_json;
     if (!s.dtype.empty()) t["dtype"] = s.dtype;
     if (!s.region_dtypes.empty()) t["region_dtype"] = s.region_dtypes;
@@ -284,7 +307,8 @@ int ServeCommands::Submit() {
     std::cout << HumanAnswer(a);
   }
   if (!ok) return kExitError;
-  if (a.contains("validation") && !a["validation"].value("passed", false)) return kExitFail;
+  // Any verdict but "pass" (before or after the timing) is a failure.
+  if (a.contains("validation") && !a.value("verdicts_pass", false)) return kExitFail;
   return kExitPass;
 }
 

@@ -60,6 +60,7 @@ class ServeCommands {
     bool restore_each = false;
     bool no_restore_each = false;
     bool compare_original = false;
+    bool cold_l2 = false;
     std::string dtype;
     std::vector<std::string> region_dtypes;
     double atol = -1;

@@ -48,6 +48,7 @@ KC_DECLARE_CUBIN(wrong)
 KC_DECLARE_CUBIN(clobber)
 KC_DECLARE_CUBIN(fault)
 KC_DECLARE_CUBIN(renamed)
+KC_DECLARE_CUBIN(nobias)
 extern const unsigned char kServeTestPtx_orig[];
 extern const unsigned long long kServeTestPtx_origSize;
 
@@ -114,6 +115,7 @@ class ServeGpuTest : public ::testing::Test {
             {"clobber.cubin", Bytes(kServeTestCubin_clobber, kServeTestCubin_clobberSize)},
             {"fault.cubin", Bytes(kServeTestCubin_fault, kServeTestCubin_faultSize)},
             {"renamed.cubin", Bytes(kServeTestCubin_renamed, kServeTestCubin_renamedSize)},
+            {"nobias.cubin", Bytes(kServeTestCubin_nobias, kServeTestCubin_nobiasSize)},
             {"orig.ptx", Bytes(kServeTestPtx_orig, kServeTestPtx_origSize)}};
   }
 
@@ -376,6 +378,40 @@ TEST_F(ServeGpuTest, EvaluatesCandidates) {
   EXPECT_TRUE((*bye)["ok"].get<bool>());
   EXPECT_EQ(WaitServer(), 0);
   EXPECT_FALSE(std::filesystem::exists(socket_));
+}
+
+// Verdicts that cover everything: a candidate without the captured module
+// variable is "incomplete" (never passed); every timed candidate is validated
+// again after the timing; the timing runs with the persisting L2 reset and,
+// when asked, a cold L2.
+TEST_F(ServeGpuTest, VerdictsAfterTheTimingAndWhatWasNotCompared) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  json orig = Evaluate("orig.cubin", {{"cold_l2", true}, {"compare_original", true}});
+  std::fprintf(stderr, "orig, cold L2, vs original: %s\n", orig.dump().c_str());
+  ASSERT_TRUE(orig.value("ok", false)) << orig.dump();
+  EXPECT_EQ(orig["validation"]["verdict"], "pass");
+  EXPECT_EQ(orig["revalidation"]["verdict"], "pass");
+  EXPECT_EQ(orig["original_validation"]["before"]["verdict"], "pass");
+  EXPECT_EQ(orig["original_validation"]["after"]["verdict"], "pass");
+  EXPECT_EQ(orig["verdicts_pass"], true);
+  EXPECT_EQ(orig["cold_l2"], true);
+  EXPECT_GE(orig["l2_flush_bytes"].get<uint64_t>(), 64u << 20);
+  EXPECT_EQ(orig["persisting_l2"]["limit_during_bytes"], 0);
+  EXPECT_GT(orig["speedup"].get<double>(), 0.7);  // the captured binary against itself
+  EXPECT_LT(orig["speedup"].get<double>(), 1.4);
+
+  json nobias = Evaluate("nobias.cubin");
+  std::fprintf(stderr, "nobias: %s\n", nobias.dump().c_str());
+  ASSERT_TRUE(nobias.value("ok", false)) << nobias.dump();
+  EXPECT_EQ(nobias["validation"]["verdict"], "incomplete");
+  EXPECT_FALSE(nobias["validation"]["passed"].get<bool>());
+  ASSERT_EQ(nobias["validation"]["not_compared"].size(), 1u);
+  EXPECT_EQ(nobias["validation"]["not_compared"][0]["name"], "kc_bias");
+  EXPECT_EQ(nobias["verdicts_pass"], false);
+  EXPECT_EQ(Submit({(dir_ / "nobias.cubin").string(), "--iterations=1"}), 1);
+
+  ASSERT_TRUE(client_->Call({{"op", "shutdown"}}).ok());
+  EXPECT_EQ(WaitServer(), 0);
 }
 
 TEST_F(ServeGpuTest, FaultingCandidateStopsTheServer) {

@@ -14,11 +14,17 @@
 //              region the captured kernel does not)
 //   5 fault    writes far outside any allocation (illegal address)
 //   6 renamed  correct, but named scale_add_v2 (lacks the captured kernel)
+//   7 nobias   correct, with the bias a literal: lacks the module variable
+//              kc_bias (its verdict must say it was not compared)
 #ifndef KC_VARIANT
 #define KC_VARIANT 0
 #endif
 
+#if KC_VARIANT == 7
+#define kc_bias 1.0f
+#else
 __device__ float kc_bias = 0.0f;  // the capture restores 1.0f
+#endif
 
 __device__ __forceinline__ void Spin(long long cycles) {
   const long long t0 = clock64();

@@ -1,7 +1,9 @@
-// cubin_elf.h: the facts the agent reads out of a CUDA ELF cubin (as handed
-// over by CUPTI's MODULE_LOADED callback): module-scope variables and kernel
-// entry names. Parsed with <elf.h> only; every offset is bounds-checked
-// because the image comes from outside the agent.
+// cubin_elf.h: the facts kerncap reads out of a CUDA ELF cubin: module-scope
+// variables and kernel entry names. The agent reads the cubin CUPTI hands
+// over at module load (what to capture); the replay reads the code object it
+// loads (which of its variables is which captured one). Parsed with <elf.h>
+// only, std-only (the agent may not use Abseil); every offset is
+// bounds-checked because the image comes from outside.
 //
 // Where things live in an sm_90 cubin (measured with nvcc 13.0):
 //   __device__ variables    STT_OBJECT in .nv.global (NOBITS) or .nv.global.init
@@ -11,6 +13,11 @@
 //                           (entry); device functions that were not inlined
 //                           (-rdc) are STT_FUNC in their own .text.<name>
 //   the SM                  e_flags bits 8..15 (0x5a: sm_90)
+//
+// Internal-linkage variables (static, anonymous namespace) are STB_LOCAL. A
+// relocatable cubin (nvcc -rdc=true -cubin, before nvlink) gives variables
+// the CUDA-specific symbol type 13 (STT_LOPROC) instead of STT_OBJECT; they
+// are variables all the same.
 //
 // Texture and surface use. On sm_70 and later nothing in .nv.info says that
 // a kernel uses bindless texture or surface objects (measured with nvcc 13.0
@@ -27,8 +34,8 @@
 // others what it emits for sm_80/89 (all checked on compiled kernels; none of
 // them occurs in a corpus of non-texture kernels: atomics, shuffles, votes,
 // wmma, clusters, ldmatrix, red, multimem, bulk prefetch).
-#ifndef KERNCAP_AGENT_CUDA_CUBIN_ELF_H_
-#define KERNCAP_AGENT_CUDA_CUBIN_ELF_H_
+#ifndef KERNCAP_COMMON_CUDA_CUBIN_ELF_H_
+#define KERNCAP_COMMON_CUDA_CUBIN_ELF_H_
 
 #include <cstdint>
 #include <map>
@@ -36,15 +43,16 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/core/status.h"
+#include "common/agent_link/result.h"
 
-namespace kerncap::agent::cuda {
+namespace kerncap::cubin {
 
 struct CubinVariable {
   std::string name;
   std::string section;
   uint64_t size = 0;
   bool constant = false;  // __constant__ (true) or __device__ (false)
+  bool local = false;     // STB_LOCAL: internal linkage (static, anonymous namespace)
 };
 
 // Whether a kernel's code can read texture objects / use surface objects.
@@ -70,8 +78,8 @@ TextureUse KernelTextureUse(const CubinInfo& info, const std::string& kernel);
 // True when `image` starts with the ELF magic.
 bool IsElf(std::string_view image);
 
-Result<CubinInfo> ParseCubin(std::string_view image);
+link::LinkResult<CubinInfo> ParseCubin(std::string_view image);
 
-}  // namespace kerncap::agent::cuda
+}  // namespace kerncap::cubin
 
-#endif  // KERNCAP_AGENT_CUDA_CUBIN_ELF_H_
+#endif  // KERNCAP_COMMON_CUDA_CUBIN_ELF_H_

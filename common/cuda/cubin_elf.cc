@@ -1,12 +1,23 @@
-#include "agent/cuda/cubin_elf.h"
+#include "common/cuda/cubin_elf.h"
 
 #include <elf.h>
 
 #include <cstring>
 #include <set>
+#include <string>
+#include <utility>
 
-namespace kerncap::agent::cuda {
+namespace kerncap::cubin {
 namespace {
+
+using link::LinkResult;
+using link::LinkStatus;
+
+LinkStatus Error(std::string message) { return LinkStatus::Error(std::move(message)); }
+
+// The symbol type nvcc gives variables in relocatable cubins (-rdc, not yet
+// linked): STT_LOPROC, "STT_CUDA_OBJECT" in NVIDIA's tools.
+constexpr int kSttCudaObject = 13;
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
@@ -81,7 +92,7 @@ bool IsElf(std::string_view image) {
   return image.size() >= SELFMAG && std::memcmp(image.data(), ELFMAG, SELFMAG) == 0;
 }
 
-Result<CubinInfo> ParseCubin(std::string_view image) {
+LinkResult<CubinInfo> ParseCubin(std::string_view image) {
   if (!IsElf(image)) return Error("not an ELF image");
   if (image.size() < sizeof(Elf64_Ehdr)) return Error("truncated ELF header");
   Elf64_Ehdr eh;
@@ -140,12 +151,13 @@ Result<CubinInfo> ParseCubin(std::string_view image) {
       if (name.empty()) continue;
       std::string_view section = StrAt(shstr, sh[sym.st_shndx].sh_name);
       int type = ELF64_ST_TYPE(sym.st_info);
-      if (type == STT_OBJECT) {
+      if (type == STT_OBJECT || type == kSttCudaObject) {
         bool global = StartsWith(section, ".nv.global");
         bool constant = section == ".nv.constant3";
         if (!global && !constant) continue;
-        info.variables.push_back(
-            CubinVariable{std::string(name), std::string(section), sym.st_size, constant});
+        info.variables.push_back(CubinVariable{std::string(name), std::string(section),
+                                               sym.st_size, constant,
+                                               ELF64_ST_BIND(sym.st_info) == STB_LOCAL});
       } else if (type == STT_FUNC && StartsWith(section, ".text.")) {
         info.kernels.emplace_back(name);
         if ((sym.st_other & kCudaEntry) != 0) {
@@ -178,4 +190,4 @@ Result<CubinInfo> ParseCubin(std::string_view image) {
   return info;
 }
 
-}  // namespace kerncap::agent::cuda
+}  // namespace kerncap::cubin

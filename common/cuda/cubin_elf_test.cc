@@ -1,4 +1,4 @@
-#include "agent/cuda/cubin_elf.h"
+#include "common/cuda/cubin_elf.h"
 
 #include <algorithm>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace kerncap::agent::cuda {
+namespace kerncap::cubin {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -24,8 +24,9 @@ const CubinVariable* Find(const CubinInfo& info, const std::string& name) {
 }
 
 TEST(CubinElfTest, EnumeratesDeviceAndConstantVariablesOfARealCubin) {
-  std::string path = KERNCAP_TEST_CUBIN;
-  if (path.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  const std::string dir = KERNCAP_TEST_CUBIN_DIR;
+  if (dir.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  const std::string path = dir + "/globals_sm90.cubin";
   std::string image = ReadFile(path);
   ASSERT_FALSE(image.empty()) << "cannot read " << path;
   ASSERT_TRUE(IsElf(image));
@@ -112,6 +113,39 @@ TEST(CubinElfTest, TextureUseIsUnknownForEncodingsItCannotRead) {
   EXPECT_FALSE(KernelTextureUse(*info, "no_texture").known);
 }
 
+// Whole-program compilation gives every variable internal linkage; an -rdc
+// build keeps `static` ones local, externals global, and a relocatable cubin
+// types its variables 13 (STT_CUDA_OBJECT) instead of STT_OBJECT.
+TEST(CubinElfTest, ReportsLinkageAndReadsRelocatableCubins) {
+  const std::string dir = KERNCAP_TEST_CUBIN_DIR;
+  if (dir.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  for (const char* name : {"internal_rdc_a.cubin", "internal_rel_a.cubin"}) {
+    SCOPED_TRACE(name);
+    const std::string image = ReadFile(dir + "/" + name);
+    ASSERT_FALSE(image.empty()) << "cannot read " << name;
+    auto info = ParseCubin(image);
+    ASSERT_TRUE(info.ok()) << info.error();
+    const CubinVariable* plain = Find(*info, "plain_global");
+    ASSERT_NE(plain, nullptr);
+    EXPECT_FALSE(plain->local);
+    EXPECT_EQ(plain->size, 4u);
+    size_t local_statics = 0;
+    for (const CubinVariable& v : info->variables) {
+      if (v.name.rfind("__nv_static_", 0) == 0) {
+        EXPECT_TRUE(v.local) << v.name;
+        ++local_statics;
+      }
+    }
+    // scale_v, mode_c, tmpl_v<float>, counter, coef_c, outer::nested, v2::versioned
+    EXPECT_EQ(local_statics, 7u);
+  }
+  auto whole = ParseCubin(ReadFile(dir + "/internal_a.cubin"));
+  ASSERT_TRUE(whole.ok()) << whole.error();
+  const CubinVariable* counter = Find(*whole, "counter");
+  ASSERT_NE(counter, nullptr);
+  EXPECT_TRUE(counter->local);
+}
+
 TEST(CubinElfTest, RejectsGarbageWithoutCrashing) {
   EXPECT_FALSE(ParseCubin("").ok());
   EXPECT_FALSE(ParseCubin("not an elf at all").ok());
@@ -127,4 +161,4 @@ TEST(CubinElfTest, RejectsGarbageWithoutCrashing) {
 }
 
 }  // namespace
-}  // namespace kerncap::agent::cuda
+}  // namespace kerncap::cubin

@@ -1,0 +1,219 @@
+// The resident evaluator (`kerncap-replay serve`) on the fake CUDA driver
+// (../testing/fake_cuda.h): candidates' module variables matched by stable
+// identity, verdicts that say what was not compared, the revalidation after
+// the timing, and the L2 protocol of the timing, without a GPU. The device
+// comparison kernel is emulated (bitwise, as every test here compares).
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "reproducer/replay/serve/compare_abi.h"
+#include "reproducer/replay/serve/evaluator.h"
+#include "reproducer/replay/serve/resident_state.h"
+#include "reproducer/replay/testing/fake_cuda.h"
+#include "reproducer/replay/testing/internal_linkage_fixture.h"
+
+namespace kerncap::replay::serve {
+namespace {
+
+using fake::FakeCuda;
+using testing::kCounterA;
+using testing::kCounterB;
+using testing::kScaleB;
+
+// kc_compare_regions(tiles, regions, stats), bitwise: every differing
+// element fails.
+double CompareKernel(FakeCuda& cuda, const fake::Launch& l) {
+  uint64_t tiles = 0, regions = 0, stats = 0;
+  std::memcpy(&tiles, l.params[0], 8);
+  std::memcpy(&regions, l.params[1], 8);
+  std::memcpy(&stats, l.params[2], 8);
+  for (unsigned b = 0; b < l.grid[0]; ++b) {
+    KcCompareTile t;
+    KcCompareRegion r;
+    KcCompareStats s;
+    if (!cuda.Read(tiles + b * sizeof(t), &t, sizeof(t)) ||
+        !cuda.Read(regions + t.region * sizeof(r), &r, sizeof(r)) ||
+        !cuda.Read(stats + t.region * sizeof(s), &s, sizeof(s))) {
+      return -1;
+    }
+    std::string a(t.length, '\0'), e(t.length, '\0');
+    if (!cuda.Read(r.actual + t.offset, a.data(), t.length) ||
+        !cuda.Read(r.expected + t.offset, e.data(), t.length)) {
+      return -1;
+    }
+    const uint32_t es = r.elem_size == 0 ? 1 : r.elem_size;
+    for (uint64_t off = 0; off + es <= t.length; off += es) {
+      uint32_t bytes = 0;
+      for (uint32_t k = 0; k < es; ++k) bytes += a[off + k] != e[off + k];
+      if (bytes == 0) continue;
+      ++s.differing;
+      ++s.failing;
+      s.bytes_differing += bytes;
+      const uint64_t inv = ~(t.offset + off);
+      s.first_diff_inv = std::max(s.first_diff_inv, inv);
+      s.first_fail_inv = std::max(s.first_fail_inv, inv);
+    }
+    cuda.Write(stats + t.region * sizeof(s), &s, sizeof(s));
+  }
+  return 0.01;
+}
+
+class ServeFakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FakeCuda& f = FakeCuda::Get();
+    f.Reset();
+    f.SetKernel(KC_COMPARE_KERNEL_NAME, CompareKernel);
+    f.SetKernel("scale", testing::ScaleKernel);
+    path_ = (std::filesystem::temp_directory_path() /
+             absl::StrCat("kc_serve_fake_", ::getpid(), "_",
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                          ".kcap"))
+                .string();
+    testing::KcapBuilder b(4096);
+    ASSERT_TRUE(b.Write(path_, testing::ScaleCapture(b, 10 + testing::kScaleN, "scale",
+                                                     /*spare=*/true))
+                    .ok());
+    auto src = CaptureSource::OpenKcap(path_);
+    ASSERT_TRUE(src.ok()) << src.status();
+    src_ = std::move(*src);
+    auto state = ResidentState::Create(src_.get(), SessionOptions{});
+    ASSERT_TRUE(state.ok()) << state.status();
+    state_ = std::move(*state);
+    auto e = ResidentEvaluator::Create(state_.get());
+    if (!e.ok() && absl::StrContains(e.status().message(), "built without nvcc")) {
+      GTEST_SKIP() << e.status().message();
+    }
+    ASSERT_TRUE(e.ok()) << e.status();
+    evaluator_ = std::move(*e);
+  }
+  void TearDown() override {
+    evaluator_.reset();
+    state_.reset();
+    std::filesystem::remove(path_);
+  }
+
+  // A candidate: scale rebuilt with `variables`, run by the fake with `k`
+  // when given (else the scale kernel).
+  EvaluateRequest Candidate(std::vector<testing::ElfVariable> variables, const std::string& tag,
+                            fake::Kernel k = nullptr) {
+    EvaluateRequest r;
+    r.code_object = testing::ScaleCubin(std::move(variables), "scale", tag);
+    if (k) FakeCuda::Get().SetKernelForImage(*r.code_object, "scale", std::move(k));
+    r.iterations = 4;
+    r.warmup = 1;
+    return r;
+  }
+
+  std::string path_;
+  std::unique_ptr<CaptureSource> src_;
+  std::unique_ptr<ResidentState> state_;
+  std::unique_ptr<ResidentEvaluator> evaluator_;
+};
+
+const RegionVerdict* Find(const ValidationSummary& v, size_t index) {
+  for (const RegionVerdict& r : v.regions) {
+    if (r.index == index) return &r;
+  }
+  return nullptr;
+}
+
+TEST_F(ServeFakeTest, ACandidatesRenamedInternalVariablesAreRestoredAndCompared) {
+  auto r = evaluator_->Evaluate(Candidate({{kScaleB, 4}, {kCounterB, 4}}, "rebuilt"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->validation.verdict(), "pass") << EvaluateAnswer(1, *r).dump(1);
+  EXPECT_TRUE(r->validation.not_compared.empty());
+  const RegionVerdict* counter = Find(r->validation, 3);
+  ASSERT_NE(counter, nullptr);  // written: listed
+  EXPECT_EQ(counter->name, kCounterA);
+  EXPECT_TRUE(counter->passed);
+  ASSERT_TRUE(r->revalidation.has_value());
+  EXPECT_STREQ(r->revalidation->verdict(), "pass");
+  EXPECT_TRUE(r->verdicts_pass());
+}
+
+TEST_F(ServeFakeTest, ACandidateLackingAVariableIsIncompleteNotPassed) {
+  auto r = evaluator_->Evaluate(Candidate({{kScaleB, 4}}, "no counter"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->validation.verdict(), "incomplete");
+  ASSERT_EQ(r->validation.not_compared.size(), 1u);
+  EXPECT_EQ(r->validation.not_compared[0].name, kCounterA);
+  EXPECT_FALSE(r->verdicts_pass());
+  const nlohmann::json j = EvaluateAnswer(1, *r);
+  EXPECT_EQ(j["validation"]["passed"], false);
+  EXPECT_EQ(j["validation"]["verdict"], "incomplete");
+}
+
+TEST_F(ServeFakeTest, RevalidationCatchesACandidateThatCorruptsStateOnLaterLaunches) {
+  auto r = evaluator_->Evaluate(Candidate(
+      {{kScaleB, 4}, {kCounterB, 4}}, "late", [](FakeCuda& cuda, const fake::Launch& l) {
+        const double ms = testing::ScaleKernel(cuda, l);
+        if (l.launches_of_function >= 2) cuda.WriteU64(testing::kScaleSpareVa + 8, 0x77);
+        return ms;
+      }));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->validation.verdict(), "pass");
+  ASSERT_TRUE(r->revalidation.has_value());
+  EXPECT_STREQ(r->revalidation->verdict(), "fail");
+  const RegionVerdict* spare = Find(*r->revalidation, 4);
+  ASSERT_NE(spare, nullptr);
+  EXPECT_FALSE(spare->passed);
+  EXPECT_FALSE(spare->written);
+  EXPECT_FALSE(r->verdicts_pass());
+  // The next candidate starts from pristine state again.
+  auto next = evaluator_->Evaluate(Candidate({{kScaleB, 4}, {kCounterB, 4}}, "fine"));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(next->verdicts_pass()) << EvaluateAnswer(1, *next).dump(1);
+}
+
+// The timing: persisting L2 reset (a previous user's limit back after), a
+// cold-L2 flush after the restores and before the start event, the events
+// around the kernel alone; the captured binary validated before and after.
+TEST_F(ServeFakeTest, TheTimingResetsPersistingL2AndFlushesOutsideTheEvents) {
+  auto drv = CudaDriver::Get();
+  ASSERT_TRUE(drv.ok());
+  ASSERT_EQ((*drv)->cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 2 << 20), CUDA_SUCCESS);
+  EvaluateRequest req = Candidate({{kScaleB, 4}, {kCounterB, 4}}, "timed");
+  req.cold_l2 = true;
+  req.compare_original = true;
+  FakeCuda::Get().clear_log();
+  auto r = evaluator_->Evaluate(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->persisting_l2.limit_before, 2u << 20);
+  EXPECT_EQ(r->persisting_l2.limit_during, 0u);
+  EXPECT_EQ(FakeCuda::Get().persisting_l2_limit(), 2u << 20);
+  EXPECT_TRUE(r->cold_l2);
+  EXPECT_EQ(r->l2_flush_bytes, 100u << 20);
+  EXPECT_DOUBLE_EQ(r->kernel_ms.median_ms, 0.5);
+  EXPECT_DOUBLE_EQ(r->kernel_ms.max_ms, 0.5);
+  EXPECT_DOUBLE_EQ(r->original_ms.max_ms, 0.5);
+  EXPECT_DOUBLE_EQ(r->speedup.speedup, 1.0);
+  ASSERT_TRUE(r->original_validation.has_value());
+  EXPECT_STREQ(r->original_validation->verdict(), "pass");
+  ASSERT_TRUE(r->original_revalidation.has_value());
+  EXPECT_STREQ(r->original_revalidation->verdict(), "pass");
+  const std::vector<std::string> log = FakeCuda::Get().log();
+  // Launches between an event pair: the candidate's and the original's
+  // validations, the timed ones (warm-up included), then both revalidations.
+  std::vector<size_t> evented;
+  for (size_t i = 2; i + 1 < log.size(); ++i) {
+    if (log[i] == "launch scale" && log[i - 1] == "event") evented.push_back(i);
+  }
+  ASSERT_EQ(evented.size(), 2u + 2 * (4 + 1) + 2);
+  size_t timed = 0;
+  for (size_t k = 2; k + 2 < evented.size(); ++k) {
+    const size_t i = evented[k];
+    ++timed;
+    EXPECT_TRUE(absl::StartsWith(log[i - 2], "memset32 ")) << log[i - 2];
+    EXPECT_TRUE(absl::EndsWith(log[i - 2], " 104857600")) << log[i - 2];
+    EXPECT_EQ(log[i + 1], "event");
+  }
+  EXPECT_EQ(timed, 2u * (4 + 1));  // candidate and original, warm-up included
+}
+
+}  // namespace
+}  // namespace kerncap::replay::serve
