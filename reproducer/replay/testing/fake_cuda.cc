@@ -3,6 +3,7 @@
 #include <elf.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -902,5 +903,23 @@ KC_FAKE_EXPORT CUresult CUDAAPI cuStreamGetAttribute(CUstream s, CUstreamAttrID 
   }
   return CUDA_SUCCESS;
 }
+
+// Texture and surface objects: handles only (the fake's kernels are C++
+// functions that do not sample textures; replay_texture_objects_test checks
+// the descriptors the replay passes with its own stand-in).
+KC_FAKE_EXPORT CUresult CUDAAPI cuTexObjectCreate(CUtexObject* t, const CUDA_RESOURCE_DESC*,
+                                                  const CUDA_TEXTURE_DESC*,
+                                                  const CUDA_RESOURCE_VIEW_DESC*) {
+  static std::atomic<CUtexObject> next{0x1000};
+  *t = next++;
+  return CUDA_SUCCESS;
+}
+KC_FAKE_EXPORT CUresult CUDAAPI cuTexObjectDestroy(CUtexObject) { return CUDA_SUCCESS; }
+KC_FAKE_EXPORT CUresult CUDAAPI cuSurfObjectCreate(CUsurfObject* t, const CUDA_RESOURCE_DESC*) {
+  static std::atomic<CUsurfObject> next{0x2000};
+  *t = next++;
+  return CUDA_SUCCESS;
+}
+KC_FAKE_EXPORT CUresult CUDAAPI cuSurfObjectDestroy(CUsurfObject) { return CUDA_SUCCESS; }
 
 }  // extern "C"
