@@ -757,6 +757,16 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   std::optional<LaunchCall> call = DecodeLaunch(cbid, cb->functionParams);
   if (!call || call->function == nullptr) return hold_shared();
   const int device = DeviceOf(cb->context);
+  // A launch into a stream that is being captured into a graph does not run
+  // now: it is not a dispatch (the arm neither counts nor sees it; the node
+  // is counted when its graph is launched).
+  CUstream stream = call->stream;
+  if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
+      capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return hold_shared();
+  }
   std::shared_ptr<const KernelInfo> info = kernels_.Get(call->function, cb->symbolName);
   // Taken before the decision: the arm may be used up by it, and other
   // threads must stay gated until this capture is over.
@@ -786,15 +796,6 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   // Never synchronize while any stream is being captured into a graph: the
   // sync fails (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) and invalidates the
   // application's capture (measured).
-  CUstream stream = call->stream;
-  if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult cr = cuStreamIsCapturing(stream, &capture_status);
-  if (cr != CUDA_SUCCESS || capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    skip("the launch stream is being captured into a CUDA graph (the kernel does not run now)",
-         /*give_back=*/true);
-    return hold_shared();
-  }
   if (streams_capturing_.load() > 0) {
     skip("another stream of the process is capturing a CUDA graph; synchronizing would break it",
          /*give_back=*/true);

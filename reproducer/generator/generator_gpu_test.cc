@@ -145,6 +145,11 @@ TEST(ReproGpuTest, RecompiledKernelIsReplayedAndValidated) {
   EXPECT_TRUE(absl::StrContains(rc.out, "--code-object=build/kernel.cubin")) << rc.out;
   EXPECT_TRUE(absl::StrContains(rc.out, "PASS") || absl::StrContains(rc.out, "pass")) << rc.out;
 
+  // The rebuilt, correct variant benches cleanly against the captured binary.
+  ToolResult good_bench = run_make({"bench", "BENCH_FLAGS=--iterations=5 --warmup=1"});
+  EXPECT_EQ(good_bench.exit_code, 0) << good_bench.out << good_bench.err;
+  EXPECT_TRUE(absl::StrContains(good_bench.out, "speedup ")) << good_bench.out;
+
   // An edit in src/ is what runs: wrong results now.
   Write(g.out_dir + "/src/include/op.cuh",
         "#pragma once\n__device__ inline float op(float x, float s) { return x * s + 2.0f; }\n");
@@ -153,8 +158,13 @@ TEST(ReproGpuTest, RecompiledKernelIsReplayedAndValidated) {
   ToolResult bad = run_make({"recompile", "validate"});
   EXPECT_NE(bad.exit_code, 0) << bad.out << bad.err;
   EXPECT_TRUE(absl::StrContains(bad.out, "FAIL") || absl::StrContains(bad.out, "fail")) << bad.out;
+  // Benching the wrong variant still times both binaries, but says that the
+  // variant's times are of a wrong result and fails (never a clean timing of
+  // something that does not validate).
   ToolResult bench = run_make({"bench", "BENCH_FLAGS=--iterations=5 --warmup=1"});
-  EXPECT_EQ(bench.exit_code, 0) << bench.out << bench.err;
+  EXPECT_NE(bench.exit_code, 0) << bench.out << bench.err;
+  EXPECT_TRUE(absl::StrContains(bench.out, "variant before timing: FAIL")) << bench.out;
+  EXPECT_TRUE(absl::StrContains(bench.out, "original before timing: PASS")) << bench.out;
   // A rebuilt code object: benched against the captured binary in the same run.
   EXPECT_TRUE(absl::StrContains(bench.out, "--compare-original")) << bench.out;
   EXPECT_TRUE(absl::StrContains(bench.out, "interleaved ABBA")) << bench.out;

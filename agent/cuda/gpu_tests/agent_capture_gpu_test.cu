@@ -254,6 +254,9 @@ int main() {
   // Subscribe before the first CUDA call, like the LD_PRELOAD constructor.
   setenv("KERNCAP_AGENT_NO_DAEMON", "1", 1);
   setenv("KERNCAP_AGENT_ARM_GRACE_MS", "0", 1);
+  // Keep every launch callback on: the fake transport's Arm() is not the
+  // daemon link, which is what switches them on when an arm arrives.
+  setenv("KERNCAP_AGENT_CALLBACK_TOGGLE", "0", 1);
   CudaAgent& agent = CudaAgent::Instance();
   bool active = agent.Initialize("agent_capture_gpu_test");
   SkipIfNoGpu("agent_capture_gpu_test");
