@@ -370,12 +370,11 @@ void CudaAgent::SetTransport(CaptureTransport* transport, bool notifies_arming) 
 void CudaAgent::SyncArmRef() {
   std::lock_guard lock(arm_ref_mu_);
   CaptureTransport* t = transport_.load(std::memory_order_acquire);
-  bool hold = true;  // no transport yet: the slow path starts the link
-  if (link_off_) {
-    hold = false;
-  } else if (t != nullptr && transport_notifies_) {
-    hold = t->Armed();
-  }
+  // No transport yet: the slow path starts the link (unless the link is off).
+  // A transport that reports arming holds the armed path only while armed;
+  // one installed without reporting (in-process tests) holds it always.
+  bool hold = !link_off_;
+  if (t != nullptr) hold = transport_notifies_ ? t->Armed() : true;
   if (hold == arm_ref_held_) return;
   arm_ref_held_ = hold;
   if (hold) {

@@ -51,7 +51,13 @@ def main():
     torch.cuda.synchronize()
     best = kc_many_configs.best_config
     gc.check(best is CONFIGS[WINNER], "the scripted benchmark did not pick candidate %d: %s" % (WINNER, best))
-    gc.check(torch.allclose(y, x * 3.0 + 1.0), "wrong result")
+    want = x * 3.0 + 1.0
+    if not torch.allclose(y, want):
+        bad = (~torch.isclose(y, want)).nonzero().flatten()
+        i = int(bad[0])
+        gc.check(False, "wrong result: %d of %d elements differ, first at %d: %r for x=%r (want %r); "
+                 "the candidates ran in this order: %s" % (
+                     bad.numel(), n, i, float(y[i]), float(x[i]), float(want[i]), CALLS))
     gc.arm("kc_many_configs")
     cid = gc.launch_until_captured(launch)
     _, doc, v = gc.check_capture(cid, "kc_many_configs", chosen=best, source_file=__file__)
