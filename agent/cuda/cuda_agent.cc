@@ -239,6 +239,7 @@ AgentConfig ConfigFromEnv() {
   static_cast<CommonAgentConfig&>(c) = CommonConfigFromEnv();
   c.arm_grace_ms = EnvInt("KERNCAP_AGENT_ARM_GRACE_MS", c.arm_grace_ms);
   c.callback_toggle = EnvInt("KERNCAP_AGENT_CALLBACK_TOGGLE", 1) != 0;
+  c.graph_tracking = EnvInt("KERNCAP_AGENT_GRAPH_TRACKING", 1) != 0;
   if (const char* d = getenv("KERNCAP_AGENT_CUPTI_DOMAINS"); d != nullptr && *d != '\0') {
     c.cupti_domains = d;
   }
@@ -306,7 +307,9 @@ bool CudaAgent::EnableCallbacks() {
   }
   bool any = false;
   for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
-    if (AlwaysOnDriverCallback(id)) {
+    // KERNCAP_AGENT_GRAPH_TRACKING=0 (diagnostic: what tracking graphs costs
+    // graph launches): graphs are then not tracked, and their kernels refused.
+    if (AlwaysOnDriverCallback(id) && (config_.graph_tracking || !IsGraphTrackingCall(id))) {
       any |= cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
     }
   }

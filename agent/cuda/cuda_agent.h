@@ -71,6 +71,7 @@ struct AgentConfig : CommonAgentConfig {
   // slower launches) or "none" (diagnostic: subscribed, nothing enabled, no
   // captures).
   std::string cupti_domains = "ids";
+  bool graph_tracking = true;  // KERNCAP_AGENT_GRAPH_TRACKING (diagnostic when 0)
 };
 AgentConfig ConfigFromEnv();
 

@@ -211,6 +211,12 @@ rm -f "$LOGS/p5-run.tmp"
 # ---------------------------------------------------------------- P5g
 note "P5g: graph launch rate, $((LAUNCHES / 10)) launches of 10 kernel nodes per run"
 P5G_MODES=("no_agent:" "agent_unarmed:CUDA_INJECTION64_PATH=$AGENT")
+# KERNCAP_BENCH_P5_DIAG=1: where a graph launch's unarmed cost comes from.
+if [[ ${KERNCAP_BENCH_P5_DIAG:-0} == 1 ]]; then
+  P5G_MODES+=("agent_loaded_disabled:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_DISABLE=1"
+              "agent_cupti_none:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CUPTI_DOMAINS=none"
+              "agent_no_graph_ids:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_GRAPH_TRACKING=0")
+fi
 p5g_run() {  # ROUND LABEL [ENV...]
   local round=$1 label=$2
   shift 2
@@ -223,8 +229,8 @@ p5g_run() {  # ROUND LABEL [ENV...]
 }
 for ((round = 1; round <= P5_REPS; round++)); do
   (( $(left) < 20 )) && { note "budget exhausted in P5g round $round"; break; }
-  for ((k = 0; k < 2; k++)); do
-    mode=${P5G_MODES[$(((k + round) % 2))]}
+  for ((k = 0; k < ${#P5G_MODES[@]}; k++)); do
+    mode=${P5G_MODES[$(((k + round) % ${#P5G_MODES[@]}))]}
     p5g_run "$round" "${mode%%:*}" ${mode#*:}
   done
 done
@@ -377,6 +383,12 @@ if gratios:
           statistics.median(graph_runs["agent_unarmed"].values()), statistics.median(gbase.values())),
           gmed, ">=0.97"))
     print("%-44s %14s" % ("   per-round ratios (median taken)", " ".join("%.3f" % x for x in gratios)))
+    for label in sorted(graph_runs):
+        if label in ("no_agent", "agent_unarmed"):
+            continue
+        rs = [v / gbase[k] for k, v in sorted(graph_runs[label].items()) if gbase.get(k)]
+        if rs:
+            print("%-44s %14s %10.3f" % ("   P5g %s / no agent" % label, "", statistics.median(rs)))
     print(json.dumps({"bench": "p5g_summary", "median_ratio": round(gmed, 4),
                       "ratios": [round(x, 4) for x in gratios], "target": 0.97}),
           file=open(sys.argv[1], "a"))

@@ -51,9 +51,12 @@ def main():
     torch.cuda.synchronize()
     best = kc_many_configs.best_config
     gc.check(best is CONFIGS[WINNER], "the scripted benchmark did not pick candidate %d: %s" % (WINNER, best))
+    # Triton fuses x * 3 + 1 into one FMA (one rounding), torch rounds twice:
+    # near the root of 3x + 1 the relative difference is large, so compare
+    # with an absolute tolerance of a few float32 ulps of the operands.
     want = x * 3.0 + 1.0
-    if not torch.allclose(y, want):
-        bad = (~torch.isclose(y, want)).nonzero().flatten()
+    if not torch.allclose(y, want, rtol=1e-5, atol=1e-6):
+        bad = (~torch.isclose(y, want, rtol=1e-5, atol=1e-6)).nonzero().flatten()
         i = int(bad[0])
         gc.check(False, "wrong result: %d of %d elements differ, first at %d: %r for x=%r (want %r); "
                  "the candidates ran in this order: %s" % (
