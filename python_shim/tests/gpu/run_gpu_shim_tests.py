@@ -52,7 +52,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHIM_SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")
 CASES = ["triton_inplace", "triton_matmul_autotune", "torch_compile_model", "triton_many_configs",
-         "triton_tma_scratch", "triton_assert_debug", "triton_app_helpers", "torch_compile_warm"]
+         "triton_tma_scratch", "triton_assert_debug", "triton_app_helpers", "torch_compile_warm",
+         "torch_compile_graph"]
 
 
 def start_daemon(build, tmp, log):
