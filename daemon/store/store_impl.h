@@ -75,7 +75,11 @@ class Store::Impl {
   // Queues a chunk; blocks while max_inflight_bytes are already queued.
   void Submit(ChunkTask task);
   void WorkerLoop();
-  void ProcessChunk(const ChunkTask& task, ChunkCompressor& compressor, std::string& scratch);
+  // Copies the chunk out of the producer's memory into `private_copy`,
+  // releases the producer's bytes, then zero-checks, hashes, dedups,
+  // compresses (into `scratch`) and appends it, all from the private copy.
+  void ProcessChunk(const ChunkTask& task, ChunkCompressor& compressor, std::string& scratch,
+                    std::string& private_copy);
 
   // Appends a stored chunk to the open pack (creating one if needed) and
   // marks it pending; seals the pack when it reaches pack_target_bytes.
