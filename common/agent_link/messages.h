@@ -20,6 +20,13 @@
 //      further slots of that capture at once and ignores its other frames.
 //   One capture at a time per connection. EOF means the agent is gone: the
 //   daemon aborts its in-flight capture. Error{message} may precede a drop.
+//   The daemon stores only captures an arm selected: CaptureBegin.arm_id must
+//   name an active arm that applies to this process, device and kernel (the
+//   daemon checks with the same selector code), else the capture fails at
+//   once. Every size and count the agent declares (regions, their bytes in
+//   chunks, argument blob, code objects, names) is bounded by the daemon
+//   (AgentLinkServerOptions::capture_limits); exceeding one fails that
+//   capture with a CaptureResult error naming the bound.
 //
 // Optional features (negotiated: Hello.features lists what the agent speaks,
 // Welcome.features what the daemon accepts; a message of a feature is sent

@@ -33,6 +33,12 @@
 
 namespace kerncap::link {
 
+// Kernel names longer than this never match an arm (the agent does not
+// evaluate them) and the daemon refuses captures that carry one: it bounds
+// the work a selector costs on the application's launching thread. The
+// longest real names (CUTLASS/CUTE templates, demangled) are a few 10 KiB.
+inline constexpr size_t kMaxKernelNameBytes = 64u << 10;
+
 enum class NameMatch : int { kSubstring = 0, kGlob = 1, kRegex = 2, kMangled = 3 };
 
 struct Selector {

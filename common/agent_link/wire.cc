@@ -94,6 +94,12 @@ LinkStatus DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], const FrameLimi
     return LinkStatus::Error("json length " + std::to_string(h->json_length) +
                              " outside [1, " + std::to_string(limits.max_json) + "]");
   }
+  const MessageType type = static_cast<MessageType>(h->type);
+  if (h->payload_length > 0 && type != MessageType::kCaptureBegin &&
+      type != MessageType::kCodeObject) {
+    return LinkStatus::Error(std::string(MessageTypeName(type)) + " frames carry no payload (" +
+                             std::to_string(h->payload_length) + " bytes declared)");
+  }
   if (h->payload_length > limits.max_payload) {
     return LinkStatus::Error("payload length " + std::to_string(h->payload_length) +
                              " exceeds " + std::to_string(limits.max_payload));

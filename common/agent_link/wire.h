@@ -13,7 +13,9 @@
 //   12     4     fd_count        file descriptors attached (0..kMaxFdsPerFrame)
 //   16     8     payload_length  bytes of the binary payload, 0..limits.max_payload
 //   24     json_length     JSON object (UTF-8), the message fields (messages.h)
-//   ...    payload_length  opaque bytes (argument blob, code object image)
+//   ...    payload_length  opaque bytes: the argument blob of a CaptureBegin or
+//                          the image of a CodeObject; every other type
+//                          carries none (payload_length 0)
 //
 // File descriptors travel as SCM_RIGHTS ancillary data attached to the first
 // byte of the frame's header, so a reader gets them with the header. A frame

@@ -67,6 +67,7 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
 
   ~Connection() {
     // The ingest (and with it any slot callbacks) must go before the ring.
+    if (capture_.has_value()) ReleaseDeclaredChunks();
     capture_.reset();
     if (ring_charged_ > 0) server_->ring_bytes_in_use_.fetch_sub(ring_charged_);
   }
@@ -120,16 +121,24 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
     bool arm_reserved = false;
     std::unique_ptr<CaptureIngest> ingest;
     v1::CaptureManifest manifest;
+    // Regions of the ingest, by region number; only kept while the capture
+    // has not failed (a failed capture's frames are only numbered).
     std::vector<RegionState> regions;
+    uint32_t region_count = 0;  // RegionBegin frames seen
     bool saw_post = false;
     uint64_t declared = 0;
+    uint64_t declared_chunks = 0;  // charged to declared_chunks_in_flight_
+    uint32_t code_objects = 0;
+    uint64_t code_object_bytes = 0;
     uint64_t received = 0;
     absl::Time last_progress;
   };
 
   LinkStatus Handshake();
   LinkStatus ServeFrames();
-  void Cleanup();
+  // Aborts the capture in flight (if any) because the connection ends for
+  // `reason`, and drops the socket.
+  void Cleanup(const std::string& reason);
 
  private:
   friend class AgentLinkServer;
@@ -147,8 +156,10 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   // Fails the current capture (not the connection): aborts the ingest, tells
   // the agent, publishes capture_failed. Later frames of it are ignored.
   void FailCapture(const std::string& reason);
-  // Ends an ingest's life (commit or abort) for the in-flight accounting.
+  // Ends an ingest's life (commit or abort) for the in-flight accounting
+  // and returns its declared chunks to the in-flight bound.
   void DropIngest(const std::string& abort_reason);
+  void ReleaseDeclaredChunks();
   LinkStatus CheckToken(uint64_t token, const char* what);
   void PublishProgress(bool force);
 
@@ -383,6 +394,9 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
     }
     if (!frame->fds.empty()) return LinkStatus::Error("unexpected file descriptors from agent");
     LinkStatus status;
+    // Bounds keep allocations small; should one still fail, this agent is
+    // dropped (its capture aborted) and kerncapd keeps serving the others.
+    try {
     switch (frame->type) {
       case MessageType::kCaptureBegin: status = OnCaptureBegin(*frame); break;
       case MessageType::kRegionBegin: status = OnRegionBegin(*frame); break;
@@ -402,6 +416,10 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
         status = LinkStatus::Error(std::string("unexpected ") + MessageTypeName(frame->type) +
                                    " from agent");
     }
+    } catch (const std::exception& e) {
+      status = LinkStatus::Error(std::string("handling ") + MessageTypeName(frame->type) + ": " +
+                                 e.what());
+    }
     if (!status.ok()) return status;
   }
 }
@@ -417,10 +435,17 @@ LinkStatus AgentLinkServer::Connection::CheckToken(uint64_t token, const char* w
   return LinkStatus::Ok();
 }
 
+void AgentLinkServer::Connection::ReleaseDeclaredChunks() {
+  if (!capture_.has_value() || capture_->declared_chunks == 0) return;
+  server_->declared_chunks_in_flight_.fetch_sub(capture_->declared_chunks);
+  capture_->declared_chunks = 0;
+}
+
 void AgentLinkServer::Connection::DropIngest(const std::string& abort_reason) {
   if (!capture_.has_value() || capture_->ingest == nullptr) return;
   if (!abort_reason.empty()) capture_->ingest->Abort(abort_reason);
   capture_->ingest.reset();
+  ReleaseDeclaredChunks();
   server_->IngestFinished();
 }
 
@@ -455,18 +480,30 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
     return LinkStatus::Error("CaptureBegin while capture " + std::to_string(capture_->token) +
                              " is in flight");
   }
+  const CaptureLimits& limits = server_->options_.capture_limits;
   capture_.emplace();
   Capture& c = *capture_;
   c.token = begin.token;
   c.capture_id = NewCaptureId();
   c.arm_id = begin.arm_id;
   c.last_progress = absl::Now();
-  FillManifest(hello_, begin, frame.payload, &c.manifest);
   c.manifest.set_capture_id(c.capture_id);
-  c.manifest.set_created_unix_ms(NowMs());
 
   if (server_->draining_) {
     FailCapture("daemon is shutting down");
+    return LinkStatus::Ok();
+  }
+  // Everything below is the agent's word: bound it before keeping it.
+  if (std::max(begin.mangled_name.size(), begin.demangled_name.size()) >
+      limits.max_kernel_name_bytes) {
+    FailCapture(absl::StrCat("kernel name of ",
+                             std::max(begin.mangled_name.size(), begin.demangled_name.size()),
+                             " bytes exceeds the limit of ", limits.max_kernel_name_bytes));
+    return LinkStatus::Ok();
+  }
+  if (frame.payload.size() > limits.max_argument_blob) {
+    FailCapture(absl::StrCat("argument blob of ", frame.payload.size(),
+                             " bytes exceeds the limit of ", limits.max_argument_blob));
     return LinkStatus::Ok();
   }
   if (absl::Status graph = CheckGraphOrigin(begin); !graph.ok()) {
@@ -477,13 +514,24 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
     FailCapture(absl::StrCat("bad capture from the agent: ", tex.message()));
     return LinkStatus::Ok();
   }
-  if (!c.arm_id.empty()) {
-    std::string why = server_->ReserveArm(c.arm_id);
-    if (!why.empty()) {
-      FailCapture(why);
-      return LinkStatus::Ok();
-    }
-    c.arm_reserved = true;
+  // Only captures an arm asked for are stored: an agent cannot fill the
+  // store on its own.
+  if (c.arm_id.empty()) {
+    FailCapture(
+        "no arm selected this capture: kerncapd stores only dispatches an arm asked for "
+        "(kerncapctl arm)");
+    return LinkStatus::Ok();
+  }
+  std::string why = server_->ReserveArm(c.arm_id, hello_, begin);
+  if (!why.empty()) {
+    FailCapture(why);
+    return LinkStatus::Ok();
+  }
+  c.arm_reserved = true;
+  FillManifest(hello_, begin, frame.payload, &c.manifest);
+  c.manifest.set_capture_id(c.capture_id);
+  c.manifest.set_created_unix_ms(NowMs());
+  {
     absl::MutexLock lock(&server_->mu_);
     auto it = server_->arms_.find(c.arm_id);
     if (it != server_->arms_.end()) {
@@ -518,9 +566,9 @@ LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
   status = CheckToken(msg.token, "RegionBegin");
   if (!status.ok()) return status;
   Capture& c = *capture_;
-  if (msg.region != c.regions.size()) {
+  if (msg.region != c.region_count) {
     return LinkStatus::Error("RegionBegin numbered " + std::to_string(msg.region) + ", expected " +
-                             std::to_string(c.regions.size()));
+                             std::to_string(c.region_count));
   }
   ImageKind image;
   if (msg.image == kImagePre) {
@@ -532,8 +580,37 @@ LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
   } else {
     return LinkStatus::Error("RegionBegin with unknown image '" + msg.image + "'");
   }
-  c.regions.push_back({image, -1, msg.size});
+  ++c.region_count;
   if (c.failed) return LinkStatus::Ok();
+  const CaptureLimits& limits = server_->options_.capture_limits;
+  const uint64_t chunk = server_->options_.chunk_size;
+  if (c.region_count > limits.max_regions) {
+    FailCapture(absl::StrCat("capture declares more than ", limits.max_regions, " regions"));
+    return LinkStatus::Ok();
+  }
+  if (msg.name.size() > limits.max_name_bytes) {
+    FailCapture(absl::StrCat("region ", msg.region, ": name of ", msg.name.size(),
+                             " bytes exceeds the limit of ", limits.max_name_bytes));
+    return LinkStatus::Ok();
+  }
+  // Chunks, not bytes, cost the daemon memory; computed without overflow.
+  const uint64_t chunks = msg.size / chunk + (msg.size % chunk != 0);
+  if (chunks > limits.max_chunks - std::min(limits.max_chunks, c.declared_chunks)) {
+    FailCapture(absl::StrFormat(
+        "region %d of %d bytes (at va 0x%x) makes the capture declare more than %d chunks of "
+        "%d bytes, the limit for one capture",
+        msg.region, msg.size, msg.va, limits.max_chunks, chunk));
+    return LinkStatus::Ok();
+  }
+  if (!server_->ChargeDeclaredChunks(chunks)) {
+    FailCapture(absl::StrFormat(
+        "region %d of %d bytes does not fit: captures in flight already declare %d of the %d "
+        "chunks kerncapd ingests at once; try again when they finished",
+        msg.region, msg.size, server_->declared_chunks_in_flight_.load(),
+        limits.max_inflight_chunks));
+    return LinkStatus::Ok();
+  }
+  c.declared_chunks += chunks;
   v1::Region region;
   region.set_va(msg.va);
   region.set_kind(RegionKindFromWire(msg.kind));
@@ -546,7 +623,7 @@ LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
     FailCapture(absl::StrCat("adding region: ", handle.status().ToString()));
     return LinkStatus::Ok();
   }
-  c.regions.back().handle = *handle;
+  c.regions.push_back({image, *handle, msg.size});
   c.declared += msg.size;
   return LinkStatus::Ok();
 }
@@ -561,14 +638,27 @@ LinkStatus AgentLinkServer::Connection::OnSlotFilled(const Frame& frame) {
   if (msg.slot >= layout_.slot_count) {
     return LinkStatus::Error("slot " + std::to_string(msg.slot) + " out of range");
   }
-  if (msg.region >= c.regions.size()) {
+  if (msg.region >= c.region_count) {
     return LinkStatus::Error("SlotFilled for undeclared region " + std::to_string(msg.region));
   }
-  const RegionState& region = c.regions[msg.region];
-  const uint64_t chunk = server_->options_.chunk_size;
   if (msg.length == 0 || msg.length > layout_.slot_size) {
     return LinkStatus::Error("slot length " + std::to_string(msg.length) + " invalid");
   }
+  {
+    absl::MutexLock lock(&slot_mu_);
+    if (daemon_owns_[msg.slot]) {
+      return LinkStatus::Error("slot " + std::to_string(msg.slot) +
+                               " filled while the daemon still holds it");
+    }
+  }
+  if (c.failed) {
+    // Nothing of a failed capture is kept: hand the slot straight back.
+    SlotFreeMsg free;
+    free.slot = msg.slot;
+    return Send(free);
+  }
+  const RegionState& region = c.regions[msg.region];
+  const uint64_t chunk = server_->options_.chunk_size;
   if (msg.offset > region.size || msg.length > region.size - msg.offset) {
     return LinkStatus::Error("write [" + std::to_string(msg.offset) + ", +" +
                              std::to_string(msg.length) + ") overflows region " +
@@ -583,15 +673,7 @@ LinkStatus AgentLinkServer::Connection::OnSlotFilled(const Frame& frame) {
   }
   {
     absl::MutexLock lock(&slot_mu_);
-    if (daemon_owns_[msg.slot]) {
-      return LinkStatus::Error("slot " + std::to_string(msg.slot) +
-                               " filled while the daemon still holds it");
-    }
     daemon_owns_[msg.slot] = true;
-  }
-  if (c.failed) {
-    ReleaseSlot(msg.slot);
-    return LinkStatus::Ok();
   }
   auto lease = std::make_shared<SlotLease>(weak_from_this(), ring_, msg.slot);
   absl::Status write = c.ingest->WriteRegion(region.handle, msg.offset, ring_->slot(msg.slot),
@@ -625,12 +707,29 @@ LinkStatus AgentLinkServer::Connection::OnCodeObject(const Frame& frame) {
   if (!status.ok()) return status;
   status = CheckToken(msg.token, "CodeObject");
   if (!status.ok()) return status;
-  if (capture_->failed) return LinkStatus::Ok();
+  Capture& c = *capture_;
+  if (c.failed) return LinkStatus::Ok();
+  const CaptureLimits& limits = server_->options_.capture_limits;
+  if (++c.code_objects > limits.max_code_objects) {
+    FailCapture(absl::StrCat("capture sends more than ", limits.max_code_objects,
+                             " code objects"));
+    return LinkStatus::Ok();
+  }
+  c.code_object_bytes += frame.payload.size();
+  if (c.code_object_bytes > limits.max_code_object_bytes) {
+    FailCapture(absl::StrCat("capture sends more than ", limits.max_code_object_bytes,
+                             " bytes of code objects"));
+    return LinkStatus::Ok();
+  }
+  if (msg.name.size() > limits.max_name_bytes) {
+    FailCapture(absl::StrCat("code object name of ", msg.name.size(),
+                             " bytes exceeds the limit of ", limits.max_name_bytes));
+    return LinkStatus::Ok();
+  }
   v1::CodeObject meta;
   meta.set_format(CodeObjectFormatFromWire(msg.format));
   meta.set_name(msg.name);
-  absl::Status add =
-      capture_->ingest->AddCodeObject(meta, frame.payload.data(), frame.payload.size());
+  absl::Status add = c.ingest->AddCodeObject(meta, frame.payload.data(), frame.payload.size());
   if (!add.ok()) FailCapture(absl::StrCat("adding code object: ", add.ToString()));
   return LinkStatus::Ok();
 }
@@ -651,6 +750,7 @@ LinkStatus AgentLinkServer::Connection::OnCaptureEnd(const Frame& frame) {
       FailCapture(absl::StrCat("commit: ", id.status().ToString()));
     } else {
       c.ingest.reset();
+      ReleaseDeclaredChunks();
       server_->IngestFinished();
       {
         absl::MutexLock lock(&info_mu_);
@@ -704,19 +804,23 @@ LinkStatus AgentLinkServer::Connection::OnCaptureAbort(const Frame& frame) {
   return LinkStatus::Ok();
 }
 
-void AgentLinkServer::Connection::Cleanup() {
+void AgentLinkServer::Connection::Cleanup(const std::string& reason) {
   if (capture_.has_value() && !capture_->failed) {
     Capture& c = *capture_;
     c.failed = true;
-    DropIngest("agent disconnected");
+    const std::string why =
+        reason.empty() ? std::string("agent disconnected") : "agent disconnected: " + reason;
+    DropIngest(why);
     if (c.arm_reserved) server_->ReleaseArm(c.arm_id, c.capture_id, false);
+    log::Warn("capture.failed", {{"capture", c.capture_id}, {"agent", agent_id_}, {"reason", why}});
     v1::Event event;
     v1::CaptureFailed* f = event.mutable_capture_failed();
     f->set_capture_id(c.capture_id);
     f->set_agent_id(agent_id_);
-    f->set_reason("agent disconnected");
+    f->set_reason(why);
     server_->events_->Publish(std::move(event));
   }
+  ReleaseDeclaredChunks();
   capture_.reset();
   Kick();
 }
@@ -867,7 +971,7 @@ void AgentLinkServer::Serve(std::shared_ptr<Connection> conn) {
     err.message = status.message();
     (void)conn->Send(err);
   }
-  conn->Cleanup();
+  conn->Cleanup(status.ok() ? std::string() : status.message());
   bool was_registered = conn->registered_;
   {
     absl::MutexLock lock(&mu_);
@@ -972,8 +1076,11 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
   std::string bad = ValidateSelector(selector);
   if (!bad.empty()) return absl::InvalidArgumentError(bad);
 
+  LinkResult<NameMatcher> matcher = NameMatcher::Compile(selector.kernel, selector.match);
+  if (!matcher.ok()) return absl::InvalidArgumentError("selector.kernel: " + matcher.error());
   ArmEntry entry;
   entry.selector = selector;
+  entry.matcher = std::make_shared<NameMatcher>(std::move(matcher).value());
   v1::ArmInfo& info = entry.info;
   info.set_arm_id(RandomId("arm-"));
   *info.mutable_selector() = request.selector();
@@ -1092,13 +1199,24 @@ void AgentLinkServer::ExpireArms() {
   PushDisarms(finished);
 }
 
-std::string AgentLinkServer::ReserveArm(const std::string& arm_id) {
+std::string AgentLinkServer::ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+                                        const CaptureBeginMsg& begin) {
   absl::MutexLock lock(&mu_);
   auto it = arms_.find(arm_id);
   if (it == arms_.end()) return "unknown arm " + arm_id;
   ArmEntry& arm = it->second;
   if (ArmFinished(arm.info) || IsExpired(arm.selector, NowMs())) {
     return "arm " + arm_id + " is no longer active";
+  }
+  if (!MatchesProcess(arm.selector, hello.pid, hello.process_name)) {
+    return "arm " + arm_id + " does not apply to this process";
+  }
+  if (!MatchesDevice(arm.selector, static_cast<int32_t>(begin.device))) {
+    return absl::StrCat("arm ", arm_id, " does not select device ", begin.device);
+  }
+  if (arm.matcher == nullptr || !arm.matcher->Matches(begin.demangled_name, begin.mangled_name)) {
+    return absl::StrCat("arm ", arm_id, " does not select kernel ",
+                        begin.demangled_name.empty() ? begin.mangled_name : begin.demangled_name);
   }
   if (arm.info.captured() + arm.pending >= EffectiveCount(arm.selector)) {
     return "arm " + arm_id + " already has its captures";
@@ -1126,6 +1244,15 @@ void AgentLinkServer::NoteSkipped(const std::string& arm_id, v1::SkippedDispatch
   v1::Event event;
   *event.mutable_arm_changed() = std::move(changed);
   events_->Publish(std::move(event));
+}
+
+bool AgentLinkServer::ChargeDeclaredChunks(uint64_t chunks) {
+  const uint64_t max = options_.capture_limits.max_inflight_chunks;
+  uint64_t now = declared_chunks_in_flight_.load();
+  do {
+    if (chunks > max || now > max - chunks) return false;
+  } while (!declared_chunks_in_flight_.compare_exchange_weak(now, now + chunks));
+  return true;
 }
 
 void AgentLinkServer::ReleaseArm(const std::string& arm_id, const std::string& capture_id,

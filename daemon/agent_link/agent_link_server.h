@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/agent_link/messages.h"
 #include "common/agent_link/ring.h"
 #include "common/agent_link/selector.h"
 #include "common/agent_link/wire.h"
@@ -42,6 +43,23 @@
 #include "kerncap/v1/control.pb.h"
 
 namespace kerncap::link {
+
+// Bounds on what one agent capture may declare. Every size and count an agent
+// sends is checked against these, the frame limits and the ring before
+// anything is allocated from it; a capture that exceeds one fails with a
+// CaptureResult error naming the bound, the agent stays connected and
+// kerncapd keeps serving. The ingest keeps ~40 bytes per declared chunk, so
+// the chunk bounds are what bound the daemon's memory per capture and in all.
+struct CaptureLimits {
+  uint32_t max_regions = 1u << 18;              // RegionBegin frames per capture
+  uint64_t max_chunks = 1ull << 23;             // declared chunks, pre + post
+  uint64_t max_inflight_chunks = 1ull << 24;    // declared chunks of all captures
+  uint64_t max_argument_blob = 1ull << 20;      // CaptureBegin payload
+  uint32_t max_code_objects = 1024;             // CodeObject frames per capture
+  uint64_t max_code_object_bytes = 4ull << 30;  // their payloads together
+  size_t max_kernel_name_bytes = kMaxKernelNameBytes;
+  size_t max_name_bytes = 4096;                 // region and code object names
+};
 
 struct AgentLinkServerOptions {
   std::string socket_path;  // required; its directory is created if missing
@@ -60,6 +78,7 @@ struct AgentLinkServerOptions {
   uint32_t chunk_size = 1u << 20;
   int max_agents = 256;  // one thread each; further connections are refused
   FrameLimits limits;
+  CaptureLimits capture_limits;
   // An agent that stops reading for this long is disconnected (protects the
   // Arm RPC and ingest callbacks from blocking on a stuck application).
   int send_timeout_ms = 5000;
@@ -95,6 +114,8 @@ class AgentLinkServer : public AgentControl {
   absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
   std::vector<v1::ArmInfo> ListArms(bool include_finished) override;
   int IngestsInFlight() override;
+  // Chunks declared by all captures in flight (CaptureLimits::max_inflight_chunks).
+  uint64_t DeclaredChunksInFlight() const { return declared_chunks_in_flight_.load(); }
   // Bytes of all agent rings now allocated.
   uint64_t RingBytesInUse() const { return ring_bytes_in_use_.load(); }
 
@@ -106,6 +127,9 @@ class AgentLinkServer : public AgentControl {
   struct ArmEntry {
     v1::ArmInfo info;
     Selector selector;
+    // The arm's kernel matcher, to check that a capture an agent says this
+    // arm selected is one it can have selected (guarded by mu_).
+    std::shared_ptr<NameMatcher> matcher;
     uint32_t pending = 0;  // captures begun but not yet committed/failed
   };
 
@@ -125,8 +149,15 @@ class AgentLinkServer : public AgentControl {
   void Wake();
 
   // Arm accounting used by connections.
-  // Reserves one capture of `arm_id`; error message when the arm cannot take it.
-  std::string ReserveArm(const std::string& arm_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reserves one capture of `arm_id` for a dispatch of `begin`'s kernel on
+  // `begin.device` in the process `hello` describes; an error message when
+  // that arm is not active, does not apply to that dispatch, or has its
+  // captures.
+  std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+                         const CaptureBeginMsg& begin) ABSL_LOCKS_EXCLUDED(mu_);
+  // Charges `chunks` declared chunks to the in-flight bound; false (nothing
+  // charged) when they do not fit.
+  bool ChargeDeclaredChunks(uint64_t chunks);
   void ReleaseArm(const std::string& arm_id, const std::string& capture_id, bool committed)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Records a dispatch the arm selected that its agent did not capture (in
@@ -149,6 +180,7 @@ class AgentLinkServer : public AgentControl {
   std::atomic<bool> draining_{false};
   std::atomic<int> ingests_in_flight_{0};
   std::atomic<uint64_t> ring_bytes_in_use_{0};
+  std::atomic<uint64_t> declared_chunks_in_flight_{0};
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

@@ -80,14 +80,27 @@ TEST_F(StagingTest, RingIsCreatedOnlyOnceAnArmApplies) {
   EXPECT_EQ(mapped_[0], 4u * kChunk);
 }
 
-TEST_F(StagingTest, BeginCaptureAsksForTheRingWithoutArm) {
+TEST_F(StagingTest, BeginCaptureAsksForTheRingWhenTheArmCameLate) {
   StartServer();
   agent::AgentLinkClient& client = NewLazyClient();
   ASSERT_TRUE(client.connected());
+  EXPECT_EQ(client.ring_bytes(), 0u);
+  // An arm for another process: this client never hears of it, so only its
+  // BeginCapture can ask for the ring. The capture names an arm that does
+  // not apply to it and is refused, but the ring request is served.
+  v1::ArmRequest req;
+  req.mutable_selector()->set_kernel("k");
+  req.mutable_selector()->set_process_name("someone-else");
+  absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req);
+  ASSERT_TRUE(arm.ok());
   std::string pre = agent::testing::SyntheticBytes(5, 0, 0, 3 * kChunk + 7);
-  absl::StatusOr<std::string> id = DoCapture(client, "", "k", {pre}, {});
-  ASSERT_TRUE(id.ok()) << id.status();
+  absl::StatusOr<std::string> id = DoCapture(client, arm->arm_id(), "k", {pre}, {});
+  ASSERT_FALSE(id.ok());
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("does not apply to this process"));
   EXPECT_EQ(client.ring_bytes(), 4u * kChunk);
+  // With an arm that applies, the capture goes through the same ring.
+  id = DoCapture(client, ArmKernel("k").arm_id(), "k", {pre}, {});
+  ASSERT_TRUE(id.ok()) << id.status();
   ASSERT_EQ(sink_.captures().size(), 1u);
   EXPECT_TRUE(sink_.captures()[0].regions[0].bytes == pre);
 }
@@ -137,7 +150,7 @@ TEST_F(StagingTest, EndAsyncReturnsBeforeTheVerdictWhichArrivesLater) {
   EXPECT_TRUE(sink_.captures()[0].committed);
   EXPECT_TRUE(sink_.captures()[0].regions[0].bytes == bytes);
   // The next capture is possible (the client is free again).
-  EXPECT_TRUE(DoCapture(client, "", "k2", {bytes}, {}).ok());
+  EXPECT_TRUE(DoCapture(client, ArmKernel("k2").arm_id(), "k2", {bytes}, {}).ok());
 }
 
 TEST_F(StagingTest, EndAsyncDeliversDaemonFailure) {
@@ -146,6 +159,7 @@ TEST_F(StagingTest, EndAsyncDeliversDaemonFailure) {
   ASSERT_TRUE(client.connected());
   sink_.fail_add_region = 1;
   CaptureBeginMsg begin;
+  begin.arm_id = ArmKernel("k").arm_id();
   begin.demangled_name = "k";
   auto session = client.BeginCapture(begin, "");
   ASSERT_TRUE(session.ok()) << session.error();
