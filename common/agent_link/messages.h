@@ -40,6 +40,14 @@
 //     capture in progress, gate timeout, graph launch...). The daemon logs it
 //     and publishes capture_failed with the reason. retried=true: the agent
 //     gave the arm's capture back, so a later matching dispatch is taken.
+//   "ring_release" (with "lazy_ring"): staging follows captures, not
+//     connections. The agent unmaps its ring and sends RingRelease{} once it
+//     is idle (no capture in flight, every slot back) and no arm applies to
+//     it any more, or after RingRevoke{reason}: the daemon asks idle ring
+//     holders for their ring when a capture needs staging that the
+//     --staging-total-gib budget no longer has. The agent asks again
+//     (RingRequest) when an arm applies or a capture begins. A RingRelease
+//     while a capture is in flight is a protocol error.
 #ifndef KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 #define KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 
@@ -66,6 +74,7 @@ inline constexpr char kImagePost[] = "post";
 // Hello.features / Welcome.features
 inline constexpr char kFeatureLazyRing[] = "lazy_ring";
 inline constexpr char kFeatureDispatchSkipped[] = "dispatch_skipped";
+inline constexpr char kFeatureRingRelease[] = "ring_release";
 // RegionBegin.kind: "device", "device_vmm", "managed", "host_pinned",
 // "module_global", "constant", "kernarg".
 // ArgumentInfo.kind: "value", "pointer", "hidden".
@@ -310,6 +319,16 @@ struct DispatchSkippedMsg {
   bool retried = false;  // the arm's capture was given back to it
 };
 
+struct RingRevokeMsg {
+  static constexpr MessageType kType = MessageType::kRingRevoke;
+  std::string reason;  // for the agent's log
+};
+
+struct RingReleaseMsg {
+  static constexpr MessageType kType = MessageType::kRingRelease;
+  std::string reason;  // "idle" | "revoked"
+};
+
 struct ErrorMsg {
   static constexpr MessageType kType = MessageType::kError;
   std::string message;
@@ -365,6 +384,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequestMsg, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingGrantMsg, slot_size, slot_count, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DispatchSkippedMsg, arm_id, dispatch_index, kernel,
                                                 device, reason, retried)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRevokeMsg, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingReleaseMsg, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
 
 // True when `features` lists `feature`.

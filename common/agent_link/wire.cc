@@ -62,6 +62,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kRingRequest: return "RingRequest";
     case MessageType::kRingGrant: return "RingGrant";
     case MessageType::kDispatchSkipped: return "DispatchSkipped";
+    case MessageType::kRingRevoke: return "RingRevoke";
+    case MessageType::kRingRelease: return "RingRelease";
   }
   return "Unknown";
 }

@@ -64,8 +64,10 @@ enum class MessageType : uint16_t {
   kRingRequest = 14,     // agent -> daemon: create my ring now (lazy rings)
   kRingGrant = 15,       // daemon -> agent, carries the ring memfd (or an error)
   kDispatchSkipped = 16, // agent -> daemon: a selected dispatch was not captured
+  kRingRevoke = 17,      // daemon -> agent: give your idle ring back
+  kRingRelease = 18,     // agent -> daemon: my ring is unmapped, uncount it
 };
-inline constexpr uint16_t kMaxMessageType = 16;
+inline constexpr uint16_t kMaxMessageType = 18;
 
 const char* MessageTypeName(MessageType type);
 

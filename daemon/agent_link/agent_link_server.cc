@@ -69,7 +69,7 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
     // The ingest (and with it any slot callbacks) must go before the ring.
     if (capture_.has_value()) ReleaseDeclaredChunks();
     capture_.reset();
-    if (ring_charged_ > 0) server_->ring_bytes_in_use_.fetch_sub(ring_charged_);
+    if (ring_charged_ > 0) server_->UnchargeRing(ring_charged_);
   }
 
   // Sends one message; a failed send kicks the connection (the reader then
@@ -89,10 +89,12 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
 
   void Kick() { ::shutdown(fd_.get(), SHUT_RDWR); }
 
-  // Returns a slot to the agent. Idempotent per hand-over.
-  void ReleaseSlot(uint32_t slot) {
+  // Returns a slot of ring `generation` to the agent. Idempotent per
+  // hand-over; a slot of a ring since released is not the agent's to get.
+  void ReleaseSlot(uint64_t generation, uint32_t slot) {
     {
       absl::MutexLock lock(&slot_mu_);
+      if (generation != ring_generation_) return;
       if (slot >= daemon_owns_.size() || !daemon_owns_[slot]) return;
       daemon_owns_[slot] = false;
     }
@@ -102,6 +104,20 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   }
 
   std::string agent_id() const { return agent_id_; }
+  // Read by other connections' threads (ring reclaim).
+  bool CanBeAskedForRing() const {
+    return release_capable_ && ring_held_.load() > 0 && !capturing_.load() &&
+           !revoke_sent_.load();
+  }
+  uint64_t ring_held() const { return ring_held_.load(); }
+  int64_t last_capture_ms() const { return last_capture_ms_.load(); }
+  // Asks the agent for its ring back (once per ring).
+  void Revoke(const std::string& reason) {
+    if (revoke_sent_.exchange(true)) return;
+    RingRevokeMsg msg;
+    msg.reason = reason;
+    (void)Send(msg);
+  }
   v1::AgentInfo info() {
     absl::MutexLock lock(&info_mu_);
     return info_;
@@ -150,9 +166,12 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   LinkStatus OnCaptureEnd(const Frame& frame);
   LinkStatus OnCaptureAbort(const Frame& frame);
   LinkStatus OnRingRequest(const Frame& frame);
+  LinkStatus OnRingRelease(const Frame& frame);
   LinkStatus OnDispatchSkipped(const Frame& frame);
   // Creates, maps and charges this connection's ring; the memfd to send.
-  LinkResult<UniqueFd> CreateRing();
+  // With may_reclaim (a capture is waiting for it), idle rings of other
+  // agents may be asked back to make room.
+  LinkResult<UniqueFd> CreateRing(bool may_reclaim);
   // Fails the current capture (not the connection): aborts the ingest, tells
   // the agent, publishes capture_failed. Later frames of it are ignored.
   void FailCapture(const std::string& reason);
@@ -172,12 +191,19 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   RingLayout layout_{0, 0};  // slot_count 0 until the ring exists
   uint64_t ring_charged_ = 0;  // bytes counted in server_->ring_bytes_in_use_
   bool lazy_ring_ = false;
+  bool release_capable_ = false;  // lazy_ring + ring_release; set before registration
   bool registered_ = false;
+  // Mirrors of reader-thread state for other threads (ring reclaim).
+  std::atomic<uint64_t> ring_held_{0};
+  std::atomic<bool> capturing_{false};
+  std::atomic<bool> revoke_sent_{false};
+  std::atomic<int64_t> last_capture_ms_{0};
 
   absl::Mutex send_mu_;
   bool send_failed_ ABSL_GUARDED_BY(send_mu_) = false;
   absl::Mutex slot_mu_;
   std::vector<bool> daemon_owns_ ABSL_GUARDED_BY(slot_mu_);
+  uint64_t ring_generation_ ABSL_GUARDED_BY(slot_mu_) = 0;  // +1 per ring
   absl::Mutex info_mu_;
   v1::AgentInfo info_ ABSL_GUARDED_BY(info_mu_);
 
@@ -192,14 +218,15 @@ namespace {
 class SlotLease {
  public:
   SlotLease(std::weak_ptr<AgentLinkServer::Connection> conn, std::shared_ptr<RingMapping> ring,
-            uint32_t slot)
-      : conn_(std::move(conn)), ring_(std::move(ring)), slot_(slot) {}
+            uint64_t generation, uint32_t slot)
+      : conn_(std::move(conn)), ring_(std::move(ring)), generation_(generation), slot_(slot) {}
   ~SlotLease() { Release(); }
   void Release();
 
  private:
   std::weak_ptr<AgentLinkServer::Connection> conn_;
   std::shared_ptr<RingMapping> ring_;
+  uint64_t generation_;
   uint32_t slot_;
   std::atomic<bool> released_{false};
 };
@@ -208,7 +235,7 @@ class SlotLease {
 
 void SlotLease::Release() {
   if (released_.exchange(true)) return;
-  if (auto conn = conn_.lock()) conn->ReleaseSlot(slot_);
+  if (auto conn = conn_.lock()) conn->ReleaseSlot(generation_, slot_);
 }
 
 // ---------------------------------------------------------------------------
@@ -228,9 +255,10 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
                              ", daemon " + std::to_string(kProtocolVersion));
   }
   lazy_ring_ = opt.lazy_rings && HasFeature(hello_.features, kFeatureLazyRing);
+  release_capable_ = lazy_ring_ && HasFeature(hello_.features, kFeatureRingRelease);
   UniqueFd ring_fd;
   if (!lazy_ring_) {
-    LinkResult<UniqueFd> fd = CreateRing();
+    LinkResult<UniqueFd> fd = CreateRing(/*may_reclaim=*/false);
     if (!fd.ok()) return LinkStatus::Error("creating ring: " + fd.error());
     ring_fd = std::move(fd).value();
   }
@@ -247,6 +275,7 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
   welcome.slot_count = lazy_ring_ ? 0 : layout_.slot_count;
   welcome.max_payload = opt.limits.max_payload;
   if (lazy_ring_) welcome.features.push_back(kFeatureLazyRing);
+  if (release_capable_) welcome.features.push_back(kFeatureRingRelease);
   welcome.features.push_back(kFeatureDispatchSkipped);
   // Registration and the Welcome's arm snapshot happen under send_mu_, so an
   // Arm() racing with this handshake is either in the snapshot or pushed
@@ -273,37 +302,25 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
   return LinkStatus::Ok();
 }
 
-LinkResult<UniqueFd> AgentLinkServer::Connection::CreateRing() {
+LinkResult<UniqueFd> AgentLinkServer::Connection::CreateRing(bool may_reclaim) {
   const AgentLinkServerOptions& opt = server_->options_;
-  RingLayout layout{opt.slot_size, opt.slot_count};
-  uint64_t bytes = layout.bytes();
-  // Charge the budget first (compare-and-swap: concurrent requests must not
-  // both take the last of it); a short budget means fewer slots.
-  uint64_t in_use = server_->ring_bytes_in_use_.load();
-  while (true) {
-    uint64_t want = opt.slot_size * opt.slot_count;
-    if (opt.max_total_ring_bytes != 0) {
-      uint64_t left = opt.max_total_ring_bytes > in_use ? opt.max_total_ring_bytes - in_use : 0;
-      uint64_t slots = std::min<uint64_t>(opt.slot_count, left / opt.slot_size);
-      slots = std::max<uint64_t>(slots, 2);
-      want = slots * opt.slot_size;
-    }
-    if (server_->ring_bytes_in_use_.compare_exchange_weak(in_use, in_use + want)) {
-      bytes = want;
-      break;
-    }
+  const uint64_t bytes = server_->ChargeRing(this, opt.slot_size, opt.slot_count, may_reclaim);
+  if (bytes == 0) {
+    return LinkStatus::Error(absl::StrFormat(
+        "the --staging-total-gib budget of %d bytes is in use by the rings of captures in "
+        "flight (a ring needs at least 2 slots of %d bytes); try again when they finished",
+        opt.max_total_ring_bytes, opt.slot_size));
   }
-  layout.slot_count = static_cast<uint32_t>(bytes / opt.slot_size);
-  auto uncharge = [&] { server_->ring_bytes_in_use_.fetch_sub(bytes); };
+  RingLayout layout{opt.slot_size, static_cast<uint32_t>(bytes / opt.slot_size)};
   absl::Time t0 = absl::Now();
   LinkResult<UniqueFd> ring_fd = CreateRingMemfd(layout, "kerncap-ring");
   if (!ring_fd.ok()) {
-    uncharge();
+    server_->UnchargeRing(bytes);
     return ring_fd.status();
   }
   LinkResult<RingMapping> mapping = RingMapping::Map(ring_fd->get(), layout, false);
   if (!mapping.ok()) {
-    uncharge();
+    server_->UnchargeRing(bytes);
     return mapping.status();
   }
   ring_charged_ = bytes;
@@ -312,13 +329,16 @@ LinkResult<UniqueFd> AgentLinkServer::Connection::CreateRing() {
   {
     absl::MutexLock lock(&slot_mu_);
     daemon_owns_.assign(layout_.slot_count, false);
+    ++ring_generation_;
   }
+  revoke_sent_ = false;
+  ring_held_ = bytes;
   if (layout.slot_count < opt.slot_count) {
     log::Warn("agent_link.ring_reduced",
               {{"agent", agent_id_},
                {"slots", layout.slot_count},
                {"wanted", opt.slot_count},
-               {"reason", "--staging budget in use by other agents' rings"}});
+               {"reason", "--staging-total-gib budget in use by other agents' rings"}});
   }
   log::Info("agent_link.ring_created", {{"agent", agent_id_},
                                         {"bytes", layout.bytes()},
@@ -334,7 +354,9 @@ LinkStatus AgentLinkServer::Connection::OnRingRequest(const Frame& frame) {
   if (!lazy_ring_) return LinkStatus::Error("RingRequest from an agent that has its ring");
   if (ring_ != nullptr) return LinkStatus::Error("RingRequest for a second ring");
   RingGrantMsg grant;
-  LinkResult<UniqueFd> fd = CreateRing();
+  // "capture": a BeginCapture waits for this ring; "armed": it is wanted
+  // ahead of time and gets only what is free.
+  LinkResult<UniqueFd> fd = CreateRing(/*may_reclaim=*/msg.reason == "capture");
   if (!fd.ok()) {
     grant.error = fd.error();
     log::Warn("agent_link.ring_failed", {{"agent", agent_id_}, {"error", fd.error()}});
@@ -344,6 +366,34 @@ LinkStatus AgentLinkServer::Connection::OnRingRequest(const Frame& frame) {
   grant.slot_count = layout_.slot_count;
   int raw = fd->get();
   return Send(grant, {}, &raw, 1);
+}
+
+LinkStatus AgentLinkServer::Connection::OnRingRelease(const Frame& frame) {
+  RingReleaseMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  if (!release_capable_) return LinkStatus::Error("RingRelease without the ring_release feature");
+  if (ring_ == nullptr) return LinkStatus::Error("RingRelease without a ring");
+  if (capture_.has_value()) {
+    return LinkStatus::Error("RingRelease while capture " + std::to_string(capture_->token) +
+                             " is in flight");
+  }
+  {
+    absl::MutexLock lock(&slot_mu_);
+    daemon_owns_.clear();
+    ++ring_generation_;
+  }
+  // Slot leases still in the store's pipeline keep their own reference to
+  // the mapping; the pages go when the last of them does.
+  ring_.reset();
+  layout_ = {0, 0};
+  ring_held_ = 0;
+  const uint64_t bytes = ring_charged_;
+  ring_charged_ = 0;
+  server_->UnchargeRing(bytes);
+  log::Info("agent_link.ring_released",
+            {{"agent", agent_id_}, {"bytes", bytes}, {"reason", msg.reason}});
+  return LinkStatus::Ok();
 }
 
 LinkStatus AgentLinkServer::Connection::OnDispatchSkipped(const Frame& frame) {
@@ -405,6 +455,7 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
       case MessageType::kCaptureEnd: status = OnCaptureEnd(*frame); break;
       case MessageType::kCaptureAbort: status = OnCaptureAbort(*frame); break;
       case MessageType::kRingRequest: status = OnRingRequest(*frame); break;
+      case MessageType::kRingRelease: status = OnRingRelease(*frame); break;
       case MessageType::kDispatchSkipped: status = OnDispatchSkipped(*frame); break;
       case MessageType::kError: {
         ErrorMsg err;
@@ -482,6 +533,8 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
   }
   const CaptureLimits& limits = server_->options_.capture_limits;
   capture_.emplace();
+  capturing_ = true;
+  last_capture_ms_ = NowMs();
   Capture& c = *capture_;
   c.token = begin.token;
   c.capture_id = NewCaptureId();
@@ -671,11 +724,13 @@ LinkStatus AgentLinkServer::Connection::OnSlotFilled(const Frame& frame) {
                              std::to_string(msg.length) + ") not aligned to chunk size " +
                              std::to_string(chunk));
   }
+  uint64_t generation;
   {
     absl::MutexLock lock(&slot_mu_);
     daemon_owns_[msg.slot] = true;
+    generation = ring_generation_;
   }
-  auto lease = std::make_shared<SlotLease>(weak_from_this(), ring_, msg.slot);
+  auto lease = std::make_shared<SlotLease>(weak_from_this(), ring_, generation, msg.slot);
   absl::Status write = c.ingest->WriteRegion(region.handle, msg.offset, ring_->slot(msg.slot),
                                              msg.length, [lease]() { lease->Release(); });
   if (!write.ok()) {
@@ -790,6 +845,7 @@ LinkStatus AgentLinkServer::Connection::OnCaptureEnd(const Frame& frame) {
     }
   }
   capture_.reset();
+  capturing_ = false;
   return LinkStatus::Ok();
 }
 
@@ -801,6 +857,7 @@ LinkStatus AgentLinkServer::Connection::OnCaptureAbort(const Frame& frame) {
   if (!status.ok()) return status;
   if (!capture_->failed) FailCapture("aborted by agent: " + msg.reason);
   capture_.reset();
+  capturing_ = false;
   return LinkStatus::Ok();
 }
 
@@ -822,6 +879,7 @@ void AgentLinkServer::Connection::Cleanup(const std::string& reason) {
   }
   ReleaseDeclaredChunks();
   capture_.reset();
+  capturing_ = false;
   Kick();
 }
 
@@ -1197,6 +1255,69 @@ void AgentLinkServer::ExpireArms() {
     TrimFinishedArmsLocked();
   }
   PushDisarms(finished);
+}
+
+uint64_t AgentLinkServer::RingBytesInUse() {
+  absl::MutexLock lock(&budget_mu_);
+  return ring_bytes_in_use_;
+}
+
+void AgentLinkServer::UnchargeRing(uint64_t bytes) {
+  absl::MutexLock lock(&budget_mu_);
+  ring_bytes_in_use_ -= std::min(ring_bytes_in_use_, bytes);
+}
+
+uint64_t AgentLinkServer::ChargeRing(Connection* requester, uint64_t slot_size,
+                                     uint32_t slot_count, bool may_reclaim) {
+  const uint64_t want = slot_size * slot_count;
+  const uint64_t budget = options_.max_total_ring_bytes;
+  absl::MutexLock lock(&budget_mu_);
+  if (budget == 0) {
+    ring_bytes_in_use_ += want;
+    return want;
+  }
+  auto left = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(budget_mu_) {
+    return budget > ring_bytes_in_use_ ? budget - ring_bytes_in_use_ : 0;
+  };
+  // The largest ring of 2..slot_count slots that fits, or 0.
+  auto take = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(budget_mu_) -> uint64_t {
+    const uint64_t bytes = std::min<uint64_t>(slot_count, left() / slot_size) * slot_size;
+    if (bytes < 2 * slot_size) return 0;
+    ring_bytes_in_use_ += bytes;
+    return bytes;
+  };
+  if (left() >= want || !may_reclaim) return take();
+  // A capture needs staging the budget does not have: idle rings of other
+  // agents (armed, not capturing) go back first.
+  budget_mu_.Unlock();
+  const uint64_t asked = RevokeIdleRings(requester, want - left());
+  budget_mu_.Lock();
+  if (asked > 0) {
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(budget_mu_) { return left() >= want; };
+    budget_mu_.AwaitWithTimeout(absl::Condition(&enough), options_.ring_reclaim_timeout);
+  }
+  return take();
+}
+
+uint64_t AgentLinkServer::RevokeIdleRings(Connection* requester, uint64_t bytes) {
+  std::vector<std::shared_ptr<Connection>> idle;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, c] : agents_) {
+      if (c.get() != requester && c->CanBeAskedForRing()) idle.push_back(c);
+    }
+  }
+  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) {
+    return a->last_capture_ms() < b->last_capture_ms();
+  });
+  uint64_t asked = 0;
+  for (auto& c : idle) {
+    if (asked >= bytes) break;
+    asked += c->ring_held();
+    c->Revoke("another agent's capture needs staging");
+    log::Info("agent_link.ring_revoked", {{"agent", c->agent_id()}, {"bytes", c->ring_held()}});
+  }
+  return asked;
 }
 
 std::string AgentLinkServer::ReserveArm(const std::string& arm_id, const HelloMsg& hello,

@@ -69,10 +69,15 @@ struct AgentLinkServerOptions {
   // arm applies to them); others get it at connect time.
   uint64_t slot_size = kDefaultSlotSize;
   uint32_t slot_count = kDefaultSlotCount;
-  // Bound on the memory of all rings together (0: none). A ring asked for
-  // when the budget is short gets fewer slots (at least 2): its captures then
-  // pause the application longer (backpressure), never fail for memory.
+  // Bound on the memory of all rings together (0: none), never exceeded. A
+  // ring asked for when the budget is short gets fewer slots (at least 2:
+  // its captures pause the application longer, backpressure); when not even
+  // 2 slots are left, the daemon asks idle rings back (RingRevoke, agents
+  // with "ring_release") and waits up to ring_reclaim_timeout for them, so
+  // staging goes to captures in flight; failing that the ring is refused
+  // with a message saying the budget is in use.
   uint64_t max_total_ring_bytes = 0;
+  absl::Duration ring_reclaim_timeout = absl::Seconds(2);
   bool lazy_rings = true;  // honor agents' "lazy_ring"; false: always eager
   // Must equal the store's chunk size: WriteRegion offsets are multiples of it.
   uint32_t chunk_size = 1u << 20;
@@ -117,7 +122,7 @@ class AgentLinkServer : public AgentControl {
   // Chunks declared by all captures in flight (CaptureLimits::max_inflight_chunks).
   uint64_t DeclaredChunksInFlight() const { return declared_chunks_in_flight_.load(); }
   // Bytes of all agent rings now allocated.
-  uint64_t RingBytesInUse() const { return ring_bytes_in_use_.load(); }
+  uint64_t RingBytesInUse() ABSL_LOCKS_EXCLUDED(budget_mu_);
 
   const std::string& socket_path() const { return options_.socket_path; }
 
@@ -158,6 +163,17 @@ class AgentLinkServer : public AgentControl {
   // Charges `chunks` declared chunks to the in-flight bound; false (nothing
   // charged) when they do not fit.
   bool ChargeDeclaredChunks(uint64_t chunks);
+  // Ring budget. ChargeRing charges the bytes of the largest ring of
+  // `slot_size` slots, between 2 and `slot_count` of them, that fits; 0 when
+  // not even 2 fit (nothing charged). With may_reclaim and less than a full
+  // ring free, idle rings of other agents are asked back first (waiting up
+  // to ring_reclaim_timeout for them).
+  uint64_t ChargeRing(Connection* requester, uint64_t slot_size, uint32_t slot_count,
+                      bool may_reclaim) ABSL_LOCKS_EXCLUDED(budget_mu_, mu_);
+  void UnchargeRing(uint64_t bytes) ABSL_LOCKS_EXCLUDED(budget_mu_);
+  // Sends RingRevoke to idle ring holders (least recently capturing first)
+  // until they hold `bytes`; returns the bytes asked back.
+  uint64_t RevokeIdleRings(Connection* requester, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseArm(const std::string& arm_id, const std::string& capture_id, bool committed)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Records a dispatch the arm selected that its agent did not capture (in
@@ -179,8 +195,10 @@ class AgentLinkServer : public AgentControl {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
   std::atomic<int> ingests_in_flight_{0};
-  std::atomic<uint64_t> ring_bytes_in_use_{0};
   std::atomic<uint64_t> declared_chunks_in_flight_{0};
+
+  absl::Mutex budget_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  uint64_t ring_bytes_in_use_ ABSL_GUARDED_BY(budget_mu_) = 0;
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

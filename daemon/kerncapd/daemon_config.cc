@@ -86,7 +86,9 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1024.0));
   app.add_option("--staging-total-gib", c.staging_total_gib,
-                 "bound on the staging of all agents together, in GiB (0: none)")
+                 "bound on the staging (rings) of all agents together, in GiB, never exceeded: "
+                 "rings of armed but idle agents are asked back when a capture needs staging; "
+                 "0: none")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1024.0));
   app.add_option("--drain-timeout", c.drain_timeout_s,
@@ -129,6 +131,10 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
                   " ring slots of --ring-slot-mib; need 2..65536");
     }
     c.ring_slots = static_cast<uint32_t>(slots);
+  }
+  if (c.staging_total_gib > 0 &&
+      static_cast<uint64_t>(c.staging_total_gib * (1ull << 30)) < 2 * (c.ring_slot_mib << 20)) {
+    return fail("--staging-total-gib must hold at least one ring of 2 slots of --ring-slot-mib");
   }
   if (!c.listen.empty()) {
     if (c.listen.rfind(':') == std::string::npos) return fail("--listen wants HOST:PORT");

@@ -46,6 +46,9 @@ TEST(DaemonConfigTest, StagingSizeGivesTheRingSlots) {
   EXPECT_EQ(Parse({"--ring-slot-mib=64", "--staging-gib=0.05"}, &err).exit_code, kExitUsage);
   EXPECT_NE(err.find("--staging-gib"), std::string::npos) << err;
   EXPECT_TRUE(Parse({"--ring-slots=4096"}).run);  // large rings are allowed
+  // The total must hold at least one ring of 2 slots: it is never exceeded.
+  EXPECT_EQ(Parse({"--ring-slot-mib=64", "--staging-total-gib=0.1"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("--staging-total-gib must hold"), std::string::npos) << err;
 }
 
 TEST(DaemonConfigTest, RejectsBadValues) {
