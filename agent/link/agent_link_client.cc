@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -676,8 +677,16 @@ void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
   for (const LocalArm& a : arms_) {
     if (a.arm_id == msg.arm_id) return;
   }
-  arms_.push_back(LocalArm{msg.arm_id, *selector, std::move(matcher).value(),
-                           link::DispatchCounter(*selector)});
+  // Keep arming order (ShouldCapture offers a dispatch oldest arm first),
+  // whatever order pushes arrive in; seq 0 (older daemons) goes last.
+  auto at = arms_.end();
+  if (msg.seq != 0) {
+    at = std::find_if(arms_.begin(), arms_.end(), [&](const LocalArm& a) {
+      return a.seq == 0 || a.seq > msg.seq;
+    });
+  }
+  arms_.insert(at, LocalArm{msg.arm_id, *selector, std::move(matcher).value(),
+                            link::DispatchCounter(*selector), msg.seq});
 }
 
 void AgentLinkClient::RecomputeArmedLocked() {

@@ -244,6 +244,7 @@ class AgentLinkClient {
     link::Selector selector;
     link::NameMatcher matcher;
     link::DispatchCounter counter;
+    uint64_t seq = 0;  // the daemon's arming order
   };
 
   std::optional<ArmMatch> ShouldCaptureSlow(std::string_view demangled, std::string_view mangled,

@@ -121,6 +121,9 @@ struct ArmMsg {
   uint64_t nth = 0;
   uint32_t count = 0;
   int64_t expires_unix_ms = 0;
+  // Arming order (1, 2, ...; 0 from daemons before it was sent): agents
+  // offer a dispatch to their arms in this order (selector.h).
+  uint64_t seq = 0;
 };
 
 struct WelcomeMsg {
@@ -130,7 +133,7 @@ struct WelcomeMsg {
   uint64_t slot_size = 0;
   uint32_t slot_count = 0;
   uint64_t max_payload = 0;  // largest payload the daemon accepts
-  std::vector<ArmMsg> arms;  // arms active at connect time
+  std::vector<ArmMsg> arms;  // arms active at connect time, in arming order
   std::vector<std::string> features;  // optional features the daemon accepts
 };
 
@@ -342,7 +345,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid,
                                                 cmdline, process_name, platform, devices, driver,
                                                 agent_version, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
-                                                device, skip, nth, count, expires_unix_ms)
+                                                device, skip, nth, count, expires_unix_ms, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
                                                 slot_count, max_payload, arms, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DisarmMsg, arm_id, reason)

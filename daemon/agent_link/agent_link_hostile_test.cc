@@ -2,7 +2,9 @@
 // and count it sends is bounded before anything is allocated from it, and
 // nothing is stored that no arm asked for. A capture that exceeds a bound
 // fails on its own; the agent stays connected and others keep working.
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "agent/link/agent_link_client.h"
 #include "agent/testing/synthetic_content.h"
@@ -229,6 +231,62 @@ TEST_F(HostileAgentTest, ArgumentBlobNamesAndCodeObjectsAreBounded) {
   EXPECT_EQ(server_->ListAgents().size(), 1u);
   for (const RecordedCapture& c : sink_.captures()) EXPECT_FALSE(c.committed);
   ExpectOthersStillServed();
+}
+
+// The agent matches on the application's launching thread: a regex arm
+// must neither crash it (a 20k-character name overflowed std::regex's
+// recursion) nor stall it ((a|aa)*b backtracked for over a minute).
+TEST_F(HostileAgentTest, RegexArmsNeverCrashOrStallTheLaunchingThread) {
+  StartServer();
+  agent::AgentLinkClient& client = NewClient();
+  for (const char* pattern : {"(a|b)*c", "(a|aa)*b", "(x+x+)+y"}) {
+    v1::ArmRequest req;
+    req.mutable_selector()->set_kernel(pattern);
+    req.mutable_selector()->set_match(v1::NAME_REGEX);
+    ASSERT_TRUE(server_->Arm(req).ok());
+  }
+  ASSERT_TRUE(client.WaitArms(3, 5000));
+  for (const std::string& name :
+       {std::string(20000, 'a'), std::string(40, 'a'), std::string(4000, 'x'),
+        std::string(kMaxKernelNameBytes + 1, 'a') + "b"}) {
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_FALSE(client.ShouldCapture(name, "", 0).has_value());
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              0.5);
+  }
+  EXPECT_TRUE(client.ShouldCapture(std::string(30000, 'a') + "b", "", 0).has_value());
+}
+
+// Arms are offered a dispatch in arming order, also in the Welcome a new
+// agent gets (which used to list them by their random ids).
+TEST_F(HostileAgentTest, CompetingArmsAreServedInArmingOrder) {
+  StartServer();
+  std::vector<std::string> armed;
+  for (int i = 0; i < 6; ++i) armed.push_back(ArmKernel("k").arm_id());
+  std::vector<v1::ArmInfo> listed = server_->ListArms(false);
+  ASSERT_EQ(listed.size(), 6u);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(listed[i].arm_id(), armed[i]);
+  agent::AgentLinkClient& late = NewClient("late-app");
+  ASSERT_TRUE(late.WaitArms(6, 5000));
+  for (int i = 0; i < 6; ++i) {
+    auto match = late.ShouldCapture("k", "", 0);
+    ASSERT_TRUE(match.has_value());
+    EXPECT_EQ(match->arm_id, armed[i]) << "dispatch " << i;
+  }
+  EXPECT_FALSE(late.ShouldCapture("k", "", 0).has_value());
+}
+
+TEST_F(HostileAgentTest, ContradictorySkipAndNthAreRefusedAtArmTime) {
+  StartServer();
+  v1::ArmRequest req;
+  req.mutable_selector()->set_kernel("k");
+  req.mutable_selector()->set_skip(2);
+  req.mutable_selector()->set_nth(3);
+  absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req);
+  ASSERT_FALSE(arm.ok());
+  EXPECT_EQ(arm.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(arm.status().message()), HasSubstr("skip and nth"));
+  EXPECT_TRUE(server_->ListArms(true).empty());
 }
 
 TEST_F(HostileAgentTest, PayloadOnAFrameThatCarriesNoneDropsTheAgent) {

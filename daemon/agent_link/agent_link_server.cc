@@ -288,7 +288,11 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
       if (ArmFinished(arm.info)) continue;
       if (!MatchesProcess(arm.selector, hello_.pid, hello_.process_name)) continue;
       welcome.arms.push_back(ArmFromSelector(id, arm.selector));
+      welcome.arms.back().seq = arm.seq;
     }
+    // arms_ is keyed by (random) id: put them back in arming order.
+    std::sort(welcome.arms.begin(), welcome.arms.end(),
+              [](const ArmMsg& a, const ArmMsg& b) { return a.seq < b.seq; });
     server_->agents_[agent_id_] = shared_from_this();
     registered_ = true;
   }
@@ -1151,6 +1155,8 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
+    entry.seq = next_arm_seq_++;
+    push.seq = entry.seq;
     arms_[info.arm_id()] = entry;
     for (auto& [id, c] : agents_) {
       if (MatchesProcess(selector, c->hello_.pid, c->hello_.process_name)) targets.push_back(c);
@@ -1233,13 +1239,15 @@ absl::StatusOr<std::vector<v1::ArmInfo>> AgentLinkServer::Disarm(
 
 std::vector<v1::ArmInfo> AgentLinkServer::ListArms(bool include_finished) {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::ArmInfo> out;
+  std::vector<const ArmEntry*> entries;
   for (const auto& [id, arm] : arms_) {
-    if (include_finished || !ArmFinished(arm.info)) out.push_back(arm.info);
+    if (include_finished || !ArmFinished(arm.info)) entries.push_back(&arm);
   }
-  std::sort(out.begin(), out.end(), [](const v1::ArmInfo& a, const v1::ArmInfo& b) {
-    return a.created_unix_ms() < b.created_unix_ms();
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const ArmEntry* a, const ArmEntry* b) { return a->seq < b->seq; });
+  std::vector<v1::ArmInfo> out;
+  out.reserve(entries.size());
+  for (const ArmEntry* e : entries) out.push_back(e->info);
   return out;
 }
 

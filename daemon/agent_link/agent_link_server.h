@@ -135,6 +135,7 @@ class AgentLinkServer : public AgentControl {
     // The arm's kernel matcher, to check that a capture an agent says this
     // arm selected is one it can have selected (guarded by mu_).
     std::shared_ptr<NameMatcher> matcher;
+    uint64_t seq = 0;      // arming order: competing arms are served oldest first
     uint32_t pending = 0;  // captures begun but not yet committed/failed
   };
 
@@ -210,6 +211,7 @@ class AgentLinkServer : public AgentControl {
   // ones); bounded by options.max_agents.
   std::vector<std::shared_ptr<Connection>> all_connections_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ArmEntry> arms_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_arm_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::string> finished_arm_order_ ABSL_GUARDED_BY(mu_);
 };
 

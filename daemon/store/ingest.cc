@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -336,8 +337,16 @@ absl::StatusOr<int> IngestImpl::AddRegion(ImageKind image, const v1::Region& reg
   slot->image = image;
   slot->region = region;
   slot->size = size;
-  slot->digests.resize(NumChunks(size));
-  slot->received.resize(NumChunks(size));
+  try {
+    slot->digests.resize(NumChunks(size));
+    slot->received.resize(NumChunks(size));
+  } catch (const std::bad_alloc&) {
+    // Producers bound what they declare; this keeps a bound they missed
+    // from taking the daemon down.
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "region at va 0x%x: no memory for the table of its %d chunks", region.va(),
+        NumChunks(size)));
+  }
   absl::MutexLock l(&mu_);
   KC_RETURN_IF_ERROR(Usable());
   slots_.push_back(std::move(slot));
