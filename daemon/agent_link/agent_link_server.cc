@@ -911,7 +911,17 @@ absl::Status AgentLinkServer::Start(const AgentLinkServerOptions& options, Captu
         absl::StrCat("agent socket path too long: ", options.socket_path));
   }
   memcpy(addr.sun_path, options.socket_path.data(), options.socket_path.size());
-  KC_RETURN_IF_ERROR(MakeDirs(DirName(options.socket_path), 0755));
+  // The socket folder is 0750 like the control socket's (kerncapd shares
+  // it): created so, and tightened if this server created it.
+  {
+    const std::string dir = DirName(options.socket_path);
+    struct stat dir_st;
+    const bool existed = ::stat(dir.c_str(), &dir_st) == 0;
+    KC_RETURN_IF_ERROR(MakeDirs(dir, 0750));
+    if (!existed && ::chmod(dir.c_str(), 0750) != 0) {
+      return ErrnoError(errno, absl::StrCat("chmod ", dir));
+    }
+  }
 
   struct stat st;
   if (::lstat(options.socket_path.c_str(), &st) == 0) {

@@ -101,7 +101,10 @@ int Daemon::Start() {
   opts.workers = config_.workers;
   auto store = store::Store::Open(opts);
   if (!store.ok()) {
-    const bool busy = store.status().code() == absl::StatusCode::kFailedPrecondition;
+    // Unavailable is the store's one "locked by another kerncapd" answer;
+    // everything else (a chunk-size mismatch, an unknown STORE format, ...)
+    // is not busy and says what is wrong.
+    const bool busy = store.status().code() == absl::StatusCode::kUnavailable;
     log::Error(busy ? "kerncapd.store_busy" : "kerncapd.store_open_failed",
                {{"store", config_.store_dir}, {"error", std::string(store.status().message())}});
     return busy ? kExitStoreBusy : kExitFailure;

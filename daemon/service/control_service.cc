@@ -21,6 +21,7 @@
 #include "daemon/service/manifest_util.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/store/catalog.h"
+#include "format/manifest_check.h"
 #include "reproducer/generator/generator.h"
 #include "reproducer/generator/project_stream.h"
 
@@ -363,7 +364,13 @@ absl::Status ControlService::DoExport(grpc::ServerContext* context,
   if (!write(frame)) return Cancelled("export");
   for (const ChunkRef& c : to_send) {
     if (context->IsCancelled()) return Cancelled("export");
-    KC_ASSIGN_OR_RETURN(store::StoredChunk stored, store_.ReadStoredChunk(c.digest));
+    auto read = store_.ReadStoredChunk(c.digest);
+    if (absl::IsNotFound(read.status())) {
+      // The manifest names it: a chunk the store lacks is lost data.
+      return absl::DataLossError(absl::StrCat("capture ", id, ": chunk ", c.digest.ToHex(),
+                                              " is missing from the store"));
+    }
+    KC_ASSIGN_OR_RETURN(store::StoredChunk stored, std::move(read));
     frame.Clear();
     v1::TransferChunk* chunk = frame.mutable_chunk();
     chunk->set_digest(c.digest.ToBytes());
@@ -420,6 +427,8 @@ absl::Status ControlService::DoImport(grpc::ServerContext* context,
   v1::CaptureManifest manifest = std::move(*frame.mutable_manifest());
   const uint64_t chunks_total = frame.chunks_total();
   KC_RETURN_IF_ERROR(ValidateImportedManifest(manifest));
+  // Before anything is allocated from its numbers (format/manifest_check.h).
+  KC_RETURN_IF_ERROR(format::ValidateManifest(manifest));
   KC_ASSIGN_OR_RETURN(std::vector<ChunkRef> refs, ManifestChunks(manifest));
   absl::flat_hash_map<Digest, uint32_t> expected;  // digest -> raw size
   for (const ChunkRef& r : refs) expected.emplace(r.digest, r.raw_size);
@@ -518,6 +527,11 @@ grpc::Status ControlService::ImportReferenceCapture(
     v1::ImportCaptureResponse* response) {
   absl::Status status = [&]() -> absl::Status {
     KC_RETURN_IF_ERROR(Authorize(*context));
+    if (!TokenAuthorizer::IsUnixPeer(context->peer())) {
+      return absl::PermissionDeniedError(
+          "a reference folder is a path on the daemon host: it is accepted only over the "
+          "daemon's local Unix socket");
+    }
     KC_RETURN_IF_ERROR(ValidateReferenceFolder(request->path()));
     if (!options_.reference_importer) {
       return absl::UnimplementedError("this kerncapd was built without the reference importer");

@@ -938,6 +938,58 @@ TEST(ControlServiceAuthTest, ReproducerHostPathsOnlyOverTheUnixSocket) {
   EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/elsewhere/kerncap.json"));
 }
 
+// Reference folders are daemon-host paths: a remote client cannot make the
+// daemon read them.
+TEST(ControlServiceAuthTest, ReferenceFoldersOnlyOverTheUnixSocket) {
+  store::testing::TempDir tmp;
+  bool called = false;
+  TestDaemon d(
+      tmp.path(),
+      [&](const std::string&, CaptureSink&) -> absl::StatusOr<std::string> {
+        called = true;
+        return absl::InternalError("not reached");
+      },
+      "t0ken");
+  ASSERT_GT(d.tcp_port, 0);
+  auto tcp = v1::KerncapControl::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", d.tcp_port),
+                                                             grpc::InsecureChannelCredentials()));
+  std::filesystem::create_directories(tmp.Sub("ref"));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer t0ken");
+  v1::ImportReferenceCaptureRequest req;
+  req.set_path(tmp.Sub("ref"));
+  v1::ImportCaptureResponse resp;
+  grpc::Status st = tcp->ImportReferenceCapture(&ctx, req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  EXPECT_NE(st.error_message().find("local Unix socket"), std::string::npos);
+  EXPECT_FALSE(called);
+}
+
+// A crafted capture (a code object claiming 4 GiB, one digest) used to
+// import, and then made GenerateReproducer allocate 4 GiB.
+TEST_F(ControlServiceTest, ACraftedImportIsRefusedBeforeAnythingIsAllocated) {
+  std::string code;
+  const std::string id = IngestWithCode(store(), &code);
+  grpc::Status st;
+  v1::ExportCaptureRequest req;
+  req.set_capture_id(id);
+  std::vector<v1::TransferFrame> frames = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  TestDaemon dest(tmp_.Sub("dest"));
+  v1::CaptureManifest* m = frames[0].mutable_manifest();
+  m->mutable_code_objects(0)->mutable_data()->set_size(4ull << 30);
+  v1::ImportCaptureResponse resp;
+  st = Import(*dest.stub, frames, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("code object 0"), std::string::npos) << st.error_message();
+  EXPECT_EQ(CaptureCount(*dest.stub), 0u);
+  // Digest counts that disagree with the size are refused the same way.
+  m->mutable_code_objects(0)->mutable_data()->set_size(code.size() + (1u << 20));
+  st = Import(*dest.stub, frames, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("digests for"), std::string::npos) << st.error_message();
+}
+
 TEST(ControlServiceAuthTest, TcpNeedsTokenUnixDoesNot) {
   store::testing::TempDir tmp;
   TestDaemon d(tmp.path(), nullptr, "t0ken");

@@ -14,6 +14,7 @@
 #include "common/errno_status.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "format/manifest_check.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -30,8 +31,8 @@ bool IsLowerHex(absl::string_view s) {
 }  // namespace
 
 absl::Status ManifestStore::Init() {
-  KC_RETURN_IF_ERROR(MakeDirs(manifests_dir()));
-  return MakeDirs(refs_dir());
+  KC_RETURN_IF_ERROR(MakeDirs(manifests_dir(), kManifestDirMode));
+  return MakeDirs(refs_dir(), kManifestDirMode);
 }
 
 std::string ManifestStore::ManifestPath(const std::string& digest_hex) const {
@@ -50,8 +51,8 @@ absl::StatusOr<std::string> ManifestStore::WriteManifest(const v1::CaptureManife
     }
   }
   std::string hex = Sha256(bytes).ToHex();
-  KC_RETURN_IF_ERROR(MakeDirs(DirName(ManifestPath(hex))));
-  KC_RETURN_IF_ERROR(WriteFileAtomic(ManifestPath(hex), bytes));
+  KC_RETURN_IF_ERROR(MakeDirs(DirName(ManifestPath(hex)), kManifestDirMode));
+  KC_RETURN_IF_ERROR(WriteFileAtomic(ManifestPath(hex), bytes, kManifestFileMode));
   return hex;
 }
 
@@ -59,7 +60,16 @@ absl::StatusOr<v1::CaptureManifest> ManifestStore::ReadManifest(const std::strin
   if (digest_hex.size() != 64 || !IsLowerHex(digest_hex)) {
     return absl::DataLossError(absl::StrCat("malformed manifest digest '", digest_hex, "'"));
   }
-  KC_ASSIGN_OR_RETURN(std::string bytes, ReadFile(ManifestPath(digest_hex)));
+  auto file = ReadFile(ManifestPath(digest_hex));
+  if (!file.ok()) {
+    // Only refs name manifests: one that is gone is lost data, not an
+    // absent capture.
+    if (absl::IsNotFound(file.status())) {
+      return absl::DataLossError(absl::StrCat("manifest ", digest_hex, " is missing"));
+    }
+    return file.status();
+  }
+  std::string bytes = std::move(*file);
   if (Sha256(bytes).ToHex() != digest_hex) {
     return absl::DataLossError(absl::StrCat("manifest ", digest_hex, " does not match its digest"));
   }
@@ -79,7 +89,8 @@ absl::Status ManifestStore::DeleteManifest(const std::string& digest_hex) {
 }
 
 absl::Status ManifestStore::WriteRef(const std::string& capture_id, const std::string& digest_hex) {
-  return WriteFileAtomic(absl::StrCat(refs_dir(), "/", capture_id), digest_hex + "\n");
+  return WriteFileAtomic(absl::StrCat(refs_dir(), "/", capture_id), digest_hex + "\n",
+                         kManifestFileMode);
 }
 
 absl::StatusOr<std::string> ManifestStore::ReadRef(const std::string& capture_id) {
@@ -100,6 +111,19 @@ absl::StatusOr<v1::CaptureManifest> ManifestStore::ReadCaptureManifest(
   if (!m.ok()) {
     return absl::Status(m.status().code(),
                         absl::StrCat("capture ", capture_id, ": ", m.status().message()));
+  }
+  // A manifest names its capture: a ref that leads to another capture's
+  // manifest is damaged, and serving it would show (or delete) the wrong one.
+  if (m->capture_id() != capture_id) {
+    return absl::DataLossError(absl::StrCat("capture ", capture_id, ": its ref names manifest ",
+                                            hex, ", which belongs to capture ",
+                                            m->capture_id()));
+  }
+  // Readers allocate from these numbers: a manifest that imported before
+  // validation existed (or was altered) must not make them.
+  if (absl::Status valid = format::ValidateManifest(*m); !valid.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("capture ", capture_id, ": malformed manifest: ", valid.message()));
   }
   return m;
 }

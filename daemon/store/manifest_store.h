@@ -31,6 +31,11 @@ using ::kerncap::kCaptureIdHexDigits;
 using ::kerncap::kCaptureIdPrefix;
 using ::kerncap::NewCaptureId;
 
+// Modes of what the store creates (the store's kStoreDirMode/kStoreFileMode:
+// private to the daemon's user and group).
+inline constexpr int kManifestDirMode = 0750;
+inline constexpr int kManifestFileMode = 0640;
+
 class ManifestStore {
  public:
   explicit ManifestStore(std::string root) : root_(std::move(root)) {}
@@ -39,13 +44,16 @@ class ManifestStore {
 
   // Serializes and durably writes the manifest; returns its digest (hex).
   absl::StatusOr<std::string> WriteManifest(const v1::CaptureManifest& manifest);
-  // DataLoss when the file does not hash to its name or does not parse.
+  // DataLoss when the file is missing, does not hash to its name or does
+  // not parse.
   absl::StatusOr<v1::CaptureManifest> ReadManifest(const std::string& digest_hex);
   absl::Status DeleteManifest(const std::string& digest_hex);
 
   absl::Status WriteRef(const std::string& capture_id, const std::string& digest_hex);
   absl::StatusOr<std::string> ReadRef(const std::string& capture_id);
-  // The manifest the capture's ref names; errors name the capture.
+  // The manifest the capture's ref names; errors name the capture. NotFound
+  // only when the ref is gone; DataLoss when the manifest is missing or
+  // damaged, or is another capture's (the manifest names its capture).
   absl::StatusOr<v1::CaptureManifest> ReadCaptureManifest(const std::string& capture_id);
   absl::Status DeleteRef(const std::string& capture_id);
   // Ids of all refs (valid names only; tmp-* and junk are skipped).
@@ -69,8 +77,9 @@ absl::StatusOr<std::string> MatchCaptureIdPrefix(absl::string_view id_or_prefix,
                                                  SortedIdIterator from, SortedIdIterator end,
                                                  absl::string_view where = "") {
   if (!IsValidCaptureIdPrefix(id_or_prefix)) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed capture id '", id_or_prefix,
-                                                   "': expected cap-<12 hex digits> or a prefix"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed capture id '", id_or_prefix,
+                     "': expected cap-<12 hex digits> or a prefix with at least one digit"));
   }
   std::vector<std::string> matches;
   for (auto it = from; it != end && absl::StartsWith(*it, id_or_prefix) && matches.size() < 5;

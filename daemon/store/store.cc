@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -22,6 +24,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "daemon/store/ingest.h"
+#include "format/manifest_check.h"
 #include "daemon/store/store_impl.h"
 
 namespace kerncap::store {
@@ -31,7 +34,6 @@ namespace fs = std::filesystem;
 
 constexpr uint32_t kMinChunk = 64u << 10;
 constexpr uint32_t kMaxChunk = 4u << 20;
-constexpr int kStoreFormat = 1;
 
 // Removes tmp-* files anywhere under `root`: leftovers of writes a crash
 // interrupted (they were never renamed, so nothing refers to them).
@@ -89,7 +91,16 @@ absl::Status Store::Impl::Open() {
   }
   if (opts_.dir.empty()) return absl::InvalidArgumentError("store directory is empty");
   if (opts_.pack_target_bytes == 0) opts_.pack_target_bytes = 1;
-  KC_RETURN_IF_ERROR(MakeDirs(opts_.dir));
+  KC_RETURN_IF_ERROR(MakeDirs(opts_.dir, kStoreDirMode));
+  {
+    // Private whatever the umask or the mode an older kerncapd left: with
+    // the top directory closed to others, nothing below is reachable.
+    struct stat st;
+    if (::stat(opts_.dir.c_str(), &st) == 0 && (st.st_mode & 07027) != 0 &&
+        ::chmod(opts_.dir.c_str(), st.st_mode & 0750) != 0) {
+      return ErrnoError(errno, absl::StrCat("chmod ", opts_.dir));
+    }
+  }
   {
     std::error_code ec;
     abs_dir_ = fs::absolute(opts_.dir, ec).lexically_normal().string();
@@ -99,7 +110,7 @@ absl::Status Store::Impl::Open() {
 
   // One daemon per store: flock on LOCK, which also records the holder's pid.
   const std::string lock_path = opts_.dir + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kStoreFileMode);
   if (lock_fd_ < 0) return ErrnoError(errno, absl::StrCat("open ", lock_path));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -110,7 +121,8 @@ absl::Status Store::Impl::Open() {
     ::close(lock_fd_);
     lock_fd_ = -1;
     if (err == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(
+      // Unavailable: the one "busy" answer (kerncapd exits 2 for it only).
+      return absl::UnavailableError(
           absl::StrCat("store ", opts_.dir, " is locked by another kerncapd (pid ", holder,
                        "); only one daemon may own a store"));
     }
@@ -125,25 +137,23 @@ absl::Status Store::Impl::Open() {
 
   // The chunk size is a property of the store: digests depend on it.
   const std::string config_path = opts_.dir + "/STORE";
-  auto config = ReadFile(config_path);
+  auto config = ReadStoreConfig(opts_.dir);
   if (config.ok()) {
-    for (absl::string_view line : absl::StrSplit(*config, '\n')) {
-      uint32_t v;
-      if (absl::ConsumePrefix(&line, "chunk_size=") && absl::SimpleAtoi(line, &v) && v != cs) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("store ", opts_.dir, " was created with chunk_size ", v, ", not ", cs));
-      }
+    if (config->chunk_size != cs) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "store ", opts_.dir, " was created with chunk_size ", config->chunk_size, ", not ", cs,
+          " (start kerncapd with --chunk-size=", config->chunk_size, " for this store)"));
     }
   } else if (absl::IsNotFound(config.status())) {
-    KC_RETURN_IF_ERROR(WriteFileAtomic(
-        config_path, absl::StrCat("format=", kStoreFormat, "\nchunk_size=", cs, "\n")));
+    KC_RETURN_IF_ERROR(WriteFileAtomic(config_path, FormatStoreConfig({kStoreFormat, cs}),
+                                       kStoreFileMode));
   } else {
     return config.status();
   }
 
   // Load every published pack's trailer into the index; quarantine packs
   // whose trailer is missing or damaged (never read them).
-  KC_RETURN_IF_ERROR(MakeDirs(packs_dir_));
+  KC_RETURN_IF_ERROR(MakeDirs(packs_dir_, kStoreDirMode));
   std::vector<std::pair<std::string, std::string>> pack_files;  // path, name
   std::error_code ec;
   for (const auto& sub : fs::directory_iterator(packs_dir_, ec)) {
@@ -160,7 +170,7 @@ absl::Status Store::Impl::Open() {
     auto reader = PackReader::Open(path, name);
     if (!reader.ok()) {
       const std::string qdir = packs_dir_ + "/quarantine";
-      KC_RETURN_IF_ERROR(MakeDirs(qdir));
+      KC_RETURN_IF_ERROR(MakeDirs(qdir, kStoreDirMode));
       const std::string qpath = absl::StrCat(qdir, "/", name, ".pack");
       if (::rename(path.c_str(), qpath.c_str()) != 0) {
         return ErrnoError(errno, absl::StrCat("quarantine ", path));
@@ -236,6 +246,7 @@ int Store::Impl::RemoveOrphanManifests(const std::vector<std::string>& refs) {
   for (const std::string& id : refs) {
     if (auto hex = manifests_.ReadRef(id); hex.ok()) live.insert(*hex);
   }
+  const std::set<std::string> ref_ids(refs.begin(), refs.end());
   int removed = 0;
   std::error_code ec;
   for (const auto& sub : fs::directory_iterator(manifests_.manifests_dir(), ec)) {
@@ -243,6 +254,35 @@ int Store::Impl::RemoveOrphanManifests(const std::vector<std::string>& refs) {
     for (const auto& f : fs::directory_iterator(sub.path(), ec)) {
       const std::string name = f.path().filename().string();
       if (name.size() != 64 || live.contains(name)) continue;
+      // No ref names it. If its capture still has a ref (a damaged one, or
+      // one naming another capture's manifest), the manifest is that
+      // capture's only copy: keep it and point the ref back at it.
+      auto m = manifests_.ReadManifest(name);
+      if (m.ok() && ref_ids.contains(m->capture_id())) {
+        // Repaired only when the ref leads to no manifest of its own
+        // capture (a readable one that fails validation is reported, not
+        // replaced).
+        const std::string& id = m->capture_id();
+        auto hex = manifests_.ReadRef(id);
+        auto current = hex.ok() ? manifests_.ReadManifest(*hex) : hex.status();
+        std::string why;
+        if (!current.ok()) {
+          why = std::string(current.status().message());
+        } else if (current->capture_id() != id) {
+          why = absl::StrCat("the ref named capture ", current->capture_id(), "'s manifest");
+        }
+        if (!why.empty()) {
+          absl::Status repaired = manifests_.WriteRef(id, name);
+          log::Warn("store.ref_repaired",
+                    {{"capture", id},
+                     {"manifest", name},
+                     {"was", why},
+                     {"error", repaired.ok() ? std::string() : repaired.ToString()}});
+          if (repaired.ok()) live.insert(name);
+          continue;
+        }
+        // Its capture has a good ref to another manifest: a stale copy.
+      }
       std::error_code rm_ec;
       if (fs::remove(f.path(), rm_ec)) ++removed;
     }
@@ -268,7 +308,17 @@ absl::StatusOr<StoredChunk> Store::Impl::ReadStored(const Digest& d, std::string
   // A GC may move the chunk between the lookup and the read; retry then.
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto loc = index_.Lookup(d);
-    if (!loc) return absl::NotFoundError(absl::StrCat("chunk ", Hex(d), " not found in store"));
+    if (!loc) {
+      absl::MutexLock l(&packs_mu_);
+      if (!quarantined_.empty()) {
+        // Its pack may be one whose trailer was damaged: lost, not absent.
+        return absl::DataLossError(absl::StrCat(
+            "chunk ", Hex(d), " is missing: it is in no readable pack; ", quarantined_.size(),
+            " damaged pack(s) are quarantined in packs/quarantine (", quarantined_.front(),
+            ") and it may be in one of them"));
+      }
+      return absl::NotFoundError(absl::StrCat("chunk ", Hex(d), " not found in store"));
+    }
     std::shared_ptr<PackReader> pack = GetPack(loc->pack_id);
     if (!pack) continue;
     if (pack_name != nullptr) *pack_name = pack->name();
@@ -398,6 +448,10 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Store::ListCaptures(
 absl::Status Store::DeleteCapture(absl::string_view id_or_prefix) {
   KC_ASSIGN_OR_RETURN(std::string id, impl_->Resolve(id_or_prefix));
   KC_ASSIGN_OR_RETURN(std::string hex, impl_->manifests_.ReadRef(id));
+  // The manifest goes with the ref only when it is this capture's: a damaged
+  // ref may name another capture's manifest, which must survive.
+  auto manifest = impl_->manifests_.ReadManifest(hex);
+  const bool own_manifest = manifest.ok() && manifest->capture_id() == id;
   KC_RETURN_IF_ERROR(impl_->manifests_.DeleteRef(id));
   {
     absl::MutexLock l(&impl_->ids_mu_);
@@ -406,8 +460,15 @@ absl::Status Store::DeleteCapture(absl::string_view id_or_prefix) {
   if (absl::Status st = impl_->catalog_->Delete(id); !st.ok()) {
     log::Error("store.catalog_delete_failed", {{"capture", id}, {"error", st.ToString()}});
   }
-  // The manifest names its capture id, so no other ref can point at it.
-  KC_RETURN_IF_ERROR(impl_->manifests_.DeleteManifest(hex));
+  if (own_manifest) {
+    KC_RETURN_IF_ERROR(impl_->manifests_.DeleteManifest(hex));
+  } else {
+    log::Warn("capture.deleted_damaged_ref",
+              {{"capture", id},
+               {"manifest", hex},
+               {"kept_because", manifest.ok() ? "it is capture " + manifest->capture_id() + "'s"
+                                              : std::string(manifest.status().message())}});
+  }
   log::Info("capture.deleted", {{"capture", id}});
   return absl::OkStatus();
 }
@@ -540,6 +601,8 @@ absl::Status Store::ReadChunkList(const v1::ChunkList& list, void* out, size_t o
 }
 
 absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest manifest) {
+  // Nothing is published that a reader could not read safely.
+  KC_RETURN_IF_ERROR(format::ValidateManifest(manifest));
   // Pin first (a concurrent GC keeps them), then make everything pending
   // durable, then require every chunk to be indexed.
   std::vector<Digest> digests;

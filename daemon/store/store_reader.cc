@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -87,6 +88,45 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ListPacks(
 }
 
 }  // namespace
+
+std::string FormatStoreConfig(const StoreConfig& config) {
+  return absl::StrCat("format=", config.format, "\nchunk_size=", config.chunk_size, "\n");
+}
+
+absl::StatusOr<StoreConfig> ReadStoreConfig(const std::string& dir) {
+  const std::string path = dir + "/STORE";
+  KC_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  StoreConfig c;
+  bool have_format = false, have_chunk = false;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    line = absl::StripAsciiWhitespace(line);
+    if (absl::ConsumePrefix(&line, "format=")) {
+      have_format = absl::SimpleAtoi(line, &c.format);
+      if (!have_format) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, ": format '", line, "' is not a number"));
+      }
+    } else if (absl::ConsumePrefix(&line, "chunk_size=")) {
+      have_chunk = absl::SimpleAtoi(line, &c.chunk_size);
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, ": unexpected line '", absl::CHexEscape(line.substr(0, 64)),
+          "'; not a kerncap STORE file this version understands"));
+    }
+  }
+  if (!have_format || c.format != kStoreFormat) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": store format ", have_format ? absl::StrCat(c.format) : std::string("(none)"),
+        "; this kerncap understands format ", kStoreFormat,
+        " (a newer kerncap made it, or it is not a kerncap store)"));
+  }
+  const uint32_t cs = c.chunk_size;
+  if (!have_chunk || cs < (64u << 10) || cs > (4u << 20) || (cs & (cs - 1)) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": missing or invalid chunk_size (a power of two, 64 KiB..4 MiB)"));
+  }
+  return c;
+}
 
 void ForEachManifestChunk(const v1::CaptureManifest& m,
                           const std::function<void(const Digest&)>& fn) {
@@ -188,9 +228,7 @@ absl::StatusOr<std::unique_ptr<StoreReader>> StoreReader::Open(const std::string
     return ErrnoError(errno, absl::StrCat("store directory ", dir));
   }
 
-  // STORE: "format=1\nchunk_size=<n>\n", written when the store was created.
-  const std::string config_path = dir + "/STORE";
-  auto config = ReadFile(config_path);
+  auto config = ReadStoreConfig(dir);
   if (!config.ok()) {
     if (absl::IsNotFound(config.status())) {
       return absl::FailedPreconditionError(
@@ -198,24 +236,7 @@ absl::StatusOr<std::unique_ptr<StoreReader>> StoreReader::Open(const std::string
     }
     return config.status();
   }
-  int format = 0;
-  uint32_t chunk_size = 0;
-  for (absl::string_view line : absl::StrSplit(*config, '\n')) {
-    line = absl::StripAsciiWhitespace(line);
-    if (absl::ConsumePrefix(&line, "format=")) {
-      if (!absl::SimpleAtoi(line, &format)) format = -1;
-    } else if (absl::ConsumePrefix(&line, "chunk_size=")) {
-      if (!absl::SimpleAtoi(line, &chunk_size)) chunk_size = 0;
-    }
-  }
-  if (format != 1) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(config_path, ": not a kerncap store of a known format (format=1 expected)"));
-  }
-  if (chunk_size < (64u << 10) || chunk_size > (4u << 20) || (chunk_size & (chunk_size - 1))) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(config_path, ": missing or invalid chunk_size"));
-  }
+  const uint32_t chunk_size = config->chunk_size;
   std::unique_ptr<StoreReader> r(new StoreReader(dir, chunk_size));
   if (::stat(r->manifests_.refs_dir().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(

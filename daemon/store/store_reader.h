@@ -53,6 +53,26 @@ namespace kerncap::store {
 
 class PackReader;
 
+// A store is private to the daemon's user and its group (kerncap-replay on
+// the host reads it as a group member): every directory is created 0750 and
+// every file 0640, whatever the umask (which can only narrow them).
+inline constexpr int kStoreDirMode = kManifestDirMode;
+inline constexpr int kStoreFileMode = kManifestFileMode;
+
+// The STORE file: "format=1\nchunk_size=<n>\n", written when a store is
+// created and never changed (digests depend on the chunk size).
+inline constexpr int kStoreFormat = 1;
+struct StoreConfig {
+  int format = 0;
+  uint32_t chunk_size = 0;
+};
+// Serializes a config as the STORE file holds it.
+std::string FormatStoreConfig(const StoreConfig& config);
+// Reads `dir`/STORE. NotFound when there is none; FailedPrecondition naming
+// the file for an unknown format, a missing or invalid chunk_size, or
+// anything else that is not a STORE file of format 1.
+absl::StatusOr<StoreConfig> ReadStoreConfig(const std::string& dir);
+
 // Visits every stored (non-zero) chunk digest a manifest references.
 void ForEachManifestChunk(const v1::CaptureManifest& m,
                           const std::function<void(const Digest&)>& fn);

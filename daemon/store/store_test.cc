@@ -368,7 +368,7 @@ TEST(StoreTest, SecondOpenIsRefusedNamingHolderPid) {
   auto first = Store::Open(SmallOptions(dir.path()));
   ASSERT_TRUE(first.ok());
   auto second = Store::Open(SmallOptions(dir.path()));
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find(absl::StrCat("pid ", ::getpid())), std::string::npos)
       << second.status();
   first->reset();

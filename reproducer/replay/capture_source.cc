@@ -25,6 +25,7 @@
 #include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "daemon/store/store_reader.h"
+#include "format/manifest_check.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "kerncap/v1/control.pb.h"
@@ -300,6 +301,10 @@ absl::Status CaptureSource::ReadManifest(kcap::KcapReader& reader) {
     return absl::DataLossError(absl::StrCat(path_, ": first record is not a manifest"));
   }
   manifest_ = std::move(*frame.mutable_manifest());
+  // Nothing below may allocate from a number the file chose unchecked.
+  if (absl::Status valid = format::ValidateManifest(manifest_); !valid.ok()) {
+    return absl::DataLossError(absl::StrCat(path_, ": malformed manifest: ", valid.message()));
+  }
   return absl::OkStatus();
 }
 
