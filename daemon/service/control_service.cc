@@ -430,6 +430,9 @@ absl::Status ControlService::DoImport(grpc::ServerContext* context,
   // Before anything is allocated from its numbers (format/manifest_check.h).
   KC_RETURN_IF_ERROR(format::ValidateManifest(manifest));
   KC_ASSIGN_OR_RETURN(std::vector<ChunkRef> refs, ManifestChunks(manifest));
+  // From here until the commit, a GC keeps every chunk the manifest names:
+  // the ones this stream writes and the ones already here it relies on.
+  std::unique_ptr<store::Store::ImportPin> pin = store_.PinForImport(manifest);
   absl::flat_hash_map<Digest, uint32_t> expected;  // digest -> raw size
   for (const ChunkRef& r : refs) expected.emplace(r.digest, r.raw_size);
   if (chunks_total > expected.size()) {

@@ -261,15 +261,6 @@ absl::Status Store::Impl::EnsureDurable(uint64_t seq) {
   return SealDetached(std::move(pack), seq);
 }
 
-absl::Status Store::Impl::SealOpenPack() {
-  uint64_t seq;
-  {
-    absl::MutexLock l(&write_mu_);
-    seq = open_seq_;
-  }
-  return EnsureDurable(seq);
-}
-
 void Store::Impl::NoteReference(const void* ingest, const Digest& d) {
   absl::MutexLock l(&live_mu_);
   if (ingest != nullptr) ingest_refs_[ingest].insert(d);

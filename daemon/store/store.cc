@@ -617,7 +617,14 @@ absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest ma
     ~Unregister() { impl->UnregisterIngest(token); }
   } unregister{impl_.get(), &token};
   for (const Digest& d : digests) impl_->NoteReference(&token, d);
-  KC_RETURN_IF_ERROR(impl_->SealOpenPack());
+  // Every pack holding one of its chunks must be durable first: the open
+  // one, and full ones the sealer thread may still be writing.
+  std::set<uint64_t> packs;
+  for (const Digest& d : digests) {
+    uint64_t seq = 0;
+    if (impl_->FindStored(d, &seq) && seq > 0) packs.insert(seq);
+  }
+  for (uint64_t seq : packs) KC_RETURN_IF_ERROR(impl_->EnsureDurable(seq));
   for (const Digest& d : digests) {
     if (!impl_->index_.Contains(d)) {
       return absl::FailedPreconditionError(
@@ -625,6 +632,15 @@ absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest ma
     }
   }
   return impl_->PublishManifest(std::move(manifest));
+}
+
+Store::ImportPin::~ImportPin() { impl_->UnregisterIngest(this); }
+
+std::unique_ptr<Store::ImportPin> Store::PinForImport(const v1::CaptureManifest& manifest) {
+  std::unique_ptr<ImportPin> pin(new ImportPin(impl_.get()));
+  impl_->RegisterIngest(pin.get());
+  ForEachManifestChunk(manifest, [&](const Digest& d) { impl_->NoteReference(pin.get(), d); });
+  return pin;
 }
 
 absl::StatusOr<v1::GcReport> Store::RunGc(bool dry_run) { return impl_->RunGc(dry_run); }

@@ -63,6 +63,8 @@ struct StoredChunk {
 };
 
 class Store : public CaptureSink {
+  class Impl;
+
  public:
   // Opens or creates the store at options.dir. Takes the directory lock
   // (FailedPrecondition naming the holder's pid if another daemon has it),
@@ -103,6 +105,24 @@ class Store : public CaptureSink {
   // FailedPrecondition names the first missing chunk.
   absl::StatusOr<std::string> CommitImportedManifest(v1::CaptureManifest manifest);
 
+  // Keeps every chunk `manifest` references alive while an import of it is
+  // in flight: chunks it writes (PutStoredChunk) and chunks already present
+  // it relies on survive any GC until the pin is dropped (after
+  // CommitImportedManifest, or when the import fails). A chunk GC collected
+  // before the pin was taken is simply absent: the commit then says so.
+  class ImportPin {
+   public:
+    ~ImportPin();
+    ImportPin(const ImportPin&) = delete;
+    ImportPin& operator=(const ImportPin&) = delete;
+
+   private:
+    friend class Store;
+    explicit ImportPin(Impl* impl) : impl_(impl) {}
+    Impl* impl_;
+  };
+  std::unique_ptr<ImportPin> PinForImport(const v1::CaptureManifest& manifest);
+
   // ---- maintenance ----
   // Mark and sweep. Chunks of in-flight ingests are never freed.
   absl::StatusOr<v1::GcReport> RunGc(bool dry_run);
@@ -119,7 +139,6 @@ class Store : public CaptureSink {
 
  private:
   friend class IngestImpl;
-  class Impl;
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -172,8 +172,6 @@ class Store::Impl {
   // without write_mu_ held: the fsync must not block appends.
   absl::Status SealDetached(std::unique_ptr<PackWriter> pack, uint64_t seq)
       ABSL_LOCKS_EXCLUDED(write_mu_);
-  // Seals the open pack now (import commits).
-  absl::Status SealOpenPack() ABSL_LOCKS_EXCLUDED(write_mu_);
   void FailOpenPackLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // Digests some worker is writing right now.
