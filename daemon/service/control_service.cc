@@ -163,9 +163,10 @@ grpc::Status ControlService::GetCapture(grpc::ServerContext* context,
     KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request->capture_id()));
     KC_ASSIGN_OR_RETURN(*response->mutable_manifest(), store_.GetManifest(id));
     *response->mutable_summary() = store::Catalog::Summarize(response->manifest());
-    KC_ASSIGN_OR_RETURN(auto footprint, store_.CaptureFootprint(id));
-    response->set_exclusive_raw_bytes(footprint.first);
-    response->set_stored_bytes(footprint.second);
+    KC_ASSIGN_OR_RETURN(store::Store::Footprint footprint, store_.CaptureFootprint(id));
+    response->set_exclusive_raw_bytes(footprint.exclusive_raw_bytes);
+    response->set_exclusive_pending(!footprint.exclusive_known);
+    response->set_stored_bytes(footprint.stored_bytes);
     return absl::OkStatus();
   }();
   return Finish("GetCapture", *context, status);

@@ -64,6 +64,8 @@ Store::Impl::Impl(StoreOptions options)
       catalog_path_(opts_.dir + "/catalog.sqlite") {}
 
 Store::Impl::~Impl() {
+  refs_stop_ = true;
+  if (refs_builder_.joinable()) refs_builder_.join();
   {
     absl::MutexLock l(&queue_mu_);
     stopping_ = true;
@@ -229,6 +231,7 @@ absl::Status Store::Impl::Open() {
                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
   sealer_ = std::thread([this] { SealerLoop(); });
+  refs_builder_ = std::thread([this] { RefCountBuilder(); });
   log::Info("store.opened", {{"dir", opts_.dir},
                              {"packs", pack_files.size()},
                              {"chunks", chunks},
@@ -288,6 +291,44 @@ int Store::Impl::RemoveOrphanManifests(const std::vector<std::string>& refs) {
     }
   }
   return removed;
+}
+
+void Store::Impl::CountCaptureLocked(const std::string& id, const v1::CaptureManifest& m,
+                                     int delta) {
+  if (delta > 0 ? !refs_counted_.insert(id).second : refs_counted_.erase(id) == 0) return;
+  absl::flat_hash_set<Digest> mine;
+  ForEachManifestChunk(m, [&](const Digest& d) {
+    if (!mine.insert(d).second) return;
+    if (delta > 0) {
+      ++refcount_[d];
+    } else if (auto it = refcount_.find(d); it != refcount_.end() && --it->second == 0) {
+      refcount_.erase(it);
+    }
+  });
+}
+
+void Store::Impl::RefCountBuilder() {
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock l(&ids_mu_);
+    ids.assign(ids_.begin(), ids_.end());
+  }
+  for (const std::string& id : ids) {
+    if (refs_stop_) return;
+    auto m = LoadManifest(id);
+    if (!m.ok()) continue;  // deleted meanwhile, or damaged (Verify reports it)
+    absl::MutexLock l(&refs_mu_);
+    bool exists;
+    {
+      absl::MutexLock i(&ids_mu_);
+      exists = ids_.contains(id);
+    }
+    // A capture deleted after it was listed is not counted; one committed
+    // meanwhile was counted by its publish.
+    if (exists) CountCaptureLocked(id, *m, +1);
+  }
+  absl::MutexLock l(&refs_mu_);
+  refs_ready_ = true;
 }
 
 uint32_t Store::Impl::AddPack(std::shared_ptr<PackReader> pack) {
@@ -361,6 +402,7 @@ absl::StatusOr<std::string> Store::Impl::Resolve(absl::string_view id_or_prefix)
 }
 
 absl::StatusOr<v1::CaptureManifest> Store::Impl::LoadManifest(const std::string& id) {
+  Hook("manifest.read");
   return manifests_.ReadCaptureManifest(id);
 }
 
@@ -400,6 +442,10 @@ absl::StatusOr<std::string> Store::Impl::PublishManifest(v1::CaptureManifest man
     if (hex.ok()) ids_.insert(id);
   }
   if (!hex.ok()) return hex.status();
+  {
+    absl::MutexLock l(&refs_mu_);
+    CountCaptureLocked(id, manifest, +1);
+  }
   // The capture is durable and visible now; a catalog failure only makes the
   // catalog stale, and the next Open repairs it from the refs.
   if (absl::Status st = catalog_->Upsert(manifest, *hex); !st.ok()) {
@@ -457,6 +503,10 @@ absl::Status Store::DeleteCapture(absl::string_view id_or_prefix) {
     absl::MutexLock l(&impl_->ids_mu_);
     impl_->ids_.erase(id);
   }
+  if (own_manifest) {
+    absl::MutexLock l(&impl_->refs_mu_);
+    impl_->CountCaptureLocked(id, *manifest, -1);
+  }
   if (absl::Status st = impl_->catalog_->Delete(id); !st.ok()) {
     log::Error("store.catalog_delete_failed", {{"capture", id}, {"error", st.ToString()}});
   }
@@ -473,33 +523,25 @@ absl::Status Store::DeleteCapture(absl::string_view id_or_prefix) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<uint64_t, uint64_t>> Store::CaptureFootprint(absl::string_view id_in) {
+absl::StatusOr<Store::Footprint> Store::CaptureFootprint(absl::string_view id_in) {
   KC_ASSIGN_OR_RETURN(std::string id, impl_->Resolve(id_in));
   KC_ASSIGN_OR_RETURN(v1::CaptureManifest mine, impl_->LoadManifest(id));
   absl::flat_hash_set<Digest> own;
   ForEachManifestChunk(mine, [&](const Digest& d) { own.insert(d); });
-  std::vector<std::string> others;
-  {
-    absl::MutexLock l(&impl_->ids_mu_);
-    others.assign(impl_->ids_.begin(), impl_->ids_.end());
-  }
-  absl::flat_hash_set<Digest> shared;
-  for (const std::string& other : others) {
-    if (other == id) continue;
-    auto m = impl_->LoadManifest(other);
-    if (!m.ok()) continue;  // deleted meanwhile, or unreadable (Verify reports it)
-    ForEachManifestChunk(*m, [&](const Digest& d) {
-      if (own.contains(d)) shared.insert(d);
-    });
-  }
-  uint64_t exclusive = 0, stored = 0;
+  Footprint f;
+  absl::MutexLock l(&impl_->refs_mu_);
+  // Right after Open the counts may still be being built: worth a short wait.
+  impl_->refs_mu_.AwaitWithTimeout(absl::Condition(&impl_->refs_ready_), absl::Seconds(2));
+  f.exclusive_known = impl_->refs_ready_ && impl_->refs_counted_.contains(id);
   for (const Digest& d : own) {
     auto loc = impl_->index_.Lookup(d);
     if (!loc) continue;
-    stored += loc->stored_len;
-    if (!shared.contains(d)) exclusive += loc->raw_len;
+    f.stored_bytes += loc->stored_len;
+    if (!f.exclusive_known) continue;
+    auto it = impl_->refcount_.find(d);
+    if (it == impl_->refcount_.end() || it->second <= 1) f.exclusive_raw_bytes += loc->raw_len;
   }
-  return std::make_pair(exclusive, stored);
+  return f;
 }
 
 bool Store::HasChunk(const Digest& digest) { return impl_->index_.Contains(digest); }

@@ -85,9 +85,16 @@ class Store : public CaptureSink {
       const v1::ListCapturesRequest& filter);
   // Removes the ref (durably) and the catalog row; chunks are freed by GC.
   absl::Status DeleteCapture(absl::string_view id_or_prefix);
-  // Bytes of this capture's chunks that no other capture references, and the
-  // stored size of all its chunks.
-  absl::StatusOr<std::pair<uint64_t, uint64_t>> CaptureFootprint(absl::string_view id);
+  // What a capture occupies. Costs the capture's own chunks (per-chunk
+  // reference counts are kept for all captures), never a read of the others.
+  struct Footprint {
+    uint64_t exclusive_raw_bytes = 0;  // raw bytes no other capture references
+    uint64_t stored_bytes = 0;         // stored size of all its chunks
+    // False while the counts are still being built after Open (then
+    // exclusive_raw_bytes is 0 and means nothing).
+    bool exclusive_known = false;
+  };
+  absl::StatusOr<Footprint> CaptureFootprint(absl::string_view id);
 
   // ---- chunks ----
   bool HasChunk(const Digest& digest);

@@ -188,6 +188,21 @@ class Store::Impl {
   absl::flat_hash_set<Digest> gc_seen_ ABSL_GUARDED_BY(live_mu_);
   absl::Mutex gc_mu_;  // one GC at a time
 
+  // Per-chunk reference counts over committed captures, so a capture's
+  // footprint costs its own chunks, not the whole store. Counted once in the
+  // background after Open (RefCountBuilder), then by every publish and
+  // delete; refs_counted_ says which captures are in the counts.
+  absl::Mutex refs_mu_ ABSL_ACQUIRED_BEFORE(ids_mu_);
+  absl::flat_hash_map<Digest, uint32_t> refcount_ ABSL_GUARDED_BY(refs_mu_);
+  absl::flat_hash_set<std::string> refs_counted_ ABSL_GUARDED_BY(refs_mu_);
+  bool refs_ready_ ABSL_GUARDED_BY(refs_mu_) = false;
+  std::atomic<bool> refs_stop_{false};
+  std::thread refs_builder_;
+  void RefCountBuilder();
+  // Adds (+1) or removes (-1) the distinct chunks of capture `id`.
+  void CountCaptureLocked(const std::string& id, const v1::CaptureManifest& m, int delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(refs_mu_);
+
   absl::Mutex ids_mu_;
   std::set<std::string> ids_ ABSL_GUARDED_BY(ids_mu_);
   // Ids being published (manifest written, ref not yet): not resolvable,

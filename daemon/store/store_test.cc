@@ -111,7 +111,8 @@ TEST(StoreTest, SecondCaptureDedupsAndPersistsAcrossReopen) {
   EXPECT_EQ(ReadPre(**store, *m1, 0), a);
   auto fp = (*store)->CaptureFootprint(id2);
   ASSERT_TRUE(fp.ok()) << fp.status();
-  EXPECT_EQ(fp->first, kChunk);  // only the extra chunk is exclusive
+  EXPECT_TRUE(fp->exclusive_known);
+  EXPECT_EQ(fp->exclusive_raw_bytes, kChunk);  // only the extra chunk is exclusive
 }
 
 TEST(StoreTest, PostImageIsDiffedAgainstPre) {

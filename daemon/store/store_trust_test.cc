@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
@@ -257,6 +259,44 @@ TEST(StoreTrustTest, UnknownStoreFormatAndChunkSizeMismatchSayWhatIsWrong) {
   ASSERT_TRUE(WriteFileAtomic(dir.Sub("STORE"), "chunk_size=65536\n").ok());
   EXPECT_THAT(std::string(Store::Open(SmallOptions(dir.path())).status().message()),
               HasSubstr("store format (none)"));
+}
+
+// `show` (the footprint of one capture) used to read every other manifest:
+// its cost grew with the store. Now it reads the capture's own manifest.
+TEST(StoreTrustTest, AFootprintReadsOnlyItsOwnManifest) {
+  TempDir dir;
+  std::vector<std::string> ids;
+  const std::string shared = TextBytes(kChunk, 99);
+  {
+    auto store = Store::Open(SmallOptions(dir.path()));
+    for (int i = 0; i < 30; ++i) {
+      ids.push_back(
+          *IngestCapture(**store, {{0x1000, shared}, {0x9000, testing::RandomBytes(kChunk, i)}}));
+    }
+  }
+  std::atomic<int> reads{0};
+  StoreOptions o = SmallOptions(dir.path());
+  o.test_hook = [&](absl::string_view point) {
+    if (point == "manifest.read") ++reads;
+  };
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok());
+  auto first = (*store)->CaptureFootprint(ids[0]);  // waits for the counts of Open
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->exclusive_known);
+  EXPECT_EQ(first->exclusive_raw_bytes, kChunk);  // `shared` is in every capture
+  const int before = reads.load();
+  auto fp = (*store)->CaptureFootprint(ids[7]);
+  ASSERT_TRUE(fp.ok());
+  EXPECT_EQ(reads.load() - before, 1);
+  EXPECT_EQ(fp->exclusive_raw_bytes, kChunk);
+  // Counts follow deletes and commits.
+  for (size_t i = 1; i < ids.size(); ++i) ASSERT_TRUE((*store)->DeleteCapture(ids[i]).ok());
+  EXPECT_EQ((*store)->CaptureFootprint(ids[0])->exclusive_raw_bytes, 2 * kChunk);
+  auto again = IngestCapture(**store, {{0x1000, shared}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*store)->CaptureFootprint(ids[0])->exclusive_raw_bytes, kChunk);
+  EXPECT_EQ((*store)->CaptureFootprint(*again)->exclusive_raw_bytes, 0u);
 }
 
 }  // namespace
