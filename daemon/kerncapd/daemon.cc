@@ -180,11 +180,11 @@ absl::Status Daemon::StartGrpc() {
   if (!config_.listen.empty()) {
     std::shared_ptr<grpc::ServerCredentials> creds;
     if (!config_.tls_cert.empty()) {
+      // A client CA always comes with --require-client-cert (daemon_config):
+      // verifying only the certificates clients choose to send admits all.
       grpc::SslServerCredentialsOptions ssl(
-          config_.require_client_cert
-              ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-              : (config_.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                               : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY));
+          config_.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                      : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
       grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
       KC_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(config_.tls_cert));
       KC_ASSIGN_OR_RETURN(pair.private_key, ReadFile(config_.tls_key));
