@@ -192,6 +192,11 @@ absl::StatusOr<bool> KcapReader::ReadRecordHeader(RecordInfo* info) {
   char sum_buf[8];
   KC_RETURN_IF_ERROR(Read(sum_buf, sizeof(sum_buf), "record checksum"));
   info->checksum = GetU64(sum_buf);
+  // Before anyone allocates a buffer of that size for it.
+  if (info->length > file_size_ - offset_) {
+    return Corrupt(absl::StrCat("truncated: record ", records_ + 1, " claims ", info->length,
+                                " bytes, the file ends ", file_size_ - offset_, " bytes later"));
+  }
   return true;
 }
 

@@ -1,5 +1,7 @@
 #include "client/kerncapctl/kcap_file.h"
 
+#include <cstring>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,6 +101,20 @@ TEST_F(KcapFileTest, TruncatedFileIsDataLoss) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << cut << ": " << s;
     EXPECT_NE(s.message().find("truncated"), absl::string_view::npos) << s;
   }
+}
+
+// A record length is checked against the file before a buffer of that size
+// exists (the fuzzer made the reader allocate 256 MiB for a 60-byte file).
+TEST_F(KcapFileTest, ARecordLongerThanTheFileIsRefusedBeforeAllocating) {
+  WriteGood();
+  std::string bytes = Contents();
+  const uint32_t huge = 200u << 20;
+  std::memcpy(bytes.data() + kKcapHeaderBytes, &huge, 4);  // the first record's length
+  Overwrite(bytes);
+  std::vector<v1::TransferFrame> got;
+  absl::Status s = ReadAll(&got);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("record 1 claims 209715200 bytes"), absl::string_view::npos) << s;
 }
 
 TEST_F(KcapFileTest, FlippedPayloadByteIsDataLoss) {

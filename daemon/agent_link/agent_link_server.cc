@@ -58,6 +58,34 @@ void SetRecvTimeout(int fd, absl::Duration d) {
 
 }  // namespace
 
+// The capture in progress on a connection (its reader thread only). At
+// namespace scope so that std::optional sees a complete type.
+struct CaptureRegionState {
+  ImageKind image;
+  int handle;
+  uint64_t size;
+};
+struct CaptureInFlight {
+  uint64_t token = 0;
+  bool failed = false;  // CaptureResult already sent; ignore until End/Abort
+  std::string capture_id;
+  std::string arm_id;
+  bool arm_reserved = false;
+  std::unique_ptr<CaptureIngest> ingest;
+  v1::CaptureManifest manifest;
+  // Regions of the ingest, by region number; only kept while the capture
+  // has not failed (a failed capture's frames are only numbered).
+  std::vector<CaptureRegionState> regions;
+  uint32_t region_count = 0;  // RegionBegin frames seen
+  bool saw_post = false;
+  uint64_t declared = 0;
+  uint64_t declared_chunks = 0;  // charged to declared_chunks_in_flight_
+  uint32_t code_objects = 0;
+  uint64_t code_object_bytes = 0;
+  uint64_t received = 0;
+  absl::Time last_progress;
+};
+
 // One connected agent. The reader thread (Serve) owns the capture state; the
 // slot table and the socket's write side are shared with ingest callbacks and
 // Arm pushes and have their own locks.
@@ -123,32 +151,8 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
     return info_;
   }
 
-  // The capture in progress (reader thread only).
-  struct RegionState {
-    ImageKind image;
-    int handle;
-    uint64_t size;
-  };
-  struct Capture {
-    uint64_t token = 0;
-    bool failed = false;  // CaptureResult already sent; ignore until End/Abort
-    std::string capture_id;
-    std::string arm_id;
-    bool arm_reserved = false;
-    std::unique_ptr<CaptureIngest> ingest;
-    v1::CaptureManifest manifest;
-    // Regions of the ingest, by region number; only kept while the capture
-    // has not failed (a failed capture's frames are only numbered).
-    std::vector<RegionState> regions;
-    uint32_t region_count = 0;  // RegionBegin frames seen
-    bool saw_post = false;
-    uint64_t declared = 0;
-    uint64_t declared_chunks = 0;  // charged to declared_chunks_in_flight_
-    uint32_t code_objects = 0;
-    uint64_t code_object_bytes = 0;
-    uint64_t received = 0;
-    absl::Time last_progress;
-  };
+  using RegionState = CaptureRegionState;
+  using Capture = CaptureInFlight;
 
   LinkStatus Handshake();
   LinkStatus ServeFrames();
@@ -1057,6 +1061,15 @@ void AgentLinkServer::Serve(std::shared_ptr<Connection> conn) {
     log::Info("agent_link.left", {{"agent", conn->agent_id()}});
   }
   Wake();
+}
+
+void AgentLinkServer::ServeForTesting(UniqueFd fd) {
+  auto conn = std::make_shared<Connection>(this, std::move(fd));
+  {
+    absl::MutexLock lock(&mu_);
+    all_connections_.push_back(conn);
+  }
+  Serve(conn);  // ends by queueing it for ReapFinished (no thread to join)
 }
 
 void AgentLinkServer::ReapFinished() {

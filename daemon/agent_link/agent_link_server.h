@@ -126,6 +126,12 @@ class AgentLinkServer : public AgentControl {
 
   const std::string& socket_path() const { return options_.socket_path; }
 
+  // Serves one agent connected on `fd` on the calling thread, exactly as an
+  // accepted connection is served (handshake, frames, cleanup), returning
+  // when it disconnects. For the fuzzer (tests/fuzz) and tests that drive a
+  // connection synchronously. The server must be started.
+  void ServeForTesting(UniqueFd fd);
+
   class Connection;  // one agent; defined in the .cc
 
  private:
