@@ -17,7 +17,7 @@
 #include "client/kerncapctl/progress.h"
 #include "common/digest.h"
 #include "common/status_macros.h"
-#include "daemon/service/manifest_util.h"
+#include "format/manifest_util.h"
 
 namespace kerncap::ctl {
 namespace {

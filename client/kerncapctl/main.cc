@@ -14,7 +14,7 @@
 #include "client/kerncapctl/replay_commands.h"
 #include "client/kerncapctl/repro_command.h"
 #include "common/version.h"
-#include "daemon/service/default_paths.h"
+#include "common/control/default_paths.h"
 #include "nlohmann/json.hpp"
 
 namespace kerncap::ctl {

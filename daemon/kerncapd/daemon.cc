@@ -14,13 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/control/token_file.h"
 #include "common/errno_status.h"
 #include "common/file_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "daemon/import/reference_capture.h"
-#include "daemon/service/limits.h"
+#include "common/control/limits.h"
 
 
 namespace kerncap::kerncapd {

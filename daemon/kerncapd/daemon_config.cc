@@ -3,7 +3,7 @@
 #include "CLI/CLI.hpp"
 #include "common/agent_link/socket_path.h"
 #include "common/version.h"
-#include "daemon/service/default_paths.h"
+#include "common/control/default_paths.h"
 
 
 namespace kerncap::kerncapd {

@@ -12,9 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/service/limits.h"
-#include "daemon/service/manifest_util.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "common/control/limits.h"
+#include "format/manifest_util.h"
+#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "common/file_util.h"
 #include "daemon/store/store_test_util.h"

@@ -1,6 +1,6 @@
 #include "daemon/store/pack_writer.h"
 
-#include "daemon/store/store_reader.h"  // kStoreDirMode, kStoreFileMode
+#include "format/store_reader.h"  // kStoreDirMode, kStoreFileMode
 
 #include <fcntl.h>
 #include <unistd.h>

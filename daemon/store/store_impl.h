@@ -31,12 +31,12 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/store/catalog.h"
 #include "daemon/store/chunk_index.h"
-#include "daemon/store/codec.h"
-#include "daemon/store/manifest_store.h"
-#include "daemon/store/pack_reader.h"
+#include "format/codec.h"
+#include "format/manifest_store.h"
+#include "format/pack_reader.h"
 #include "daemon/store/pack_writer.h"
 #include "daemon/store/store.h"
-#include "daemon/store/store_reader.h"  // ForEachManifestChunk
+#include "format/store_reader.h"  // ForEachManifestChunk
 
 namespace kerncap::store {
 

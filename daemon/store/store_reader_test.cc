@@ -1,5 +1,5 @@
 // StoreReader: read-only access to a store a live Store (the daemon) owns.
-#include "daemon/store/store_reader.h"
+#include "format/store_reader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

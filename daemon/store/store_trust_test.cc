@@ -14,7 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
-#include "daemon/store/manifest_store.h"
+#include "format/manifest_store.h"
 #include "daemon/store/store.h"
 #include "daemon/store/store_test_util.h"
 #include "gmock/gmock.h"

@@ -20,11 +20,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "common/errno_status.h"
 #include "common/status_macros.h"
-#include "daemon/store/store_reader.h"
+#include "format/store_reader.h"
 #include "format/manifest_check.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"

@@ -1,6 +1,6 @@
 // capture_source.h: one capture's manifest plus on-demand access to its chunk
-// bytes, read from a `.kcap` file (client/kerncapctl/kcap_file.h), or straight
-// from a kerncap store directory (OpenStore: daemon/store/store_reader.h,
+// bytes, read from a `.kcap` file (format/kcap_file.h), or straight
+// from a kerncap store directory (OpenStore: format/store_reader.h,
 // read-only, safe next to the kerncapd that owns the store; chunks pread from
 // the store's pack files into the caller's memory, the pack's XXH3-64 of the
 // stored bytes checked, zstd decoded; packs held open so a concurrent GC
@@ -44,7 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "kerncap/v1/manifest.pb.h"
 
 namespace kerncap::store {

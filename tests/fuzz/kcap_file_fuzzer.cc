@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/log.h"
 #include "format/manifest_check.h"
 #include "reproducer/replay/capture_source.h"

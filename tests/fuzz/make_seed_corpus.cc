@@ -8,10 +8,10 @@
 #include <fstream>
 #include <string>
 
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/agent_link/messages.h"
 #include "common/digest.h"
-#include "daemon/store/codec.h"
+#include "format/codec.h"
 #include "kerncap/v1/control.pb.h"
 #include "nlohmann/json.hpp"
 

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "daemon/service/manifest_util.h"
-#include "daemon/store/store_reader.h"
+#include "format/manifest_util.h"
+#include "format/store_reader.h"
 #include "format/manifest_check.h"
 #include "kerncap/v1/manifest.pb.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/service/manifest_util.h"
+#include "format/manifest_util.h"
 
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/service/grpc_status.h"
+#include "common/control/grpc_status.h"
 
 #include <string>
 

@@ -7,8 +7,8 @@
 // Both are written with WriteFileAtomic (tmp-*, fsync, rename, fsync dir).
 // The ref is written last: a capture exists iff its ref exists.
 //
-#ifndef KERNCAP_DAEMON_STORE_MANIFEST_STORE_H_
-#define KERNCAP_DAEMON_STORE_MANIFEST_STORE_H_
+#ifndef KERNCAP_FORMAT_MANIFEST_STORE_H_
+#define KERNCAP_FORMAT_MANIFEST_STORE_H_
 
 #include <string>
 #include <vector>
@@ -99,4 +99,4 @@ absl::StatusOr<std::string> MatchCaptureIdPrefix(absl::string_view id_or_prefix,
 
 }  // namespace kerncap::store
 
-#endif  // KERNCAP_DAEMON_STORE_MANIFEST_STORE_H_
+#endif  // KERNCAP_FORMAT_MANIFEST_STORE_H_

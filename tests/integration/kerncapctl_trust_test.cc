@@ -9,8 +9,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/kerncapctl/kcap_file.h"
-#include "client/kerncapctl/kerncapctl_test_util.h"
+#include "format/kcap_file.h"
+#include "tests/integration/kerncapctl_test_util.h"
 #include "common/file_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -1,7 +1,7 @@
 // kerncapctl_test_util.h: real kerncapd processes on temp stores and
 // sockets, and a shell runner for the real kerncapctl binary (tests only).
-#ifndef KERNCAP_CLIENT_KERNCAPCTL_KERNCAPCTL_TEST_UTIL_H_
-#define KERNCAP_CLIENT_KERNCAPCTL_KERNCAPCTL_TEST_UTIL_H_
+#ifndef KERNCAP_TESTS_INTEGRATION_KERNCAPCTL_TEST_UTIL_H_
+#define KERNCAP_TESTS_INTEGRATION_KERNCAPCTL_TEST_UTIL_H_
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -134,4 +134,4 @@ inline std::vector<std::string> SeedStore(const std::string& dir) {
 
 }  // namespace kerncap::ctl::testing
 
-#endif  // KERNCAP_CLIENT_KERNCAPCTL_KERNCAPCTL_TEST_UTIL_H_
+#endif  // KERNCAP_TESTS_INTEGRATION_KERNCAPCTL_TEST_UTIL_H_

@@ -1,4 +1,4 @@
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 
 #include <cstring>
 

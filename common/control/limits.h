@@ -1,8 +1,8 @@
 // limits.h: the bounds every request to kerncapd is checked against. Each one
 // exists so that a malformed or hostile request gets InvalidArgument instead
 // of making the daemon allocate without bound.
-#ifndef KERNCAP_DAEMON_SERVICE_LIMITS_H_
-#define KERNCAP_DAEMON_SERVICE_LIMITS_H_
+#ifndef KERNCAP_COMMON_CONTROL_LIMITS_H_
+#define KERNCAP_COMMON_CONTROL_LIMITS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -35,4 +35,4 @@ inline constexpr uint64_t kMaxArmCount = 1'000'000;
 
 }  // namespace kerncap::service
 
-#endif  // KERNCAP_DAEMON_SERVICE_LIMITS_H_
+#endif  // KERNCAP_COMMON_CONTROL_LIMITS_H_

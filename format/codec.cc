@@ -1,4 +1,4 @@
-#include "daemon/store/codec.h"
+#include "format/codec.h"
 
 #include <zstd.h>
 
@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/store/pack_format.h"
+#include "format/pack_format.h"
 
 namespace kerncap::store {
 

@@ -1,7 +1,7 @@
 // manifest_util.h: read-only views of a CaptureManifest shared by the service
 // (export/import) and kerncapctl (pull planning, `show`).
-#ifndef KERNCAP_DAEMON_SERVICE_MANIFEST_UTIL_H_
-#define KERNCAP_DAEMON_SERVICE_MANIFEST_UTIL_H_
+#ifndef KERNCAP_FORMAT_MANIFEST_UTIL_H_
+#define KERNCAP_FORMAT_MANIFEST_UTIL_H_
 
 #include <cstdint>
 #include <vector>
@@ -30,4 +30,4 @@ uint64_t ZeroBytes(const v1::Region& region);
 
 }  // namespace kerncap::service
 
-#endif  // KERNCAP_DAEMON_SERVICE_MANIFEST_UTIL_H_
+#endif  // KERNCAP_FORMAT_MANIFEST_UTIL_H_

@@ -1,4 +1,4 @@
-#include "daemon/store/pack_reader.h"
+#include "format/pack_reader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -16,7 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/kerncapctl/kerncapctl_test_util.h"
+#include "tests/integration/kerncapctl_test_util.h"
 #include "daemon/store/store_test_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

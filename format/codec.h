@@ -2,8 +2,8 @@
 // content checksum on, so a decode also verifies the raw bytes; a chunk is
 // stored raw when compression saves less than 3% (decoding it would cost more
 // than the space is worth).
-#ifndef KERNCAP_DAEMON_STORE_CODEC_H_
-#define KERNCAP_DAEMON_STORE_CODEC_H_
+#ifndef KERNCAP_FORMAT_CODEC_H_
+#define KERNCAP_FORMAT_CODEC_H_
 
 #include <cstdint>
 #include <string>
@@ -45,4 +45,4 @@ absl::Status DecodeChunk(uint8_t codec, absl::string_view stored, uint32_t raw_l
 
 }  // namespace kerncap::store
 
-#endif  // KERNCAP_DAEMON_STORE_CODEC_H_
+#endif  // KERNCAP_FORMAT_CODEC_H_

@@ -1,8 +1,8 @@
 // grpc_status.h: the one conversion point between absl::Status (used by every
 // library in kerncap) and grpc::Status (the wire). Canonical codes have the
 // same numeric values in both; the message is kept verbatim.
-#ifndef KERNCAP_DAEMON_SERVICE_GRPC_STATUS_H_
-#define KERNCAP_DAEMON_SERVICE_GRPC_STATUS_H_
+#ifndef KERNCAP_COMMON_CONTROL_GRPC_STATUS_H_
+#define KERNCAP_COMMON_CONTROL_GRPC_STATUS_H_
 
 #include <grpcpp/support/status.h>
 
@@ -18,4 +18,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace kerncap::service
 
-#endif  // KERNCAP_DAEMON_SERVICE_GRPC_STATUS_H_
+#endif  // KERNCAP_COMMON_CONTROL_GRPC_STATUS_H_

@@ -1,4 +1,4 @@
-#include "daemon/service/default_paths.h"
+#include "common/control/default_paths.h"
 
 #include "gtest/gtest.h"
 

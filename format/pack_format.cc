@@ -1,4 +1,4 @@
-#include "daemon/store/pack_format.h"
+#include "format/pack_format.h"
 
 #include <cstring>
 

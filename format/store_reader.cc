@@ -1,4 +1,4 @@
-#include "daemon/store/store_reader.h"
+#include "format/store_reader.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,9 +26,9 @@
 #include "common/errno_status.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
-#include "daemon/store/codec.h"
-#include "daemon/store/pack_format.h"
-#include "daemon/store/pack_reader.h"
+#include "format/codec.h"
+#include "format/pack_format.h"
+#include "format/pack_reader.h"
 
 namespace kerncap::store {
 namespace {

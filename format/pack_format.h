@@ -27,8 +27,8 @@
 // entry_count*64 and fits in the file, the entry bytes hash to entries_xxh3,
 // and every blob lies inside [0, file_size - trailer_size). A pack that is
 // not valid (torn write, truncation) is quarantined on Open, never read.
-#ifndef KERNCAP_DAEMON_STORE_PACK_FORMAT_H_
-#define KERNCAP_DAEMON_STORE_PACK_FORMAT_H_
+#ifndef KERNCAP_FORMAT_PACK_FORMAT_H_
+#define KERNCAP_FORMAT_PACK_FORMAT_H_
 
 #include <cstdint>
 #include <string>
@@ -77,4 +77,4 @@ absl::StatusOr<std::vector<PackEntry>> DecodePackEntries(absl::string_view tail,
 
 }  // namespace kerncap::store
 
-#endif  // KERNCAP_DAEMON_STORE_PACK_FORMAT_H_
+#endif  // KERNCAP_FORMAT_PACK_FORMAT_H_

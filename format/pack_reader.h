@@ -1,8 +1,8 @@
 // pack_reader.h: read access to a published pack file. Opening validates the
 // trailer (pack_format.h); reads are positional so one open file serves any
 // number of threads.
-#ifndef KERNCAP_DAEMON_STORE_PACK_READER_H_
-#define KERNCAP_DAEMON_STORE_PACK_READER_H_
+#ifndef KERNCAP_FORMAT_PACK_READER_H_
+#define KERNCAP_FORMAT_PACK_READER_H_
 
 #include <cstdint>
 #include <memory>
@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/store/pack_format.h"
+#include "format/pack_format.h"
 
 namespace kerncap::store {
 
@@ -49,4 +49,4 @@ class PackReader {
 
 }  // namespace kerncap::store
 
-#endif  // KERNCAP_DAEMON_STORE_PACK_READER_H_
+#endif  // KERNCAP_FORMAT_PACK_READER_H_

@@ -25,8 +25,8 @@
 // SHA-256 is checked again by the importing store. Nothing may follow the
 // trailer. Writers write a temp file next to the target and rename it into
 // place only after the trailer is written and fsynced.
-#ifndef KERNCAP_CLIENT_KERNCAPCTL_KCAP_FILE_H_
-#define KERNCAP_CLIENT_KERNCAPCTL_KCAP_FILE_H_
+#ifndef KERNCAP_FORMAT_KCAP_FILE_H_
+#define KERNCAP_FORMAT_KCAP_FILE_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -131,4 +131,4 @@ class KcapReader {
 
 }  // namespace kerncap::kcap
 
-#endif  // KERNCAP_CLIENT_KERNCAPCTL_KCAP_FILE_H_
+#endif  // KERNCAP_FORMAT_KCAP_FILE_H_

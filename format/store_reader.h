@@ -32,8 +32,8 @@
 //
 // Thread-safety: StoreReader and StoreCapture are safe to use from any
 // number of threads.
-#ifndef KERNCAP_DAEMON_STORE_STORE_READER_H_
-#define KERNCAP_DAEMON_STORE_STORE_READER_H_
+#ifndef KERNCAP_FORMAT_STORE_READER_H_
+#define KERNCAP_FORMAT_STORE_READER_H_
 
 #include <cstdint>
 #include <functional>
@@ -46,7 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/digest.h"
-#include "daemon/store/manifest_store.h"
+#include "format/manifest_store.h"
 #include "kerncap/v1/manifest.pb.h"
 
 namespace kerncap::store {
@@ -151,4 +151,4 @@ class StoreReader {
 
 }  // namespace kerncap::store
 
-#endif  // KERNCAP_DAEMON_STORE_STORE_READER_H_
+#endif  // KERNCAP_FORMAT_STORE_READER_H_

@@ -1,4 +1,4 @@
-#include "daemon/store/manifest_store.h"
+#include "format/manifest_store.h"
 
 #include <dirent.h>
 #include <unistd.h>

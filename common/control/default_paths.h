@@ -11,8 +11,8 @@
 //                                             else $HOME/.local/share/kerncap/store
 //
 // kerncapctl additionally honours $KERNCAP_SOCKET (see DefaultClientSocketPath).
-#ifndef KERNCAP_DAEMON_SERVICE_DEFAULT_PATHS_H_
-#define KERNCAP_DAEMON_SERVICE_DEFAULT_PATHS_H_
+#ifndef KERNCAP_COMMON_CONTROL_DEFAULT_PATHS_H_
+#define KERNCAP_COMMON_CONTROL_DEFAULT_PATHS_H_
 
 #include <sys/types.h>
 
@@ -39,4 +39,4 @@ std::string DefaultClientSocketPath(const PathEnv& env);
 
 }  // namespace kerncap::service
 
-#endif  // KERNCAP_DAEMON_SERVICE_DEFAULT_PATHS_H_
+#endif  // KERNCAP_COMMON_CONTROL_DEFAULT_PATHS_H_
