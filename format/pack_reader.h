@@ -29,6 +29,8 @@ class PackReader {
   absl::Status ReadBlob(uint64_t offset, uint32_t len, std::string* out) const;
   // The same into `out` (`len` writable bytes). Thread-safe.
   absl::Status ReadInto(uint64_t offset, size_t len, char* out) const;
+  // The open pack file (for chunk_read.h; owned by the reader).
+  int fd() const { return fd_; }
 
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }

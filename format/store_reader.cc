@@ -2,12 +2,6 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
-#if defined(__x86_64__)
-// Runtime-dispatched (AVX2 / AVX-512) XXH3: the plain entry points are SSE2
-// only (see reproducer/replay/capture_source.cc).
-#include <xxh_x86dispatch.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -26,6 +20,7 @@
 #include "common/errno_status.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "format/chunk_read.h"
 #include "format/codec.h"
 #include "format/pack_format.h"
 #include "format/pack_reader.h"
@@ -35,28 +30,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Raw chunks are read and hashed in pieces of this size, each hashed while
-// it is still in the core's cache (one pass over the bytes, not two).
-constexpr size_t kRawPieceBytes = 256u << 10;
 // How often OpenCapture lists packs/ again for chunks a concurrent GC moved.
 constexpr int kLocateAttempts = 3;
-
-// Per-thread scratch memory that only grows (no zero-fill on reuse).
-char* Scratch(size_t size) {
-  thread_local std::unique_ptr<char[]> data;
-  thread_local size_t capacity = 0;
-  if (size > capacity) {
-    data.reset(new char[size]);
-    capacity = size;
-  }
-  return data.get();
-}
-
-XXH3_state_t* ThreadXxh3State() {
-  thread_local std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(
-      XXH3_createState(), &XXH3_freeState);
-  return state.get();
-}
 
 // Published packs: packs/<xx>/<name>.pack, not tmp-* (being written) and not
 // packs/quarantine/. Sorted by path. A missing packs/ is an empty list.
@@ -162,46 +137,13 @@ absl::Status StoreCapture::ReadChunkInto(const Digest& d, uint32_t raw_size, cha
     return absl::DataLossError(
         absl::StrCat(what(), ": holds ", loc.raw_len, " bytes, expected ", raw_size));
   }
-  if (loc.codec == kCodecRaw) return ReadRaw(d, loc, out);
-  char* stored = Scratch(loc.stored_len);
-  if (absl::Status st = loc.pack->ReadInto(loc.offset, loc.stored_len, stored); !st.ok()) {
-    return absl::DataLossError(absl::StrCat(what(), ": ", st.message()));
-  }
-  if (XXH3_64bits(stored, loc.stored_len) != loc.xxh3) {
-    return absl::DataLossError(
-        absl::StrCat(what(), ": checksum mismatch (stored bytes are corrupt)"));
-  }
-  return DecodeChunk(loc.codec, absl::string_view(stored, loc.stored_len), loc.raw_len, out,
-                     what());
-}
-
-// A raw chunk: pread straight into `out` in pieces, each hashed (XXH3
-// streaming) right after it lands.
-absl::Status StoreCapture::ReadRaw(const Digest& d, const Location& loc, char* out) const {
-  auto what = [&] {
-    return absl::StrCat("chunk ", d.ToHex(), " in pack ", loc.pack->name(), " at offset ",
-                        loc.offset);
-  };
-  if (loc.stored_len != loc.raw_len) {
-    return absl::DataLossError(absl::StrCat(what(), ": raw chunk stores ", loc.stored_len,
-                                            " bytes for ", loc.raw_len));
-  }
-  XXH3_state_t* state = ThreadXxh3State();
-  if (state == nullptr) return absl::ResourceExhaustedError("XXH3_createState failed");
-  XXH3_64bits_reset(state);
-  for (size_t done = 0; done < loc.raw_len;) {
-    const size_t n = std::min<size_t>(kRawPieceBytes, loc.raw_len - done);
-    if (absl::Status st = loc.pack->ReadInto(loc.offset + done, n, out + done); !st.ok()) {
-      return absl::DataLossError(absl::StrCat(what(), ": ", st.message()));
-    }
-    XXH3_64bits_update(state, out + done, n);
-    done += n;
-  }
-  if (XXH3_64bits_digest(state) != loc.xxh3) {
-    return absl::DataLossError(
-        absl::StrCat(what(), ": checksum mismatch (stored bytes are corrupt)"));
-  }
-  return absl::OkStatus();
+  format::StoredChunkSpan span;
+  span.offset = loc.offset;
+  span.length = loc.stored_len;
+  span.data_length = loc.stored_len;
+  span.codec = loc.codec;
+  span.xxh3 = loc.xxh3;
+  return format::ReadVerifiedChunk(loc.pack->fd(), span, raw_size, out, what);
 }
 
 // ---------------------------------------------------------------------------

@@ -91,9 +91,9 @@ class StoreCapture {
   size_t pack_count() const { return packs_.size(); }
   bool Contains(const Digest& d) const { return chunks_.contains(d); }
 
-  // Writes chunk `d`'s `raw_size` raw bytes to `out`: pread from its pack
-  // (raw chunks straight into `out`), the XXH3-64 of the stored bytes
-  // checked as Store::ReadChunk does, zstd decoded (frame checksum checked).
+  // Writes chunk `d`'s `raw_size` raw bytes to `out` (the one verified
+  // chunk read, chunk_read.h: pread from its pack, XXH3-64 of the stored
+  // bytes, zstd frame checksum).
   // NotFound when the capture does not reference `d`; DataLoss naming the
   // chunk, its pack and offset on a size, checksum or decode mismatch.
   // Thread-safe; per-thread scratch only for compressed chunks.
@@ -110,7 +110,6 @@ class StoreCapture {
     uint64_t xxh3 = 0;
   };
   StoreCapture() = default;
-  absl::Status ReadRaw(const Digest& d, const Location& loc, char* out) const;
 
   v1::CaptureManifest manifest_;
   std::vector<std::unique_ptr<PackReader>> packs_;

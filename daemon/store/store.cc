@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "daemon/store/ingest.h"
+#include "format/chunk_read.h"
 #include "format/manifest_check.h"
 #include "daemon/store/store_impl.h"
 
@@ -345,21 +346,23 @@ std::shared_ptr<PackReader> Store::Impl::GetPack(uint32_t id) {
 // ---------------------------------------------------------------------------
 // Impl: reads.
 
+absl::Status Store::Impl::Missing(const Digest& d) {
+  absl::MutexLock l(&packs_mu_);
+  if (!quarantined_.empty()) {
+    // Its pack may be one whose trailer was damaged: lost, not absent.
+    return absl::DataLossError(absl::StrCat(
+        "chunk ", Hex(d), " is missing: it is in no readable pack; ", quarantined_.size(),
+        " damaged pack(s) are quarantined in packs/quarantine (", quarantined_.front(),
+        ") and it may be in one of them"));
+  }
+  return absl::NotFoundError(absl::StrCat("chunk ", Hex(d), " not found in store"));
+}
+
 absl::StatusOr<StoredChunk> Store::Impl::ReadStored(const Digest& d, std::string* pack_name) {
   // A GC may move the chunk between the lookup and the read; retry then.
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto loc = index_.Lookup(d);
-    if (!loc) {
-      absl::MutexLock l(&packs_mu_);
-      if (!quarantined_.empty()) {
-        // Its pack may be one whose trailer was damaged: lost, not absent.
-        return absl::DataLossError(absl::StrCat(
-            "chunk ", Hex(d), " is missing: it is in no readable pack; ", quarantined_.size(),
-            " damaged pack(s) are quarantined in packs/quarantine (", quarantined_.front(),
-            ") and it may be in one of them"));
-      }
-      return absl::NotFoundError(absl::StrCat("chunk ", Hex(d), " not found in store"));
-    }
+    if (!loc) return Missing(d);
     std::shared_ptr<PackReader> pack = GetPack(loc->pack_id);
     if (!pack) continue;
     if (pack_name != nullptr) *pack_name = pack->name();
@@ -382,14 +385,29 @@ absl::StatusOr<StoredChunk> Store::Impl::ReadStored(const Digest& d, std::string
 }
 
 absl::Status Store::Impl::ReadChunkInto(const Digest& d, char* out, uint32_t expected_raw) {
-  std::string pack;
-  KC_ASSIGN_OR_RETURN(StoredChunk c, ReadStored(d, &pack));
-  const std::string what = absl::StrCat("chunk ", Hex(d), " in pack ", pack);
-  if (c.raw_size != expected_raw) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": holds ", c.raw_size, " bytes, expected ", expected_raw));
+  // A GC may move the chunk between the lookup and the read; retry then.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto loc = index_.Lookup(d);
+    if (!loc) return Missing(d);
+    // Held: a pack GC unlinks meanwhile stays readable through its fd.
+    std::shared_ptr<PackReader> pack = GetPack(loc->pack_id);
+    if (!pack) continue;
+    auto what = [&] {
+      return absl::StrCat("chunk ", Hex(d), " in pack ", pack->name(), " at offset ", loc->offset);
+    };
+    if (loc->raw_len != expected_raw) {
+      return absl::DataLossError(
+          absl::StrCat(what(), ": holds ", loc->raw_len, " bytes, expected ", expected_raw));
+    }
+    format::StoredChunkSpan span;
+    span.offset = loc->offset;
+    span.length = loc->stored_len;
+    span.data_length = loc->stored_len;
+    span.codec = loc->codec;
+    span.xxh3 = loc->xxh3;
+    return format::ReadVerifiedChunk(pack->fd(), span, expected_raw, out, what);
   }
-  return DecodeChunk(static_cast<uint8_t>(c.codec), c.data, c.raw_size, out, what);
+  return absl::UnavailableError(absl::StrCat("chunk ", Hex(d), " kept moving during GC"));
 }
 
 // ---------------------------------------------------------------------------

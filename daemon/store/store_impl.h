@@ -104,8 +104,11 @@ class Store::Impl {
   }
 
   // ---- reads (store.cc) ----
+  // The stored form (export) and the verified raw bytes (chunk_read.h) of a
+  // chunk; Missing is what either says for a digest the index lacks.
   absl::StatusOr<StoredChunk> ReadStored(const Digest& d, std::string* pack_name);
   absl::Status ReadChunkInto(const Digest& d, char* out, uint32_t expected_raw);
+  absl::Status Missing(const Digest& d);
   std::shared_ptr<PackReader> GetPack(uint32_t id);
   uint32_t AddPack(std::shared_ptr<PackReader> pack);
 
