@@ -26,7 +26,7 @@ std::string NewCaptureId() {
 
 bool IsValidCaptureIdPrefix(absl::string_view prefix) {
   if (!absl::ConsumePrefix(&prefix, kCaptureIdPrefix)) return false;
-  return prefix.size() <= kCaptureIdHexDigits && IsLowerHex(prefix);
+  return !prefix.empty() && prefix.size() <= kCaptureIdHexDigits && IsLowerHex(prefix);
 }
 
 bool IsValidCaptureId(absl::string_view id) {

@@ -20,7 +20,9 @@ inline constexpr size_t kCaptureIdHexDigits = 12;
 
 std::string NewCaptureId();
 bool IsValidCaptureId(absl::string_view id);
-// "cap-" followed by 0..12 lowercase hex digits.
+// "cap-" followed by 1..12 lowercase hex digits. A bare "cap-" names no
+// capture: it would match whichever one a store happens to hold, and `rm`
+// must never delete what the user did not name.
 bool IsValidCaptureIdPrefix(absl::string_view prefix);
 
 }  // namespace kerncap

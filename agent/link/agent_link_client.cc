@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -48,6 +49,7 @@ struct ClientLink {
   bool alive = true;
   RingState ring_state = RingState::kReady;
   std::string ring_error;
+  bool ring_revoked = false;  // the daemon asked for the ring back
   std::deque<uint32_t> free_slots;
   std::vector<bool> daemon_owns;
   uint64_t current_token = 0;  // capture in flight, 0 when none
@@ -61,6 +63,9 @@ struct ClientLink {
     MessageType type;
     std::string json;
     std::string payload;
+    // Runs on the sender thread just before the frame is written (a ring
+    // release unmaps there, off the application's threads).
+    std::function<void()> before;
   };
   std::mutex out_mu;
   std::condition_variable out_cv;
@@ -98,6 +103,7 @@ struct ClientLink {
       outq.pop_front();
       writing = true;
       lock.unlock();
+      if (f.before) f.before();
       LinkStatus status;
       {
         std::lock_guard<std::mutex> send_lock(send_mu);
@@ -124,9 +130,11 @@ struct ClientLink {
 
   // Queues a frame for the sender thread. Fails only when the link is gone.
   template <typename M>
-  LinkStatus Send(const M& msg, std::string_view payload = {}) {
+  LinkStatus Send(const M& msg, std::string_view payload = {},
+                  std::function<void()> before = nullptr) {
     OutFrame f;
     f.type = M::kType;
+    f.before = std::move(before);
     try {
       f.json = link::EncodeBody(msg);
       f.payload.assign(payload.data(), payload.size());
@@ -323,7 +331,10 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
     *error = std::string("collecting identity: ") + e.what();
     return nullptr;
   }
-  if (options_.lazy_ring) hello.features.push_back(link::kFeatureLazyRing);
+  if (options_.lazy_ring) {
+    hello.features.push_back(link::kFeatureLazyRing);
+    hello.features.push_back(link::kFeatureRingRelease);
+  }
   hello.features.push_back(link::kFeatureDispatchSkipped);
   LinkStatus status = link->SendNow(hello);
   if (!status.ok()) {
@@ -444,11 +455,51 @@ void AgentLinkClient::ReadLoop(const std::shared_ptr<Link>& link) {
 }
 
 void AgentLinkClient::MaybeRequestRingLocked(const std::shared_ptr<Link>& link, bool force) {
-  if (link == nullptr || link->ring_state != internal::RingState::kNone) return;
+  if (link == nullptr) return;
+  // A refused ring is asked for again only by a capture (the budget may
+  // have room by then); an arm alone asks once.
+  const bool retry = force && link->ring_state == internal::RingState::kFailed;
+  if (link->ring_state != internal::RingState::kNone && !retry) return;
   if (!force && arms_.empty()) return;
   link::RingRequestMsg msg;
   msg.reason = force ? "capture" : "armed";
   if (link->Send(msg).ok()) link->ring_state = internal::RingState::kRequested;
+}
+
+void AgentLinkClient::MaybeReleaseRingLocked(const std::shared_ptr<Link>& link) {
+  if (link == nullptr || !options_.lazy_ring || !link->alive) return;
+  if (!link->HasFeature(link::kFeatureRingRelease)) return;
+  if (link->ring_state != internal::RingState::kReady || capture_active_) return;
+  if (!link->ring_revoked && !arms_.empty()) return;
+  for (bool owned : link->daemon_owns) {
+    if (owned) return;  // the last SlotFree brings us back here
+  }
+  // Nothing uses the ring now and nothing can start to (a capture sees
+  // kNone and asks for a new one). Unmap on the sender thread, then tell
+  // the daemon, so its budget is freed only once the pages are.
+  // Whoever drops the last reference (the sender thread, or CloseSender when
+  // the link dies first) unregisters before unmapping.
+  struct ReleasedRing {
+    link::RingMapping mapping;
+    std::function<void(uint8_t*, uint64_t)> on_unmap;
+    ~ReleasedRing() {
+      if (on_unmap && mapping.base() != nullptr) on_unmap(mapping.base(), mapping.layout().bytes());
+    }
+  };
+  auto released = std::make_shared<ReleasedRing>();
+  released->mapping = std::move(link->ring);
+  released->on_unmap = std::move(link->on_unmap);
+  link->on_unmap = nullptr;
+  link->ring_state = internal::RingState::kNone;
+  link->free_slots.clear();
+  link->daemon_owns.clear();
+  link::RingReleaseMsg msg;
+  msg.reason = link->ring_revoked ? "revoked" : "idle";
+  link->ring_revoked = false;
+  auto unmap = [released]() mutable { released.reset(); };
+  (void)link->Send(msg, {}, std::move(unmap));
+  released.reset();
+  cv_.notify_all();
 }
 
 LinkStatus AgentLinkClient::OnRingGrant(const std::shared_ptr<Link>& link, Frame& frame) {
@@ -517,6 +568,7 @@ std::optional<CaptureOutcome> AgentLinkClient::SettleAsyncLocked(const std::shar
   link->result.reset();
   capture_active_ = false;
   last_outcome_ = o;
+  MaybeReleaseRingLocked(link);
   cv_.notify_all();
   return o;
 }
@@ -543,7 +595,19 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
       std::lock_guard<std::mutex> lock(mu_);
       std::erase_if(arms_, [&](const LocalArm& a) { return a.arm_id == msg.arm_id; });
       RecomputeArmedLocked();
+      MaybeReleaseRingLocked(link);
       cv_.notify_all();
+      return LinkStatus::Ok();
+    }
+    case MessageType::kRingRevoke: {
+      link::RingRevokeMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (link->ring_state == internal::RingState::kReady) {
+        link->ring_revoked = true;  // now, or once the capture in flight ends
+        MaybeReleaseRingLocked(link);
+      }
       return LinkStatus::Ok();
     }
     case MessageType::kSlotFree: {
@@ -557,6 +621,7 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
       }
       link->daemon_owns[msg.slot] = false;
       link->free_slots.push_back(msg.slot);
+      MaybeReleaseRingLocked(link);
       cv_.notify_all();
       return LinkStatus::Ok();
     }
@@ -612,8 +677,16 @@ void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
   for (const LocalArm& a : arms_) {
     if (a.arm_id == msg.arm_id) return;
   }
-  arms_.push_back(LocalArm{msg.arm_id, *selector, std::move(matcher).value(),
-                           link::DispatchCounter(*selector)});
+  // Keep arming order (ShouldCapture offers a dispatch oldest arm first),
+  // whatever order pushes arrive in; seq 0 (older daemons) goes last.
+  auto at = arms_.end();
+  if (msg.seq != 0) {
+    at = std::find_if(arms_.begin(), arms_.end(), [&](const LocalArm& a) {
+      return a.seq == 0 || a.seq > msg.seq;
+    });
+  }
+  arms_.insert(at, LocalArm{msg.arm_id, *selector, std::move(matcher).value(),
+                            link::DispatchCounter(*selector), msg.seq});
 }
 
 void AgentLinkClient::RecomputeArmedLocked() {
@@ -784,6 +857,7 @@ bool AgentLinkClient::ReportSkipped(link::DispatchSkippedMsg msg, bool give_back
     }
     last_taken_.reset();
     link = link_;
+    MaybeReleaseRingLocked(link);
   }
   if (link != nullptr && link->HasFeature(link::kFeatureDispatchSkipped)) (void)link->Send(msg);
   return msg.retried;
@@ -1064,6 +1138,7 @@ void CaptureSession::Finish() {
   link_->current_token = 0;
   link_->result.reset();
   client_->capture_active_ = false;
+  client_->MaybeReleaseRingLocked(link_);
   client_->cv_.notify_all();
 }
 

@@ -25,7 +25,10 @@
 // Lazy rings (options.lazy_ring): the daemon gives no ring at connect time;
 // the client asks for one as soon as an arm applies to this process (or at
 // the first BeginCapture), so idle processes cost no staging memory and the
-// ring is mapped (and registered by on_ring_mapped) before the capture.
+// ring is mapped (and registered by on_ring_mapped) before the capture. The
+// ring goes back (on_ring_unmapping, then RingRelease) once no arm applies
+// and no capture uses it, or when the daemon revokes it for another agent's
+// capture; the next arm or capture asks again.
 //
 // Connection management: a background thread connects, sends Hello, applies
 // Arm/Disarm, recycles slots (SlotFree) and collects CaptureResults. When the
@@ -241,6 +244,7 @@ class AgentLinkClient {
     link::Selector selector;
     link::NameMatcher matcher;
     link::DispatchCounter counter;
+    uint64_t seq = 0;  // the daemon's arming order
   };
 
   std::optional<ArmMatch> ShouldCaptureSlow(std::string_view demangled, std::string_view mangled,
@@ -258,6 +262,10 @@ class AgentLinkClient {
   // `force`).
   void MaybeRequestRingLocked(const std::shared_ptr<Link>& link, bool force);
   LinkStatus OnRingGrant(const std::shared_ptr<Link>& link, link::Frame& frame);
+  // Lazy ring with "ring_release": unmaps the ring (on the sender thread)
+  // and sends RingRelease when no capture uses it, every slot is back, and
+  // no arm applies any more or the daemon revoked it.
+  void MaybeReleaseRingLocked(const std::shared_ptr<Link>& link);
   // Delivers an EndAsync verdict (mu_ held by caller; callback after unlock).
   std::optional<CaptureOutcome> SettleAsyncLocked(const std::shared_ptr<Link>& link,
                                                   std::string capture_id, std::string error);

@@ -5,6 +5,11 @@
 //
 //   synthetic_agent --socket=PATH --kernels=matmul,softmax --dispatches=10
 //                   --region-mib=4,0.5 --seed=7 --mutate --wait-arm-ms=2000
+//                   [--eager-ring]
+//
+// Like the CUDA agent it asks for its staging ring only when an arm applies
+// and gives it back when none does ("lazy_ring" + "ring_release");
+// --eager-ring takes the ring at connect time instead, as older agents do.
 //
 // Dispatch i launches kernels[i % K] on device 0. Region r of dispatch i has
 // pre-image SyntheticBytes(seed, r, i, size) and post-image version i+1 with
@@ -38,6 +43,7 @@ struct Flags {
   uint64_t seed = 1;
   bool mutate = false;
   int wait_arm_ms = 0;
+  bool eager_ring = false;
 };
 
 std::vector<std::string> Split(const std::string& s) {
@@ -94,6 +100,8 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* error) {
       }
     } else if (key == "--mutate") {
       f->mutate = value.empty() || value == "true" || value == "1";
+    } else if (key == "--eager-ring") {
+      f->eager_ring = value.empty() || value == "true" || value == "1";
     } else if (key == "--wait-arm-ms") {
       f->wait_arm_ms = std::atoi(value.c_str());
     } else {
@@ -200,6 +208,7 @@ int main(int argc, char** argv) {
   device.total_memory = 1ull << 34;
   options.identity.devices.push_back(device);
   options.initial_wait_ms = 5000;
+  options.lazy_ring = !flags.eager_ring;
   AgentLinkClient client(options);
   client.Start();
   if (flags.wait_arm_ms > 0 && !client.WaitArms(1, flags.wait_arm_ms)) {

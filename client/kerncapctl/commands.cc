@@ -17,7 +17,7 @@
 #include "client/kerncapctl/progress.h"
 #include "common/digest.h"
 #include "common/status_macros.h"
-#include "daemon/service/manifest_util.h"
+#include "format/manifest_util.h"
 
 namespace kerncap::ctl {
 namespace {
@@ -500,8 +500,11 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
                                        static_cast<double>(s.new_stored_bytes()))});
   sz.AddRow({"  chunks", absl::StrCat(s.chunk_count()),
              absl::StrFormat("ingest %.2f s", s.ingest_seconds())});
-  sz.AddRow({"  footprint", HumanBytes(d.exclusive_raw_bytes()),
-             "raw bytes only this capture references (freed by rm + gc)"});
+  sz.AddRow({"  footprint",
+             d.exclusive_pending() ? std::string("?") : HumanBytes(d.exclusive_raw_bytes()),
+             d.exclusive_pending()
+                 ? std::string("not known yet: kerncapd is still counting references")
+                 : std::string("raw bytes only this capture references (freed by rm + gc)")});
   sz.AddRow({"  stored", HumanBytes(d.stored_bytes()), "stored size of all its chunks"});
   std::ostringstream tmp2;
   sz.Print(tmp2);

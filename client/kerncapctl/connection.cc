@@ -10,9 +10,9 @@
 #include "client/kerncapctl/args.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
-#include "daemon/service/auth.h"
-#include "daemon/service/grpc_status.h"
-#include "daemon/service/limits.h"
+#include "common/control/token_file.h"
+#include "common/control/grpc_status.h"
+#include "common/control/limits.h"
 
 namespace kerncap::ctl {
 

@@ -14,7 +14,7 @@
 #include "client/kerncapctl/replay_commands.h"
 #include "client/kerncapctl/repro_command.h"
 #include "common/version.h"
-#include "daemon/service/default_paths.h"
+#include "common/control/default_paths.h"
 #include "nlohmann/json.hpp"
 
 namespace kerncap::ctl {
@@ -113,14 +113,18 @@ int Main(int argc, char** argv) {
   auto arm_opts = std::make_shared<ArmOptions>();
   CLI::App* arm = app.add_subcommand("arm", "capture the next dispatch(es) of a kernel");
   arm->add_option("--kernel", arm_opts->kernel, "kernel name (matched per --match)")->required();
-  arm->add_option("--match", arm_opts->match, "substring | glob | regex | mangled")
+  arm->add_option("--match", arm_opts->match,
+                  "substring | glob (fnmatch) | regex (RE2-style, no backreferences) | mangled")
       ->capture_default_str();
   arm->add_option("--pid", arm_opts->pid, "only this process");
   arm->add_option("--process", arm_opts->process, "only processes whose name contains this");
   arm->add_option("--device", arm_opts->device, "only this device ordinal")
       ->check(CLI::NonNegativeNumber);
-  arm->add_option("--skip", arm_opts->skip, "let this many matching dispatches pass first");
-  arm->add_option("--nth", arm_opts->nth, "capture only the nth matching dispatch (1-based)");
+  arm->add_option("--skip", arm_opts->skip,
+                  "let this many matching dispatches (per process) pass first, then take --count");
+  arm->add_option("--nth", arm_opts->nth,
+                  "capture only the nth matching dispatch (1-based) of each process; not with "
+                  "--skip. Dispatches an older arm takes are not counted by younger ones");
   arm->add_option("--count", arm_opts->count, "captures to take before the arm is done")
       ->capture_default_str();
   arm->add_option("--ttl", arm_opts->ttl, "expire after this long (30s, 5m, 2h, 1d)");

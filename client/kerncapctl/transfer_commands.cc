@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "client/kerncapctl/commands.h"
 #include "client/kerncapctl/json_output.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "client/kerncapctl/output.h"
 #include "client/kerncapctl/progress.h"
 #include "common/status_macros.h"
-#include "daemon/service/limits.h"
-#include "daemon/service/manifest_util.h"
+#include "common/control/limits.h"
+#include "format/manifest_util.h"
 
 namespace kerncap::ctl {
 namespace {

@@ -20,6 +20,13 @@
 //      further slots of that capture at once and ignores its other frames.
 //   One capture at a time per connection. EOF means the agent is gone: the
 //   daemon aborts its in-flight capture. Error{message} may precede a drop.
+//   The daemon stores only captures an arm selected: CaptureBegin.arm_id must
+//   name an active arm that applies to this process, device and kernel (the
+//   daemon checks with the same selector code), else the capture fails at
+//   once. Every size and count the agent declares (regions, their bytes in
+//   chunks, argument blob, code objects, names) is bounded by the daemon
+//   (AgentLinkServerOptions::capture_limits); exceeding one fails that
+//   capture with a CaptureResult error naming the bound.
 //
 // Optional features (negotiated: Hello.features lists what the agent speaks,
 // Welcome.features what the daemon accepts; a message of a feature is sent
@@ -33,6 +40,14 @@
 //     capture in progress, gate timeout, graph launch...). The daemon logs it
 //     and publishes capture_failed with the reason. retried=true: the agent
 //     gave the arm's capture back, so a later matching dispatch is taken.
+//   "ring_release" (with "lazy_ring"): staging follows captures, not
+//     connections. The agent unmaps its ring and sends RingRelease{} once it
+//     is idle (no capture in flight, every slot back) and no arm applies to
+//     it any more, or after RingRevoke{reason}: the daemon asks idle ring
+//     holders for their ring when a capture needs staging that the
+//     --staging-total-gib budget no longer has. The agent asks again
+//     (RingRequest) when an arm applies or a capture begins. A RingRelease
+//     while a capture is in flight is a protocol error.
 #ifndef KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 #define KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 
@@ -59,6 +74,7 @@ inline constexpr char kImagePost[] = "post";
 // Hello.features / Welcome.features
 inline constexpr char kFeatureLazyRing[] = "lazy_ring";
 inline constexpr char kFeatureDispatchSkipped[] = "dispatch_skipped";
+inline constexpr char kFeatureRingRelease[] = "ring_release";
 // RegionBegin.kind: "device", "device_vmm", "managed", "host_pinned",
 // "module_global", "constant", "kernarg".
 // ArgumentInfo.kind: "value", "pointer", "hidden".
@@ -105,6 +121,9 @@ struct ArmMsg {
   uint64_t nth = 0;
   uint32_t count = 0;
   int64_t expires_unix_ms = 0;
+  // Arming order (1, 2, ...; 0 from daemons before it was sent): agents
+  // offer a dispatch to their arms in this order (selector.h).
+  uint64_t seq = 0;
 };
 
 struct WelcomeMsg {
@@ -114,7 +133,7 @@ struct WelcomeMsg {
   uint64_t slot_size = 0;
   uint32_t slot_count = 0;
   uint64_t max_payload = 0;  // largest payload the daemon accepts
-  std::vector<ArmMsg> arms;  // arms active at connect time
+  std::vector<ArmMsg> arms;  // arms active at connect time, in arming order
   std::vector<std::string> features;  // optional features the daemon accepts
 };
 
@@ -303,6 +322,16 @@ struct DispatchSkippedMsg {
   bool retried = false;  // the arm's capture was given back to it
 };
 
+struct RingRevokeMsg {
+  static constexpr MessageType kType = MessageType::kRingRevoke;
+  std::string reason;  // for the agent's log
+};
+
+struct RingReleaseMsg {
+  static constexpr MessageType kType = MessageType::kRingRelease;
+  std::string reason;  // "idle" | "revoked"
+};
+
 struct ErrorMsg {
   static constexpr MessageType kType = MessageType::kError;
   std::string message;
@@ -316,7 +345,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid,
                                                 cmdline, process_name, platform, devices, driver,
                                                 agent_version, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
-                                                device, skip, nth, count, expires_unix_ms)
+                                                device, skip, nth, count, expires_unix_ms, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
                                                 slot_count, max_payload, arms, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DisarmMsg, arm_id, reason)
@@ -358,6 +387,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequestMsg, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingGrantMsg, slot_size, slot_count, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DispatchSkippedMsg, arm_id, dispatch_index, kernel,
                                                 device, reason, retried)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRevokeMsg, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingReleaseMsg, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
 
 // True when `features` lists `feature`.

@@ -1,27 +1,117 @@
 #include "common/agent_link/selector.h"
 
-#include <fnmatch.h>
+#include <string.h>
+
+#include <new>
 
 namespace kerncap::link {
+namespace {
+
+// Appends `c` to a regular expression as a literal byte.
+void AppendLiteral(char c, std::string* out) {
+  const unsigned char u = static_cast<unsigned char>(c);
+  if ((u >= '0' && u <= '9') || (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || u == '_') {
+    out->push_back(c);
+    return;
+  }
+  static const char kHex[] = "0123456789abcdef";
+  out->append("\\x");
+  out->push_back(kHex[u >> 4]);
+  out->push_back(kHex[u & 15]);
+}
+
+// Translates an fnmatch(3) pattern (no flags) into a LinearRegex that
+// matches the same whole strings: `*` any bytes, `?` one byte, `[...]` a
+// bracket expression (`!` or `^` negates, `]` first is literal, ranges and
+// [:class:] pass through), `\x` the literal x. A `[` without its `]` is a
+// literal `[`, as fnmatch treats it; a pattern ending in a lone backslash is
+// malformed to fnmatch and matches nothing.
+std::string GlobToRegex(const std::string& glob) {
+  std::string re = "^(?:";
+  for (size_t i = 0; i < glob.size(); ++i) {
+    const char c = glob[i];
+    if (c == '*') {
+      re += ".*";
+    } else if (c == '?') {
+      re += ".";
+    } else if (c == '\\') {
+      if (i + 1 == glob.size()) return "[^\\x00-\\xff]";  // an empty class: no match
+      AppendLiteral(glob[++i], &re);
+    } else if (c == '[') {
+      size_t j = i + 1;
+      std::string cls = "[";
+      if (j < glob.size() && (glob[j] == '!' || glob[j] == '^')) {
+        cls += '^';
+        ++j;
+      }
+      bool first = true;
+      bool closed = false;
+      for (; j < glob.size(); ++j) {
+        const char d = glob[j];
+        if (d == ']' && !first) {
+          closed = true;
+          break;
+        }
+        first = false;
+        if (d == '[' && j + 1 < glob.size() && glob[j + 1] == ':') {
+          const size_t end = glob.find(":]", j + 2);
+          if (end != std::string::npos) {
+            cls.append(glob, j, end + 2 - j);  // [:alpha:] and friends
+            j = end + 1;
+            continue;
+          }
+        }
+        if (d == '-' ) {
+          cls += '-';
+        } else {
+          AppendLiteral(d, &cls);
+        }
+      }
+      if (closed) {
+        re += cls + "]";
+        i = j;
+      } else {
+        AppendLiteral('[', &re);
+      }
+    } else {
+      AppendLiteral(c, &re);
+    }
+  }
+  re += ")$";
+  return re;
+}
+
+}  // namespace
 
 std::string ValidateSelector(const Selector& s) {
+  if (s.kernel.size() > kMaxPatternBytes) {
+    return "selector.kernel: pattern of " + std::to_string(s.kernel.size()) +
+           " bytes is longer than " + std::to_string(kMaxPatternBytes);
+  }
   switch (s.match) {
     case NameMatch::kSubstring:
     case NameMatch::kGlob:
-      break;
-    case NameMatch::kMangled:
-      if (s.kernel.empty()) return "selector.kernel: an exact mangled-name match needs a name";
-      break;
     case NameMatch::kRegex: {
       LinkResult<NameMatcher> m = NameMatcher::Compile(s.kernel, s.match);
       if (!m.ok()) return "selector.kernel: " + m.error();
       break;
     }
+    case NameMatch::kMangled:
+      if (s.kernel.empty()) return "selector.kernel: an exact mangled-name match needs a name";
+      break;
     default:
       return "selector.match: unknown match kind " + std::to_string(static_cast<int>(s.match));
   }
   if (s.device < -1) return "selector.device: must be -1 (any) or a device ordinal";
   if (s.expires_unix_ms < 0) return "selector.expires: must not be negative";
+  if (s.nth > 0 && s.skip > 0) {
+    return "selector.skip: skip and nth both choose which dispatch is taken; give nth=N (the "
+           "Nth matching dispatch) or skip=S (the dispatches after the first S), not both";
+  }
+  if (s.nth > 0 && s.count > 1 && s.pid != 0) {
+    return "selector.count: nth takes one dispatch per process, and pid names one process, so "
+           "count must be 1";
+  }
   return "";
 }
 
@@ -34,18 +124,38 @@ bool MatchesProcess(const Selector& s, uint32_t pid, std::string_view process_na
 }
 
 LinkResult<NameMatcher> NameMatcher::Compile(const std::string& pattern, NameMatch match) {
+  if (pattern.size() > kMaxPatternBytes) {
+    return LinkStatus::Error("pattern of " + std::to_string(pattern.size()) +
+                             " bytes is longer than " + std::to_string(kMaxPatternBytes));
+  }
   NameMatcher m;
   m.pattern_ = pattern;
   m.match_ = match;
-  if (match == NameMatch::kRegex) {
-    try {
-      m.regex_ = std::make_shared<const std::regex>(
-          pattern, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
-      return LinkStatus::Error("invalid regex '" + pattern + "': " + e.what());
-    } catch (const std::exception& e) {
-      return LinkStatus::Error("invalid regex '" + pattern + "': " + e.what());
-    }
+  std::string expression;
+  const char* kind = "";
+  switch (match) {
+    case NameMatch::kSubstring:
+    case NameMatch::kMangled:
+      return m;
+    case NameMatch::kGlob:
+      expression = GlobToRegex(pattern);
+      kind = "glob";
+      break;
+    case NameMatch::kRegex:
+      expression = pattern;
+      kind = "regex";
+      break;
+  }
+  std::string error;
+  std::optional<LinearRegex> re = LinearRegex::Compile(expression, &error);
+  if (!re.has_value()) {
+    return LinkStatus::Error(std::string("invalid ") + kind + " '" + pattern + "': " + error);
+  }
+  try {
+    m.re_ = std::make_shared<const LinearRegex>(std::move(*re));
+  } catch (const std::exception& e) {
+    return LinkStatus::Error(std::string("cannot compile ") + kind + " '" + pattern +
+                             "': " + e.what());
   }
   return m;
 }
@@ -54,15 +164,12 @@ bool NameMatcher::MatchUncached(std::string_view demangled, std::string_view man
   std::string_view name = demangled.empty() ? mangled : demangled;
   switch (match_) {
     case NameMatch::kSubstring:
-      return name.find(pattern_) != std::string_view::npos;
+      // glibc's memmem is linear (two-way) whatever the pattern.
+      return pattern_.empty() ||
+             ::memmem(name.data(), name.size(), pattern_.data(), pattern_.size()) != nullptr;
     case NameMatch::kGlob:
-      return ::fnmatch(pattern_.c_str(), std::string(name).c_str(), 0) == 0;
     case NameMatch::kRegex:
-      try {
-        return std::regex_search(name.begin(), name.end(), *regex_);
-      } catch (const std::exception&) {
-        return false;  // e.g. regex_error(error_complexity): never into the app
-      }
+      return re_ != nullptr && re_->Search(name);
     case NameMatch::kMangled:
       return mangled == pattern_;
   }
@@ -70,14 +177,23 @@ bool NameMatcher::MatchUncached(std::string_view demangled, std::string_view man
 }
 
 bool NameMatcher::Matches(std::string_view demangled, std::string_view mangled) {
+  // Bounded work per launch: over-long names are never matched (and never
+  // cached, so they cost no memory either).
+  if (demangled.size() > kMaxKernelNameBytes || mangled.size() > kMaxKernelNameBytes) {
+    return false;
+  }
   // Mangled names identify a kernel uniquely; the demangled name is the key
   // only when an agent has no mangled one. Lookup does not allocate.
   std::string_view key = mangled.empty() ? demangled : mangled;
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   bool result = MatchUncached(demangled, mangled);
-  if (cache_.size() >= kMaxCacheEntries) cache_.clear();
-  cache_.emplace(std::string(key), result);
+  try {
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    cache_.emplace(std::string(key), result);
+  } catch (const std::bad_alloc&) {
+    // Out of memory: answer without caching rather than into the app.
+  }
   return result;
 }
 

@@ -1,22 +1,46 @@
 // selector.h: which dispatches an arm captures. One implementation shared by
-// the daemon (validation when arming) and the agent (matching at launch time),
-// so both sides agree on the meaning of every field. Std-only (agent side).
+// the daemon (validation when arming, and checking that a capture an agent
+// attributes to an arm is one it selects) and the agent (matching at launch
+// time), so both sides agree on the meaning of every field. Std-only.
+//
+// The agent evaluates selectors on the application's launching thread, so
+// no arm may crash or stall it: substrings are found with memmem (linear),
+// globs and regexes run on LinearRegex (linear_regex.h: an NFA simulation,
+// no recursion or backtracking, program size bounded), patterns are at most
+// kMaxPatternBytes and names longer than kMaxKernelNameBytes never match.
+// The answer is cached per kernel name.
 //
 // Semantics (mirrors kerncap.v1.Selector):
 //   kernel/match  kSubstring: `kernel` occurs in the demangled name (empty
-//                 matches everything); kGlob: fnmatch(3) on the demangled name;
-//                 kRegex: ECMAScript std::regex_search on the demangled name;
-//                 kMangled: exact equality with the mangled name.
-//                 When an agent has no demangled name, the mangled one is used.
+//                 matches everything); kGlob: the whole demangled name
+//                 matches the fnmatch(3)-style pattern (`*`, `?`, `[...]`,
+//                 `[!...]`, backslash escapes; `*` also matches `/`);
+//                 kRegex: an RE2-style regex (linear_regex.h: no
+//                 backreferences or lookaround) searched anywhere in the
+//                 demangled name;
+//                 kMangled: exact equality with the mangled name. Names are
+//                 matched as bytes (Latin-1). When an agent has no demangled
+//                 name, the mangled one is used.
 //   pid           0: any process.
 //   process_name  substring of the process name; empty: any.
 //   device        -1: any device; else the device ordinal.
-//   skip          the first `skip` matching dispatches (per process) pass.
-//   nth           >0: capture only matching dispatch number skip+nth (1-based).
+//   skip          the first `skip` matching dispatches (per process) pass;
+//                 then `count` are captured.
+//   nth           >0: capture only the nth matching dispatch (1-based) of
+//                 each process. nth and skip both say which dispatch is
+//                 taken: giving both is refused at arm time.
 //   count         captures before the arm is done (0 means 1). The daemon
 //                 counts across all agents; each agent also stops after
-//                 `count` captures of its own.
+//                 `count` captures of its own. With nth each process gives
+//                 at most one capture, so nth with count > 1 collects the
+//                 nth dispatch of `count` processes (refused with a pid,
+//                 which names one process).
 //   expires       unix ms after which the arm is dead; 0: never.
+//
+// Competing arms: a dispatch is offered to the active arms in arming order
+// (oldest first); the first arm that takes it captures it, and it is not
+// offered to younger arms, so it does not advance their skip/nth/count. A
+// dispatch an arm lets pass (skip, or before nth) is offered on to the next.
 #ifndef KERNCAP_COMMON_AGENT_LINK_SELECTOR_H_
 #define KERNCAP_COMMON_AGENT_LINK_SELECTOR_H_
 
@@ -24,14 +48,22 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
+#include "common/agent_link/linear_regex.h"
 #include "common/agent_link/result.h"
 
 namespace kerncap::link {
+
+// Kernel names longer than this never match an arm (the agent does not
+// evaluate them) and the daemon refuses captures that carry one: it bounds
+// the work a selector costs on the application's launching thread. The
+// longest real names (CUTLASS/CUTE templates, demangled) are a few 10 KiB.
+inline constexpr size_t kMaxKernelNameBytes = 64u << 10;
+// Longest selector pattern (the daemon's request limit for strings).
+inline constexpr size_t kMaxPatternBytes = 4096;
 
 enum class NameMatch : int { kSubstring = 0, kGlob = 1, kRegex = 2, kMangled = 3 };
 
@@ -48,7 +80,8 @@ struct Selector {
 };
 
 // Empty when valid; otherwise a message naming the bad field, e.g.
-// "selector.kernel: invalid regex '(': ...".
+// "selector.kernel: invalid regex '(': missing ): (". Also refuses
+// contradictory combinations (skip with nth; nth with count > 1 and a pid).
 std::string ValidateSelector(const Selector& selector);
 
 inline uint32_t EffectiveCount(const Selector& s) { return s.count == 0 ? 1 : s.count; }
@@ -68,6 +101,7 @@ class NameMatcher {
  public:
   static LinkResult<NameMatcher> Compile(const std::string& pattern, NameMatch match);
 
+  // False for names longer than kMaxKernelNameBytes. Never throws.
   bool Matches(std::string_view demangled, std::string_view mangled);
   size_t cache_size() const { return cache_.size(); }
 
@@ -81,7 +115,9 @@ class NameMatcher {
 
   std::string pattern_;
   NameMatch match_ = NameMatch::kSubstring;
-  std::shared_ptr<const std::regex> regex_;  // kRegex only
+  // Glob and regex patterns, compiled once; shared by copies (matching is
+  // const and thread-safe).
+  std::shared_ptr<const LinearRegex> re_;
   struct Hash {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }

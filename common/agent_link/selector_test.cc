@@ -1,6 +1,10 @@
 #include "common/agent_link/selector.h"
 
+#include <fnmatch.h>
 #include <stdlib.h>
+
+#include <chrono>
+#include <random>
 
 #include "common/agent_link/messages.h"
 #include "common/agent_link/socket_path.h"
@@ -52,11 +56,104 @@ TEST(SelectorTest, ValidationNamesTheBadField) {
   s.match = NameMatch::kGlob;
   s.kernel = "[";
   EXPECT_EQ(ValidateSelector(s), "");  // fnmatch treats it literally
+  EXPECT_TRUE(Match("[", NameMatch::kGlob, "["));
   s.device = -5;
   EXPECT_NE(ValidateSelector(s).find("selector.device"), std::string::npos);
   s.device = 1;
   s.expires_unix_ms = -1;
   EXPECT_NE(ValidateSelector(s).find("expires"), std::string::npos);
+}
+
+// Selectors run on the application's launching thread: no pattern and no
+// kernel name may crash it (std::regex recursed once per character and
+// overflowed the stack on a 20k-character name) or stall it ((a|aa)*b on
+// 40 characters backtracked for over a minute).
+TEST(SelectorTest, HostileNamesAndPatternsNeverCrashOrStall) {
+  struct Case {
+    std::string pattern;
+    NameMatch how;
+    std::string name;
+    bool expect;
+  };
+  std::mt19937 rng(7);
+  std::string ab(kMaxKernelNameBytes, 'a');
+  for (char& c : ab) c = "ab"[rng() & 1];
+  const Case cases[] = {
+      {"(a|b)*c", NameMatch::kRegex, std::string(20000, 'a'), false},
+      {"(a|aa)*b", NameMatch::kRegex, std::string(40, 'a'), false},
+      {"(a|aa)*b", NameMatch::kRegex, std::string(kMaxKernelNameBytes, 'a'), false},
+      // A pattern whose DFA has 2^20 states: RE2 falls back to its NFA,
+      // still linear in the name.
+      {"(a|b)*a(a|b){20}c", NameMatch::kRegex, ab, false},
+      {"*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b", NameMatch::kGlob, std::string(kMaxKernelNameBytes, 'a'),
+       false},
+      {std::string(kMaxPatternBytes - 1, 'a') + "b", NameMatch::kSubstring,
+       std::string(kMaxKernelNameBytes, 'a'), false},
+      {"a", NameMatch::kSubstring, std::string(kMaxKernelNameBytes - 1, 'b') + "a", true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pattern.substr(0, 40));
+    LinkResult<NameMatcher> m = NameMatcher::Compile(c.pattern, c.how);
+    ASSERT_TRUE(m.ok()) << m.error();
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(m->Matches(c.name, ""), c.expect);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 0.5) << "a launch would stall this long";
+  }
+  // Longer names are not matched at all (and not cached).
+  LinkResult<NameMatcher> any = NameMatcher::Compile("", NameMatch::kSubstring);
+  ASSERT_TRUE(any.ok());
+  EXPECT_TRUE(any->Matches(std::string(kMaxKernelNameBytes, 'k'), ""));
+  EXPECT_FALSE(any->Matches(std::string(kMaxKernelNameBytes + 1, 'k'), ""));
+  EXPECT_FALSE(any->Matches("k", std::string(kMaxKernelNameBytes + 1, 'k')));
+  EXPECT_EQ(any->cache_size(), 1u);
+  // Over-long and over-complex patterns are refused when arming.
+  Selector s;
+  s.match = NameMatch::kRegex;
+  s.kernel = std::string(kMaxPatternBytes + 1, 'a');
+  EXPECT_NE(ValidateSelector(s).find("longer than 4096"), std::string::npos);
+  s.kernel = "((((a{100}){100}){100}){100})";
+  EXPECT_NE(ValidateSelector(s).find("selector.kernel"), std::string::npos) << ValidateSelector(s);
+  // Bytes that are not UTF-8 are matched as bytes.
+  EXPECT_TRUE(Match("\xff", NameMatch::kSubstring, "ker\xffnel"));
+  EXPECT_TRUE(Match("ker.nel", NameMatch::kRegex, "ker\xffnel"));
+}
+
+// Globs are translated to RE2; they must mean what fnmatch(3) means.
+TEST(SelectorTest, GlobsMatchWhatFnmatchMatches) {
+  const char* patterns[] = {"*",        "matmul*",  "*matmul*", "?at*",      "[mc]at*",
+                            "[!m]at*",  "[^m]at*",  "[a-c]*",   "*[]]*",     "*[!]]*",
+                            "[",        "*[*",      "a\\*b",    "a\\",       "*.cu",
+                            "void *(*", "[[:digit:]]*", "*<128>*", "k[0-9][0-9]", "*/*"};
+  const char* names[] = {"matmul",     "cat",  "bat",    "at",   "a*b",       "ab",
+                         "a\\",        "x.cu", "k12",    "k1",   "void f(int)", "[",
+                         "x[y",        "]",    "a]b",    "7up",  "matmul<128>", "a/b",
+                         "",           "mmat"};
+  for (const char* p : patterns) {
+    LinkResult<NameMatcher> m = NameMatcher::Compile(p, NameMatch::kGlob);
+    ASSERT_TRUE(m.ok()) << p << ": " << m.error();
+    for (const char* n : names) {
+      EXPECT_EQ(m->Matches(n, ""), ::fnmatch(p, n, 0) == 0) << "pattern " << p << " name " << n;
+    }
+  }
+}
+
+TEST(SelectorTest, ContradictoryCombinationsAreRefused) {
+  Selector s;
+  s.kernel = "k";
+  s.skip = 2;
+  s.nth = 3;
+  EXPECT_NE(ValidateSelector(s).find("skip and nth"), std::string::npos);
+  s.skip = 0;
+  EXPECT_EQ(ValidateSelector(s), "");
+  s.count = 4;  // the 3rd dispatch of 4 processes
+  EXPECT_EQ(ValidateSelector(s), "");
+  s.pid = 77;  // ... but one process has only one 3rd dispatch
+  EXPECT_NE(ValidateSelector(s).find("count must be 1"), std::string::npos);
+  s.nth = 0;
+  s.skip = 5;
+  EXPECT_EQ(ValidateSelector(s), "");  // skip 5, then take 4
 }
 
 TEST(SelectorTest, ProcessDeviceAndExpiry) {

@@ -62,6 +62,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kRingRequest: return "RingRequest";
     case MessageType::kRingGrant: return "RingGrant";
     case MessageType::kDispatchSkipped: return "DispatchSkipped";
+    case MessageType::kRingRevoke: return "RingRevoke";
+    case MessageType::kRingRelease: return "RingRelease";
   }
   return "Unknown";
 }
@@ -93,6 +95,12 @@ LinkStatus DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], const FrameLimi
   if (h->json_length == 0 || h->json_length > limits.max_json) {
     return LinkStatus::Error("json length " + std::to_string(h->json_length) +
                              " outside [1, " + std::to_string(limits.max_json) + "]");
+  }
+  const MessageType type = static_cast<MessageType>(h->type);
+  if (h->payload_length > 0 && type != MessageType::kCaptureBegin &&
+      type != MessageType::kCodeObject) {
+    return LinkStatus::Error(std::string(MessageTypeName(type)) + " frames carry no payload (" +
+                             std::to_string(h->payload_length) + " bytes declared)");
   }
   if (h->payload_length > limits.max_payload) {
     return LinkStatus::Error("payload length " + std::to_string(h->payload_length) +

@@ -13,7 +13,9 @@
 //   12     4     fd_count        file descriptors attached (0..kMaxFdsPerFrame)
 //   16     8     payload_length  bytes of the binary payload, 0..limits.max_payload
 //   24     json_length     JSON object (UTF-8), the message fields (messages.h)
-//   ...    payload_length  opaque bytes (argument blob, code object image)
+//   ...    payload_length  opaque bytes: the argument blob of a CaptureBegin or
+//                          the image of a CodeObject; every other type
+//                          carries none (payload_length 0)
 //
 // File descriptors travel as SCM_RIGHTS ancillary data attached to the first
 // byte of the frame's header, so a reader gets them with the header. A frame
@@ -62,8 +64,10 @@ enum class MessageType : uint16_t {
   kRingRequest = 14,     // agent -> daemon: create my ring now (lazy rings)
   kRingGrant = 15,       // daemon -> agent, carries the ring memfd (or an error)
   kDispatchSkipped = 16, // agent -> daemon: a selected dispatch was not captured
+  kRingRevoke = 17,      // daemon -> agent: give your idle ring back
+  kRingRelease = 18,     // agent -> daemon: my ring is unmapped, uncount it
 };
-inline constexpr uint16_t kMaxMessageType = 16;
+inline constexpr uint16_t kMaxMessageType = 18;
 
 const char* MessageTypeName(MessageType type);
 

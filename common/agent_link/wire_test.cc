@@ -198,7 +198,10 @@ TEST(WireTest, BadMagicVersionTypeAndOversizeAreRejected) {
       {Header(kFrameMagic, 1, 99, 2, 0, 0), "type"},
       {Header(kFrameMagic, 1, 1, 0, 0, 0), "json length"},
       {Header(kFrameMagic, 1, 1, 0xFFFFFFFF, 0, 0), "json length"},
-      {Header(kFrameMagic, 1, 1, 2, 0, ~0ull), "payload length"},
+      {Header(kFrameMagic, 1, 9, 2, 0, ~0ull), "payload length"},
+      // Only CaptureBegin and CodeObject frames carry payloads.
+      {Header(kFrameMagic, 1, 1, 2, 0, 1), "Hello frames carry no payload"},
+      {Header(kFrameMagic, 1, 7, 2, 0, 4096), "SlotFilled frames carry no payload"},
       {Header(kFrameMagic, 1, 1, 2, 100, 0), "fd count"},
   };
   for (const Case& c : cases) {

@@ -58,6 +58,34 @@ void SetRecvTimeout(int fd, absl::Duration d) {
 
 }  // namespace
 
+// The capture in progress on a connection (its reader thread only). At
+// namespace scope so that std::optional sees a complete type.
+struct CaptureRegionState {
+  ImageKind image;
+  int handle;
+  uint64_t size;
+};
+struct CaptureInFlight {
+  uint64_t token = 0;
+  bool failed = false;  // CaptureResult already sent; ignore until End/Abort
+  std::string capture_id;
+  std::string arm_id;
+  bool arm_reserved = false;
+  std::unique_ptr<CaptureIngest> ingest;
+  v1::CaptureManifest manifest;
+  // Regions of the ingest, by region number; only kept while the capture
+  // has not failed (a failed capture's frames are only numbered).
+  std::vector<CaptureRegionState> regions;
+  uint32_t region_count = 0;  // RegionBegin frames seen
+  bool saw_post = false;
+  uint64_t declared = 0;
+  uint64_t declared_chunks = 0;  // charged to declared_chunks_in_flight_
+  uint32_t code_objects = 0;
+  uint64_t code_object_bytes = 0;
+  uint64_t received = 0;
+  absl::Time last_progress;
+};
+
 // One connected agent. The reader thread (Serve) owns the capture state; the
 // slot table and the socket's write side are shared with ingest callbacks and
 // Arm pushes and have their own locks.
@@ -67,8 +95,9 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
 
   ~Connection() {
     // The ingest (and with it any slot callbacks) must go before the ring.
+    if (capture_.has_value()) ReleaseDeclaredChunks();
     capture_.reset();
-    if (ring_charged_ > 0) server_->ring_bytes_in_use_.fetch_sub(ring_charged_);
+    if (ring_charged_ > 0) server_->UnchargeRing(ring_charged_);
   }
 
   // Sends one message; a failed send kicks the connection (the reader then
@@ -88,10 +117,12 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
 
   void Kick() { ::shutdown(fd_.get(), SHUT_RDWR); }
 
-  // Returns a slot to the agent. Idempotent per hand-over.
-  void ReleaseSlot(uint32_t slot) {
+  // Returns a slot of ring `generation` to the agent. Idempotent per
+  // hand-over; a slot of a ring since released is not the agent's to get.
+  void ReleaseSlot(uint64_t generation, uint32_t slot) {
     {
       absl::MutexLock lock(&slot_mu_);
+      if (generation != ring_generation_) return;
       if (slot >= daemon_owns_.size() || !daemon_owns_[slot]) return;
       daemon_owns_[slot] = false;
     }
@@ -101,35 +132,33 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   }
 
   std::string agent_id() const { return agent_id_; }
+  // Read by other connections' threads (ring reclaim).
+  bool CanBeAskedForRing() const {
+    return release_capable_ && ring_held_.load() > 0 && !capturing_.load() &&
+           !revoke_sent_.load();
+  }
+  uint64_t ring_held() const { return ring_held_.load(); }
+  int64_t last_capture_ms() const { return last_capture_ms_.load(); }
+  // Asks the agent for its ring back (once per ring).
+  void Revoke(const std::string& reason) {
+    if (revoke_sent_.exchange(true)) return;
+    RingRevokeMsg msg;
+    msg.reason = reason;
+    (void)Send(msg);
+  }
   v1::AgentInfo info() {
     absl::MutexLock lock(&info_mu_);
     return info_;
   }
 
-  // The capture in progress (reader thread only).
-  struct RegionState {
-    ImageKind image;
-    int handle;
-    uint64_t size;
-  };
-  struct Capture {
-    uint64_t token = 0;
-    bool failed = false;  // CaptureResult already sent; ignore until End/Abort
-    std::string capture_id;
-    std::string arm_id;
-    bool arm_reserved = false;
-    std::unique_ptr<CaptureIngest> ingest;
-    v1::CaptureManifest manifest;
-    std::vector<RegionState> regions;
-    bool saw_post = false;
-    uint64_t declared = 0;
-    uint64_t received = 0;
-    absl::Time last_progress;
-  };
+  using RegionState = CaptureRegionState;
+  using Capture = CaptureInFlight;
 
   LinkStatus Handshake();
   LinkStatus ServeFrames();
-  void Cleanup();
+  // Aborts the capture in flight (if any) because the connection ends for
+  // `reason`, and drops the socket.
+  void Cleanup(const std::string& reason);
 
  private:
   friend class AgentLinkServer;
@@ -141,14 +170,19 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   LinkStatus OnCaptureEnd(const Frame& frame);
   LinkStatus OnCaptureAbort(const Frame& frame);
   LinkStatus OnRingRequest(const Frame& frame);
+  LinkStatus OnRingRelease(const Frame& frame);
   LinkStatus OnDispatchSkipped(const Frame& frame);
   // Creates, maps and charges this connection's ring; the memfd to send.
-  LinkResult<UniqueFd> CreateRing();
+  // With may_reclaim (a capture is waiting for it), idle rings of other
+  // agents may be asked back to make room.
+  LinkResult<UniqueFd> CreateRing(bool may_reclaim);
   // Fails the current capture (not the connection): aborts the ingest, tells
   // the agent, publishes capture_failed. Later frames of it are ignored.
   void FailCapture(const std::string& reason);
-  // Ends an ingest's life (commit or abort) for the in-flight accounting.
+  // Ends an ingest's life (commit or abort) for the in-flight accounting
+  // and returns its declared chunks to the in-flight bound.
   void DropIngest(const std::string& abort_reason);
+  void ReleaseDeclaredChunks();
   LinkStatus CheckToken(uint64_t token, const char* what);
   void PublishProgress(bool force);
 
@@ -161,12 +195,19 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   RingLayout layout_{0, 0};  // slot_count 0 until the ring exists
   uint64_t ring_charged_ = 0;  // bytes counted in server_->ring_bytes_in_use_
   bool lazy_ring_ = false;
+  bool release_capable_ = false;  // lazy_ring + ring_release; set before registration
   bool registered_ = false;
+  // Mirrors of reader-thread state for other threads (ring reclaim).
+  std::atomic<uint64_t> ring_held_{0};
+  std::atomic<bool> capturing_{false};
+  std::atomic<bool> revoke_sent_{false};
+  std::atomic<int64_t> last_capture_ms_{0};
 
   absl::Mutex send_mu_;
   bool send_failed_ ABSL_GUARDED_BY(send_mu_) = false;
   absl::Mutex slot_mu_;
   std::vector<bool> daemon_owns_ ABSL_GUARDED_BY(slot_mu_);
+  uint64_t ring_generation_ ABSL_GUARDED_BY(slot_mu_) = 0;  // +1 per ring
   absl::Mutex info_mu_;
   v1::AgentInfo info_ ABSL_GUARDED_BY(info_mu_);
 
@@ -181,14 +222,15 @@ namespace {
 class SlotLease {
  public:
   SlotLease(std::weak_ptr<AgentLinkServer::Connection> conn, std::shared_ptr<RingMapping> ring,
-            uint32_t slot)
-      : conn_(std::move(conn)), ring_(std::move(ring)), slot_(slot) {}
+            uint64_t generation, uint32_t slot)
+      : conn_(std::move(conn)), ring_(std::move(ring)), generation_(generation), slot_(slot) {}
   ~SlotLease() { Release(); }
   void Release();
 
  private:
   std::weak_ptr<AgentLinkServer::Connection> conn_;
   std::shared_ptr<RingMapping> ring_;
+  uint64_t generation_;
   uint32_t slot_;
   std::atomic<bool> released_{false};
 };
@@ -197,7 +239,7 @@ class SlotLease {
 
 void SlotLease::Release() {
   if (released_.exchange(true)) return;
-  if (auto conn = conn_.lock()) conn->ReleaseSlot(slot_);
+  if (auto conn = conn_.lock()) conn->ReleaseSlot(generation_, slot_);
 }
 
 // ---------------------------------------------------------------------------
@@ -217,9 +259,10 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
                              ", daemon " + std::to_string(kProtocolVersion));
   }
   lazy_ring_ = opt.lazy_rings && HasFeature(hello_.features, kFeatureLazyRing);
+  release_capable_ = lazy_ring_ && HasFeature(hello_.features, kFeatureRingRelease);
   UniqueFd ring_fd;
   if (!lazy_ring_) {
-    LinkResult<UniqueFd> fd = CreateRing();
+    LinkResult<UniqueFd> fd = CreateRing(/*may_reclaim=*/false);
     if (!fd.ok()) return LinkStatus::Error("creating ring: " + fd.error());
     ring_fd = std::move(fd).value();
   }
@@ -236,6 +279,7 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
   welcome.slot_count = lazy_ring_ ? 0 : layout_.slot_count;
   welcome.max_payload = opt.limits.max_payload;
   if (lazy_ring_) welcome.features.push_back(kFeatureLazyRing);
+  if (release_capable_) welcome.features.push_back(kFeatureRingRelease);
   welcome.features.push_back(kFeatureDispatchSkipped);
   // Registration and the Welcome's arm snapshot happen under send_mu_, so an
   // Arm() racing with this handshake is either in the snapshot or pushed
@@ -248,7 +292,11 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
       if (ArmFinished(arm.info)) continue;
       if (!MatchesProcess(arm.selector, hello_.pid, hello_.process_name)) continue;
       welcome.arms.push_back(ArmFromSelector(id, arm.selector));
+      welcome.arms.back().seq = arm.seq;
     }
+    // arms_ is keyed by (random) id: put them back in arming order.
+    std::sort(welcome.arms.begin(), welcome.arms.end(),
+              [](const ArmMsg& a, const ArmMsg& b) { return a.seq < b.seq; });
     server_->agents_[agent_id_] = shared_from_this();
     registered_ = true;
   }
@@ -262,37 +310,25 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
   return LinkStatus::Ok();
 }
 
-LinkResult<UniqueFd> AgentLinkServer::Connection::CreateRing() {
+LinkResult<UniqueFd> AgentLinkServer::Connection::CreateRing(bool may_reclaim) {
   const AgentLinkServerOptions& opt = server_->options_;
-  RingLayout layout{opt.slot_size, opt.slot_count};
-  uint64_t bytes = layout.bytes();
-  // Charge the budget first (compare-and-swap: concurrent requests must not
-  // both take the last of it); a short budget means fewer slots.
-  uint64_t in_use = server_->ring_bytes_in_use_.load();
-  while (true) {
-    uint64_t want = opt.slot_size * opt.slot_count;
-    if (opt.max_total_ring_bytes != 0) {
-      uint64_t left = opt.max_total_ring_bytes > in_use ? opt.max_total_ring_bytes - in_use : 0;
-      uint64_t slots = std::min<uint64_t>(opt.slot_count, left / opt.slot_size);
-      slots = std::max<uint64_t>(slots, 2);
-      want = slots * opt.slot_size;
-    }
-    if (server_->ring_bytes_in_use_.compare_exchange_weak(in_use, in_use + want)) {
-      bytes = want;
-      break;
-    }
+  const uint64_t bytes = server_->ChargeRing(this, opt.slot_size, opt.slot_count, may_reclaim);
+  if (bytes == 0) {
+    return LinkStatus::Error(absl::StrFormat(
+        "the --staging-total-gib budget of %d bytes is in use by the rings of captures in "
+        "flight (a ring needs at least 2 slots of %d bytes); try again when they finished",
+        opt.max_total_ring_bytes, opt.slot_size));
   }
-  layout.slot_count = static_cast<uint32_t>(bytes / opt.slot_size);
-  auto uncharge = [&] { server_->ring_bytes_in_use_.fetch_sub(bytes); };
+  RingLayout layout{opt.slot_size, static_cast<uint32_t>(bytes / opt.slot_size)};
   absl::Time t0 = absl::Now();
   LinkResult<UniqueFd> ring_fd = CreateRingMemfd(layout, "kerncap-ring");
   if (!ring_fd.ok()) {
-    uncharge();
+    server_->UnchargeRing(bytes);
     return ring_fd.status();
   }
   LinkResult<RingMapping> mapping = RingMapping::Map(ring_fd->get(), layout, false);
   if (!mapping.ok()) {
-    uncharge();
+    server_->UnchargeRing(bytes);
     return mapping.status();
   }
   ring_charged_ = bytes;
@@ -301,13 +337,16 @@ LinkResult<UniqueFd> AgentLinkServer::Connection::CreateRing() {
   {
     absl::MutexLock lock(&slot_mu_);
     daemon_owns_.assign(layout_.slot_count, false);
+    ++ring_generation_;
   }
+  revoke_sent_ = false;
+  ring_held_ = bytes;
   if (layout.slot_count < opt.slot_count) {
     log::Warn("agent_link.ring_reduced",
               {{"agent", agent_id_},
                {"slots", layout.slot_count},
                {"wanted", opt.slot_count},
-               {"reason", "--staging budget in use by other agents' rings"}});
+               {"reason", "--staging-total-gib budget in use by other agents' rings"}});
   }
   log::Info("agent_link.ring_created", {{"agent", agent_id_},
                                         {"bytes", layout.bytes()},
@@ -323,7 +362,9 @@ LinkStatus AgentLinkServer::Connection::OnRingRequest(const Frame& frame) {
   if (!lazy_ring_) return LinkStatus::Error("RingRequest from an agent that has its ring");
   if (ring_ != nullptr) return LinkStatus::Error("RingRequest for a second ring");
   RingGrantMsg grant;
-  LinkResult<UniqueFd> fd = CreateRing();
+  // "capture": a BeginCapture waits for this ring; "armed": it is wanted
+  // ahead of time and gets only what is free.
+  LinkResult<UniqueFd> fd = CreateRing(/*may_reclaim=*/msg.reason == "capture");
   if (!fd.ok()) {
     grant.error = fd.error();
     log::Warn("agent_link.ring_failed", {{"agent", agent_id_}, {"error", fd.error()}});
@@ -333,6 +374,34 @@ LinkStatus AgentLinkServer::Connection::OnRingRequest(const Frame& frame) {
   grant.slot_count = layout_.slot_count;
   int raw = fd->get();
   return Send(grant, {}, &raw, 1);
+}
+
+LinkStatus AgentLinkServer::Connection::OnRingRelease(const Frame& frame) {
+  RingReleaseMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  if (!release_capable_) return LinkStatus::Error("RingRelease without the ring_release feature");
+  if (ring_ == nullptr) return LinkStatus::Error("RingRelease without a ring");
+  if (capture_.has_value()) {
+    return LinkStatus::Error("RingRelease while capture " + std::to_string(capture_->token) +
+                             " is in flight");
+  }
+  {
+    absl::MutexLock lock(&slot_mu_);
+    daemon_owns_.clear();
+    ++ring_generation_;
+  }
+  // Slot leases still in the store's pipeline keep their own reference to
+  // the mapping; the pages go when the last of them does.
+  ring_.reset();
+  layout_ = {0, 0};
+  ring_held_ = 0;
+  const uint64_t bytes = ring_charged_;
+  ring_charged_ = 0;
+  server_->UnchargeRing(bytes);
+  log::Info("agent_link.ring_released",
+            {{"agent", agent_id_}, {"bytes", bytes}, {"reason", msg.reason}});
+  return LinkStatus::Ok();
 }
 
 LinkStatus AgentLinkServer::Connection::OnDispatchSkipped(const Frame& frame) {
@@ -383,6 +452,9 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
     }
     if (!frame->fds.empty()) return LinkStatus::Error("unexpected file descriptors from agent");
     LinkStatus status;
+    // Bounds keep allocations small; should one still fail, this agent is
+    // dropped (its capture aborted) and kerncapd keeps serving the others.
+    try {
     switch (frame->type) {
       case MessageType::kCaptureBegin: status = OnCaptureBegin(*frame); break;
       case MessageType::kRegionBegin: status = OnRegionBegin(*frame); break;
@@ -391,6 +463,7 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
       case MessageType::kCaptureEnd: status = OnCaptureEnd(*frame); break;
       case MessageType::kCaptureAbort: status = OnCaptureAbort(*frame); break;
       case MessageType::kRingRequest: status = OnRingRequest(*frame); break;
+      case MessageType::kRingRelease: status = OnRingRelease(*frame); break;
       case MessageType::kDispatchSkipped: status = OnDispatchSkipped(*frame); break;
       case MessageType::kError: {
         ErrorMsg err;
@@ -401,6 +474,10 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
       default:
         status = LinkStatus::Error(std::string("unexpected ") + MessageTypeName(frame->type) +
                                    " from agent");
+    }
+    } catch (const std::exception& e) {
+      status = LinkStatus::Error(std::string("handling ") + MessageTypeName(frame->type) + ": " +
+                                 e.what());
     }
     if (!status.ok()) return status;
   }
@@ -417,10 +494,17 @@ LinkStatus AgentLinkServer::Connection::CheckToken(uint64_t token, const char* w
   return LinkStatus::Ok();
 }
 
+void AgentLinkServer::Connection::ReleaseDeclaredChunks() {
+  if (!capture_.has_value() || capture_->declared_chunks == 0) return;
+  server_->declared_chunks_in_flight_.fetch_sub(capture_->declared_chunks);
+  capture_->declared_chunks = 0;
+}
+
 void AgentLinkServer::Connection::DropIngest(const std::string& abort_reason) {
   if (!capture_.has_value() || capture_->ingest == nullptr) return;
   if (!abort_reason.empty()) capture_->ingest->Abort(abort_reason);
   capture_->ingest.reset();
+  ReleaseDeclaredChunks();
   server_->IngestFinished();
 }
 
@@ -455,18 +539,32 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
     return LinkStatus::Error("CaptureBegin while capture " + std::to_string(capture_->token) +
                              " is in flight");
   }
+  const CaptureLimits& limits = server_->options_.capture_limits;
   capture_.emplace();
+  capturing_ = true;
+  last_capture_ms_ = NowMs();
   Capture& c = *capture_;
   c.token = begin.token;
   c.capture_id = NewCaptureId();
   c.arm_id = begin.arm_id;
   c.last_progress = absl::Now();
-  FillManifest(hello_, begin, frame.payload, &c.manifest);
   c.manifest.set_capture_id(c.capture_id);
-  c.manifest.set_created_unix_ms(NowMs());
 
   if (server_->draining_) {
     FailCapture("daemon is shutting down");
+    return LinkStatus::Ok();
+  }
+  // Everything below is the agent's word: bound it before keeping it.
+  if (std::max(begin.mangled_name.size(), begin.demangled_name.size()) >
+      limits.max_kernel_name_bytes) {
+    FailCapture(absl::StrCat("kernel name of ",
+                             std::max(begin.mangled_name.size(), begin.demangled_name.size()),
+                             " bytes exceeds the limit of ", limits.max_kernel_name_bytes));
+    return LinkStatus::Ok();
+  }
+  if (frame.payload.size() > limits.max_argument_blob) {
+    FailCapture(absl::StrCat("argument blob of ", frame.payload.size(),
+                             " bytes exceeds the limit of ", limits.max_argument_blob));
     return LinkStatus::Ok();
   }
   if (absl::Status graph = CheckGraphOrigin(begin); !graph.ok()) {
@@ -477,13 +575,24 @@ LinkStatus AgentLinkServer::Connection::OnCaptureBegin(const Frame& frame) {
     FailCapture(absl::StrCat("bad capture from the agent: ", tex.message()));
     return LinkStatus::Ok();
   }
-  if (!c.arm_id.empty()) {
-    std::string why = server_->ReserveArm(c.arm_id);
-    if (!why.empty()) {
-      FailCapture(why);
-      return LinkStatus::Ok();
-    }
-    c.arm_reserved = true;
+  // Only captures an arm asked for are stored: an agent cannot fill the
+  // store on its own.
+  if (c.arm_id.empty()) {
+    FailCapture(
+        "no arm selected this capture: kerncapd stores only dispatches an arm asked for "
+        "(kerncapctl arm)");
+    return LinkStatus::Ok();
+  }
+  std::string why = server_->ReserveArm(c.arm_id, hello_, begin);
+  if (!why.empty()) {
+    FailCapture(why);
+    return LinkStatus::Ok();
+  }
+  c.arm_reserved = true;
+  FillManifest(hello_, begin, frame.payload, &c.manifest);
+  c.manifest.set_capture_id(c.capture_id);
+  c.manifest.set_created_unix_ms(NowMs());
+  {
     absl::MutexLock lock(&server_->mu_);
     auto it = server_->arms_.find(c.arm_id);
     if (it != server_->arms_.end()) {
@@ -518,9 +627,9 @@ LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
   status = CheckToken(msg.token, "RegionBegin");
   if (!status.ok()) return status;
   Capture& c = *capture_;
-  if (msg.region != c.regions.size()) {
+  if (msg.region != c.region_count) {
     return LinkStatus::Error("RegionBegin numbered " + std::to_string(msg.region) + ", expected " +
-                             std::to_string(c.regions.size()));
+                             std::to_string(c.region_count));
   }
   ImageKind image;
   if (msg.image == kImagePre) {
@@ -532,8 +641,37 @@ LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
   } else {
     return LinkStatus::Error("RegionBegin with unknown image '" + msg.image + "'");
   }
-  c.regions.push_back({image, -1, msg.size});
+  ++c.region_count;
   if (c.failed) return LinkStatus::Ok();
+  const CaptureLimits& limits = server_->options_.capture_limits;
+  const uint64_t chunk = server_->options_.chunk_size;
+  if (c.region_count > limits.max_regions) {
+    FailCapture(absl::StrCat("capture declares more than ", limits.max_regions, " regions"));
+    return LinkStatus::Ok();
+  }
+  if (msg.name.size() > limits.max_name_bytes) {
+    FailCapture(absl::StrCat("region ", msg.region, ": name of ", msg.name.size(),
+                             " bytes exceeds the limit of ", limits.max_name_bytes));
+    return LinkStatus::Ok();
+  }
+  // Chunks, not bytes, cost the daemon memory; computed without overflow.
+  const uint64_t chunks = msg.size / chunk + (msg.size % chunk != 0);
+  if (chunks > limits.max_chunks - std::min(limits.max_chunks, c.declared_chunks)) {
+    FailCapture(absl::StrFormat(
+        "region %d of %d bytes (at va 0x%x) makes the capture declare more than %d chunks of "
+        "%d bytes, the limit for one capture",
+        msg.region, msg.size, msg.va, limits.max_chunks, chunk));
+    return LinkStatus::Ok();
+  }
+  if (!server_->ChargeDeclaredChunks(chunks)) {
+    FailCapture(absl::StrFormat(
+        "region %d of %d bytes does not fit: captures in flight already declare %d of the %d "
+        "chunks kerncapd ingests at once; try again when they finished",
+        msg.region, msg.size, server_->declared_chunks_in_flight_.load(),
+        limits.max_inflight_chunks));
+    return LinkStatus::Ok();
+  }
+  c.declared_chunks += chunks;
   v1::Region region;
   region.set_va(msg.va);
   region.set_kind(RegionKindFromWire(msg.kind));
@@ -546,7 +684,7 @@ LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
     FailCapture(absl::StrCat("adding region: ", handle.status().ToString()));
     return LinkStatus::Ok();
   }
-  c.regions.back().handle = *handle;
+  c.regions.push_back({image, *handle, msg.size});
   c.declared += msg.size;
   return LinkStatus::Ok();
 }
@@ -561,14 +699,27 @@ LinkStatus AgentLinkServer::Connection::OnSlotFilled(const Frame& frame) {
   if (msg.slot >= layout_.slot_count) {
     return LinkStatus::Error("slot " + std::to_string(msg.slot) + " out of range");
   }
-  if (msg.region >= c.regions.size()) {
+  if (msg.region >= c.region_count) {
     return LinkStatus::Error("SlotFilled for undeclared region " + std::to_string(msg.region));
   }
-  const RegionState& region = c.regions[msg.region];
-  const uint64_t chunk = server_->options_.chunk_size;
   if (msg.length == 0 || msg.length > layout_.slot_size) {
     return LinkStatus::Error("slot length " + std::to_string(msg.length) + " invalid");
   }
+  {
+    absl::MutexLock lock(&slot_mu_);
+    if (daemon_owns_[msg.slot]) {
+      return LinkStatus::Error("slot " + std::to_string(msg.slot) +
+                               " filled while the daemon still holds it");
+    }
+  }
+  if (c.failed) {
+    // Nothing of a failed capture is kept: hand the slot straight back.
+    SlotFreeMsg free;
+    free.slot = msg.slot;
+    return Send(free);
+  }
+  const RegionState& region = c.regions[msg.region];
+  const uint64_t chunk = server_->options_.chunk_size;
   if (msg.offset > region.size || msg.length > region.size - msg.offset) {
     return LinkStatus::Error("write [" + std::to_string(msg.offset) + ", +" +
                              std::to_string(msg.length) + ") overflows region " +
@@ -581,19 +732,13 @@ LinkStatus AgentLinkServer::Connection::OnSlotFilled(const Frame& frame) {
                              std::to_string(msg.length) + ") not aligned to chunk size " +
                              std::to_string(chunk));
   }
+  uint64_t generation;
   {
     absl::MutexLock lock(&slot_mu_);
-    if (daemon_owns_[msg.slot]) {
-      return LinkStatus::Error("slot " + std::to_string(msg.slot) +
-                               " filled while the daemon still holds it");
-    }
     daemon_owns_[msg.slot] = true;
+    generation = ring_generation_;
   }
-  if (c.failed) {
-    ReleaseSlot(msg.slot);
-    return LinkStatus::Ok();
-  }
-  auto lease = std::make_shared<SlotLease>(weak_from_this(), ring_, msg.slot);
+  auto lease = std::make_shared<SlotLease>(weak_from_this(), ring_, generation, msg.slot);
   absl::Status write = c.ingest->WriteRegion(region.handle, msg.offset, ring_->slot(msg.slot),
                                              msg.length, [lease]() { lease->Release(); });
   if (!write.ok()) {
@@ -625,12 +770,29 @@ LinkStatus AgentLinkServer::Connection::OnCodeObject(const Frame& frame) {
   if (!status.ok()) return status;
   status = CheckToken(msg.token, "CodeObject");
   if (!status.ok()) return status;
-  if (capture_->failed) return LinkStatus::Ok();
+  Capture& c = *capture_;
+  if (c.failed) return LinkStatus::Ok();
+  const CaptureLimits& limits = server_->options_.capture_limits;
+  if (++c.code_objects > limits.max_code_objects) {
+    FailCapture(absl::StrCat("capture sends more than ", limits.max_code_objects,
+                             " code objects"));
+    return LinkStatus::Ok();
+  }
+  c.code_object_bytes += frame.payload.size();
+  if (c.code_object_bytes > limits.max_code_object_bytes) {
+    FailCapture(absl::StrCat("capture sends more than ", limits.max_code_object_bytes,
+                             " bytes of code objects"));
+    return LinkStatus::Ok();
+  }
+  if (msg.name.size() > limits.max_name_bytes) {
+    FailCapture(absl::StrCat("code object name of ", msg.name.size(),
+                             " bytes exceeds the limit of ", limits.max_name_bytes));
+    return LinkStatus::Ok();
+  }
   v1::CodeObject meta;
   meta.set_format(CodeObjectFormatFromWire(msg.format));
   meta.set_name(msg.name);
-  absl::Status add =
-      capture_->ingest->AddCodeObject(meta, frame.payload.data(), frame.payload.size());
+  absl::Status add = c.ingest->AddCodeObject(meta, frame.payload.data(), frame.payload.size());
   if (!add.ok()) FailCapture(absl::StrCat("adding code object: ", add.ToString()));
   return LinkStatus::Ok();
 }
@@ -651,6 +813,7 @@ LinkStatus AgentLinkServer::Connection::OnCaptureEnd(const Frame& frame) {
       FailCapture(absl::StrCat("commit: ", id.status().ToString()));
     } else {
       c.ingest.reset();
+      ReleaseDeclaredChunks();
       server_->IngestFinished();
       {
         absl::MutexLock lock(&info_mu_);
@@ -690,6 +853,7 @@ LinkStatus AgentLinkServer::Connection::OnCaptureEnd(const Frame& frame) {
     }
   }
   capture_.reset();
+  capturing_ = false;
   return LinkStatus::Ok();
 }
 
@@ -701,23 +865,29 @@ LinkStatus AgentLinkServer::Connection::OnCaptureAbort(const Frame& frame) {
   if (!status.ok()) return status;
   if (!capture_->failed) FailCapture("aborted by agent: " + msg.reason);
   capture_.reset();
+  capturing_ = false;
   return LinkStatus::Ok();
 }
 
-void AgentLinkServer::Connection::Cleanup() {
+void AgentLinkServer::Connection::Cleanup(const std::string& reason) {
   if (capture_.has_value() && !capture_->failed) {
     Capture& c = *capture_;
     c.failed = true;
-    DropIngest("agent disconnected");
+    const std::string why =
+        reason.empty() ? std::string("agent disconnected") : "agent disconnected: " + reason;
+    DropIngest(why);
     if (c.arm_reserved) server_->ReleaseArm(c.arm_id, c.capture_id, false);
+    log::Warn("capture.failed", {{"capture", c.capture_id}, {"agent", agent_id_}, {"reason", why}});
     v1::Event event;
     v1::CaptureFailed* f = event.mutable_capture_failed();
     f->set_capture_id(c.capture_id);
     f->set_agent_id(agent_id_);
-    f->set_reason("agent disconnected");
+    f->set_reason(why);
     server_->events_->Publish(std::move(event));
   }
+  ReleaseDeclaredChunks();
   capture_.reset();
+  capturing_ = false;
   Kick();
 }
 
@@ -745,7 +915,17 @@ absl::Status AgentLinkServer::Start(const AgentLinkServerOptions& options, Captu
         absl::StrCat("agent socket path too long: ", options.socket_path));
   }
   memcpy(addr.sun_path, options.socket_path.data(), options.socket_path.size());
-  KC_RETURN_IF_ERROR(MakeDirs(DirName(options.socket_path), 0755));
+  // The socket folder is 0750 like the control socket's (kerncapd shares
+  // it): created so, and tightened if this server created it.
+  {
+    const std::string dir = DirName(options.socket_path);
+    struct stat dir_st;
+    const bool existed = ::stat(dir.c_str(), &dir_st) == 0;
+    KC_RETURN_IF_ERROR(MakeDirs(dir, 0750));
+    if (!existed && ::chmod(dir.c_str(), 0750) != 0) {
+      return ErrnoError(errno, absl::StrCat("chmod ", dir));
+    }
+  }
 
   struct stat st;
   if (::lstat(options.socket_path.c_str(), &st) == 0) {
@@ -867,7 +1047,7 @@ void AgentLinkServer::Serve(std::shared_ptr<Connection> conn) {
     err.message = status.message();
     (void)conn->Send(err);
   }
-  conn->Cleanup();
+  conn->Cleanup(status.ok() ? std::string() : status.message());
   bool was_registered = conn->registered_;
   {
     absl::MutexLock lock(&mu_);
@@ -881,6 +1061,15 @@ void AgentLinkServer::Serve(std::shared_ptr<Connection> conn) {
     log::Info("agent_link.left", {{"agent", conn->agent_id()}});
   }
   Wake();
+}
+
+void AgentLinkServer::ServeForTesting(UniqueFd fd) {
+  auto conn = std::make_shared<Connection>(this, std::move(fd));
+  {
+    absl::MutexLock lock(&mu_);
+    all_connections_.push_back(conn);
+  }
+  Serve(conn);  // ends by queueing it for ReapFinished (no thread to join)
 }
 
 void AgentLinkServer::ReapFinished() {
@@ -972,8 +1161,11 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
   std::string bad = ValidateSelector(selector);
   if (!bad.empty()) return absl::InvalidArgumentError(bad);
 
+  LinkResult<NameMatcher> matcher = NameMatcher::Compile(selector.kernel, selector.match);
+  if (!matcher.ok()) return absl::InvalidArgumentError("selector.kernel: " + matcher.error());
   ArmEntry entry;
   entry.selector = selector;
+  entry.matcher = std::make_shared<NameMatcher>(std::move(matcher).value());
   v1::ArmInfo& info = entry.info;
   info.set_arm_id(RandomId("arm-"));
   *info.mutable_selector() = request.selector();
@@ -986,6 +1178,8 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
+    entry.seq = next_arm_seq_++;
+    push.seq = entry.seq;
     arms_[info.arm_id()] = entry;
     for (auto& [id, c] : agents_) {
       if (MatchesProcess(selector, c->hello_.pid, c->hello_.process_name)) targets.push_back(c);
@@ -1068,13 +1262,15 @@ absl::StatusOr<std::vector<v1::ArmInfo>> AgentLinkServer::Disarm(
 
 std::vector<v1::ArmInfo> AgentLinkServer::ListArms(bool include_finished) {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::ArmInfo> out;
+  std::vector<const ArmEntry*> entries;
   for (const auto& [id, arm] : arms_) {
-    if (include_finished || !ArmFinished(arm.info)) out.push_back(arm.info);
+    if (include_finished || !ArmFinished(arm.info)) entries.push_back(&arm);
   }
-  std::sort(out.begin(), out.end(), [](const v1::ArmInfo& a, const v1::ArmInfo& b) {
-    return a.created_unix_ms() < b.created_unix_ms();
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const ArmEntry* a, const ArmEntry* b) { return a->seq < b->seq; });
+  std::vector<v1::ArmInfo> out;
+  out.reserve(entries.size());
+  for (const ArmEntry* e : entries) out.push_back(e->info);
   return out;
 }
 
@@ -1092,13 +1288,87 @@ void AgentLinkServer::ExpireArms() {
   PushDisarms(finished);
 }
 
-std::string AgentLinkServer::ReserveArm(const std::string& arm_id) {
+uint64_t AgentLinkServer::RingBytesInUse() {
+  absl::MutexLock lock(&budget_mu_);
+  return ring_bytes_in_use_;
+}
+
+void AgentLinkServer::UnchargeRing(uint64_t bytes) {
+  absl::MutexLock lock(&budget_mu_);
+  ring_bytes_in_use_ -= std::min(ring_bytes_in_use_, bytes);
+}
+
+uint64_t AgentLinkServer::ChargeRing(Connection* requester, uint64_t slot_size,
+                                     uint32_t slot_count, bool may_reclaim) {
+  const uint64_t want = slot_size * slot_count;
+  const uint64_t budget = options_.max_total_ring_bytes;
+  absl::MutexLock lock(&budget_mu_);
+  if (budget == 0) {
+    ring_bytes_in_use_ += want;
+    return want;
+  }
+  auto left = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(budget_mu_) {
+    return budget > ring_bytes_in_use_ ? budget - ring_bytes_in_use_ : 0;
+  };
+  // The largest ring of 2..slot_count slots that fits, or 0.
+  auto take = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(budget_mu_) -> uint64_t {
+    const uint64_t bytes = std::min<uint64_t>(slot_count, left() / slot_size) * slot_size;
+    if (bytes < 2 * slot_size) return 0;
+    ring_bytes_in_use_ += bytes;
+    return bytes;
+  };
+  if (left() >= want || !may_reclaim) return take();
+  // A capture needs staging the budget does not have: idle rings of other
+  // agents (armed, not capturing) go back first.
+  budget_mu_.Unlock();
+  const uint64_t asked = RevokeIdleRings(requester, want - left());
+  budget_mu_.Lock();
+  if (asked > 0) {
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(budget_mu_) { return left() >= want; };
+    budget_mu_.AwaitWithTimeout(absl::Condition(&enough), options_.ring_reclaim_timeout);
+  }
+  return take();
+}
+
+uint64_t AgentLinkServer::RevokeIdleRings(Connection* requester, uint64_t bytes) {
+  std::vector<std::shared_ptr<Connection>> idle;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, c] : agents_) {
+      if (c.get() != requester && c->CanBeAskedForRing()) idle.push_back(c);
+    }
+  }
+  std::sort(idle.begin(), idle.end(), [](const auto& a, const auto& b) {
+    return a->last_capture_ms() < b->last_capture_ms();
+  });
+  uint64_t asked = 0;
+  for (auto& c : idle) {
+    if (asked >= bytes) break;
+    asked += c->ring_held();
+    c->Revoke("another agent's capture needs staging");
+    log::Info("agent_link.ring_revoked", {{"agent", c->agent_id()}, {"bytes", c->ring_held()}});
+  }
+  return asked;
+}
+
+std::string AgentLinkServer::ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+                                        const CaptureBeginMsg& begin) {
   absl::MutexLock lock(&mu_);
   auto it = arms_.find(arm_id);
   if (it == arms_.end()) return "unknown arm " + arm_id;
   ArmEntry& arm = it->second;
   if (ArmFinished(arm.info) || IsExpired(arm.selector, NowMs())) {
     return "arm " + arm_id + " is no longer active";
+  }
+  if (!MatchesProcess(arm.selector, hello.pid, hello.process_name)) {
+    return "arm " + arm_id + " does not apply to this process";
+  }
+  if (!MatchesDevice(arm.selector, static_cast<int32_t>(begin.device))) {
+    return absl::StrCat("arm ", arm_id, " does not select device ", begin.device);
+  }
+  if (arm.matcher == nullptr || !arm.matcher->Matches(begin.demangled_name, begin.mangled_name)) {
+    return absl::StrCat("arm ", arm_id, " does not select kernel ",
+                        begin.demangled_name.empty() ? begin.mangled_name : begin.demangled_name);
   }
   if (arm.info.captured() + arm.pending >= EffectiveCount(arm.selector)) {
     return "arm " + arm_id + " already has its captures";
@@ -1126,6 +1396,15 @@ void AgentLinkServer::NoteSkipped(const std::string& arm_id, v1::SkippedDispatch
   v1::Event event;
   *event.mutable_arm_changed() = std::move(changed);
   events_->Publish(std::move(event));
+}
+
+bool AgentLinkServer::ChargeDeclaredChunks(uint64_t chunks) {
+  const uint64_t max = options_.capture_limits.max_inflight_chunks;
+  uint64_t now = declared_chunks_in_flight_.load();
+  do {
+    if (chunks > max || now > max - chunks) return false;
+  } while (!declared_chunks_in_flight_.compare_exchange_weak(now, now + chunks));
+  return true;
 }
 
 void AgentLinkServer::ReleaseArm(const std::string& arm_id, const std::string& capture_id,

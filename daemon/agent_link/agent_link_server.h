@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/agent_link/messages.h"
 #include "common/agent_link/ring.h"
 #include "common/agent_link/selector.h"
 #include "common/agent_link/wire.h"
@@ -43,6 +44,23 @@
 
 namespace kerncap::link {
 
+// Bounds on what one agent capture may declare. Every size and count an agent
+// sends is checked against these, the frame limits and the ring before
+// anything is allocated from it; a capture that exceeds one fails with a
+// CaptureResult error naming the bound, the agent stays connected and
+// kerncapd keeps serving. The ingest keeps ~40 bytes per declared chunk, so
+// the chunk bounds are what bound the daemon's memory per capture and in all.
+struct CaptureLimits {
+  uint32_t max_regions = 1u << 18;              // RegionBegin frames per capture
+  uint64_t max_chunks = 1ull << 23;             // declared chunks, pre + post
+  uint64_t max_inflight_chunks = 1ull << 24;    // declared chunks of all captures
+  uint64_t max_argument_blob = 1ull << 20;      // CaptureBegin payload
+  uint32_t max_code_objects = 1024;             // CodeObject frames per capture
+  uint64_t max_code_object_bytes = 4ull << 30;  // their payloads together
+  size_t max_kernel_name_bytes = kMaxKernelNameBytes;
+  size_t max_name_bytes = 4096;                 // region and code object names
+};
+
 struct AgentLinkServerOptions {
   std::string socket_path;  // required; its directory is created if missing
   int socket_mode = 0660;
@@ -51,15 +69,21 @@ struct AgentLinkServerOptions {
   // arm applies to them); others get it at connect time.
   uint64_t slot_size = kDefaultSlotSize;
   uint32_t slot_count = kDefaultSlotCount;
-  // Bound on the memory of all rings together (0: none). A ring asked for
-  // when the budget is short gets fewer slots (at least 2): its captures then
-  // pause the application longer (backpressure), never fail for memory.
+  // Bound on the memory of all rings together (0: none), never exceeded. A
+  // ring asked for when the budget is short gets fewer slots (at least 2:
+  // its captures pause the application longer, backpressure); when not even
+  // 2 slots are left, the daemon asks idle rings back (RingRevoke, agents
+  // with "ring_release") and waits up to ring_reclaim_timeout for them, so
+  // staging goes to captures in flight; failing that the ring is refused
+  // with a message saying the budget is in use.
   uint64_t max_total_ring_bytes = 0;
+  absl::Duration ring_reclaim_timeout = absl::Seconds(2);
   bool lazy_rings = true;  // honor agents' "lazy_ring"; false: always eager
   // Must equal the store's chunk size: WriteRegion offsets are multiples of it.
   uint32_t chunk_size = 1u << 20;
   int max_agents = 256;  // one thread each; further connections are refused
   FrameLimits limits;
+  CaptureLimits capture_limits;
   // An agent that stops reading for this long is disconnected (protects the
   // Arm RPC and ingest callbacks from blocking on a stuck application).
   int send_timeout_ms = 5000;
@@ -95,10 +119,18 @@ class AgentLinkServer : public AgentControl {
   absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
   std::vector<v1::ArmInfo> ListArms(bool include_finished) override;
   int IngestsInFlight() override;
+  // Chunks declared by all captures in flight (CaptureLimits::max_inflight_chunks).
+  uint64_t DeclaredChunksInFlight() const { return declared_chunks_in_flight_.load(); }
   // Bytes of all agent rings now allocated.
-  uint64_t RingBytesInUse() const { return ring_bytes_in_use_.load(); }
+  uint64_t RingBytesInUse() ABSL_LOCKS_EXCLUDED(budget_mu_);
 
   const std::string& socket_path() const { return options_.socket_path; }
+
+  // Serves one agent connected on `fd` on the calling thread, exactly as an
+  // accepted connection is served (handshake, frames, cleanup), returning
+  // when it disconnects. For the fuzzer (tests/fuzz) and tests that drive a
+  // connection synchronously. The server must be started.
+  void ServeForTesting(UniqueFd fd);
 
   class Connection;  // one agent; defined in the .cc
 
@@ -106,6 +138,10 @@ class AgentLinkServer : public AgentControl {
   struct ArmEntry {
     v1::ArmInfo info;
     Selector selector;
+    // The arm's kernel matcher, to check that a capture an agent says this
+    // arm selected is one it can have selected (guarded by mu_).
+    std::shared_ptr<NameMatcher> matcher;
+    uint64_t seq = 0;      // arming order: competing arms are served oldest first
     uint32_t pending = 0;  // captures begun but not yet committed/failed
   };
 
@@ -125,8 +161,26 @@ class AgentLinkServer : public AgentControl {
   void Wake();
 
   // Arm accounting used by connections.
-  // Reserves one capture of `arm_id`; error message when the arm cannot take it.
-  std::string ReserveArm(const std::string& arm_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reserves one capture of `arm_id` for a dispatch of `begin`'s kernel on
+  // `begin.device` in the process `hello` describes; an error message when
+  // that arm is not active, does not apply to that dispatch, or has its
+  // captures.
+  std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+                         const CaptureBeginMsg& begin) ABSL_LOCKS_EXCLUDED(mu_);
+  // Charges `chunks` declared chunks to the in-flight bound; false (nothing
+  // charged) when they do not fit.
+  bool ChargeDeclaredChunks(uint64_t chunks);
+  // Ring budget. ChargeRing charges the bytes of the largest ring of
+  // `slot_size` slots, between 2 and `slot_count` of them, that fits; 0 when
+  // not even 2 fit (nothing charged). With may_reclaim and less than a full
+  // ring free, idle rings of other agents are asked back first (waiting up
+  // to ring_reclaim_timeout for them).
+  uint64_t ChargeRing(Connection* requester, uint64_t slot_size, uint32_t slot_count,
+                      bool may_reclaim) ABSL_LOCKS_EXCLUDED(budget_mu_, mu_);
+  void UnchargeRing(uint64_t bytes) ABSL_LOCKS_EXCLUDED(budget_mu_);
+  // Sends RingRevoke to idle ring holders (least recently capturing first)
+  // until they hold `bytes`; returns the bytes asked back.
+  uint64_t RevokeIdleRings(Connection* requester, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseArm(const std::string& arm_id, const std::string& capture_id, bool committed)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Records a dispatch the arm selected that its agent did not capture (in
@@ -148,7 +202,10 @@ class AgentLinkServer : public AgentControl {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> draining_{false};
   std::atomic<int> ingests_in_flight_{0};
-  std::atomic<uint64_t> ring_bytes_in_use_{0};
+  std::atomic<uint64_t> declared_chunks_in_flight_{0};
+
+  absl::Mutex budget_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  uint64_t ring_bytes_in_use_ ABSL_GUARDED_BY(budget_mu_) = 0;
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
@@ -160,6 +217,7 @@ class AgentLinkServer : public AgentControl {
   // ones); bounded by options.max_agents.
   std::vector<std::shared_ptr<Connection>> all_connections_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, ArmEntry> arms_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_arm_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::string> finished_arm_order_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "agent/link/agent_link_client.h"
 #include "agent/testing/synthetic_content.h"
 #include "daemon/agent_link/agent_link_test_util.h"
@@ -218,12 +219,13 @@ TEST_F(AgentLinkTest, SinkFailureFailsCaptureButKeepsAgent) {
   agent::AgentLinkClient& client = NewClient();
   sink_.fail_add_region = 1;
   std::string data(kChunk, 'x');
-  absl::StatusOr<std::string> id = DoCapture(client, "", "k", {data}, {});
+  const std::string arm = ArmKernel("k", /*count=*/2).arm_id();
+  absl::StatusOr<std::string> id = DoCapture(client, arm, "k", {data}, {});
   ASSERT_FALSE(id.ok());
   EXPECT_THAT(std::string(id.status().message()), HasSubstr("disk full"));
   ASSERT_TRUE(WaitEvent([](const v1::Event& e) { return e.has_capture_failed(); }));
   EXPECT_TRUE(client.connected());
-  id = DoCapture(client, "", "k", {data}, {});
+  id = DoCapture(client, arm, "k", {data}, {});
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(server_->IngestsInFlight(), 0);
 }
@@ -234,7 +236,7 @@ TEST_F(AgentLinkTest, AgentDisconnectMidCaptureAbortsIngest) {
     RawAgent raw = RawAgent::Connect(socket_);
     ASSERT_EQ(raw.welcome.slot_count, 4u);
     ASSERT_TRUE(raw.ring_fd.valid());
-    raw.Begin(1, 3 * kChunk);
+    raw.Begin(1, 3 * kChunk, ArmKernel("raw_kernel").arm_id());
     SlotFilledMsg filled;
     filled.token = 1;
     filled.slot = 0;
@@ -246,7 +248,8 @@ TEST_F(AgentLinkTest, AgentDisconnectMidCaptureAbortsIngest) {
   ASSERT_TRUE(WaitEvent([](const v1::Event& e) { return e.has_agent_left(); }));
   bool failed = false;
   for (const v1::Event& e : seen_) {
-    failed |= e.has_capture_failed() && e.capture_failed().reason() == "agent disconnected";
+    failed |= e.has_capture_failed() &&
+              absl::StartsWith(e.capture_failed().reason(), "agent disconnected");
   }
   EXPECT_TRUE(failed);
   std::vector<RecordedCapture> caps = sink_.captures();
@@ -260,6 +263,7 @@ TEST_F(AgentLinkTest, AgentDisconnectMidCaptureAbortsIngest) {
 TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
   StartServer();
   agent::AgentLinkClient& good = NewClient();
+  const std::string arm = ArmKernel("raw_kernel", /*count=*/100).arm_id();
   struct Case {
     const char* name;
     std::function<void(RawAgent&)> misbehave;
@@ -280,8 +284,8 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
        },
        "json length"},
       {"slot out of range",
-       [](RawAgent& a) {
-         a.Begin(1, kChunk);
+       [&](RawAgent& a) {
+         a.Begin(1, kChunk, arm);
          SlotFilledMsg m;
          m.token = 1;
          m.slot = 99;
@@ -290,8 +294,8 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
        },
        "out of range"},
       {"region overflow",
-       [](RawAgent& a) {
-         a.Begin(1, kChunk);
+       [&](RawAgent& a) {
+         a.Begin(1, kChunk, arm);
          SlotFilledMsg m;
          m.token = 1;
          m.offset = kChunk;
@@ -300,9 +304,9 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
        },
        "overflows"},
       {"slot reused while daemon holds it",
-       [this](RawAgent& a) {
+       [&](RawAgent& a) {
          sink_.hold_consumed = true;
-         a.Begin(1, 4 * kChunk);
+         a.Begin(1, 4 * kChunk, arm);
          SlotFilledMsg m;
          m.token = 1;
          m.length = kChunk;
@@ -320,8 +324,8 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
        },
        "without CaptureBegin"},
       {"pre after post",
-       [](RawAgent& a) {
-         a.Begin(1, kChunk);
+       [&](RawAgent& a) {
+         a.Begin(1, kChunk, arm);
          RegionBeginMsg r;
          r.token = 1;
          r.region = 1;
@@ -334,8 +338,8 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
        },
        "pre-image region after"},
       {"unaligned write",
-       [](RawAgent& a) {
-         a.Begin(1, 4 * kChunk);
+       [&](RawAgent& a) {
+         a.Begin(1, 4 * kChunk, arm);
          SlotFilledMsg m;
          m.token = 1;
          m.offset = 100;
@@ -365,7 +369,7 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
   EXPECT_EQ(server_->IngestsInFlight(), 0);
   for (const RecordedCapture& c : sink_.captures()) EXPECT_FALSE(c.committed);
   std::string data = agent::testing::SyntheticBytes(1, 0, 0, 2 * kChunk);
-  absl::StatusOr<std::string> id = DoCapture(good, "", "k", {data}, {});
+  absl::StatusOr<std::string> id = DoCapture(good, ArmKernel("k").arm_id(), "k", {data}, {});
   ASSERT_TRUE(id.ok()) << id.status();
 }
 
@@ -459,6 +463,7 @@ TEST_F(AgentLinkTest, ShutdownDiscardAbortsInFlightCapture) {
   StartServer();
   agent::AgentLinkClient& client = NewClient();
   CaptureBeginMsg begin;
+  begin.arm_id = ArmKernel("k").arm_id();
   begin.demangled_name = "k";
   auto s = client.BeginCapture(begin, "");
   ASSERT_TRUE(s.ok());

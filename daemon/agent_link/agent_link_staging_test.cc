@@ -2,6 +2,7 @@
 // a total budget), asynchronous capture ends and skipped-dispatch reports.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -80,14 +81,33 @@ TEST_F(StagingTest, RingIsCreatedOnlyOnceAnArmApplies) {
   EXPECT_EQ(mapped_[0], 4u * kChunk);
 }
 
-TEST_F(StagingTest, BeginCaptureAsksForTheRingWithoutArm) {
+TEST_F(StagingTest, BeginCaptureAsksForTheRingWhenTheArmCameLate) {
   StartServer();
   agent::AgentLinkClient& client = NewLazyClient();
   ASSERT_TRUE(client.connected());
+  EXPECT_EQ(client.ring_bytes(), 0u);
+  // An arm for another process: this client never hears of it, so only its
+  // BeginCapture can ask for the ring. The capture names an arm that does
+  // not apply to it and is refused, but the ring request is served.
+  v1::ArmRequest req;
+  req.mutable_selector()->set_kernel("k");
+  req.mutable_selector()->set_process_name("someone-else");
+  absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req);
+  ASSERT_TRUE(arm.ok());
   std::string pre = agent::testing::SyntheticBytes(5, 0, 0, 3 * kChunk + 7);
-  absl::StatusOr<std::string> id = DoCapture(client, "", "k", {pre}, {});
+  absl::StatusOr<std::string> id = DoCapture(client, arm->arm_id(), "k", {pre}, {});
+  ASSERT_FALSE(id.ok());
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("does not apply to this process"));
+  {
+    // It had a ring for the capture, and gave it back after: no arm applies.
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSERT_EQ(mapped_.size(), 1u);
+    EXPECT_EQ(mapped_[0], 4u * kChunk);
+  }
+  ASSERT_TRUE(Eventually([&] { return server_->RingBytesInUse() == 0; }));
+  // With an arm that applies, the capture goes through the same ring.
+  id = DoCapture(client, ArmKernel("k").arm_id(), "k", {pre}, {});
   ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_EQ(client.ring_bytes(), 4u * kChunk);
   ASSERT_EQ(sink_.captures().size(), 1u);
   EXPECT_TRUE(sink_.captures()[0].regions[0].bytes == pre);
 }
@@ -137,7 +157,7 @@ TEST_F(StagingTest, EndAsyncReturnsBeforeTheVerdictWhichArrivesLater) {
   EXPECT_TRUE(sink_.captures()[0].committed);
   EXPECT_TRUE(sink_.captures()[0].regions[0].bytes == bytes);
   // The next capture is possible (the client is free again).
-  EXPECT_TRUE(DoCapture(client, "", "k2", {bytes}, {}).ok());
+  EXPECT_TRUE(DoCapture(client, ArmKernel("k2").arm_id(), "k2", {bytes}, {}).ok());
 }
 
 TEST_F(StagingTest, EndAsyncDeliversDaemonFailure) {
@@ -146,6 +166,7 @@ TEST_F(StagingTest, EndAsyncDeliversDaemonFailure) {
   ASSERT_TRUE(client.connected());
   sink_.fail_add_region = 1;
   CaptureBeginMsg begin;
+  begin.arm_id = ArmKernel("k").arm_id();
   begin.demangled_name = "k";
   auto session = client.BeginCapture(begin, "");
   ASSERT_TRUE(session.ok()) << session.error();
@@ -160,37 +181,145 @@ TEST_F(StagingTest, EndAsyncDeliversDaemonFailure) {
   EXPECT_TRUE(out->capture_id.empty());
 }
 
-TEST_F(StagingTest, TotalStagingBudgetShrinksLaterRings) {
+// Watches RingBytesInUse() from a thread and keeps the largest value seen.
+class BudgetWatch {
+ public:
+  explicit BudgetWatch(AgentLinkServer& server)
+      : thread_([this, &server] {
+          while (!stop_) {
+            max_ = std::max<uint64_t>(max_, server.RingBytesInUse());
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          }
+        }) {}
+  ~BudgetWatch() { Stop(); }
+  uint64_t Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return max_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> max_{0};
+  std::thread thread_;
+};
+
+TEST_F(StagingTest, IdleAgentsGiveTheirRingBack) {
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  ASSERT_TRUE(client.connected());
+  v1::ArmInfo arm = ArmKernel("k");
+  ASSERT_TRUE(WaitRing(client));
+  EXPECT_EQ(server_->RingBytesInUse(), 4u * kChunk);
+  // Disarmed: nothing may capture, so the ring goes back.
+  v1::DisarmRequest disarm;
+  disarm.set_arm_id(arm.arm_id());
+  ASSERT_TRUE(server_->Disarm(disarm).ok());
+  ASSERT_TRUE(Eventually([&] { return server_->RingBytesInUse() == 0; }))
+      << server_->RingBytesInUse();
+  EXPECT_EQ(client.ring_bytes(), 0u);
+  // A new arm brings a ring again; its one capture done, the ring goes.
+  v1::ArmInfo again = ArmKernel("k");
+  ASSERT_TRUE(WaitRing(client));
+  auto match = client.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(match.has_value());
+  std::string data = agent::testing::SyntheticBytes(4, 0, 0, 3 * kChunk);
+  ASSERT_TRUE(DoCapture(client, match->arm_id, "k", {data}, {}).ok());
+  ASSERT_TRUE(Eventually([&] { return server_->RingBytesInUse() == 0; }))
+      << server_->RingBytesInUse();
+  EXPECT_EQ(client.ring_bytes(), 0u);
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(mapped_.size(), 2u);
+}
+
+TEST_F(StagingTest, TotalStagingBudgetIsAHardBoundAndServesCapturesFirst) {
   AgentLinkServerOptions o = Options();
   o.slot_count = 8;
   o.max_total_ring_bytes = 11 * kChunk;  // first ring: 8 slots; second: 3
   StartServer(o);
+  BudgetWatch watch(*server_);
   agent::AgentLinkClient& a = NewLazyClient("app-a");
   ASSERT_TRUE(a.connected());
-  ArmKernel("k");
+  ArmKernel("k", /*count=*/3);
   ASSERT_TRUE(WaitRing(a));
   EXPECT_EQ(a.ring_bytes(), 8u * kChunk);
   agent::AgentLinkClient& b = NewLazyClient("app-b");
   ASSERT_TRUE(WaitRing(b));
   EXPECT_EQ(b.ring_bytes(), 3u * kChunk);
   EXPECT_EQ(server_->RingBytesInUse(), 11u * kChunk);
-  // Even with the budget used up a ring has 2 slots: captures slow down
-  // (backpressure) instead of failing.
+  // The budget is used up: an agent that is only armed gets no ring ...
   agent::AgentLinkClient& c = NewLazyClient("app-c");
-  ASSERT_TRUE(WaitRing(c));
-  EXPECT_EQ(c.ring_bytes(), 2u * kChunk);
+  ASSERT_TRUE(c.WaitArms(1, 5000));
+  ASSERT_TRUE(Eventually([&] { return c.last_error().find("staging") != std::string::npos; }))
+      << c.last_error();
+  EXPECT_EQ(c.ring_bytes(), 0u);
+  // ... but its capture does: the idle rings of a and b are asked back.
   std::string big = agent::testing::SyntheticBytes(2, 0, 0, 9 * kChunk);
   auto match = c.ShouldCapture("k", "", 0);
   ASSERT_TRUE(match.has_value());
   absl::StatusOr<std::string> id = DoCapture(c, match->arm_id, "k", {big}, {});
   ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(sink_.captures().back().regions[0].bytes, big);
+  EXPECT_TRUE(a.ring_bytes() == 0 || b.ring_bytes() == 0);
+  EXPECT_LE(watch.Stop(), 11u * kChunk);  // never above the budget
   // Budget is returned when an agent goes.
-  clients_.erase(clients_.begin());
-  auto deadline = absl::Now() + absl::Seconds(5);
-  while (server_->RingBytesInUse() != 5u * kChunk && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_EQ(server_->RingBytesInUse(), 5u * kChunk);
+  clients_.clear();
+  ASSERT_TRUE(Eventually([&] { return server_->RingBytesInUse() == 0; }));
+}
+
+TEST_F(StagingTest, ACaptureInFlightKeepsItsRing) {
+  AgentLinkServerOptions o = Options();
+  o.max_total_ring_bytes = 4 * kChunk;  // one ring
+  o.ring_reclaim_timeout = absl::Milliseconds(200);
+  StartServer(o);
+  agent::AgentLinkClient& a = NewLazyClient("app-a");
+  ArmKernel("k", /*count=*/2);
+  ASSERT_TRUE(WaitRing(a));
+  auto ma = a.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(ma.has_value());
+  CaptureBeginMsg begin;
+  begin.arm_id = ma->arm_id;
+  begin.demangled_name = "k";
+  auto session = a.BeginCapture(begin, "");
+  ASSERT_TRUE(session.ok()) << session.error();
+  ASSERT_TRUE(WaitEvent([](const v1::Event& e) { return e.has_capture_started(); }));
+
+  agent::AgentLinkClient& b = NewLazyClient("app-b");
+  ASSERT_TRUE(b.WaitArms(1, 5000));
+  auto mb = b.ShouldCapture("k", "", 0);
+  ASSERT_TRUE(mb.has_value());
+  std::string data = agent::testing::SyntheticBytes(3, 0, 0, kChunk);
+  absl::StatusOr<std::string> id = DoCapture(b, mb->arm_id, "k", {data}, {});
+  ASSERT_FALSE(id.ok());
+  EXPECT_THAT(std::string(id.status().message()), HasSubstr("--staging-total-gib budget"));
+  EXPECT_EQ(a.ring_bytes(), 4u * kChunk);  // untouched
+  RegionBeginMsg region;
+  region.size = kChunk;
+  auto h = (*session)->AddRegion(region);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*session)->WriteRegion(*h, data.data(), data.size()).ok());
+  auto ida = (*session)->End();
+  ASSERT_TRUE(ida.ok()) << ida.error();
+}
+
+TEST_F(StagingTest, EagerAgentBeyondTheBudgetIsRefusedWithTheReason) {
+  AgentLinkServerOptions o = Options();
+  o.max_total_ring_bytes = 5 * kChunk;  // one ring of 4 slots
+  StartServer(o);
+  RawAgent first = RawAgent::Connect(socket_);
+  ASSERT_TRUE(first.ring_fd.valid());
+  LinkResult<UniqueFd> fd = ConnectUnix(socket_);
+  ASSERT_TRUE(fd.ok());
+  HelloMsg h;
+  h.pid = 4343;
+  ASSERT_TRUE(SendMessage(fd->get(), h).ok());
+  LinkResult<Frame> f = RecvFrame(fd->get(), FrameLimits());
+  ASSERT_TRUE(f.ok()) << f.error();
+  ASSERT_EQ(f->type, MessageType::kError);
+  ErrorMsg err;
+  ASSERT_TRUE(DecodeBody(*f, &err).ok());
+  EXPECT_THAT(err.message, HasSubstr("--staging-total-gib budget of 327680 bytes is in use"));
+  EXPECT_EQ(server_->RingBytesInUse(), 4u * kChunk);
 }
 
 TEST_F(StagingTest, SkippedDispatchIsReportedAndGivenBack) {

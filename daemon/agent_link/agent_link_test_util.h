@@ -390,9 +390,24 @@ struct RawAgent {
       }
     }
   }
-  void Begin(uint64_t token, uint64_t region_size) {
+  // Reads frames until the CaptureResult of `token` (Arm, Disarm and
+  // SlotFree frames are skipped). nullopt when the daemon dropped us.
+  std::optional<CaptureResultMsg> WaitResult(uint64_t token) {
+    while (true) {
+      LinkResult<Frame> f = RecvFrame(fd.get(), FrameLimits());
+      if (!f.ok() || f->type == MessageType::kError) return std::nullopt;
+      if (f->type != MessageType::kCaptureResult) continue;
+      CaptureResultMsg r;
+      if (!DecodeBody(*f, &r).ok()) return std::nullopt;
+      if (r.token == token) return r;
+    }
+  }
+  // Begins capture `token` for `arm_id` (an arm selecting "raw_kernel") and
+  // declares one pre region of `region_size` bytes.
+  void Begin(uint64_t token, uint64_t region_size, const std::string& arm_id) {
     CaptureBeginMsg b;
     b.token = token;
+    b.arm_id = arm_id;
     b.demangled_name = "raw_kernel";
     ASSERT_TRUE(SendMessage(fd.get(), b).ok());
     RegionBeginMsg r;

@@ -15,12 +15,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/digest.h"
 #include "common/errno_status.h"
 #include "common/file_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "daemon/import/capture_folder.h"
+#include "format/manifest_check.h"
 #include "nlohmann/json.hpp"
 
 namespace kerncap::import {
@@ -30,22 +33,29 @@ using nlohmann::json;
 
 // 4 MiB: the largest store chunk size, hence a multiple of every valid one.
 constexpr size_t kPieceBytes = 4u << 20;
+// The reference tool caps module variables at 1 GiB.
+constexpr uint64_t kMaxModuleVariableBytes = 1ull << 30;
 
 absl::Status Bad(absl::string_view file, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("reference capture: ", file, ": ", what));
 }
 
+// JSON files are small (memory_regions.json of a capture with many
+// thousands of regions is a few MiB).
+constexpr uint64_t kMaxJsonBytes = 64ull << 20;
+
 // Reads one JSON file of the folder.
 class JsonFile {
  public:
-  static absl::StatusOr<JsonFile> Load(const std::string& folder, const std::string& name,
+  static absl::StatusOr<JsonFile> Load(const CaptureFolder& folder, const std::string& name,
                                        bool required) {
     JsonFile f;
     f.name_ = name;
-    auto text = ReadFile(folder + "/" + name);
+    auto text = folder.ReadFile(name, kMaxJsonBytes);
     if (!text.ok()) {
       if (absl::IsNotFound(text.status()) && !required) return f;
       if (absl::IsNotFound(text.status())) return Bad(name, "missing");
+      if (absl::IsInvalidArgument(text.status())) return text.status();
       return Bad(name, text.status().message());
     }
     f.doc_ = json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -147,31 +157,36 @@ v1::ArgumentKind KindOf(absl::string_view value_kind) {
   return v1::ARG_BY_VALUE;  // by_value, image, sampler, pipe, queue, ...
 }
 
-// Streams `path` (which must hold exactly `size` bytes) into region `handle`.
-absl::Status StreamFile(const std::string& path, const std::string& display, uint64_t size,
+// Opens region file `name`, which must be a regular file in the folder
+// holding exactly `size` bytes.
+absl::StatusOr<std::unique_ptr<CaptureFolder::File>> OpenRegionFile(const CaptureFolder& folder,
+                                                                     const std::string& name,
+                                                                     uint64_t size) {
+  auto file = folder.OpenFile(name);
+  if (!file.ok()) {
+    if (absl::IsNotFound(file.status())) return Bad(name, "missing (listed in memory_regions.json)");
+    return file.status();
+  }
+  if ((*file)->size() != size) {
+    return Bad(name,
+               absl::StrCat("has ", (*file)->size(), " bytes but memory_regions.json says ", size));
+  }
+  return file;
+}
+
+// Streams region file `name` (exactly `size` bytes) into region `handle`.
+absl::Status StreamFile(const CaptureFolder& folder, const std::string& name, uint64_t size,
                         CaptureIngest& ingest, int handle) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Bad(display, "missing (listed in memory_regions.json)");
-    return ErrnoError(errno, absl::StrCat("open ", path));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return ErrnoError(errno, absl::StrCat("stat ", path));
-  if (static_cast<uint64_t>(st.st_size) != size) {
-    return Bad(display,
-               absl::StrCat("has ", st.st_size, " bytes but memory_regions.json says ", size));
-  }
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<CaptureFolder::File> file,
+                      OpenRegionFile(folder, name, size));
+  const int fd = file->fd();
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   for (uint64_t off = 0; off < size; off += kPieceBytes) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kPieceBytes, size - off));
     // Owned by the pipeline until it calls on_consumed; backpressure in
     // WriteRegion bounds how many pieces exist at once.
     auto piece = std::make_shared<std::vector<char>>(n);
-    KC_RETURN_IF_ERROR(PreadAll(fd, piece->data(), n, off, absl::StrCat("read ", path)));
+    KC_RETURN_IF_ERROR(PreadAll(fd, piece->data(), n, off, absl::StrCat("read ", name)));
     KC_RETURN_IF_ERROR(ingest.WriteRegion(handle, off, piece->data(), n, [piece] {}));
   }
   return absl::OkStatus();
@@ -179,32 +194,39 @@ absl::Status StreamFile(const std::string& path, const std::string& display, uin
 
 // The region file for `base`: the reference tool writes region_<hex>.bin;
 // accept the usual spellings of the hex base.
-std::string RegionFile(const std::string& folder, const json& region, uint64_t base) {
+std::string RegionFile(const CaptureFolder& folder, const json& region, uint64_t base) {
   std::string explicit_file = OptString(region, "file");
   if (!explicit_file.empty()) return explicit_file;
   for (const std::string& cand : {absl::StrFormat("memory/region_%x.bin", base),
                                   absl::StrFormat("memory/region_0x%x.bin", base),
                                   absl::StrFormat("memory/region_%016x.bin", base),
                                   absl::StrFormat("memory/region_%X.bin", base)}) {
-    struct stat st;
-    if (::stat((folder + "/" + cand).c_str(), &st) == 0) return cand;
+    if (folder.HasFile(cand)) return cand;
   }
   return absl::StrFormat("memory/region_%x.bin", base);
 }
 
-absl::StatusOr<std::string> ModuleVariableBytes(const std::string& folder, const json& var,
+absl::StatusOr<std::string> ModuleVariableBytes(const CaptureFolder& folder, const json& var,
                                                 const std::string& file, size_t index,
                                                 uint64_t size) {
   const std::string field = absl::StrCat("variables[", index, "].blob");
   if (!var.contains("blob") || !var.at("blob").is_string()) {
     return Bad(file, absl::StrCat("field '", field, "' is missing or not a string"));
   }
+  if (size > kMaxModuleVariableBytes) {
+    return Bad(file, absl::StrCat("variables[", index, "].size ", size, " is more than ",
+                                  kMaxModuleVariableBytes));
+  }
   const std::string& blob = var.at("blob").get_ref<const std::string&>();
   std::string bytes;
-  const bool maybe_path =
-      blob.size() < 1024 && !blob.empty() && blob[0] != '/' && blob.find("..") == std::string::npos;
+  // A relative path of plain names is a file of the folder (base64 and hex
+  // strings are never found as files, or are not plain names at all).
+  bool maybe_path = blob.size() < 1024;
+  for (absl::string_view part : absl::StrSplit(blob, '/')) {
+    maybe_path = maybe_path && IsSafePathComponent(part);
+  }
   if (maybe_path) {
-    auto content = ReadFile(folder + "/" + blob);
+    auto content = folder.ReadFile(blob, kMaxModuleVariableBytes);
     if (content.ok()) {
       bytes = std::move(*content);
     } else if (!absl::IsNotFound(content.status())) {
@@ -233,12 +255,11 @@ absl::StatusOr<std::string> ModuleVariableBytes(const std::string& folder, const
 
 }  // namespace
 
-absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder, CaptureSink& sink) {
-  struct stat st;
-  if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reference capture: ", folder, " is not a directory"));
-  }
+absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder_path,
+                                                   CaptureSink& sink) {
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<CaptureFolder> folder_ptr, CaptureFolder::Open(folder_path));
+  const CaptureFolder& folder = *folder_ptr;
+  const format::ManifestLimits limits;
   KC_ASSIGN_OR_RETURN(JsonFile meta, JsonFile::Load(folder, "metadata.json", true));
   KC_ASSIGN_OR_RETURN(JsonFile dispatch, JsonFile::Load(folder, "dispatch.json", true));
   KC_ASSIGN_OR_RETURN(JsonFile regions, JsonFile::Load(folder, "memory_regions.json", true));
@@ -252,7 +273,7 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder, Ca
   m.set_post_complete(false);
   (*m.mutable_tags())["kerncap.reference_post_state"] = "true";
   (*m.mutable_tags())["kerncap.reference_complete"] =
-      ::access((folder + "/capture_complete").c_str(), F_OK) == 0 ? "true" : "false";
+      folder.HasFile("capture_complete") ? "true" : "false";
 
   // Kernel identity.
   v1::KernelIdentity* k = m.mutable_kernel();
@@ -328,8 +349,9 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder, Ca
     }
   }
   {
-    auto blob = ReadFile(folder + "/kernarg_raw.bin");
+    auto blob = folder.ReadFile("kernarg_raw.bin", limits.max_argument_blob_bytes);
     if (!blob.ok()) {
+      if (absl::IsInvalidArgument(blob.status())) return blob.status();
       return Bad("kernarg_raw.bin",
                  absl::IsNotFound(blob.status()) ? "missing" : blob.status().message());
     }
@@ -353,6 +375,11 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder, Ca
   if (!rdoc.contains("regions") || !rdoc.at("regions").is_array()) {
     return Bad("memory_regions.json", "field 'regions' is missing or not an array");
   }
+  if (rdoc.at("regions").size() > limits.max_regions) {
+    return Bad("memory_regions.json", absl::StrCat(rdoc.at("regions").size(),
+                                                   " regions, more than ", limits.max_regions));
+  }
+  uint64_t total_bytes = 0;
   for (size_t i = 0; i < rdoc.at("regions").size(); ++i) {
     const json& r = rdoc.at("regions")[i];
     const std::string p = absl::StrCat("regions[", i, "]");
@@ -365,15 +392,20 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder, Ca
                                                                  : v1::REGION_DEVICE);
     in.region.mutable_data()->set_size(size);
     in.file = RegionFile(folder, r, base);
-    if (in.file.find("..") != std::string::npos || absl::StartsWith(in.file, "/")) {
-      return Bad("memory_regions.json", absl::StrCat("field '", p, ".file' escapes the folder"));
+    // Sizes come from the JSON: checked against the files (and bounded)
+    // before the ingest allocates anything for them.
+    if (size > limits.max_region_bytes || (total_bytes += size) > limits.max_logical_bytes) {
+      return Bad("memory_regions.json", absl::StrCat("field '", p, ".size' (", size,
+                                                     " bytes) exceeds the capture limits"));
     }
+    KC_RETURN_IF_ERROR(OpenRegionFile(folder, in.file, size).status());
     region_list.push_back(std::move(in));
   }
 
   // Code object.
-  auto hsaco = ReadFile(folder + "/kernel.hsaco");
+  auto hsaco = folder.ReadFile("kernel.hsaco", limits.max_code_object_bytes);
   if (!hsaco.ok()) {
+    if (absl::IsInvalidArgument(hsaco.status())) return hsaco.status();
     return Bad("kernel.hsaco",
                absl::IsNotFound(hsaco.status()) ? "missing" : hsaco.status().message());
   }
@@ -398,8 +430,7 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder, Ca
   }
   for (const RegionIn& in : region_list) {
     KC_ASSIGN_OR_RETURN(int handle, ingest->AddRegion(ImageKind::kPre, in.region));
-    KC_RETURN_IF_ERROR(
-        StreamFile(folder + "/" + in.file, in.file, in.region.data().size(), *ingest, handle));
+    KC_RETURN_IF_ERROR(StreamFile(folder, in.file, in.region.data().size(), *ingest, handle));
   }
   if (modvars.present()) {
     const json& vars = modvars.doc().contains("variables") ? modvars.doc().at("variables") : json();
@@ -427,7 +458,7 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder, Ca
   }
   KC_ASSIGN_OR_RETURN(std::string id, ingest->Commit(std::move(m)));
   log::Info("capture.reference_imported",
-            {{"capture", id}, {"folder", folder}, {"regions", region_list.size()}});
+            {{"capture", id}, {"folder", folder_path}, {"regions", region_list.size()}});
   return id;
 }
 

@@ -29,7 +29,11 @@
 // kerncap.reference_post_state=true and post_complete=false.
 //
 // Region files are streamed through WriteRegion in 4 MiB pieces (a multiple
-// of every valid store chunk size), never read whole.
+// of every valid store chunk size), never read whole. Every file is opened
+// relative to the folder, never through a symbolic link, and only if it is a
+// regular file (capture_folder.h); declared sizes and counts are checked
+// against the files and the capture limits (format/manifest_check.h) before
+// the sink allocates anything for them.
 #ifndef KERNCAP_DAEMON_IMPORT_REFERENCE_CAPTURE_H_
 #define KERNCAP_DAEMON_IMPORT_REFERENCE_CAPTURE_H_
 

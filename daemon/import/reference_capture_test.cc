@@ -1,6 +1,12 @@
 #include "daemon/import/reference_capture.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <fstream>
 
 #include "absl/strings/escaping.h"
@@ -232,6 +238,102 @@ TEST_F(ReferenceImportTest, MalformedInputsNameFileAndField) {
   EXPECT_EQ(store_->Stats().captures(), 0u);
   EXPECT_EQ(ImportReferenceCapture(folder_root_.Sub("nope"), *store_).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The daemon reads the folder with its own rights for a local user: nothing
+// outside the folder may be reached through it.
+TEST_F(ReferenceImportTest, SymbolicLinksAreNeverFollowed) {
+  TempDir outside;
+  Write(outside.Sub("secret"), "the daemon's secret");
+  std::filesystem::create_directories(outside.Sub("mem"));
+  struct Case {
+    std::string file;   // replaced by a link
+    std::string target;
+    bool directory;
+  };
+  std::vector<Case> cases = {
+      {"kernel.hsaco", outside.Sub("secret"), false},
+      {"kernarg_raw.bin", outside.Sub("secret"), false},
+      {"metadata.json", outside.Sub("secret"), false},
+      {"memory", outside.Sub("mem"), true},
+      {"memory/region_7f0000000000.bin", outside.Sub("secret"), false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    TempDir root;
+    RefFolder ref(root.path());
+    ref.WriteAll();
+    if (c.directory) {
+      // The linked folder holds the same files: only the link is wrong.
+      std::filesystem::copy(ref.dir + "/memory", c.target,
+                            std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::remove_all(ref.dir + "/memory");
+    } else {
+      std::filesystem::remove(ref.dir + "/" + c.file);
+    }
+    std::filesystem::create_symlink(c.target, ref.dir + "/" + c.file);
+    auto id = ImportReferenceCapture(ref.dir, *store_);
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
+    EXPECT_NE(id.status().message().find("symbolic link"), std::string::npos) << id.status();
+  }
+  EXPECT_EQ(store_->Stats().captures(), 0u);
+  // Names that leave the folder are refused outright.
+  RefFolder ref(folder_root_.path());
+  ref.WriteAll();
+  ref.regions["regions"][0]["file"] = "../../" + outside.Sub("secret");
+  Write(ref.dir + "/memory_regions.json", ref.regions.dump());
+  auto id = ImportReferenceCapture(ref.dir, *store_);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(id.status().message().find("not a plain name inside the folder"), std::string::npos)
+      << id.status();
+}
+
+// A FIFO used to block the import (and the RPC) forever waiting for a
+// writer; devices and directories are not capture files either.
+TEST_F(ReferenceImportTest, OnlyRegularFilesAreRead) {
+  RefFolder ref(folder_root_.path());
+  ref.WriteAll();
+  std::filesystem::remove(ref.dir + "/kernarg_raw.bin");
+  ASSERT_EQ(::mkfifo((ref.dir + "/kernarg_raw.bin").c_str(), 0600), 0);
+  auto result = std::async(std::launch::async,
+                           [&] { return ImportReferenceCapture(ref.dir, *store_); });
+  if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "the import blocked on a FIFO";
+    // Unblock it so the test can end.
+    int fd = ::open((ref.dir + "/kernarg_raw.bin").c_str(), O_WRONLY);
+    if (fd >= 0) ::close(fd);
+  }
+  auto id = result.get();
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
+  EXPECT_NE(id.status().message().find("not a regular file"), std::string::npos) << id.status();
+  std::filesystem::remove(ref.dir + "/kernarg_raw.bin");
+  std::filesystem::create_symlink("/dev/zero", ref.dir + "/kernarg_raw.bin");
+  EXPECT_EQ(ImportReferenceCapture(ref.dir, *store_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::filesystem::remove(ref.dir + "/kernarg_raw.bin");
+  std::filesystem::create_directories(ref.dir + "/kernarg_raw.bin");
+  EXPECT_NE(ImportReferenceCapture(ref.dir, *store_).status().message().find("not a regular file"),
+            std::string::npos);
+}
+
+// Region sizes come from memory_regions.json: they are checked against the
+// files before the store allocates anything for them.
+TEST_F(ReferenceImportTest, DeclaredSizesAreCheckedBeforeAnythingIsAllocated) {
+  RefFolder ref(folder_root_.path());
+  ref.WriteAll();
+  ref.regions["regions"][0]["size"] = 1ull << 45;  // 32 TiB; the file holds 5 MiB
+  Write(ref.dir + "/memory_regions.json", ref.regions.dump());
+  auto id = ImportReferenceCapture(ref.dir, *store_);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << id.status();
+  EXPECT_NE(id.status().message().find("exceeds the capture limits"), std::string::npos)
+      << id.status();
+  ref.regions["regions"][0]["size"] = (1ull << 40) + 1;
+  Write(ref.dir + "/memory_regions.json", ref.regions.dump());
+  id = ImportReferenceCapture(ref.dir, *store_);
+  EXPECT_NE(id.status().message().find("has 5246976 bytes but memory_regions.json says"),
+            std::string::npos)
+      << id.status();
+  EXPECT_EQ(store_->ingests_in_flight(), 0);
 }
 
 }  // namespace

@@ -14,13 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/control/token_file.h"
 #include "common/errno_status.h"
 #include "common/file_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "daemon/import/reference_capture.h"
-#include "daemon/service/limits.h"
+#include "common/control/limits.h"
 
 
 namespace kerncap::kerncapd {
@@ -101,7 +102,10 @@ int Daemon::Start() {
   opts.workers = config_.workers;
   auto store = store::Store::Open(opts);
   if (!store.ok()) {
-    const bool busy = store.status().code() == absl::StatusCode::kFailedPrecondition;
+    // Unavailable is the store's one "locked by another kerncapd" answer;
+    // everything else (a chunk-size mismatch, an unknown STORE format, ...)
+    // is not busy and says what is wrong.
+    const bool busy = store.status().code() == absl::StatusCode::kUnavailable;
     log::Error(busy ? "kerncapd.store_busy" : "kerncapd.store_open_failed",
                {{"store", config_.store_dir}, {"error", std::string(store.status().message())}});
     return busy ? kExitStoreBusy : kExitFailure;
@@ -177,11 +181,11 @@ absl::Status Daemon::StartGrpc() {
   if (!config_.listen.empty()) {
     std::shared_ptr<grpc::ServerCredentials> creds;
     if (!config_.tls_cert.empty()) {
+      // A client CA always comes with --require-client-cert (daemon_config):
+      // verifying only the certificates clients choose to send admits all.
       grpc::SslServerCredentialsOptions ssl(
-          config_.require_client_cert
-              ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-              : (config_.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                               : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY));
+          config_.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                      : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
       grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
       KC_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(config_.tls_cert));
       KC_ASSIGN_OR_RETURN(pair.private_key, ReadFile(config_.tls_key));

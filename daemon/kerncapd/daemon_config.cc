@@ -3,7 +3,7 @@
 #include "CLI/CLI.hpp"
 #include "common/agent_link/socket_path.h"
 #include "common/version.h"
-#include "daemon/service/default_paths.h"
+#include "common/control/default_paths.h"
 
 
 namespace kerncap::kerncapd {
@@ -16,8 +16,9 @@ $XDG_RUNTIME_DIR/kerncap/kerncapd.sock (/tmp/kerncap-$UID/ without XDG_RUNTIME_D
 agent.sock in the same directory ($KERNCAP_AGENT_SOCKET overrides). Sockets are mode 0660 in a
 0750 directory.
 
-Remote access: --listen HOST:PORT needs --tls-cert and --tls-key (add --tls-client-ca and
---require-client-cert for mutual TLS, --token-file for a bearer token). Plain TCP is refused
+Remote access: --listen HOST:PORT needs --tls-cert and --tls-key, and a way to know the
+client: --token-file (a bearer token) and/or --tls-client-ca with --require-client-cert (mutual
+TLS). TLS without either is refused unless --allow-unauthenticated-tls; plain TCP is refused
 unless --insecure-tcp.
 
 Signals: SIGTERM/SIGINT stop gracefully (in-flight captures get --drain-timeout seconds, then
@@ -57,12 +58,16 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
   app.add_option("--listen", c.listen, "also serve gRPC on TCP HOST:PORT (TLS)");
   app.add_option("--tls-cert", c.tls_cert, "server certificate chain (PEM)");
   app.add_option("--tls-key", c.tls_key, "server private key (PEM)");
-  app.add_option("--tls-client-ca", c.tls_client_ca, "CA bundle to verify client certificates");
+  app.add_option("--tls-client-ca", c.tls_client_ca,
+                 "CA bundle to verify client certificates (with --require-client-cert)");
   app.add_flag("--require-client-cert", c.require_client_cert,
                "reject TCP clients without a certificate signed by --tls-client-ca");
   app.add_option("--token-file", c.token_file,
                  "file with a bearer token TCP clients must send (re-read on SIGHUP)");
   app.add_flag("--insecure-tcp", c.insecure_tcp, "allow --listen without TLS (testing only)");
+  app.add_flag("--allow-unauthenticated-tls", c.allow_unauthenticated_tls,
+               "allow --listen with TLS but neither --token-file nor --require-client-cert "
+               "(anyone who reaches the port controls the daemon)");
   app.add_option("--log-level", c.log_level_name, "debug | info | warn | error")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
@@ -86,7 +91,9 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1024.0));
   app.add_option("--staging-total-gib", c.staging_total_gib,
-                 "bound on the staging of all agents together, in GiB (0: none)")
+                 "bound on the staging (rings) of all agents together, in GiB, never exceeded: "
+                 "rings of armed but idle agents are asked back when a capture needs staging; "
+                 "0: none")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1024.0));
   app.add_option("--drain-timeout", c.drain_timeout_s,
@@ -130,6 +137,10 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
     }
     c.ring_slots = static_cast<uint32_t>(slots);
   }
+  if (c.staging_total_gib > 0 &&
+      static_cast<uint64_t>(c.staging_total_gib * (1ull << 30)) < 2 * (c.ring_slot_mib << 20)) {
+    return fail("--staging-total-gib must hold at least one ring of 2 slots of --ring-slot-mib");
+  }
   if (!c.listen.empty()) {
     if (c.listen.rfind(':') == std::string::npos) return fail("--listen wants HOST:PORT");
     const bool tls = !c.tls_cert.empty() || !c.tls_key.empty();
@@ -140,6 +151,19 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
       return fail(
           "refusing to serve TCP without TLS: give --tls-cert and --tls-key, or "
           "--insecure-tcp for a trusted test network");
+    }
+    if (!c.tls_client_ca.empty() && !c.require_client_cert) {
+      // Verifying only the certificates clients choose to send would admit
+      // every client that sends none.
+      return fail(
+          "--tls-client-ca without --require-client-cert would admit clients that send no "
+          "certificate; add --require-client-cert");
+    }
+    if (tls && c.token_file.empty() && !c.require_client_cert && !c.allow_unauthenticated_tls) {
+      return fail(
+          "refusing to serve TCP+TLS without authenticating clients: give --token-file and/or "
+          "--tls-client-ca with --require-client-cert, or --allow-unauthenticated-tls if "
+          "anyone who can reach the port may control this daemon");
     }
   } else if (!c.tls_cert.empty() || !c.tls_key.empty() || c.require_client_cert) {
     return fail("TLS options need --listen");

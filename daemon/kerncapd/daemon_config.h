@@ -30,6 +30,9 @@ struct DaemonConfig {
   bool require_client_cert = false;
   std::string token_file;
   bool insecure_tcp = false;
+  // TCP+TLS with neither a token nor verified client certificates (anyone
+  // who can reach the port controls the daemon): refused unless set.
+  bool allow_unauthenticated_tls = false;
   std::string config_file;
   log::Level log_level = log::Level::kInfo;
   std::string log_level_name = "info";

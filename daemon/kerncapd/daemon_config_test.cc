@@ -46,6 +46,9 @@ TEST(DaemonConfigTest, StagingSizeGivesTheRingSlots) {
   EXPECT_EQ(Parse({"--ring-slot-mib=64", "--staging-gib=0.05"}, &err).exit_code, kExitUsage);
   EXPECT_NE(err.find("--staging-gib"), std::string::npos) << err;
   EXPECT_TRUE(Parse({"--ring-slots=4096"}).run);  // large rings are allowed
+  // The total must hold at least one ring of 2 slots: it is never exceeded.
+  EXPECT_EQ(Parse({"--ring-slot-mib=64", "--staging-total-gib=0.1"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("--staging-total-gib must hold"), std::string::npos) << err;
 }
 
 TEST(DaemonConfigTest, RejectsBadValues) {
@@ -64,11 +67,36 @@ TEST(DaemonConfigTest, TcpNeedsTlsUnlessInsecure) {
   EXPECT_EQ(p.exit_code, kExitUsage);
   EXPECT_NE(err.find("without TLS"), std::string::npos) << err;
   EXPECT_TRUE(Parse({"--listen=127.0.0.1:7443", "--insecure-tcp"}).run);
-  EXPECT_TRUE(Parse({"--listen=:7443", "--tls-cert=c.pem", "--tls-key=k.pem"}).run);
+  EXPECT_TRUE(Parse({"--listen=:7443", "--tls-cert=c.pem", "--tls-key=k.pem", "--token-file=t"}).run);
   EXPECT_FALSE(Parse({"--listen=:7443", "--tls-cert=c.pem"}).run);
   EXPECT_FALSE(
       Parse({"--listen=:7443", "--tls-cert=c", "--tls-key=k", "--require-client-cert"}).run);
   EXPECT_FALSE(Parse({"--tls-cert=c", "--tls-key=k"}).run);  // TLS without --listen
+}
+
+// TLS encrypts, but without a token or verified client certificates anyone
+// who reaches the port controls the daemon: refused like plain TCP.
+TEST(DaemonConfigTest, TlsWithoutClientAuthenticationIsRefusedUnlessAllowed) {
+  const std::vector<std::string> tls = {"--listen=:7443", "--tls-cert=c.pem", "--tls-key=k.pem"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = tls;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  std::string err;
+  ParseOutcome p = Parse(tls, &err);
+  EXPECT_FALSE(p.run);
+  EXPECT_EQ(p.exit_code, kExitUsage);
+  EXPECT_NE(err.find("without authenticating clients"), std::string::npos) << err;
+  EXPECT_TRUE(Parse(with({"--allow-unauthenticated-tls"})).run);
+  EXPECT_TRUE(Parse(with({"--token-file=t"})).run);
+  EXPECT_TRUE(Parse(with({"--tls-client-ca=ca.pem", "--require-client-cert"})).run);
+  // A client CA alone would verify only the certificates clients choose to
+  // send, admitting every client that sends none.
+  p = Parse(with({"--tls-client-ca=ca.pem", "--token-file=t"}), &err);
+  EXPECT_FALSE(p.run);
+  EXPECT_NE(err.find("--tls-client-ca without --require-client-cert"), std::string::npos) << err;
+  EXPECT_FALSE(Parse(with({"--tls-client-ca=ca.pem", "--allow-unauthenticated-tls"})).run);
 }
 
 TEST(DaemonConfigTest, ConfigFileAndCommandLinePrecedence) {

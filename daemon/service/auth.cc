@@ -3,8 +3,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "common/file_util.h"
-#include "common/status_macros.h"
 
 namespace kerncap::service {
 namespace {
@@ -59,17 +57,6 @@ absl::Status TokenAuthorizer::Check(const grpc::ServerContext& context) const {
   if (it == md.end()) return CheckPeer(context.peer(), nullptr);
   std::string value(it->second.data(), it->second.size());
   return CheckPeer(context.peer(), &value);
-}
-
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  KC_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  absl::string_view first = text;
-  if (size_t nl = first.find('\n'); nl != absl::string_view::npos) first = first.substr(0, nl);
-  first = absl::StripAsciiWhitespace(first);
-  if (first.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
-  }
-  return std::string(first);
 }
 
 }  // namespace kerncap::service

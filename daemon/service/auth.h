@@ -42,10 +42,6 @@ class TokenAuthorizer {
   std::string token_ ABSL_GUARDED_BY(mu_);
 };
 
-// Reads a token file: the first line, surrounding whitespace removed.
-// InvalidArgument when empty.
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
-
 }  // namespace kerncap::service
 
 #endif  // KERNCAP_DAEMON_SERVICE_AUTH_H_

@@ -35,17 +35,5 @@ TEST(TokenAuthorizerTest, TcpPeersNeedTheExactBearerToken) {
   EXPECT_EQ(auth.CheckPeer("ipv4:1.2.3.4:1", &good).code(), absl::StatusCode::kUnauthenticated);
 }
 
-TEST(ReadTokenFileTest, FirstLineTrimmed) {
-  std::string path = testing::TempDir() + "/token-" + std::to_string(::getpid());
-  ASSERT_TRUE(WriteFileAtomic(path, "  abc123 \nignored\n", 0600).ok());
-  auto token = ReadTokenFile(path);
-  ASSERT_TRUE(token.ok()) << token.status();
-  EXPECT_EQ(*token, "abc123");
-  ASSERT_TRUE(WriteFileAtomic(path, "\n", 0600).ok());
-  EXPECT_EQ(ReadTokenFile(path).status().code(), absl::StatusCode::kInvalidArgument);
-  ::unlink(path.c_str());
-  EXPECT_FALSE(ReadTokenFile(path).ok());
-}
-
 }  // namespace
 }  // namespace kerncap::service

@@ -13,14 +13,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "daemon/service/grpc_status.h"
-#include "daemon/service/limits.h"
-#include "daemon/service/manifest_util.h"
+#include "common/control/grpc_status.h"
+#include "common/control/limits.h"
+#include "format/manifest_util.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/store/catalog.h"
+#include "format/manifest_check.h"
 #include "reproducer/generator/generator.h"
 #include "reproducer/generator/project_stream.h"
 
@@ -162,9 +163,10 @@ grpc::Status ControlService::GetCapture(grpc::ServerContext* context,
     KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request->capture_id()));
     KC_ASSIGN_OR_RETURN(*response->mutable_manifest(), store_.GetManifest(id));
     *response->mutable_summary() = store::Catalog::Summarize(response->manifest());
-    KC_ASSIGN_OR_RETURN(auto footprint, store_.CaptureFootprint(id));
-    response->set_exclusive_raw_bytes(footprint.first);
-    response->set_stored_bytes(footprint.second);
+    KC_ASSIGN_OR_RETURN(store::Store::Footprint footprint, store_.CaptureFootprint(id));
+    response->set_exclusive_raw_bytes(footprint.exclusive_raw_bytes);
+    response->set_exclusive_pending(!footprint.exclusive_known);
+    response->set_stored_bytes(footprint.stored_bytes);
     return absl::OkStatus();
   }();
   return Finish("GetCapture", *context, status);
@@ -363,7 +365,13 @@ absl::Status ControlService::DoExport(grpc::ServerContext* context,
   if (!write(frame)) return Cancelled("export");
   for (const ChunkRef& c : to_send) {
     if (context->IsCancelled()) return Cancelled("export");
-    KC_ASSIGN_OR_RETURN(store::StoredChunk stored, store_.ReadStoredChunk(c.digest));
+    auto read = store_.ReadStoredChunk(c.digest);
+    if (absl::IsNotFound(read.status())) {
+      // The manifest names it: a chunk the store lacks is lost data.
+      return absl::DataLossError(absl::StrCat("capture ", id, ": chunk ", c.digest.ToHex(),
+                                              " is missing from the store"));
+    }
+    KC_ASSIGN_OR_RETURN(store::StoredChunk stored, std::move(read));
     frame.Clear();
     v1::TransferChunk* chunk = frame.mutable_chunk();
     chunk->set_digest(c.digest.ToBytes());
@@ -420,7 +428,12 @@ absl::Status ControlService::DoImport(grpc::ServerContext* context,
   v1::CaptureManifest manifest = std::move(*frame.mutable_manifest());
   const uint64_t chunks_total = frame.chunks_total();
   KC_RETURN_IF_ERROR(ValidateImportedManifest(manifest));
+  // Before anything is allocated from its numbers (format/manifest_check.h).
+  KC_RETURN_IF_ERROR(format::ValidateManifest(manifest));
   KC_ASSIGN_OR_RETURN(std::vector<ChunkRef> refs, ManifestChunks(manifest));
+  // From here until the commit, a GC keeps every chunk the manifest names:
+  // the ones this stream writes and the ones already here it relies on.
+  std::unique_ptr<store::Store::ImportPin> pin = store_.PinForImport(manifest);
   absl::flat_hash_map<Digest, uint32_t> expected;  // digest -> raw size
   for (const ChunkRef& r : refs) expected.emplace(r.digest, r.raw_size);
   if (chunks_total > expected.size()) {
@@ -518,6 +531,11 @@ grpc::Status ControlService::ImportReferenceCapture(
     v1::ImportCaptureResponse* response) {
   absl::Status status = [&]() -> absl::Status {
     KC_RETURN_IF_ERROR(Authorize(*context));
+    if (!TokenAuthorizer::IsUnixPeer(context->peer())) {
+      return absl::PermissionDeniedError(
+          "a reference folder is a path on the daemon host: it is accepted only over the "
+          "daemon's local Unix socket");
+    }
     KC_RETURN_IF_ERROR(ValidateReferenceFolder(request->path()));
     if (!options_.reference_importer) {
       return absl::UnimplementedError("this kerncapd was built without the reference importer");

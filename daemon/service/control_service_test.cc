@@ -12,9 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/service/limits.h"
-#include "daemon/service/manifest_util.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "common/control/limits.h"
+#include "format/manifest_util.h"
+#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "common/file_util.h"
 #include "daemon/store/store_test_util.h"
@@ -936,6 +936,95 @@ TEST(ControlServiceAuthTest, ReproducerHostPathsOnlyOverTheUnixSocket) {
   local.set_out_dir(tmp.path() + "/elsewhere");
   EXPECT_EQ(code_of(*d.stub, local, &frames), grpc::StatusCode::OK);
   EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/elsewhere/kerncap.json"));
+}
+
+// Reference folders are daemon-host paths: a remote client cannot make the
+// daemon read them.
+TEST(ControlServiceAuthTest, ReferenceFoldersOnlyOverTheUnixSocket) {
+  store::testing::TempDir tmp;
+  bool called = false;
+  TestDaemon d(
+      tmp.path(),
+      [&](const std::string&, CaptureSink&) -> absl::StatusOr<std::string> {
+        called = true;
+        return absl::InternalError("not reached");
+      },
+      "t0ken");
+  ASSERT_GT(d.tcp_port, 0);
+  auto tcp = v1::KerncapControl::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", d.tcp_port),
+                                                             grpc::InsecureChannelCredentials()));
+  std::filesystem::create_directories(tmp.Sub("ref"));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer t0ken");
+  v1::ImportReferenceCaptureRequest req;
+  req.set_path(tmp.Sub("ref"));
+  v1::ImportCaptureResponse resp;
+  grpc::Status st = tcp->ImportReferenceCapture(&ctx, req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  EXPECT_NE(st.error_message().find("local Unix socket"), std::string::npos);
+  EXPECT_FALSE(called);
+}
+
+// A crafted capture (a code object claiming 4 GiB, one digest) used to
+// import, and then made GenerateReproducer allocate 4 GiB.
+TEST_F(ControlServiceTest, ACraftedImportIsRefusedBeforeAnythingIsAllocated) {
+  std::string code;
+  const std::string id = IngestWithCode(store(), &code);
+  grpc::Status st;
+  v1::ExportCaptureRequest req;
+  req.set_capture_id(id);
+  std::vector<v1::TransferFrame> frames = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  TestDaemon dest(tmp_.Sub("dest"));
+  v1::CaptureManifest* m = frames[0].mutable_manifest();
+  m->mutable_code_objects(0)->mutable_data()->set_size(4ull << 30);
+  v1::ImportCaptureResponse resp;
+  st = Import(*dest.stub, frames, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_NE(st.error_message().find("code object 0"), std::string::npos) << st.error_message();
+  EXPECT_EQ(CaptureCount(*dest.stub), 0u);
+  // Digest counts that disagree with the size are refused the same way.
+  m->mutable_code_objects(0)->mutable_data()->set_size(code.size() + (1u << 20));
+  st = Import(*dest.stub, frames, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("digests for"), std::string::npos) << st.error_message();
+}
+
+// A GC while an import streams in must keep what the import wrote (its
+// chunks are in sealed packs but no manifest names them yet): large
+// imports used to fail with "references chunk ... which is not in the store".
+TEST_F(ControlServiceTest, GcDuringAnImportKeepsWhatTheImportWrote) {
+  std::string code;
+  const std::string id = IngestWithCode(store(), &code);  // 9 MiB: several 1 MiB packs
+  grpc::Status st;
+  v1::ExportCaptureRequest req;
+  req.set_capture_id(id);
+  std::vector<v1::TransferFrame> frames = Export(stub(), req, &st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_GT(frames.size(), 20u);
+  auto first = Digest::FromBytes(frames[1].chunk().digest());
+  ASSERT_TRUE(first.ok());
+
+  TestDaemon dest(tmp_.Sub("dest"));
+  grpc::ClientContext ctx;
+  v1::ImportCaptureResponse resp;
+  auto writer = dest.stub->ImportCapture(&ctx, &resp);
+  for (const auto& f : frames) ASSERT_TRUE(writer->Write(f));
+  // Once the first chunks sit in a sealed pack, collect garbage.
+  for (int i = 0; i < 500 && !dest.store->HasChunk(*first); ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(dest.store->HasChunk(*first));
+  {
+    grpc::ClientContext gc_ctx;
+    v1::RunGcRequest gc;
+    v1::GcReport report;
+    ASSERT_TRUE(dest.stub->RunGc(&gc_ctx, gc, &report).ok());
+    EXPECT_EQ(report.dead_chunks(), 0u);
+  }
+  writer->WritesDone();
+  st = writer->Finish();
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.capture_id(), id);
+  EXPECT_TRUE(store::testing::VerifyProblems(*dest.store, id).empty());
 }
 
 TEST(ControlServiceAuthTest, TcpNeedsTokenUnixDoesNot) {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "daemon/service/limits.h"
+#include "common/control/limits.h"
 
 namespace kerncap::service {
 namespace {

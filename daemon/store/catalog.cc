@@ -1,5 +1,8 @@
 #include "daemon/store/catalog.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -82,6 +85,11 @@ std::string ColumnText(sqlite3_stmt* s, int i) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path) {
+  // SQLite creates a database 0644 (and its -wal/-shm files with the same
+  // mode as the database): create it private first, whatever the umask.
+  if (int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640); fd >= 0) {
+    ::close(fd);
+  }
   sqlite3* db = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &db,

@@ -1,6 +1,6 @@
-#include "daemon/store/codec.h"
+#include "format/codec.h"
 
-#include "daemon/store/pack_format.h"
+#include "format/pack_format.h"
 #include "daemon/store/store_test_util.h"
 #include "gtest/gtest.h"
 

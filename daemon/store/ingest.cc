@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -44,6 +45,7 @@ void Store::Impl::Submit(ChunkTask task) {
 void Store::Impl::WorkerLoop() {
   ChunkCompressor compressor(opts_.zstd_level);
   std::string scratch;
+  std::string private_copy;
   while (true) {
     ChunkTask task;
     {
@@ -53,7 +55,7 @@ void Store::Impl::WorkerLoop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    ProcessChunk(task, compressor, scratch);
+    ProcessChunk(task, compressor, scratch, private_copy);
     {
       absl::MutexLock l(&queue_mu_);
       queued_bytes_ -= task.size;
@@ -79,48 +81,59 @@ bool Store::Impl::FindStored(const Digest& d, uint64_t* pending_seq) {
 }
 
 void Store::Impl::ProcessChunk(const ChunkTask& t, ChunkCompressor& compressor,
-                               std::string& scratch) {
+                               std::string& scratch, std::string& private_copy) {
   ChunkResult r;
   IngestImpl* in = t.ingest;
   if (in->Dead()) {
     // Nothing to do; the ingest will fail anyway.
-  } else if (IsAllZero(t.data, t.size)) {
-    // Zero chunks are never stored: r.digest stays all-zero.
+    if (t.group) t.group->Done();
   } else {
-    r.digest = Sha256(t.data, t.size);
-    // Pin before looking up: a GC sweep that runs after this cannot free it,
-    // and one that ran before has already removed it from the index.
-    NoteReference(in, r.digest);
-    if (!FindStored(r.digest, &r.pack_seq)) {
-      {
-        absl::MutexLock l(&inflight_mu_);
-        while (inflight_.contains(r.digest)) inflight_cv_.Wait(&inflight_mu_);
-        inflight_.insert(r.digest);
-      }
-      // Someone may have finished writing it while we waited for the claim.
+    // The producer's bytes may be memory another process can still write
+    // (an agent's ring slot): take one private copy and derive the zero
+    // check, the content address and the stored bytes all from it, so what
+    // is stored always hashes to the address it is stored under. The copy
+    // also hands the producer's memory back before the expensive part.
+    private_copy.resize(t.size);
+    std::memcpy(private_copy.data(), t.data, t.size);
+    if (t.group) t.group->Done();
+    const char* data = private_copy.data();
+    if (IsAllZero(data, t.size)) {
+      // Zero chunks are never stored: r.digest stays all-zero.
+    } else {
+      r.digest = Sha256(data, t.size);
+      // Pin before looking up: a GC sweep that runs after this cannot free
+      // it, and one that ran before has already removed it from the index.
+      NoteReference(in, r.digest);
       if (!FindStored(r.digest, &r.pack_seq)) {
-        auto codec = compressor.Encode(absl::string_view(t.data, t.size), &scratch);
-        if (!codec.ok()) {
-          r.status = codec.status();
-        } else {
-          auto seq =
-              AppendChunk(r.digest, *codec, scratch, t.size, Xxh3(scratch.data(), scratch.size()));
-          if (seq.ok()) {
-            r.pack_seq = *seq;
-            r.new_stored = static_cast<uint32_t>(scratch.size());
+        {
+          absl::MutexLock l(&inflight_mu_);
+          while (inflight_.contains(r.digest)) inflight_cv_.Wait(&inflight_mu_);
+          inflight_.insert(r.digest);
+        }
+        // Someone may have finished writing it while we waited for the claim.
+        if (!FindStored(r.digest, &r.pack_seq)) {
+          auto codec = compressor.Encode(absl::string_view(data, t.size), &scratch);
+          if (!codec.ok()) {
+            r.status = codec.status();
           } else {
-            r.status = seq.status();
+            auto seq = AppendChunk(r.digest, *codec, scratch, t.size,
+                                   Xxh3(scratch.data(), scratch.size()));
+            if (seq.ok()) {
+              r.pack_seq = *seq;
+              r.new_stored = static_cast<uint32_t>(scratch.size());
+            } else {
+              r.status = seq.status();
+            }
           }
         }
+        absl::MutexLock l(&inflight_mu_);
+        inflight_.erase(r.digest);
+        inflight_cv_.SignalAll();
       }
-      absl::MutexLock l(&inflight_mu_);
-      inflight_.erase(r.digest);
-      inflight_cv_.SignalAll();
     }
   }
-  // The caller's bytes are no longer needed: release them before telling the
-  // ingest, so Commit returns only after every on_consumed ran.
-  if (t.group) t.group->Done();
+  // The caller's bytes were released above, before telling the ingest, so
+  // Commit returns only after every on_consumed ran.
   in->ChunkDone(t.slot, t.chunk, r.digest, t.size, r.new_stored, r.pack_seq, r.status);
 }
 
@@ -248,15 +261,6 @@ absl::Status Store::Impl::EnsureDurable(uint64_t seq) {
   return SealDetached(std::move(pack), seq);
 }
 
-absl::Status Store::Impl::SealOpenPack() {
-  uint64_t seq;
-  {
-    absl::MutexLock l(&write_mu_);
-    seq = open_seq_;
-  }
-  return EnsureDurable(seq);
-}
-
 void Store::Impl::NoteReference(const void* ingest, const Digest& d) {
   absl::MutexLock l(&live_mu_);
   if (ingest != nullptr) ingest_refs_[ingest].insert(d);
@@ -324,8 +328,16 @@ absl::StatusOr<int> IngestImpl::AddRegion(ImageKind image, const v1::Region& reg
   slot->image = image;
   slot->region = region;
   slot->size = size;
-  slot->digests.resize(NumChunks(size));
-  slot->received.resize(NumChunks(size));
+  try {
+    slot->digests.resize(NumChunks(size));
+    slot->received.resize(NumChunks(size));
+  } catch (const std::bad_alloc&) {
+    // Producers bound what they declare; this keeps a bound they missed
+    // from taking the daemon down.
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "region at va 0x%x: no memory for the table of its %d chunks", region.va(),
+        NumChunks(size)));
+  }
   absl::MutexLock l(&mu_);
   KC_RETURN_IF_ERROR(Usable());
   slots_.push_back(std::move(slot));

@@ -1,5 +1,7 @@
 #include "daemon/store/pack_writer.h"
 
+#include "format/store_reader.h"  // kStoreDirMode, kStoreFileMode
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -24,9 +26,9 @@ absl::StatusOr<std::unique_ptr<PackWriter>> PackWriter::Create(const std::string
   std::random_device rd;
   std::string name = absl::StrFormat("%08x%08x%08x%08x", rd(), rd(), rd(), rd());
   std::string dir = absl::StrCat(packs_dir, "/", name.substr(0, 2));
-  KC_RETURN_IF_ERROR(MakeDirs(dir));
+  KC_RETURN_IF_ERROR(MakeDirs(dir, kStoreDirMode));
   std::string tmp = absl::StrCat(dir, "/tmp-", name, ".pack");
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, kStoreFileMode);
   if (fd < 0) return ErrnoError(errno, absl::StrCat("create pack ", tmp));
   return std::unique_ptr<PackWriter>(new PackWriter(std::move(name), std::move(dir), std::move(tmp),
                                                     fd, std::move(hook), std::move(writeback)));

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/store/pack_format.h"
+#include "format/pack_format.h"
 
 namespace kerncap::store {
 

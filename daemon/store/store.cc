@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -22,6 +24,8 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "daemon/store/ingest.h"
+#include "format/chunk_read.h"
+#include "format/manifest_check.h"
 #include "daemon/store/store_impl.h"
 
 namespace kerncap::store {
@@ -31,7 +35,6 @@ namespace fs = std::filesystem;
 
 constexpr uint32_t kMinChunk = 64u << 10;
 constexpr uint32_t kMaxChunk = 4u << 20;
-constexpr int kStoreFormat = 1;
 
 // Removes tmp-* files anywhere under `root`: leftovers of writes a crash
 // interrupted (they were never renamed, so nothing refers to them).
@@ -62,6 +65,8 @@ Store::Impl::Impl(StoreOptions options)
       catalog_path_(opts_.dir + "/catalog.sqlite") {}
 
 Store::Impl::~Impl() {
+  refs_stop_ = true;
+  if (refs_builder_.joinable()) refs_builder_.join();
   {
     absl::MutexLock l(&queue_mu_);
     stopping_ = true;
@@ -89,7 +94,16 @@ absl::Status Store::Impl::Open() {
   }
   if (opts_.dir.empty()) return absl::InvalidArgumentError("store directory is empty");
   if (opts_.pack_target_bytes == 0) opts_.pack_target_bytes = 1;
-  KC_RETURN_IF_ERROR(MakeDirs(opts_.dir));
+  KC_RETURN_IF_ERROR(MakeDirs(opts_.dir, kStoreDirMode));
+  {
+    // Private whatever the umask or the mode an older kerncapd left: with
+    // the top directory closed to others, nothing below is reachable.
+    struct stat st;
+    if (::stat(opts_.dir.c_str(), &st) == 0 && (st.st_mode & 07027) != 0 &&
+        ::chmod(opts_.dir.c_str(), st.st_mode & 0750) != 0) {
+      return ErrnoError(errno, absl::StrCat("chmod ", opts_.dir));
+    }
+  }
   {
     std::error_code ec;
     abs_dir_ = fs::absolute(opts_.dir, ec).lexically_normal().string();
@@ -99,7 +113,7 @@ absl::Status Store::Impl::Open() {
 
   // One daemon per store: flock on LOCK, which also records the holder's pid.
   const std::string lock_path = opts_.dir + "/LOCK";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kStoreFileMode);
   if (lock_fd_ < 0) return ErrnoError(errno, absl::StrCat("open ", lock_path));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -110,7 +124,8 @@ absl::Status Store::Impl::Open() {
     ::close(lock_fd_);
     lock_fd_ = -1;
     if (err == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(
+      // Unavailable: the one "busy" answer (kerncapd exits 2 for it only).
+      return absl::UnavailableError(
           absl::StrCat("store ", opts_.dir, " is locked by another kerncapd (pid ", holder,
                        "); only one daemon may own a store"));
     }
@@ -125,25 +140,23 @@ absl::Status Store::Impl::Open() {
 
   // The chunk size is a property of the store: digests depend on it.
   const std::string config_path = opts_.dir + "/STORE";
-  auto config = ReadFile(config_path);
+  auto config = ReadStoreConfig(opts_.dir);
   if (config.ok()) {
-    for (absl::string_view line : absl::StrSplit(*config, '\n')) {
-      uint32_t v;
-      if (absl::ConsumePrefix(&line, "chunk_size=") && absl::SimpleAtoi(line, &v) && v != cs) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("store ", opts_.dir, " was created with chunk_size ", v, ", not ", cs));
-      }
+    if (config->chunk_size != cs) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "store ", opts_.dir, " was created with chunk_size ", config->chunk_size, ", not ", cs,
+          " (start kerncapd with --chunk-size=", config->chunk_size, " for this store)"));
     }
   } else if (absl::IsNotFound(config.status())) {
-    KC_RETURN_IF_ERROR(WriteFileAtomic(
-        config_path, absl::StrCat("format=", kStoreFormat, "\nchunk_size=", cs, "\n")));
+    KC_RETURN_IF_ERROR(WriteFileAtomic(config_path, FormatStoreConfig({kStoreFormat, cs}),
+                                       kStoreFileMode));
   } else {
     return config.status();
   }
 
   // Load every published pack's trailer into the index; quarantine packs
   // whose trailer is missing or damaged (never read them).
-  KC_RETURN_IF_ERROR(MakeDirs(packs_dir_));
+  KC_RETURN_IF_ERROR(MakeDirs(packs_dir_, kStoreDirMode));
   std::vector<std::pair<std::string, std::string>> pack_files;  // path, name
   std::error_code ec;
   for (const auto& sub : fs::directory_iterator(packs_dir_, ec)) {
@@ -160,7 +173,7 @@ absl::Status Store::Impl::Open() {
     auto reader = PackReader::Open(path, name);
     if (!reader.ok()) {
       const std::string qdir = packs_dir_ + "/quarantine";
-      KC_RETURN_IF_ERROR(MakeDirs(qdir));
+      KC_RETURN_IF_ERROR(MakeDirs(qdir, kStoreDirMode));
       const std::string qpath = absl::StrCat(qdir, "/", name, ".pack");
       if (::rename(path.c_str(), qpath.c_str()) != 0) {
         return ErrnoError(errno, absl::StrCat("quarantine ", path));
@@ -219,6 +232,7 @@ absl::Status Store::Impl::Open() {
                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
   sealer_ = std::thread([this] { SealerLoop(); });
+  refs_builder_ = std::thread([this] { RefCountBuilder(); });
   log::Info("store.opened", {{"dir", opts_.dir},
                              {"packs", pack_files.size()},
                              {"chunks", chunks},
@@ -236,6 +250,7 @@ int Store::Impl::RemoveOrphanManifests(const std::vector<std::string>& refs) {
   for (const std::string& id : refs) {
     if (auto hex = manifests_.ReadRef(id); hex.ok()) live.insert(*hex);
   }
+  const std::set<std::string> ref_ids(refs.begin(), refs.end());
   int removed = 0;
   std::error_code ec;
   for (const auto& sub : fs::directory_iterator(manifests_.manifests_dir(), ec)) {
@@ -243,11 +258,78 @@ int Store::Impl::RemoveOrphanManifests(const std::vector<std::string>& refs) {
     for (const auto& f : fs::directory_iterator(sub.path(), ec)) {
       const std::string name = f.path().filename().string();
       if (name.size() != 64 || live.contains(name)) continue;
+      // No ref names it. If its capture still has a ref (a damaged one, or
+      // one naming another capture's manifest), the manifest is that
+      // capture's only copy: keep it and point the ref back at it.
+      auto m = manifests_.ReadManifest(name);
+      if (m.ok() && ref_ids.contains(m->capture_id())) {
+        // Repaired only when the ref leads to no manifest of its own
+        // capture (a readable one that fails validation is reported, not
+        // replaced).
+        const std::string& id = m->capture_id();
+        auto hex = manifests_.ReadRef(id);
+        auto current = hex.ok() ? manifests_.ReadManifest(*hex) : hex.status();
+        std::string why;
+        if (!current.ok()) {
+          why = std::string(current.status().message());
+        } else if (current->capture_id() != id) {
+          why = absl::StrCat("the ref named capture ", current->capture_id(), "'s manifest");
+        }
+        if (!why.empty()) {
+          absl::Status repaired = manifests_.WriteRef(id, name);
+          log::Warn("store.ref_repaired",
+                    {{"capture", id},
+                     {"manifest", name},
+                     {"was", why},
+                     {"error", repaired.ok() ? std::string() : repaired.ToString()}});
+          if (repaired.ok()) live.insert(name);
+          continue;
+        }
+        // Its capture has a good ref to another manifest: a stale copy.
+      }
       std::error_code rm_ec;
       if (fs::remove(f.path(), rm_ec)) ++removed;
     }
   }
   return removed;
+}
+
+void Store::Impl::CountCaptureLocked(const std::string& id, const v1::CaptureManifest& m,
+                                     int delta) {
+  if (delta > 0 ? !refs_counted_.insert(id).second : refs_counted_.erase(id) == 0) return;
+  absl::flat_hash_set<Digest> mine;
+  ForEachManifestChunk(m, [&](const Digest& d) {
+    if (!mine.insert(d).second) return;
+    if (delta > 0) {
+      ++refcount_[d];
+    } else if (auto it = refcount_.find(d); it != refcount_.end() && --it->second == 0) {
+      refcount_.erase(it);
+    }
+  });
+}
+
+void Store::Impl::RefCountBuilder() {
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock l(&ids_mu_);
+    ids.assign(ids_.begin(), ids_.end());
+  }
+  for (const std::string& id : ids) {
+    if (refs_stop_) return;
+    auto m = LoadManifest(id);
+    if (!m.ok()) continue;  // deleted meanwhile, or damaged (Verify reports it)
+    absl::MutexLock l(&refs_mu_);
+    bool exists;
+    {
+      absl::MutexLock i(&ids_mu_);
+      exists = ids_.contains(id);
+    }
+    // A capture deleted after it was listed is not counted; one committed
+    // meanwhile was counted by its publish.
+    if (exists) CountCaptureLocked(id, *m, +1);
+  }
+  absl::MutexLock l(&refs_mu_);
+  refs_ready_ = true;
 }
 
 uint32_t Store::Impl::AddPack(std::shared_ptr<PackReader> pack) {
@@ -264,11 +346,23 @@ std::shared_ptr<PackReader> Store::Impl::GetPack(uint32_t id) {
 // ---------------------------------------------------------------------------
 // Impl: reads.
 
+absl::Status Store::Impl::Missing(const Digest& d) {
+  absl::MutexLock l(&packs_mu_);
+  if (!quarantined_.empty()) {
+    // Its pack may be one whose trailer was damaged: lost, not absent.
+    return absl::DataLossError(absl::StrCat(
+        "chunk ", Hex(d), " is missing: it is in no readable pack; ", quarantined_.size(),
+        " damaged pack(s) are quarantined in packs/quarantine (", quarantined_.front(),
+        ") and it may be in one of them"));
+  }
+  return absl::NotFoundError(absl::StrCat("chunk ", Hex(d), " not found in store"));
+}
+
 absl::StatusOr<StoredChunk> Store::Impl::ReadStored(const Digest& d, std::string* pack_name) {
   // A GC may move the chunk between the lookup and the read; retry then.
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto loc = index_.Lookup(d);
-    if (!loc) return absl::NotFoundError(absl::StrCat("chunk ", Hex(d), " not found in store"));
+    if (!loc) return Missing(d);
     std::shared_ptr<PackReader> pack = GetPack(loc->pack_id);
     if (!pack) continue;
     if (pack_name != nullptr) *pack_name = pack->name();
@@ -291,14 +385,29 @@ absl::StatusOr<StoredChunk> Store::Impl::ReadStored(const Digest& d, std::string
 }
 
 absl::Status Store::Impl::ReadChunkInto(const Digest& d, char* out, uint32_t expected_raw) {
-  std::string pack;
-  KC_ASSIGN_OR_RETURN(StoredChunk c, ReadStored(d, &pack));
-  const std::string what = absl::StrCat("chunk ", Hex(d), " in pack ", pack);
-  if (c.raw_size != expected_raw) {
-    return absl::DataLossError(
-        absl::StrCat(what, ": holds ", c.raw_size, " bytes, expected ", expected_raw));
+  // A GC may move the chunk between the lookup and the read; retry then.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto loc = index_.Lookup(d);
+    if (!loc) return Missing(d);
+    // Held: a pack GC unlinks meanwhile stays readable through its fd.
+    std::shared_ptr<PackReader> pack = GetPack(loc->pack_id);
+    if (!pack) continue;
+    auto what = [&] {
+      return absl::StrCat("chunk ", Hex(d), " in pack ", pack->name(), " at offset ", loc->offset);
+    };
+    if (loc->raw_len != expected_raw) {
+      return absl::DataLossError(
+          absl::StrCat(what(), ": holds ", loc->raw_len, " bytes, expected ", expected_raw));
+    }
+    format::StoredChunkSpan span;
+    span.offset = loc->offset;
+    span.length = loc->stored_len;
+    span.data_length = loc->stored_len;
+    span.codec = loc->codec;
+    span.xxh3 = loc->xxh3;
+    return format::ReadVerifiedChunk(pack->fd(), span, expected_raw, out, what);
   }
-  return DecodeChunk(static_cast<uint8_t>(c.codec), c.data, c.raw_size, out, what);
+  return absl::UnavailableError(absl::StrCat("chunk ", Hex(d), " kept moving during GC"));
 }
 
 // ---------------------------------------------------------------------------
@@ -311,6 +420,7 @@ absl::StatusOr<std::string> Store::Impl::Resolve(absl::string_view id_or_prefix)
 }
 
 absl::StatusOr<v1::CaptureManifest> Store::Impl::LoadManifest(const std::string& id) {
+  Hook("manifest.read");
   return manifests_.ReadCaptureManifest(id);
 }
 
@@ -350,6 +460,10 @@ absl::StatusOr<std::string> Store::Impl::PublishManifest(v1::CaptureManifest man
     if (hex.ok()) ids_.insert(id);
   }
   if (!hex.ok()) return hex.status();
+  {
+    absl::MutexLock l(&refs_mu_);
+    CountCaptureLocked(id, manifest, +1);
+  }
   // The capture is durable and visible now; a catalog failure only makes the
   // catalog stale, and the next Open repairs it from the refs.
   if (absl::Status st = catalog_->Upsert(manifest, *hex); !st.ok()) {
@@ -398,47 +512,54 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Store::ListCaptures(
 absl::Status Store::DeleteCapture(absl::string_view id_or_prefix) {
   KC_ASSIGN_OR_RETURN(std::string id, impl_->Resolve(id_or_prefix));
   KC_ASSIGN_OR_RETURN(std::string hex, impl_->manifests_.ReadRef(id));
+  // The manifest goes with the ref only when it is this capture's: a damaged
+  // ref may name another capture's manifest, which must survive.
+  auto manifest = impl_->manifests_.ReadManifest(hex);
+  const bool own_manifest = manifest.ok() && manifest->capture_id() == id;
   KC_RETURN_IF_ERROR(impl_->manifests_.DeleteRef(id));
   {
     absl::MutexLock l(&impl_->ids_mu_);
     impl_->ids_.erase(id);
   }
+  if (own_manifest) {
+    absl::MutexLock l(&impl_->refs_mu_);
+    impl_->CountCaptureLocked(id, *manifest, -1);
+  }
   if (absl::Status st = impl_->catalog_->Delete(id); !st.ok()) {
     log::Error("store.catalog_delete_failed", {{"capture", id}, {"error", st.ToString()}});
   }
-  // The manifest names its capture id, so no other ref can point at it.
-  KC_RETURN_IF_ERROR(impl_->manifests_.DeleteManifest(hex));
+  if (own_manifest) {
+    KC_RETURN_IF_ERROR(impl_->manifests_.DeleteManifest(hex));
+  } else {
+    log::Warn("capture.deleted_damaged_ref",
+              {{"capture", id},
+               {"manifest", hex},
+               {"kept_because", manifest.ok() ? "it is capture " + manifest->capture_id() + "'s"
+                                              : std::string(manifest.status().message())}});
+  }
   log::Info("capture.deleted", {{"capture", id}});
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<uint64_t, uint64_t>> Store::CaptureFootprint(absl::string_view id_in) {
+absl::StatusOr<Store::Footprint> Store::CaptureFootprint(absl::string_view id_in) {
   KC_ASSIGN_OR_RETURN(std::string id, impl_->Resolve(id_in));
   KC_ASSIGN_OR_RETURN(v1::CaptureManifest mine, impl_->LoadManifest(id));
   absl::flat_hash_set<Digest> own;
   ForEachManifestChunk(mine, [&](const Digest& d) { own.insert(d); });
-  std::vector<std::string> others;
-  {
-    absl::MutexLock l(&impl_->ids_mu_);
-    others.assign(impl_->ids_.begin(), impl_->ids_.end());
-  }
-  absl::flat_hash_set<Digest> shared;
-  for (const std::string& other : others) {
-    if (other == id) continue;
-    auto m = impl_->LoadManifest(other);
-    if (!m.ok()) continue;  // deleted meanwhile, or unreadable (Verify reports it)
-    ForEachManifestChunk(*m, [&](const Digest& d) {
-      if (own.contains(d)) shared.insert(d);
-    });
-  }
-  uint64_t exclusive = 0, stored = 0;
+  Footprint f;
+  absl::MutexLock l(&impl_->refs_mu_);
+  // Right after Open the counts may still be being built: worth a short wait.
+  impl_->refs_mu_.AwaitWithTimeout(absl::Condition(&impl_->refs_ready_), absl::Seconds(2));
+  f.exclusive_known = impl_->refs_ready_ && impl_->refs_counted_.contains(id);
   for (const Digest& d : own) {
     auto loc = impl_->index_.Lookup(d);
     if (!loc) continue;
-    stored += loc->stored_len;
-    if (!shared.contains(d)) exclusive += loc->raw_len;
+    f.stored_bytes += loc->stored_len;
+    if (!f.exclusive_known) continue;
+    auto it = impl_->refcount_.find(d);
+    if (it == impl_->refcount_.end() || it->second <= 1) f.exclusive_raw_bytes += loc->raw_len;
   }
-  return std::make_pair(exclusive, stored);
+  return f;
 }
 
 bool Store::HasChunk(const Digest& digest) { return impl_->index_.Contains(digest); }
@@ -540,6 +661,8 @@ absl::Status Store::ReadChunkList(const v1::ChunkList& list, void* out, size_t o
 }
 
 absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest manifest) {
+  // Nothing is published that a reader could not read safely.
+  KC_RETURN_IF_ERROR(format::ValidateManifest(manifest));
   // Pin first (a concurrent GC keeps them), then make everything pending
   // durable, then require every chunk to be indexed.
   std::vector<Digest> digests;
@@ -554,7 +677,14 @@ absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest ma
     ~Unregister() { impl->UnregisterIngest(token); }
   } unregister{impl_.get(), &token};
   for (const Digest& d : digests) impl_->NoteReference(&token, d);
-  KC_RETURN_IF_ERROR(impl_->SealOpenPack());
+  // Every pack holding one of its chunks must be durable first: the open
+  // one, and full ones the sealer thread may still be writing.
+  std::set<uint64_t> packs;
+  for (const Digest& d : digests) {
+    uint64_t seq = 0;
+    if (impl_->FindStored(d, &seq) && seq > 0) packs.insert(seq);
+  }
+  for (uint64_t seq : packs) KC_RETURN_IF_ERROR(impl_->EnsureDurable(seq));
   for (const Digest& d : digests) {
     if (!impl_->index_.Contains(d)) {
       return absl::FailedPreconditionError(
@@ -562,6 +692,15 @@ absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest ma
     }
   }
   return impl_->PublishManifest(std::move(manifest));
+}
+
+Store::ImportPin::~ImportPin() { impl_->UnregisterIngest(this); }
+
+std::unique_ptr<Store::ImportPin> Store::PinForImport(const v1::CaptureManifest& manifest) {
+  std::unique_ptr<ImportPin> pin(new ImportPin(impl_.get()));
+  impl_->RegisterIngest(pin.get());
+  ForEachManifestChunk(manifest, [&](const Digest& d) { impl_->NoteReference(pin.get(), d); });
+  return pin;
 }
 
 absl::StatusOr<v1::GcReport> Store::RunGc(bool dry_run) { return impl_->RunGc(dry_run); }

@@ -63,6 +63,8 @@ struct StoredChunk {
 };
 
 class Store : public CaptureSink {
+  class Impl;
+
  public:
   // Opens or creates the store at options.dir. Takes the directory lock
   // (FailedPrecondition naming the holder's pid if another daemon has it),
@@ -83,9 +85,16 @@ class Store : public CaptureSink {
       const v1::ListCapturesRequest& filter);
   // Removes the ref (durably) and the catalog row; chunks are freed by GC.
   absl::Status DeleteCapture(absl::string_view id_or_prefix);
-  // Bytes of this capture's chunks that no other capture references, and the
-  // stored size of all its chunks.
-  absl::StatusOr<std::pair<uint64_t, uint64_t>> CaptureFootprint(absl::string_view id);
+  // What a capture occupies. Costs the capture's own chunks (per-chunk
+  // reference counts are kept for all captures), never a read of the others.
+  struct Footprint {
+    uint64_t exclusive_raw_bytes = 0;  // raw bytes no other capture references
+    uint64_t stored_bytes = 0;         // stored size of all its chunks
+    // False while the counts are still being built after Open (then
+    // exclusive_raw_bytes is 0 and means nothing).
+    bool exclusive_known = false;
+  };
+  absl::StatusOr<Footprint> CaptureFootprint(absl::string_view id);
 
   // ---- chunks ----
   bool HasChunk(const Digest& digest);
@@ -103,6 +112,24 @@ class Store : public CaptureSink {
   // FailedPrecondition names the first missing chunk.
   absl::StatusOr<std::string> CommitImportedManifest(v1::CaptureManifest manifest);
 
+  // Keeps every chunk `manifest` references alive while an import of it is
+  // in flight: chunks it writes (PutStoredChunk) and chunks already present
+  // it relies on survive any GC until the pin is dropped (after
+  // CommitImportedManifest, or when the import fails). A chunk GC collected
+  // before the pin was taken is simply absent: the commit then says so.
+  class ImportPin {
+   public:
+    ~ImportPin();
+    ImportPin(const ImportPin&) = delete;
+    ImportPin& operator=(const ImportPin&) = delete;
+
+   private:
+    friend class Store;
+    explicit ImportPin(Impl* impl) : impl_(impl) {}
+    Impl* impl_;
+  };
+  std::unique_ptr<ImportPin> PinForImport(const v1::CaptureManifest& manifest);
+
   // ---- maintenance ----
   // Mark and sweep. Chunks of in-flight ingests are never freed.
   absl::StatusOr<v1::GcReport> RunGc(bool dry_run);
@@ -119,7 +146,6 @@ class Store : public CaptureSink {
 
  private:
   friend class IngestImpl;
-  class Impl;
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -31,12 +31,12 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/store/catalog.h"
 #include "daemon/store/chunk_index.h"
-#include "daemon/store/codec.h"
-#include "daemon/store/manifest_store.h"
-#include "daemon/store/pack_reader.h"
+#include "format/codec.h"
+#include "format/manifest_store.h"
+#include "format/pack_reader.h"
 #include "daemon/store/pack_writer.h"
 #include "daemon/store/store.h"
-#include "daemon/store/store_reader.h"  // ForEachManifestChunk
+#include "format/store_reader.h"  // ForEachManifestChunk
 
 namespace kerncap::store {
 
@@ -75,7 +75,11 @@ class Store::Impl {
   // Queues a chunk; blocks while max_inflight_bytes are already queued.
   void Submit(ChunkTask task);
   void WorkerLoop();
-  void ProcessChunk(const ChunkTask& task, ChunkCompressor& compressor, std::string& scratch);
+  // Copies the chunk out of the producer's memory into `private_copy`,
+  // releases the producer's bytes, then zero-checks, hashes, dedups,
+  // compresses (into `scratch`) and appends it, all from the private copy.
+  void ProcessChunk(const ChunkTask& task, ChunkCompressor& compressor, std::string& scratch,
+                    std::string& private_copy);
 
   // Appends a stored chunk to the open pack (creating one if needed) and
   // marks it pending; seals the pack when it reaches pack_target_bytes.
@@ -100,8 +104,11 @@ class Store::Impl {
   }
 
   // ---- reads (store.cc) ----
+  // The stored form (export) and the verified raw bytes (chunk_read.h) of a
+  // chunk; Missing is what either says for a digest the index lacks.
   absl::StatusOr<StoredChunk> ReadStored(const Digest& d, std::string* pack_name);
   absl::Status ReadChunkInto(const Digest& d, char* out, uint32_t expected_raw);
+  absl::Status Missing(const Digest& d);
   std::shared_ptr<PackReader> GetPack(uint32_t id);
   uint32_t AddPack(std::shared_ptr<PackReader> pack);
 
@@ -168,8 +175,6 @@ class Store::Impl {
   // without write_mu_ held: the fsync must not block appends.
   absl::Status SealDetached(std::unique_ptr<PackWriter> pack, uint64_t seq)
       ABSL_LOCKS_EXCLUDED(write_mu_);
-  // Seals the open pack now (import commits).
-  absl::Status SealOpenPack() ABSL_LOCKS_EXCLUDED(write_mu_);
   void FailOpenPackLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   // Digests some worker is writing right now.
@@ -185,6 +190,21 @@ class Store::Impl {
   bool gc_active_ ABSL_GUARDED_BY(live_mu_) = false;
   absl::flat_hash_set<Digest> gc_seen_ ABSL_GUARDED_BY(live_mu_);
   absl::Mutex gc_mu_;  // one GC at a time
+
+  // Per-chunk reference counts over committed captures, so a capture's
+  // footprint costs its own chunks, not the whole store. Counted once in the
+  // background after Open (RefCountBuilder), then by every publish and
+  // delete; refs_counted_ says which captures are in the counts.
+  absl::Mutex refs_mu_ ABSL_ACQUIRED_BEFORE(ids_mu_);
+  absl::flat_hash_map<Digest, uint32_t> refcount_ ABSL_GUARDED_BY(refs_mu_);
+  absl::flat_hash_set<std::string> refs_counted_ ABSL_GUARDED_BY(refs_mu_);
+  bool refs_ready_ ABSL_GUARDED_BY(refs_mu_) = false;
+  std::atomic<bool> refs_stop_{false};
+  std::thread refs_builder_;
+  void RefCountBuilder();
+  // Adds (+1) or removes (-1) the distinct chunks of capture `id`.
+  void CountCaptureLocked(const std::string& id, const v1::CaptureManifest& m, int delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(refs_mu_);
 
   absl::Mutex ids_mu_;
   std::set<std::string> ids_ ABSL_GUARDED_BY(ids_mu_);

@@ -1,5 +1,5 @@
 // StoreReader: read-only access to a store a live Store (the daemon) owns.
-#include "daemon/store/store_reader.h"
+#include "format/store_reader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -169,7 +169,7 @@ TEST(StoreReaderTest, LeavesTheStoreUntouched) {
     if (with_writer) {
       // The reader did not take (or break) the daemon's lock.
       auto second = Store::Open(SmallOptions(dir.path()));
-      EXPECT_TRUE(absl::IsFailedPrecondition(second.status())) << second.status();
+      EXPECT_TRUE(absl::IsUnavailable(second.status())) << second.status();
     }
   }
   EXPECT_TRUE(fs::exists(dir.Sub("packs/tmp-leftover.pack")));

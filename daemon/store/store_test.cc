@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
+#include "common/digest.h"
 #include "common/file_util.h"
 #include "daemon/store/store_test_util.h"
 #include "gtest/gtest.h"
@@ -109,7 +111,8 @@ TEST(StoreTest, SecondCaptureDedupsAndPersistsAcrossReopen) {
   EXPECT_EQ(ReadPre(**store, *m1, 0), a);
   auto fp = (*store)->CaptureFootprint(id2);
   ASSERT_TRUE(fp.ok()) << fp.status();
-  EXPECT_EQ(fp->first, kChunk);  // only the extra chunk is exclusive
+  EXPECT_TRUE(fp->exclusive_known);
+  EXPECT_EQ(fp->exclusive_raw_bytes, kChunk);  // only the extra chunk is exclusive
 }
 
 TEST(StoreTest, PostImageIsDiffedAgainstPre) {
@@ -366,7 +369,7 @@ TEST(StoreTest, SecondOpenIsRefusedNamingHolderPid) {
   auto first = Store::Open(SmallOptions(dir.path()));
   ASSERT_TRUE(first.ok());
   auto second = Store::Open(SmallOptions(dir.path()));
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(second.status().message().find(absl::StrCat("pid ", ::getpid())), std::string::npos)
       << second.status();
   first->reset();
@@ -447,6 +450,55 @@ TEST(StoreTest, PutStoredChunkChecksDigest) {
   EXPECT_TRUE((*dst)->HasChunk(d0));
   EXPECT_EQ(ReadPre(**dst, *(*dst)->GetManifest(*id), 0), data);
   EXPECT_EQ((*dst)->Stats().unique_chunks(), 3u);
+}
+
+// The producer's bytes may be shared memory that a hostile sender keeps
+// writing after handing it over (an agent's ring slot). Whatever it does, a
+// stored chunk's bytes must hash to the address they are stored under, or
+// later captures that dedup against it would restore the wrong data.
+TEST(StoreTest, StoredChunksMatchTheirDigestWhileTheSourceKeepsChanging) {
+  TempDir dir;
+  StoreOptions o = SmallOptions(dir.path());
+  o.max_inflight_bytes = 64ull << 20;
+  auto store = Store::Open(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  constexpr size_t kChunks = 128;
+  std::vector<uint64_t> shared(kChunks * kChunk / 8, 1);
+  std::atomic<bool> stop{false};
+  std::thread hostile([&] {
+    for (uint64_t round = 2; !stop.load(std::memory_order_relaxed); ++round) {
+      for (uint64_t& word : shared) {
+        std::atomic_ref<uint64_t>(word).store(round, std::memory_order_relaxed);
+      }
+    }
+  });
+  auto ingest = (*store)->BeginCapture();
+  ASSERT_TRUE(ingest.ok());
+  v1::Region region;
+  region.set_va(0x1000);
+  region.mutable_data()->set_size(kChunks * kChunk);
+  auto h = (*ingest)->AddRegion(ImageKind::kPre, region);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*ingest)->WriteRegion(*h, 0, shared.data(), kChunks * kChunk, [] {}).ok());
+  v1::CaptureManifest m;
+  auto id = (*ingest)->Commit(m);
+  stop = true;
+  hostile.join();
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto manifest = (*store)->GetManifest(*id);
+  ASSERT_TRUE(manifest.ok());
+  int checked = 0;
+  for (const std::string& raw : manifest->pre().regions(0).data().chunk_digests()) {
+    if (raw.empty()) continue;
+    auto d = Digest::FromBytes(raw);
+    ASSERT_TRUE(d.ok());
+    auto bytes = (*store)->ReadChunk(*d);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(Sha256(*bytes), *d) << "chunk " << checked << " stored under the wrong address";
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(kChunks));
+  EXPECT_TRUE(VerifyProblems(**store).empty());
 }
 
 TEST(StoreTest, UnknownChunkIsNotFound) {

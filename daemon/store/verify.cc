@@ -2,6 +2,7 @@
 // from all of them: the stored bytes' XXH3, a full decode (zstd's frame
 // checksum covers the raw bytes) and, with rehash, SHA-256 against the
 // content address. Problems name the capture, the chunk and the pack.
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
@@ -38,43 +39,53 @@ absl::Status Store::Impl::Verify(absl::string_view capture_id, bool rehash,
     }
   }
 
-  std::vector<std::pair<Digest, const std::string*>> work;
-  absl::flat_hash_set<Digest> seen;
+  // Every chunk once, with every capture that uses it: a damaged chunk is
+  // reported for each of them (deleting one capture does not cure another).
+  std::vector<Digest> work;
+  absl::flat_hash_map<Digest, std::vector<const std::string*>> users;
   for (const std::string& id : ids) {
     auto m = LoadManifest(id);
-    if (absl::IsNotFound(m.status()) && capture_id.empty()) continue;  // deleted meanwhile
+    // NotFound: the ref is gone (deleted meanwhile). A missing or damaged
+    // manifest behind a ref is DataLoss and reported below.
+    if (absl::IsNotFound(m.status()) && capture_id.empty()) continue;
     if (!m.ok()) {
       problem(id, nullptr, "", m.status().message());
       continue;
     }
+    absl::flat_hash_set<Digest> mine;
     ForEachManifestChunk(*m, [&](const Digest& d) {
-      if (seen.insert(d).second) work.emplace_back(d, &id);
+      if (!mine.insert(d).second) return;
+      std::vector<const std::string*>& u = users[d];
+      if (u.empty()) work.push_back(d);
+      u.push_back(&id);
     });
   }
   frame.set_chunks_total(work.size());
 
   std::string raw;
   uint64_t checked = 0;
-  for (const auto& [d, cap] : work) {
+  for (const Digest& d : work) {
     std::string pack;
+    std::string what;
     auto c = ReadStored(d, &pack);
     if (!c.ok()) {
-      problem(*cap, &d, pack,
-              absl::IsNotFound(c.status())
-                  ? absl::StrCat("chunk ", d.ToHex(), " is missing from the store")
-                  : std::string(c.status().message()));
+      what = absl::IsNotFound(c.status())
+                 ? absl::StrCat("chunk ", d.ToHex(), " is missing from the store")
+                 : std::string(c.status().message());
     } else {
       raw.resize(c->raw_size);
       absl::Status st =
           DecodeChunk(static_cast<uint8_t>(c->codec), c->data, c->raw_size, raw.data(),
                       absl::StrCat("chunk ", d.ToHex(), " in pack ", pack));
       if (!st.ok()) {
-        problem(*cap, &d, pack, st.message());
+        what = std::string(st.message());
       } else if (rehash && Sha256(raw) != d) {
-        problem(*cap, &d, pack,
-                absl::StrCat("chunk ", d.ToHex(), " in pack ", pack,
-                             ": content does not match its SHA-256"));
+        what = absl::StrCat("chunk ", d.ToHex(), " in pack ", pack,
+                            ": content does not match its SHA-256");
       }
+    }
+    if (!what.empty()) {
+      for (const std::string* cap : users[d]) problem(*cap, &d, pack, what);
     }
     frame.set_chunks_checked(++checked);
     if (checked % 256 == 0 && progress) {

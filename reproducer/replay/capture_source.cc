@@ -1,17 +1,7 @@
 #include "reproducer/replay/capture_source.h"
 
 #include <fcntl.h>
-#include <sys/uio.h>
 #include <unistd.h>
-#include <xxhash.h>
-#include <zstd.h>
-#if defined(__x86_64__)
-// Debian's libxxhash also exports runtime-dispatched (AVX2 / AVX-512) entry
-// points, and this header maps XXH3_64bits{,_update} to them; the plain ones
-// are SSE2 only, which makes the checksum cost over half as much as the copy
-// it guards.
-#include <xxh_x86dispatch.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -20,11 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "common/errno_status.h"
 #include "common/status_macros.h"
-#include "daemon/store/store_reader.h"
+#include "format/store_reader.h"
+#include "format/chunk_read.h"
+#include "format/manifest_check.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "kerncap/v1/control.pb.h"
@@ -40,11 +32,6 @@ using google::protobuf::internal::WireFormatLite;
 // everything but the data in its first ~52 bytes: frame tag + length (<= 5),
 // digest (34), codec (2), raw_size (<= 6), data tag + length (<= 5).
 constexpr size_t kIndexPrefixBytes = 64;
-
-// Raw chunk data is read and hashed in pieces of this size: small enough that
-// a piece is still in the core's L2 cache when it is hashed, large enough that
-// the extra system calls cost nothing measurable.
-constexpr size_t kRawPieceBytes = 256u << 10;
 
 const std::string& EmptyDigest() {
   static const std::string* empty = new std::string();
@@ -66,52 +53,6 @@ absl::Status PreadAll(int fd, void* buf, size_t size, uint64_t offset, const std
   }
   return absl::OkStatus();
 }
-
-// preadv until every iovec is full (the kernel may stop early, e.g. on a
-// signal); consumes iov[0..count).
-absl::Status PreadvAll(int fd, struct iovec* iov, int count, uint64_t offset,
-                       const std::string& path) {
-  auto drop_filled = [&] {
-    while (count > 0 && iov->iov_len == 0) {
-      ++iov;
-      --count;
-    }
-  };
-  drop_filled();
-  while (count > 0) {
-    ssize_t n = ::preadv(fd, iov, count, static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(errno, absl::StrCat("preadv ", path));
-    }
-    if (n == 0) return absl::DataLossError(absl::StrCat(path, ": truncated at byte ", offset));
-    offset += static_cast<uint64_t>(n);
-    for (size_t left = static_cast<size_t>(n); left > 0; drop_filled()) {
-      const size_t take = std::min(left, iov->iov_len);
-      iov->iov_base = static_cast<char*>(iov->iov_base) + take;
-      iov->iov_len -= take;
-      left -= take;
-    }
-    drop_filled();
-  }
-  return absl::OkStatus();
-}
-
-// Per-thread scratch memory that only grows (no zero-fill on reuse).
-class Scratch {
- public:
-  char* Get(size_t size) {
-    if (size > capacity_) {
-      data_.reset(new char[size]);
-      capacity_ = size;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<char[]> data_;
-  size_t capacity_ = 0;
-};
 
 // ---- index: the layout of a chunk record, from the protobuf wire format ----
 
@@ -247,20 +188,6 @@ std::string HexOf(const std::string& digest) {
                                         : "(malformed digest)";
 }
 
-// One zstd decompression context per thread (ZSTD_decompress would make one
-// per call).
-ZSTD_DCtx* ThreadDCtx() {
-  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
-                                                                       &ZSTD_freeDCtx);
-  return dctx.get();
-}
-
-XXH3_state_t* ThreadXxh3State() {
-  thread_local std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(
-      XXH3_createState(), &XXH3_freeState);
-  return state.get();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CaptureSource>> CaptureSource::OpenKcap(const std::string& path,
@@ -300,6 +227,10 @@ absl::Status CaptureSource::ReadManifest(kcap::KcapReader& reader) {
     return absl::DataLossError(absl::StrCat(path_, ": first record is not a manifest"));
   }
   manifest_ = std::move(*frame.mutable_manifest());
+  // Nothing below may allocate from a number the file chose unchecked.
+  if (absl::Status valid = format::ValidateManifest(manifest_); !valid.ok()) {
+    return absl::DataLossError(absl::StrCat(path_, ": malformed manifest: ", valid.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -400,120 +331,29 @@ absl::Status CaptureSource::ReadChunkInto(const std::string& digest, uint32_t ra
   if (e.raw_size != raw_size) {
     return DataLoss(e, absl::StrCat("chunk has ", e.raw_size, " raw bytes, expected ", raw_size));
   }
-  switch (e.codec) {
-    case v1::CODEC_ZSTD:
-      KC_RETURN_IF_ERROR(ReadZstd(e, out));
-      break;
-    case v1::CODEC_RAW:
-    case v1::CODEC_UNSPECIFIED:
-      KC_RETURN_IF_ERROR(ReadRaw(e, out));
-      break;
-    default:
-      return DataLoss(e, absl::StrCat("unknown codec ", e.codec));
-  }
+  format::StoredChunkSpan span;
+  span.offset = e.record_offset + kcap::kKcapRecordHeaderBytes;
+  span.length = e.payload_length;
+  span.data_offset = e.data_offset;
+  span.data_length = e.data_length;
+  span.codec = e.codec;
+  span.xxh3 = e.checksum;
+  KC_RETURN_IF_ERROR(format::ReadVerifiedChunk(fd_, span, raw_size, out, [&] {
+    return absl::StrCat(path_, ": chunk record at byte ", e.record_offset);
+  }));
   if (verify_content_digests_ && Sha256(out, raw_size).ToBytes() != digest) {
     return DataLoss(e, "chunk does not match its SHA-256 address");
   }
   return absl::OkStatus();
 }
 
-// A raw chunk: preadv puts the payload's prefix and suffix in per-thread
-// buffers and the data straight into `out` (no intermediate copy). It reads
-// in pieces of kRawPieceBytes, each hashed (XXH3 streaming, in payload order)
-// right after it lands, while the bytes the kernel just wrote are still in
-// the core's cache: hashing the whole chunk afterwards would read it back
-// from memory, a second pass over the bytes.
-absl::Status CaptureSource::ReadRaw(const Entry& e, char* out) const {
-  if (e.data_length != e.raw_size) return DataLoss(e, "raw chunk size mismatch");
-  thread_local Scratch prefix_buf, suffix_buf;
-  const size_t suffix_length = e.payload_length - e.data_offset - e.data_length;
-  char* prefix = prefix_buf.Get(e.data_offset);
-  char* suffix = suffix_buf.Get(suffix_length);
-  XXH3_state_t* state = ThreadXxh3State();
-  if (state == nullptr) return absl::ResourceExhaustedError("XXH3_createState failed");
-  XXH3_64bits_reset(state);
-  uint64_t offset = e.record_offset + kcap::kKcapRecordHeaderBytes;
-  size_t done = 0;
-  do {  // the prefix goes with the first piece, the suffix with the last
-    const size_t n = std::min<size_t>(kRawPieceBytes, e.data_length - done);
-    struct iovec iov[3];
-    int count = 0;
-    if (done == 0) iov[count++] = {prefix, e.data_offset};
-    iov[count++] = {out + done, n};
-    if (done + n == e.data_length) iov[count++] = {suffix, suffix_length};
-    struct iovec pieces[3];
-    std::copy(iov, iov + count, pieces);  // PreadvAll consumes its iovecs
-    KC_RETURN_IF_ERROR(PreadvAll(fd_, iov, count, offset, path_));
-    for (int i = 0; i < count; ++i) {
-      if (pieces[i].iov_len > 0) XXH3_64bits_update(state, pieces[i].iov_base, pieces[i].iov_len);
-      offset += pieces[i].iov_len;
-    }
-    done += n;
-  } while (done < e.data_length);
-  if (XXH3_64bits_digest(state) != e.checksum) return DataLoss(e, "record checksum mismatch");
-  return absl::OkStatus();
-}
-
-// A zstd chunk: the payload into a per-thread buffer, checksummed, then the
-// data slice decompressed into `out`.
-absl::Status CaptureSource::ReadZstd(const Entry& e, char* out) const {
-  thread_local Scratch payload_buf;
-  char* payload = payload_buf.Get(e.payload_length);
-  KC_RETURN_IF_ERROR(PreadAll(fd_, payload, e.payload_length,
-                              e.record_offset + kcap::kKcapRecordHeaderBytes, path_));
-  if (XXH3_64bits(payload, e.payload_length) != e.checksum) {
-    return DataLoss(e, "record checksum mismatch");
-  }
-  ZSTD_DCtx* dctx = ThreadDCtx();
-  if (dctx == nullptr) return absl::ResourceExhaustedError("ZSTD_createDCtx failed");
-  const size_t n =
-      ZSTD_decompressDCtx(dctx, out, e.raw_size, payload + e.data_offset, e.data_length);
-  if (ZSTD_isError(n) || n != e.raw_size) {
-    return DataLoss(e, absl::StrCat("zstd decode failed: ",
-                                    ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short"));
-  }
-  return absl::OkStatus();
-}
-
-uint64_t ChunkCount(const v1::ChunkList& list) {
-  if (list.chunk_size() == 0) return 0;
-  return (list.size() + list.chunk_size() - 1) / list.chunk_size();
-}
-
 uint64_t ChunkOffset(const v1::ChunkList& list, uint64_t i) {
   return i * static_cast<uint64_t>(list.chunk_size());
 }
 
-uint32_t ChunkLength(const v1::ChunkList& list, uint64_t i) {
-  const uint64_t off = ChunkOffset(list, i);
-  return static_cast<uint32_t>(std::min<uint64_t>(list.chunk_size(), list.size() - off));
-}
-
 absl::Status CheckRegion(const v1::Region& region, absl::string_view where) {
-  const v1::ChunkList& d = region.data();
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s region at va 0x%x: %s", where, region.va(), what));
-  };
-  if (d.size() > 0 && d.chunk_size() == 0) return bad("chunk_size is 0");
-  const uint64_t n = ChunkCount(d);
-  for (const std::string& dig : d.chunk_digests()) {
-    if (!dig.empty() && dig.size() != Digest::kSize) return bad("malformed chunk digest");
-  }
-  if (region.diff()) {
-    if (static_cast<uint64_t>(region.changed_chunks_size()) != static_cast<uint64_t>(d.chunk_digests_size())) {
-      return bad("changed_chunks and chunk_digests differ in length");
-    }
-    for (int i = 0; i < region.changed_chunks_size(); ++i) {
-      if (region.changed_chunks(i) >= n) return bad("changed chunk index out of range");
-      if (i > 0 && region.changed_chunks(i) <= region.changed_chunks(i - 1)) {
-        return bad("changed_chunks not increasing");
-      }
-    }
-  } else if (static_cast<uint64_t>(d.chunk_digests_size()) != n) {
-    return bad(absl::StrCat(d.chunk_digests_size(), " chunk digests for ", n, " chunks"));
-  }
-  return absl::OkStatus();
+  return format::ValidateChunkList(region.data(), &region,
+                                   absl::StrFormat("%s region at va 0x%x", where, region.va()));
 }
 
 const std::string& PostDigest(const v1::Region& pre, const v1::Region* post, uint64_t i) {

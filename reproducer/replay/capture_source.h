@@ -1,6 +1,6 @@
 // capture_source.h: one capture's manifest plus on-demand access to its chunk
-// bytes, read from a `.kcap` file (client/kerncapctl/kcap_file.h), or straight
-// from a kerncap store directory (OpenStore: daemon/store/store_reader.h,
+// bytes, read from a `.kcap` file (format/kcap_file.h), or straight
+// from a kerncap store directory (OpenStore: format/store_reader.h,
 // read-only, safe next to the kerncapd that owns the store; chunks pread from
 // the store's pack files into the caller's memory, the pack's XXH3-64 of the
 // stored bytes checked, zstd decoded; packs held open so a concurrent GC
@@ -44,7 +44,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
+#include "format/manifest_check.h"
 #include "kerncap/v1/manifest.pb.h"
 
 namespace kerncap::store {
@@ -115,8 +116,6 @@ class CaptureSource {
   absl::Status IndexChunks(kcap::KcapReader& reader);
   absl::StatusOr<Entry> IndexRecord(const kcap::KcapReader::RecordInfo& record,
                                     const std::string& prefix, std::string* digest) const;
-  absl::Status ReadRaw(const Entry& e, char* out) const;
-  absl::Status ReadZstd(const Entry& e, char* out) const;
   absl::Status DataLoss(const Entry& e, absl::string_view what) const;
 
   std::string path_;  // the .kcap file, or the store directory
@@ -128,14 +127,15 @@ class CaptureSource {
   std::unique_ptr<store::StoreCapture> store_;     // or the store's chunks
 };
 
-// Number of chunks covering list.size bytes.
-uint64_t ChunkCount(const v1::ChunkList& list);
-// Byte range of chunk i: offset and length.
+// Chunk geometry, defined once by the capture format (format/manifest_check.h).
+using format::ChunkCount;
+using format::ChunkLength;
+// Byte offset of chunk i.
 uint64_t ChunkOffset(const v1::ChunkList& list, uint64_t i);
-uint32_t ChunkLength(const v1::ChunkList& list, uint64_t i);
 
-// Structural checks of one region (chunk size set, digest counts, diff
-// indices in range and increasing). InvalidArgument naming the region.
+// Structural checks of one region (format::ValidateChunkList: chunk size,
+// digest counts, diff indices in range and increasing). InvalidArgument
+// naming the region.
 absl::Status CheckRegion(const v1::Region& region, absl::string_view where);
 
 // The digest chunk i of the region had after the dispatch: the post chunk

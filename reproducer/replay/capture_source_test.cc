@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "gtest/gtest.h"
 #include "kerncap/v1/control.pb.h"

@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/status_macros.h"
 #include "kerncap/v1/control.grpc.pb.h"
 

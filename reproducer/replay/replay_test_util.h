@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "common/status_macros.h"
 #include "kerncap/v1/control.pb.h"

@@ -58,7 +58,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "daemon/store/store.h"
 #include "nlohmann/json.hpp"

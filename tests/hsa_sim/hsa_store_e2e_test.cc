@@ -21,7 +21,7 @@
 #include <set>
 #include <sstream>
 
-#include "client/kerncapctl/kcap_file.h"
+#include "format/kcap_file.h"
 #include "common/agent_link/messages.h"
 #include "common/digest.h"
 #include "daemon/agent_link/agent_link_server.h"

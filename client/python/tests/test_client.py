@@ -46,10 +46,12 @@ def test_agents_listed_while_connected(client, daemon):
 
 def test_arm_mirrors_the_selector_and_disarm(client):
     arm = client.arm("attn.*fwd", match="regex", pid=4242, process="python", device=1, skip=2,
-                     nth=3, count=4, ttl="10m", tags={"run": "baseline"})
+                     count=4, ttl="10m", tags={"run": "baseline"})
     s = arm.selector
     assert (s.kernel, s.match, s.pid, s.process_name, s.device, s.skip, s.nth, s.count) == \
-        ("attn.*fwd", "regex", 4242, "python", 1, 2, 3, 4)
+        ("attn.*fwd", "regex", 4242, "python", 1, 2, 0, 4)
+    nth = client.arm("attn", nth=3)
+    assert (nth.selector.nth, nth.selector.skip) == (3, 0)
     assert arm.state == "active" and arm.tags == {"run": "baseline"}
     assert arm.expires is not None and arm.expires > arm.created + dt.timedelta(minutes=9)
     mangled = client.arm(mangled="_Z6kernelv", expires=time.time() + 600)
@@ -60,6 +62,7 @@ def test_arm_mirrors_the_selector_and_disarm(client):
     assert gone.state == "disarmed"
     assert arm.arm_id not in {a.arm_id for a in client.arms()}
     assert mangled.arm_id in {a.arm_id for a in client.disarm()}  # no id: every active arm
+    assert nth.arm_id in {a.arm_id for a in client.arms(all=True) if a.state == "disarmed"}
     assert "arm-" in client.arms(all=True)._repr_html_()
 
 
@@ -68,6 +71,8 @@ def test_bad_selectors_are_invalid_argument(client):
         client.arm("", match="regex")       # the daemon's check
     with pytest.raises(kerncap.InvalidArgument, match="selector.device"):
         client.arm("k", device=-1)
+    with pytest.raises(kerncap.InvalidArgument, match="skip and nth"):
+        client.arm("k", skip=2, nth=3)     # contradictory: both pick the dispatch
     with pytest.raises(kerncap.InvalidArgument, match="ttl_ms"):
         client.arm("k", ttl=400 * 86400)
     with pytest.raises(kerncap.InvalidArgument, match="bad match"):

@@ -31,7 +31,7 @@ def test_protocol_classes_come_from_the_descriptor_set():
     assert not pb.has_field("ReproducerFile", "no_such_field")
 
 
-# ---- targets and defaults (daemon/service/default_paths.h) ----
+# ---- targets and defaults (common/control/default_paths.h) ----
 
 def test_targets():
     e = _connection.parse_target("/run/kerncap/kerncapd.sock")

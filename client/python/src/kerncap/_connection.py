@@ -4,7 +4,7 @@ Targets, as kerncapctl takes them: an absolute Unix socket path
 ("/run/kerncap/kerncapd.sock"), a "unix:" URI, or "HOST:PORT" /
 "[IPv6]:PORT" for a daemon serving TCP with TLS. With no target the client
 uses the same default as kerncapctl: $KERNCAP_SOCKET, else the daemon's
-default socket (daemon/service/default_paths.h):
+default socket (common/control/default_paths.h):
 
     root:  /run/kerncap/kerncapd.sock
     user:  $XDG_RUNTIME_DIR/kerncap/kerncapd.sock (when absolute),
@@ -19,7 +19,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import errors
 
-# Matches daemon/service/limits.h kMaxMessageBytes: one 4 MiB chunk plus
+# Matches common/control/limits.h kMaxMessageBytes: one 4 MiB chunk plus
 # framing, or the manifest of a very large capture, exceed gRPC's 4 MiB default.
 MAX_MESSAGE_BYTES = 128 << 20
 

@@ -245,7 +245,8 @@ class Capture:
     @classmethod
     def from_detail(cls, detail) -> "Capture":
         return cls(detail.manifest, summary=detail.summary,
-                   exclusive_raw_bytes=detail.exclusive_raw_bytes,
+                   exclusive_raw_bytes=(None if detail.exclusive_pending
+                                        else detail.exclusive_raw_bytes),
                    stored_bytes=detail.stored_bytes)
 
     @classmethod

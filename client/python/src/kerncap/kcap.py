@@ -1,6 +1,6 @@
 """The `.kcap` file: one capture exported from a kerncapd store.
 
-Same byte format as kerncapctl (client/kerncapctl/kcap_file.h), so files move
+Same byte format as kerncapctl (format/kcap_file.h), so files move
 freely between `kerncapctl export/import` and this package. All integers are
 little-endian:
 

@@ -1,0 +1,60 @@
+#include "common/control/default_paths.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace kerncap::service {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// XDG says relative values must be ignored.
+bool UsableXdg(const std::string& dir) { return !dir.empty() && dir[0] == '/'; }
+
+}  // namespace
+
+PathEnv PathEnv::FromProcess() {
+  PathEnv env;
+  env.euid = ::geteuid();
+  env.xdg_runtime_dir = Env("XDG_RUNTIME_DIR");
+  env.xdg_data_home = Env("XDG_DATA_HOME");
+  env.home = Env("HOME");
+  if (env.home.empty()) {
+    if (const passwd* pw = ::getpwuid(env.euid); pw != nullptr && pw->pw_dir != nullptr) {
+      env.home = pw->pw_dir;
+    }
+  }
+  env.kerncap_socket = Env("KERNCAP_SOCKET");
+  return env;
+}
+
+std::string DefaultRuntimeDir(const PathEnv& env) {
+  if (env.euid == 0) return "/run/kerncap";
+  if (UsableXdg(env.xdg_runtime_dir)) return absl::StrCat(env.xdg_runtime_dir, "/kerncap");
+  return absl::StrCat("/tmp/kerncap-", env.euid);
+}
+
+std::string DefaultSocketPath(const PathEnv& env) {
+  return absl::StrCat(DefaultRuntimeDir(env), "/kerncapd.sock");
+}
+
+std::string DefaultStoreDir(const PathEnv& env) {
+  if (env.euid == 0) return "/var/lib/kerncap/store";
+  if (UsableXdg(env.xdg_data_home)) return absl::StrCat(env.xdg_data_home, "/kerncap/store");
+  std::string home = env.home.empty() ? std::string("/tmp") : env.home;
+  return absl::StrCat(home, "/.local/share/kerncap/store");
+}
+
+std::string DefaultClientSocketPath(const PathEnv& env) {
+  if (!env.kerncap_socket.empty()) return env.kerncap_socket;
+  return DefaultSocketPath(env);
+}
+
+}  // namespace kerncap::service

@@ -1,0 +1,42 @@
+// default_paths.h: where kerncapd keeps its store and sockets when no flag
+// says otherwise. kerncapd, kerncapctl (and, by reading this file, the Python
+// client) all use these, so a plain `kerncapd &` and `kerncapctl status` meet.
+//
+//                 root                        user
+//   runtime dir   /run/kerncap                $XDG_RUNTIME_DIR/kerncap,
+//                                             else /tmp/kerncap-<uid>
+//   control sock  <runtime dir>/kerncapd.sock
+//   agent sock    <runtime dir>/agent.sock   (common/agent_link/socket_path.h owns it)
+//   store         /var/lib/kerncap/store      $XDG_DATA_HOME/kerncap/store,
+//                                             else $HOME/.local/share/kerncap/store
+//
+// kerncapctl additionally honours $KERNCAP_SOCKET (see DefaultClientSocketPath).
+#ifndef KERNCAP_COMMON_CONTROL_DEFAULT_PATHS_H_
+#define KERNCAP_COMMON_CONTROL_DEFAULT_PATHS_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace kerncap::service {
+
+// The process facts the defaults depend on, captured once so tests can fake them.
+struct PathEnv {
+  uid_t euid = 0;
+  std::string xdg_runtime_dir;
+  std::string xdg_data_home;
+  std::string home;
+  std::string kerncap_socket;  // $KERNCAP_SOCKET
+
+  static PathEnv FromProcess();
+};
+
+std::string DefaultRuntimeDir(const PathEnv& env);
+std::string DefaultSocketPath(const PathEnv& env);
+std::string DefaultStoreDir(const PathEnv& env);
+// $KERNCAP_SOCKET when set, else DefaultSocketPath.
+std::string DefaultClientSocketPath(const PathEnv& env);
+
+}  // namespace kerncap::service
+
+#endif  // KERNCAP_COMMON_CONTROL_DEFAULT_PATHS_H_

@@ -1,0 +1,54 @@
+#include "common/control/default_paths.h"
+
+#include "gtest/gtest.h"
+
+namespace kerncap::service {
+namespace {
+
+PathEnv User() {
+  PathEnv env;
+  env.euid = 1000;
+  env.home = "/home/ada";
+  return env;
+}
+
+TEST(DefaultPathsTest, RootUsesSystemLocations) {
+  PathEnv env = User();
+  env.euid = 0;
+  env.xdg_runtime_dir = "/run/user/0";
+  env.xdg_data_home = "/root/.data";
+  EXPECT_EQ(DefaultSocketPath(env), "/run/kerncap/kerncapd.sock");
+  EXPECT_EQ(DefaultStoreDir(env), "/var/lib/kerncap/store");
+}
+
+TEST(DefaultPathsTest, UserWithXdgDirs) {
+  PathEnv env = User();
+  env.xdg_runtime_dir = "/run/user/1000";
+  env.xdg_data_home = "/data/ada";
+  EXPECT_EQ(DefaultSocketPath(env), "/run/user/1000/kerncap/kerncapd.sock");
+  EXPECT_EQ(DefaultStoreDir(env), "/data/ada/kerncap/store");
+}
+
+TEST(DefaultPathsTest, UserWithoutXdgFallsBack) {
+  PathEnv env = User();
+  EXPECT_EQ(DefaultSocketPath(env), "/tmp/kerncap-1000/kerncapd.sock");
+  EXPECT_EQ(DefaultStoreDir(env), "/home/ada/.local/share/kerncap/store");
+}
+
+TEST(DefaultPathsTest, RelativeXdgValuesAreIgnored) {
+  PathEnv env = User();
+  env.xdg_runtime_dir = "run";
+  env.xdg_data_home = "data";
+  EXPECT_EQ(DefaultSocketPath(env), "/tmp/kerncap-1000/kerncapd.sock");
+  EXPECT_EQ(DefaultStoreDir(env), "/home/ada/.local/share/kerncap/store");
+}
+
+TEST(DefaultPathsTest, ClientHonoursKerncapSocket) {
+  PathEnv env = User();
+  EXPECT_EQ(DefaultClientSocketPath(env), DefaultSocketPath(env));
+  env.kerncap_socket = "/srv/k.sock";
+  EXPECT_EQ(DefaultClientSocketPath(env), "/srv/k.sock");
+}
+
+}  // namespace
+}  // namespace kerncap::service

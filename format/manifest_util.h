@@ -1,0 +1,33 @@
+// manifest_util.h: read-only views of a CaptureManifest shared by the service
+// (export/import) and kerncapctl (pull planning, `show`).
+#ifndef KERNCAP_FORMAT_MANIFEST_UTIL_H_
+#define KERNCAP_FORMAT_MANIFEST_UTIL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/digest.h"
+#include "kerncap/v1/control.pb.h"
+#include "kerncap/v1/manifest.pb.h"
+
+namespace kerncap::service {
+
+struct ChunkRef {
+  Digest digest;
+  uint32_t raw_size = 0;
+};
+
+// Every distinct stored chunk the manifest references (pre and post images,
+// code objects), in first-reference order. All-zero chunks (empty digest) are
+// never stored and are left out. InvalidArgument when a digest is neither
+// empty nor 32 bytes, or a ChunkList is inconsistent (too many digests for its
+// size, a changed_chunks index out of range).
+absl::StatusOr<std::vector<ChunkRef>> ManifestChunks(const v1::CaptureManifest& manifest);
+
+// Bytes of `region` that sit in all-zero chunks (for the memory map's zero %).
+uint64_t ZeroBytes(const v1::Region& region);
+
+}  // namespace kerncap::service
+
+#endif  // KERNCAP_FORMAT_MANIFEST_UTIL_H_

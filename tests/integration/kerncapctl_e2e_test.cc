@@ -1,0 +1,224 @@
+// End to end: real kerncapd processes on temp stores and sockets, driven by
+// the real kerncapctl binary. Checks exit codes and the transfer paths
+// (.kcap export/import, dedup-aware pull, corrupt file rejected).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/integration/kerncapctl_test_util.h"
+#include "daemon/store/store_test_util.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace kerncap::ctl {
+namespace {
+
+using testing::BinDir;
+using testing::Daemon;
+using testing::Result;
+using testing::SeedStore;
+using testing::Sh;
+using testing::TempDir;
+
+TEST(KerncapctlEndToEndTest, StatusShowExportImportPullAndExitCodes) {
+  TempDir tmp;
+  std::vector<std::string> ids = SeedStore(tmp.Sub("a-store"));
+  Daemon a(tmp, "a");
+  Daemon b(tmp, "b");
+
+  Result r = Sh(a.Ctl("status --json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto st = nlohmann::json::parse(r.out);
+  EXPECT_EQ(st["unix_socket"], a.socket());
+  EXPECT_EQ(st["store"]["captures"], "2");
+
+  r = Sh(a.Ctl("captures --tag run=r1 --json"));
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["captures"][0]["capture_id"], ids[1]);
+
+  r = Sh(a.Ctl("show " + ids[0]));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  if (std::getenv("KERNCAP_E2E_VERBOSE") != nullptr) std::cout << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "memory map")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "0x7f0000100000")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "100.0%")) << r.out;  // the all-zero region
+  EXPECT_TRUE(absl::StrContains(r.out, "texture 0x5 at argument offset(s) 8: linear 4096 bytes "
+                                       "at 0x7f0000000000, format 0x20 x1"))
+      << r.out;
+
+  // Exit codes.
+  EXPECT_EQ(Sh(a.Ctl("show cap-000000000000 2>/dev/null")).rc, 3);
+  EXPECT_EQ(Sh(a.Ctl("show ../etc 2>/dev/null")).rc, 2);
+  EXPECT_EQ(Sh(a.Ctl("frobnicate 2>/dev/null")).rc, 2);
+  EXPECT_EQ(
+      Sh(absl::StrCat(BinDir(), "/kerncapctl --socket=", tmp.Sub("none.sock"), " status 2>&1")).rc,
+      4);
+  // A synthetic capture without code object cannot become a reproducer;
+  // nothing is left at --out.
+  r = Sh(a.Ctl("repro " + ids[0] + " --out " + tmp.Sub("repro") + " 2>&1"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "cannot tell CUDA from HIP")) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(tmp.Sub("repro")));
+
+  // export -> corrupt copy refused -> import.
+  std::string kcap = tmp.Sub("cap.kcap");
+  r = Sh(a.Ctl("export " + ids[0] + " --out " + kcap));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  std::string bytes;
+  {
+    std::ifstream in(kcap, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 1000u);
+  std::string bad = tmp.Sub("bad.kcap");
+  {
+    std::string flipped = bytes;
+    flipped[flipped.size() / 2] ^= 0x11;
+    std::ofstream(bad, std::ios::binary) << flipped;
+  }
+  EXPECT_EQ(Sh(b.Ctl("import " + bad + " 2>/dev/null")).rc, 5);
+  { std::ofstream(tmp.Sub("short.kcap"), std::ios::binary) << bytes.substr(0, bytes.size() - 30); }
+  EXPECT_EQ(Sh(b.Ctl("import " + tmp.Sub("short.kcap") + " 2>/dev/null")).rc, 5);
+  EXPECT_EQ(Sh(b.Ctl("captures --json")).out, "{\"captures\":[]}\n");
+  r = Sh(b.Ctl("import " + kcap + " --json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto imported = nlohmann::json::parse(r.out);
+  EXPECT_EQ(imported["capture_id"], ids[0]);
+  EXPECT_NE(imported["chunks_received"], "0");
+
+  // Pull the second capture: every chunk is already on b.
+  r = Sh(b.Ctl("pull " + ids[1] + " --from unix:" + a.socket() + " --json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto pulled = nlohmann::json::parse(r.out);
+  EXPECT_EQ(pulled["capture_id"], ids[1]);
+  EXPECT_EQ(pulled["chunks_received"], "0");
+
+  EXPECT_EQ(Sh(b.Ctl("verify --rehash")).rc, 0);
+  EXPECT_EQ(Sh(b.Ctl("rm " + ids[0])).rc, 0);
+  EXPECT_EQ(Sh(b.Ctl("gc")).rc, 0);
+
+  // A second daemon on a's store refuses to start (exit 2).
+  r = Sh(absl::StrCat(BinDir(), "/kerncapd --store=", tmp.Sub("a-store"), " --socket=",
+                      tmp.Sub("c.sock"), " --agent-socket=", tmp.Sub("c-agent.sock"), " 2>&1"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "locked")) << r.out;
+
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+  EXPECT_FALSE(std::filesystem::exists(a.socket()));
+}
+
+// repro CAPTURE-ID: kerncapd generates, kerncapctl receives and writes --out.
+TEST(KerncapctlEndToEndTest, ReproThroughDaemon) {
+  TempDir tmp;
+  std::string id;
+  {
+    auto s = store::Store::Open(store::testing::SmallOptions(tmp.Sub("a-store")));
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto ingest = (*s)->BeginCapture();
+    ASSERT_TRUE(ingest.ok());
+    std::string code = store::testing::RandomBytes((5 << 20) + 7, 9);  // > one stream piece
+    v1::CodeObject co;
+    co.set_format(v1::CODE_OBJECT_CUBIN);
+    ASSERT_TRUE((*ingest)->AddCodeObject(co, code.data(), code.size()).ok());
+    v1::CaptureManifest m;
+    m.mutable_kernel()->set_mangled_name("_Z4gemmv");
+    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+    m.mutable_kernel()->set_arch("sm_90");
+    auto committed = (*ingest)->Commit(std::move(m));
+    ASSERT_TRUE(committed.ok()) << committed.status();
+    id = *committed;
+  }
+  Daemon a(tmp, "a");
+  const std::string out = tmp.Sub("proj");
+  Result r = Sh(a.Ctl("--json repro " + id + " --out " + out));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["out_dir"], out);
+  EXPECT_EQ(j["project"]["kind"], "binary");
+  EXPECT_EQ(std::filesystem::file_size(out + "/code/kernel.cubin"), (5u << 20) + 7);
+  EXPECT_TRUE(std::filesystem::exists(out + "/capture.kcap"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/kerncap.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/Makefile"));
+  // Refused without --force, the folder unchanged; replaced with it.
+  r = Sh(a.Ctl("repro " + id + " --out " + out + " 2>&1"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_TRUE(absl::StrContains(r.out, "--force")) << r.out;
+  r = Sh(a.Ctl("repro " + id.substr(0, 8) + " --out " + out + " --force"));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "reproducer written to " + out)) << r.out;
+}
+
+TEST(KerncapctlEndToEndTest, TlsAndBearerTokenOnTcp) {
+  if (Sh("openssl version >/dev/null 2>&1").rc != 0) GTEST_SKIP() << "no openssl binary";
+  TempDir tmp;
+  std::string cert = tmp.Sub("cert.pem");
+  std::string key = tmp.Sub("key.pem");
+  Result gen = Sh(absl::StrCat(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost ",
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout ", key, " -out ", cert, " 2>&1"));
+  ASSERT_EQ(gen.rc, 0) << gen.out;
+  std::string token = tmp.Sub("token");
+  std::ofstream(token) << "first-token\n";
+  // A port unlikely to collide: derived from the pid.
+  int port = 20000 + ::getpid() % 20000;
+  std::string listen = absl::StrCat("127.0.0.1:", port);
+  Daemon d(
+      tmp, "tls",
+      {"--listen=" + listen, "--tls-cert=" + cert, "--tls-key=" + key, "--token-file=" + token});
+  std::string base = absl::StrCat(BinDir(), "/kerncapctl --host=localhost:", port,
+                                  " --tls-ca=", cert, " --timeout=5");
+  Result r;
+  for (int i = 0; i < 50; ++i) {
+    r = Sh(base + " --token-file=" + token + " status --json 2>&1");
+    if (r.rc != 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tcp_listen"], listen);
+  EXPECT_EQ(Sh(base + " status 2>/dev/null").rc, 6);  // no token
+  std::string wrong = tmp.Sub("wrong");
+  std::ofstream(wrong) << "nope\n";
+  EXPECT_EQ(Sh(base + " --token-file=" + wrong + " status 2>/dev/null").rc, 6);
+  // Plaintext against the TLS port fails to connect.
+  EXPECT_EQ(Sh(absl::StrCat(BinDir(), "/kerncapctl --host=localhost:", port,
+                            " --insecure --timeout=2 status 2>/dev/null"))
+                .rc,
+            4);
+  // SIGHUP re-reads the token file.
+  std::ofstream(token) << "second-token\n";
+  std::ofstream(tmp.Sub("old")) << "first-token\n";
+  d.Signal(SIGHUP);
+  bool rotated = false;
+  for (int i = 0; i < 50 && !rotated; ++i) {
+    rotated = Sh(base + " --token-file=" + tmp.Sub("old") + " status 2>/dev/null").rc == 6;
+    if (!rotated) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(rotated);
+  EXPECT_EQ(Sh(base + " --token-file=" + token + " status >/dev/null 2>&1").rc, 0);
+  // The Unix socket needs no token.
+  EXPECT_EQ(Sh(d.Ctl("status >/dev/null")).rc, 0);
+  EXPECT_EQ(d.Stop(), 0);
+}
+
+TEST(KerncapdTest, RefusesPlainTcpWithoutInsecureFlag) {
+  TempDir tmp;
+  Result r = Sh(absl::StrCat(BinDir(), "/kerncapd --store=", tmp.Sub("s"),
+                             " --socket=", tmp.Sub("s.sock"), " --listen=127.0.0.1:7443 2>&1"));
+  EXPECT_EQ(r.rc, 64);
+  EXPECT_TRUE(absl::StrContains(r.out, "without TLS")) << r.out;
+}
+
+}  // namespace
+}  // namespace kerncap::ctl
