@@ -332,6 +332,13 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
     ti.code_sha256 = Sha256(code.bytes).ToHex();
     ti.code_format = code.format;
     ti.code_file = code.file;
+    if (code.format == "cubin") {
+      auto notes = ReadToolkitNotes(code.bytes);
+      if (notes.ok() && notes->found) {
+        ti.ptxas_release = notes->version.release;
+        ti.ptxas_version_line = notes->version_line;
+      }
+    }
     ti.python3 = FindTool(tools.python3);
     KC_ASSIGN_OR_RETURN(TritonProjectFiles tp, WriteTritonProject(ti, *stage));
     facts.triton = std::move(tp.section);

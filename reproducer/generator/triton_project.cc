@@ -1009,6 +1009,12 @@ absl::StatusOr<TritonProjectFiles> WriteTritonProject(const TritonInputs& in,
   section["variant"] = v;
   section["captured_binary"] = {
       {"file", in.code_file}, {"format", in.code_format}, {"sha256", in.code_sha256}};
+  if (!in.ptxas_release.empty()) {
+    // What built it, from its own ELF note: run.py rebuilds with a ptxas of
+    // this release even when the recorded one differs (a warm-cache binary).
+    section["captured_binary"]["ptxas"] = {{"release", in.ptxas_release},
+                                           {"version_line", in.ptxas_version_line}};
+  }
   json fn = {{"name", fn_name}};
   for (const char* k : {"qualname", "module", "file", "inductor_file", "first_line",
                         "starting_line", "source_sha256", "source_bytes", "source_truncated",

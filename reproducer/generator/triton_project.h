@@ -112,6 +112,12 @@ struct TritonInputs {
   std::string code_sha256;  // hex SHA-256 of the kernel's captured code object
   std::string code_format;  // "cubin" / "hsaco"
   std::string code_file;    // "code/kernel.cubin" (in the project)
+  // The ptxas release that built the captured cubin, from its
+  // .note.nv.tkinfo (toolkit_notes.h), e.g. "13.0"; empty when unknown. A
+  // binary from a warm compile cache may have been built by another ptxas
+  // than the one the application's process would use now.
+  std::string ptxas_release;
+  std::string ptxas_version_line;
   std::string python3;      // interpreter for slice_kernel.py; empty: none
 };
 

@@ -25,7 +25,9 @@
 #include "common/digest.h"
 #include "gtest/gtest.h"
 #include "reproducer/generator/generator.h"
+#include "reproducer/generator/line_table.h"
 #include "reproducer/generator/tool_runner.h"
+#include "reproducer/generator/toolkit_notes_fixture.h"
 #include "reproducer/replay/replay_test_util.h"
 
 namespace kerncap::repro {
@@ -136,7 +138,10 @@ if __name__ == "__main__":
 }
 
 constexpr uint64_t kA = 0x7f0000000000, kB = 0x7f0000100000, kC = 0x7f0000200000;
-const std::string kCode = "\x7f" "ELF fake cubin of kc_matmul_kernel (BLOCK_M=128)";
+// An ELF whose only content is the toolkit note ptxas 13.0 writes: the
+// project must say which ptxas built the captured binary.
+const std::string kCode = testing::Elf(
+    {{".note.nv.tkinfo", testing::Note("NVIDIA Corp", 0x7d0, testing::TkInfo(testing::kPtxas13))}});
 const std::string kOtherCode = "\x7f" "ELF fake cubin of kc_matmul_kernel (BLOCK_M=64)";
 
 ordered_json Variant(const std::string& code, int block_m, int warps, int stages, int index) {
@@ -385,6 +390,11 @@ TEST_F(TritonProjectTest, ProjectFilesAndTritonSection) {
   EXPECT_EQ(t["variant"]["config_index"], 1);
   EXPECT_EQ(t["captured_binary"]["sha256"], Sha256(kCode).ToHex());
   EXPECT_EQ(t["captured_binary"]["format"], "cubin");
+  if (HaveDwarfReader()) {  // the notes are read with LLVM's object library
+    EXPECT_EQ(t["captured_binary"]["ptxas"]["release"], "13.0");
+    EXPECT_EQ(t["captured_binary"]["ptxas"]["version_line"],
+              "Cuda compilation tools, release 13.0, V13.0.88");
+  }
   EXPECT_EQ(t["constexprs"]["BLOCK_M"], 128);
   EXPECT_EQ(t["signature"]["a_ptr"], "*fp16");
   EXPECT_EQ(t["launch_options"], json({{"num_warps", 8}, {"num_stages", 4}, {"num_ctas", 1}}));

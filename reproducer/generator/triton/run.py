@@ -432,6 +432,16 @@ def apply_build_environment(t, report):
             os.environ[k] = v
             applied[k] = v
     ptxas = build.get("ptxas") or {}
+    # The captured cubin's own note says which ptxas built it; it wins over
+    # what the process recorded (a binary from a warm compile cache was built
+    # by whatever ptxas the earlier, compiling process used).
+    built_by = ((t.get("captured_binary") or {}).get("ptxas") or {}).get("release")
+    if built_by and built_by != ptxas.get("version"):
+        if ptxas.get("version"):
+            notes.append("the captured binary was built by ptxas %s (its ELF note), the application's "
+                         "process recorded %s: a ptxas of release %s is used" % (
+                             built_by, ptxas.get("version"), built_by))
+        ptxas = dict(ptxas, version=built_by)
     if ptxas.get("path") or ptxas.get("version"):
         var = PTXAS_VARIABLES.get(ptxas.get("knob") or "ptxas", "TRITON_PTXAS_PATH")
         want = ptxas.get("version")
