@@ -71,7 +71,7 @@ t=$(now)
 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo -DGGML_CUDA_FA="${KERNCAP_LLAMA_FA:-OFF}" \
   -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_SERVER=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$LOGS/configure.log" 2>&1 ||
+  -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$LOGS/configure.log" 2>&1 ||
   { note "configure failed"; tail -30 "$LOGS/configure.log"; exit 1; }
 cmake --build "$BUILD" -j"$(nproc)" --target llama-simple llama-quantize > "$LOGS/build.log" 2>&1 ||
   { note "build failed"; tail -30 "$LOGS/build.log"; exit 1; }
