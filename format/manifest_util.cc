@@ -61,19 +61,30 @@ class Collector {
 
 }  // namespace
 
-absl::StatusOr<std::vector<ChunkRef>> ManifestChunks(const v1::CaptureManifest& manifest) {
-  Collector c;
+absl::Status ForEachChunkList(
+    const v1::CaptureManifest& manifest,
+    absl::FunctionRef<absl::Status(const v1::ChunkList& list, const v1::Region* region,
+                                   absl::string_view where)>
+        fn) {
   for (const auto* image : {&manifest.pre(), &manifest.post()}) {
     const char* name = image == &manifest.pre() ? "pre" : "post";
     for (int i = 0; i < image->regions_size(); ++i) {
       const v1::Region& r = image->regions(i);
-      KC_RETURN_IF_ERROR(c.AddList(r.data(), &r, absl::StrCat(name, " region ", i)));
+      KC_RETURN_IF_ERROR(fn(r.data(), &r, absl::StrCat(name, " region ", i)));
     }
   }
   for (int i = 0; i < manifest.code_objects_size(); ++i) {
-    KC_RETURN_IF_ERROR(
-        c.AddList(manifest.code_objects(i).data(), nullptr, absl::StrCat("code object ", i)));
+    KC_RETURN_IF_ERROR(fn(manifest.code_objects(i).data(), nullptr, absl::StrCat("code object ", i)));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ChunkRef>> ManifestChunks(const v1::CaptureManifest& manifest) {
+  Collector c;
+  KC_RETURN_IF_ERROR(ForEachChunkList(
+      manifest, [&](const v1::ChunkList& list, const v1::Region* region, absl::string_view where) {
+        return c.AddList(list, region, where);
+      }));
   return c.Take();
 }
 

@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/digest.h"
 #include "kerncap/v1/control.pb.h"
 #include "kerncap/v1/manifest.pb.h"
@@ -17,6 +20,17 @@ struct ChunkRef {
   Digest digest;
   uint32_t raw_size = 0;
 };
+
+// The one walk over a manifest's chunk lists, used by every reader that
+// visits them (validation, export, GC, verify, pins, the store reader):
+// every pre region, every post region, then every code object, in that order.
+// `region` is null for code objects; `where` names the list for messages
+// ("pre region 3"). Stops at, and returns, the first error `fn` returns.
+absl::Status ForEachChunkList(
+    const v1::CaptureManifest& manifest,
+    absl::FunctionRef<absl::Status(const v1::ChunkList& list, const v1::Region* region,
+                                   absl::string_view where)>
+        fn);
 
 // Every distinct stored chunk the manifest references (pre and post images,
 // code objects), in first-reference order. All-zero chunks (empty digest) are

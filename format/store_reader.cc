@@ -22,6 +22,7 @@
 #include "common/status_macros.h"
 #include "format/chunk_read.h"
 #include "format/codec.h"
+#include "format/manifest_util.h"
 #include "format/pack_format.h"
 #include "format/pack_reader.h"
 
@@ -105,16 +106,17 @@ absl::StatusOr<StoreConfig> ReadStoreConfig(const std::string& dir) {
 
 void ForEachManifestChunk(const v1::CaptureManifest& m,
                           const std::function<void(const Digest&)>& fn) {
-  auto list = [&](const v1::ChunkList& l) {
-    for (const std::string& raw : l.chunk_digests()) {
-      if (raw.empty()) continue;
-      auto d = Digest::FromBytes(raw);
-      if (d.ok()) fn(*d);
-    }
-  };
-  for (const auto& r : m.pre().regions()) list(r.data());
-  for (const auto& r : m.post().regions()) list(r.data());
-  for (const auto& c : m.code_objects()) list(c.data());
+  // Digests that do not parse are skipped: every manifest read from the store
+  // has passed format::ValidateManifest, which rejects them.
+  (void)service::ForEachChunkList(
+      m, [&](const v1::ChunkList& l, const v1::Region*, absl::string_view) {
+        for (const std::string& raw : l.chunk_digests()) {
+          if (raw.empty()) continue;
+          auto d = Digest::FromBytes(raw);
+          if (d.ok()) fn(*d);
+        }
+        return absl::OkStatus();
+      });
 }
 
 // ---------------------------------------------------------------------------
