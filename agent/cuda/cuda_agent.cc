@@ -13,6 +13,7 @@
 
 #include "agent/core/log.h"
 #include "agent/cuda/cuda_dispatch_source.h"
+#include "agent/cuda/cupti_api.h"
 #include "agent/cuda/driver_api.h"
 #include "agent/cuda/driver_identity.h"
 #include "agent/cuda/param_blob.h"
@@ -171,27 +172,26 @@ std::string DriverVersionString() {
 }
 
 std::string RuntimeVersionString() {
-  int v = 0;
-  return cuDriverGetVersion(&v) == CUDA_SUCCESS ? CudaVersionString(v) : "";
+  return CudaVersionString(Driver().version);
 }
 
 DeviceDesc DescribeDevice(int ordinal) {
   DeviceDesc d;
   d.ordinal = ordinal;
   CUdevice dev;
-  if (cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS) return d;
+  if (Driver().cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS) return d;
   char name[256] = {0};
-  if (cuDeviceGetName(name, sizeof(name), dev) == CUDA_SUCCESS) d.name = name;
+  if (Driver().cuDeviceGetName(name, sizeof(name), dev) == CUDA_SUCCESS) d.name = name;
   int major = 0, minor = 0;
-  cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  Driver().cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  Driver().cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   d.arch = "sm_" + std::to_string(major * 10 + minor);
   size_t total = 0;
-  if (cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
+  if (Driver().cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
   char bus[64] = {0};
-  if (cuDeviceGetPCIBusId(bus, sizeof(bus), dev) == CUDA_SUCCESS) d.pci_bus_id = bus;
+  if (Driver().cuDeviceGetPCIBusId(bus, sizeof(bus), dev) == CUDA_SUCCESS) d.pci_bus_id = bus;
   CUuuid uuid;
-  if (cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
+  if (Driver().cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
     char hex[48];
     const unsigned char* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
     std::snprintf(hex, sizeof(hex),
@@ -228,7 +228,7 @@ void AddFunctionAttributes(CUfunction f, std::map<std::string, int64_t>* out) {
   };
   for (const auto& a : kAttrs) {
     int v = 0;
-    if (cuFuncGetAttribute(&v, a.attr, f) == CUDA_SUCCESS) (*out)[std::string("func.") + a.name] = v;
+    if (Driver().cuFuncGetAttribute(&v, a.attr, f) == CUDA_SUCCESS) (*out)[std::string("func.") + a.name] = v;
   }
 }
 
@@ -252,7 +252,7 @@ CudaAgent::CudaAgent()
 bool CudaAgent::SwitchArmedCallbacks(bool on) {
   if (subscriber_ == nullptr) return true;
   if (config_.cupti_domains == "domains" && on) {
-    return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS;
+    return Cupti().cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS;
   }
   // One by one, both ways, never the whole domain: the always-on ids must
   // stay enabled (an allocation made meanwhile is still tracked), and a
@@ -260,7 +260,7 @@ bool CudaAgent::SwitchArmedCallbacks(bool on) {
   // Ids the driver does not know fail harmlessly.
   for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
     if (!AlwaysOnDriverCallback(id)) {
-      cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
+      Cupti().cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
     }
   }
   return true;
@@ -282,8 +282,8 @@ bool CudaAgent::EnableCallbacks() {
   if (mode == "domains") {
     // Before P5's diagnosis: whole domains. Kept to measure the difference.
     KC_ALOG(kWarn, "KERNCAP_AGENT_CUPTI_DOMAINS=domains: whole CUPTI domains (slower launches)");
-    return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS &&
-           cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE) == CUPTI_SUCCESS;
+    return Cupti().cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS &&
+           Cupti().cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE) == CUPTI_SUCCESS;
   }
   if (mode == "none") {
     // Diagnostic: what subscribing alone costs; nothing is tracked.
@@ -303,14 +303,14 @@ bool CudaAgent::EnableCallbacks() {
   for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_CU_INIT_FINISHED, CUPTI_CBID_RESOURCE_MODULE_LOADED,
                               CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING,
                               CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING}) {
-    if (cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id) != CUPTI_SUCCESS) return false;
+    if (Cupti().cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id) != CUPTI_SUCCESS) return false;
   }
   bool any = false;
   for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
     // KERNCAP_AGENT_GRAPH_TRACKING=0 (diagnostic: what tracking graphs costs
     // graph launches): graphs are then not tracked, and their kernels refused.
     if (AlwaysOnDriverCallback(id) && (config_.graph_tracking || !IsGraphTrackingCall(id))) {
-      any |= cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+      any |= Cupti().cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
     }
   }
   // The toggle starts "on": the armed ids too, until the link says unarmed.
@@ -327,13 +327,36 @@ bool CudaAgent::Initialize(const char* how) {
     KC_ALOG(kInfo, "disabled by KERNCAP_AGENT_DISABLE");
     return false;
   }
+  // Neither the driver nor CUPTI is a link dependency: a host without a
+  // driver runs every process as if the agent were not loaded (not a word on
+  // stderr: the agent may be preloaded into everything there).
+  std::string why;
+  if (!LoadDriverApi(&why)) {
+    KC_ALOG(kInfo, "inactive: %s", why.c_str());
+    return false;
+  }
+  if (Driver().version <= 0) {
+    KC_ALOG(kWarn, "inactive: libcuda.so.1 does not report a CUDA version (a stub library?)");
+    return false;
+  }
+  if (!LoadCuptiApi(Driver().version / 1000, &why)) {
+    // Once per process (Initialize runs once): the host has a driver, so the
+    // user expects captures.
+    KC_ALOG(kWarn, "inactive, no captures from this process: %s", why.c_str());
+    return false;
+  }
+  KC_ALOG(kInfo, "CUDA %d.%d driver, CUPTI %d from %s", Driver().version / 1000,
+          Driver().version % 1000 / 10, Cupti().major, Cupti().path.c_str());
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
   params.subscriberName = "kerncap";
   char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {0};
   params.oldSubscriberName = old_name;
   params.oldSubscriberSize = sizeof(old_name);
-  CUptiResult r = cuptiSubscribe_v2(&subscriber_, &CudaAgent::Callback, this, &params);
+  // CUPTI 12 has no cuptiSubscribe_v2 (it cannot name the other subscriber).
+  CUptiResult r = Cupti().cuptiSubscribe_v2 != nullptr
+                      ? Cupti().cuptiSubscribe_v2(&subscriber_, &CudaAgent::Callback, this, &params)
+                      : Cupti().cuptiSubscribe(&subscriber_, &CudaAgent::Callback, this);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     // One line, then out of the way: the app runs exactly as without us.
     KC_ALOG(kError,
@@ -344,13 +367,13 @@ bool CudaAgent::Initialize(const char* how) {
   }
   if (r != CUPTI_SUCCESS) {
     const char* msg = nullptr;
-    cuptiGetResultString(r, &msg);
+    Cupti().cuptiGetResultString(r, &msg);
     KC_ALOG(kError, "cuptiSubscribe failed (%s); kerncap agent inactive", msg ? msg : "?");
     return false;
   }
   if (!EnableCallbacks()) {
     KC_ALOG(kError, "enabling CUPTI callbacks failed; kerncap agent inactive");
-    cuptiUnsubscribe(subscriber_);
+    Cupti().cuptiUnsubscribe(subscriber_);
     return false;
   }
   active_.store(true, std::memory_order_release);
@@ -540,10 +563,10 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
 
 int CudaAgent::DeviceOf(CUcontext ctx) {
   uint32_t id = 0;
-  if (ctx != nullptr && cuptiGetDeviceId(ctx, &id) == CUPTI_SUCCESS) return static_cast<int>(id);
+  if (ctx != nullptr && Cupti().cuptiGetDeviceId(ctx, &id) == CUPTI_SUCCESS) return static_cast<int>(id);
   CUdevice dev = 0;
   AgentScope scope;
-  if (cuCtxGetDevice(&dev) == CUDA_SUCCESS) return static_cast<int>(dev);
+  if (Driver().cuCtxGetDevice(&dev) == CUDA_SUCCESS) return static_cast<int>(dev);
   return 0;
 }
 
@@ -564,7 +587,7 @@ void CudaAgent::Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
     CUdeviceptr base = 0;
     size_t size = 0;
     AgentScope scope;
-    if (cuMemGetAddressRange(&base, &size, ptr) == CUDA_SUCCESS) device_alloc(base, size, kind);
+    if (Driver().cuMemGetAddressRange(&base, &size, ptr) == CUDA_SUCCESS) device_alloc(base, size, kind);
   };
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
@@ -765,7 +788,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   CUstream stream = call->stream;
   if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
+  if (Driver().cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
       capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
     return hold_shared();
   }
@@ -856,7 +879,7 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   modules_.DiscardPending();
   if (api.FuncLoad != nullptr) api.FuncLoad(f);
   CUmodule module = nullptr;
-  if (cuFuncGetModule(&module, f) != CUDA_SUCCESS) module = nullptr;
+  if (Driver().cuFuncGetModule(&module, f) != CUDA_SUCCESS) module = nullptr;
   if (module != nullptr) {
     modules_.AttributePending(reinterpret_cast<uint64_t>(module));
   } else {
@@ -875,7 +898,7 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   header.driver.driver_version = DriverVersionString();
   header.driver.runtime_version = RuntimeVersionString();
   uint32_t cupti_version = 0;
-  cuptiGetVersion(&cupti_version);
+  Cupti().cuptiGetVersion(&cupti_version);
   header.driver.tool_version = "cupti-" + std::to_string(cupti_version);
   header.launch = call->desc;
   if (graph != nullptr) {
@@ -915,7 +938,7 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
     // Objects are per context: the launching thread's current one (what
     // CUPTI reports as the callback's context for direct and graph launches).
     CUcontext ctx = nullptr;
-    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+    if (Driver().cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = nullptr;
     TextureParamMatch tex = MatchTextureParams(
         *blob, info->params_known ? info->params : kUnknownLayout, use, textures_,
         reinterpret_cast<uint64_t>(ctx), [this](uint64_t va, uint64_t size) {
@@ -1003,22 +1026,22 @@ class BorrowedContext {
  public:
   BorrowedContext() {
     CUcontext cur = nullptr;
-    if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr) {
+    if (Driver().cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr) {
       ok_ = true;
       return;
     }
     int n = 0;
-    if (cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
+    if (Driver().cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
     for (int i = 0; i < n && !ok_; ++i) {
       CUdevice dev;
       unsigned flags = 0;
       int active = 0;
-      if (cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
-      if (cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+      if (Driver().cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
+      if (Driver().cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
       CUcontext ctx = nullptr;
-      if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) continue;
-      if (cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
-        cuDevicePrimaryCtxRelease(dev);
+      if (Driver().cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) continue;
+      if (Driver().cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
+        Driver().cuDevicePrimaryCtxRelease(dev);
         continue;
       }
       dev_ = dev;
@@ -1029,8 +1052,8 @@ class BorrowedContext {
   ~BorrowedContext() {
     if (!pushed_) return;
     CUcontext popped = nullptr;
-    cuCtxPopCurrent(&popped);
-    cuDevicePrimaryCtxRelease(dev_);
+    Driver().cuCtxPopCurrent(&popped);
+    Driver().cuDevicePrimaryCtxRelease(dev_);
   }
   bool ok() const { return ok_; }
 
@@ -1053,7 +1076,7 @@ void CudaAgent::RegisterRing(uint8_t* base, uint64_t bytes) {
             bytes / 1073741824.0);
     return;
   }
-  CUresult r = cuMemHostRegister(base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  CUresult r = Driver().cuMemHostRegister(base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
   if (r != CUDA_SUCCESS) {
     KC_ALOG(kWarn, "registering the capture ring (%.2f GiB) failed (%s); captures pin slots "
             "as they use them", bytes / 1073741824.0, CuErrorString(r).c_str());
@@ -1074,7 +1097,7 @@ void CudaAgent::UnregisterRing(uint8_t* base, uint64_t bytes) {
   AgentScope scope;
   pinned_rings_.Remove(base);
   BorrowedContext ctx;
-  cuMemHostUnregister(base);
+  Driver().cuMemHostUnregister(base);
 }
 
 void CudaAgent::StartLink() {
@@ -1089,7 +1112,7 @@ void CudaAgent::StartLink() {
     options.identity.platform = link::kPlatformCuda;
     options.identity.agent_version = ::kerncap::kVersion;
     int count = 0;
-    if (cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+    if (Driver().cuDeviceGetCount(&count) == CUDA_SUCCESS) {
       for (int i = 0; i < count; ++i) {
         DeviceDesc d = DescribeDevice(i);
         link::DeviceInfo di;
@@ -1105,7 +1128,7 @@ void CudaAgent::StartLink() {
     options.identity.driver.driver_version = DriverVersionString();
     options.identity.driver.runtime_version = RuntimeVersionString();
     uint32_t cupti_version = 0;
-    cuptiGetVersion(&cupti_version);
+    Cupti().cuptiGetVersion(&cupti_version);
     options.identity.driver.tool_version = "cupti-" + std::to_string(cupti_version);
     // The ring is asked for when an arm applies to this process, and
     // registered once per connection here (not per capture).

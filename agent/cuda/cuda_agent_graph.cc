@@ -89,7 +89,7 @@ void CudaAgent::OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackDa
   // Launched into a stream that is being captured: the graph becomes a child
   // node of the graph being recorded and does not run now.
   CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
+  if (Driver().cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
       capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
     return;
   }
