@@ -19,8 +19,7 @@
 #include "agent/cuda/param_blob.h"
 #include "agent/cuda/texture_params.h"
 #ifdef KERNCAP_AGENT_HAVE_LINK
-#include "agent/core/link_transport.h"
-#include "agent/link/agent_link_client.h"
+#include "agent/link/daemon_link.h"
 #include "common/version.h"
 #endif
 
@@ -144,13 +143,6 @@ bool AttributesLoadedModules(CUpti_CallbackId cbid) {
 
 }  // namespace
 
-// A capture between launch ENTER and EXIT (pointer stored in correlationData).
-struct LaunchCapture {
-  std::unique_ptr<PendingCapture> pending;
-  std::string kernel;
-  std::chrono::steady_clock::time_point gate_taken;
-};
-
 namespace {
 
 int64_t NowNs() {
@@ -264,11 +256,6 @@ bool CudaAgent::SwitchArmedCallbacks(bool on) {
     }
   }
   return true;
-}
-
-CudaAgent::LastCapture CudaAgent::last_capture() const {
-  std::lock_guard lock(last_mu_);
-  return last_;
 }
 
 CudaAgent& CudaAgent::Instance() {
@@ -385,7 +372,7 @@ void CudaAgent::SetTransport(CaptureTransport* transport, bool notifies_arming) 
   {
     std::lock_guard lock(arm_ref_mu_);
     transport_notifies_ = notifies_arming;
-    transport_.store(transport, std::memory_order_release);
+    service_.SetTransport(transport);
   }
   SyncArmRef();
   // Callbacks can go off while unarmed only when arming is reported.
@@ -395,7 +382,7 @@ void CudaAgent::SetTransport(CaptureTransport* transport, bool notifies_arming) 
 
 void CudaAgent::SyncArmRef() {
   std::lock_guard lock(arm_ref_mu_);
-  CaptureTransport* t = transport_.load(std::memory_order_acquire);
+  CaptureTransport* t = service_.transport();
   // No transport yet: the slow path starts the link (unless the link is off).
   // A transport that reports arming holds the armed path only while armed;
   // one installed without reporting (in-process tests) holds it always.
@@ -433,7 +420,6 @@ void CudaAgent::ReleaseCaptureRef() {
 
 void CudaAgent::ResetAfterFork() {
   allocations_.ResetAfterFork();
-  gate_.ResetAfterFork();
   jit_metadata_.ResetAfterFork();
   // Module/kernel caches are only read by captures; the child starts empty
   // (a forked child must re-initialize CUDA anyway).
@@ -444,8 +430,8 @@ void CudaAgent::ResetAfterFork() {
   graphs_.ResetAfterFork();
   empty_execs_.ResetAfterFork();
   t_held_n = 0;
-  CaptureTransport* t = transport_.load();
-  if (t != nullptr) t->ResetAfterFork();
+  // Fresh gate; the transport resets itself; the counters carry on.
+  service_.ResetAfterFork(/*zero_counters=*/false);
   // No capture runs in the child; the arm's reference follows the
   // transport's (reset) state.
   new (&arm_ref_mu_) std::mutex();
@@ -508,7 +494,7 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     }
     // The unarmed path: one atomic load, nothing else.
     if (armed_path_refs_.load(std::memory_order_acquire) == 0) return;
-    CaptureTransport* t = transport_.load(std::memory_order_acquire);
+    CaptureTransport* t = service_.transport();
     if (t == nullptr) {
       // No CU_INIT_FINISHED seen (agent attached late): connect on first launch.
       if (launch) StartLink();
@@ -533,7 +519,7 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
       AgentScope scope;
       OnGraphLaunchEnter(cbid, cb, t);
     }
-    gate_.EnterShared();
+    service_.gate().EnterShared();
     *cb->correlationData = kGateShared;
     PushHeld(cb, cbid, kGateShared);
     return;
@@ -553,7 +539,7 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     while (v > 0 && !streams_capturing_.compare_exchange_weak(v, v - 1)) {
     }
   }
-  if (corr == kGateShared) gate_.ExitShared();
+  if (corr == kGateShared) service_.gate().ExitShared();
   if (corr != 0) {
     toggle_.EndCall();
   } else {
@@ -776,7 +762,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
                               CaptureTransport* t) {
   AgentScope scope;
   auto hold_shared = [&] {
-    gate_.EnterShared();
+    service_.gate().EnterShared();
     *cb->correlationData = kGateShared;
   };
   std::optional<LaunchCall> call = DecodeLaunch(cbid, cb->functionParams);
@@ -834,7 +820,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   int64_t grace = static_cast<int64_t>(config_.arm_grace_ms) * 1000000;
   if (since < grace) std::this_thread::sleep_for(std::chrono::nanoseconds(grace - since));
 
-  if (!gate_.TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
+  if (!service_.gate().TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
     skip("other threads stayed inside CUDA calls for longer than KERNCAP_AGENT_GATE_TIMEOUT_MS",
          /*give_back=*/true);
     return;
@@ -844,20 +830,19 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   // Everything below runs with the process quiesced (gate held exclusively).
   auto lc = BeginCapture(&*call, info, device, stream, &*ticket, t, nullptr, gate_taken);
   if (!lc.ok()) {
-    gate_.ExitExclusive();
+    service_.gate().ExitExclusive();
     return skip(lc.error());
   }
   *cb->correlationData = reinterpret_cast<uint64_t>(lc.value());
   capture_continues = true;
 }
 
-Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
+Result<ActiveCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
                                                const std::shared_ptr<const KernelInfo>& info,
                                                int device, CUstream stream,
                                                const CaptureTicket* ticket, CaptureTransport* t,
                                                const GraphOriginDesc* graph,
                                                std::chrono::steady_clock::time_point gate_taken) {
-  const std::string& kname = info->demangled_name;
   auto blob = AssembleParamBlob(call->kernel_params, call->extra, info->params);
   if (!info->params_known && call->kernel_params != nullptr) {
     return Error("the parameter layout is unknown (cuFuncGetParamInfo needs driver >= 12.4)");
@@ -949,72 +934,25 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
     header.texture_objects = std::move(tex.objects);
   }
 
-  KC_ALOG(kInfo, "capturing dispatch %llu of arm %s: %s on device %d",
-          static_cast<unsigned long long>(ticket->dispatch_index), ticket->arm_id.c_str(),
-          kname.c_str(), device);
-  CaptureOrchestrator orchestrator(t);
-  auto pending = orchestrator.Before(std::make_unique<CudaDispatchSource>(&allocations_, target),
-                                     header, *blob);
-  if (!pending.ok()) return pending.status();
-  return new LaunchCapture{std::move(pending.value()), kname, gate_taken};
+  auto capture = service_.Begin(t, std::make_unique<CudaDispatchSource>(&allocations_, target),
+                                header, *blob, gate_taken);
+  if (!capture.ok()) return capture.status();
+  return capture.value().release();  // until the launch's EXIT (correlationData)
 }
 
 void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr) {
   AgentScope scope;
   *cb->correlationData = 0;
-  EndCapture(reinterpret_cast<LaunchCapture*>(corr), Succeeded(cb),
-             transport_.load(std::memory_order_acquire), [this] {
-               gate_.ExitExclusive();  // the application continues
+  EndCapture(reinterpret_cast<ActiveCapture*>(corr), Succeeded(cb),
+             service_.transport(), [this] {
+               service_.gate().ExitExclusive();  // the application continues
                ReleaseCaptureRef();
              });
 }
 
-void CudaAgent::EndCapture(LaunchCapture* capture, bool launch_ok, CaptureTransport* t,
+void CudaAgent::EndCapture(ActiveCapture* capture, bool launch_ok, CaptureTransport* t,
                            const std::function<void()>& release) {
-  std::unique_ptr<LaunchCapture> lc(capture);
-  const CaptureHeader header = lc->pending->header();
-  CaptureOrchestrator orchestrator(t);
-  auto stats = orchestrator.After(std::move(lc->pending), launch_ok);
-  release();
-  const double held =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - lc->gate_taken).count();
-  if (stats.ok()) {
-    // With an asynchronous transport the daemon's verdict comes later
-    // (on_capture_result counts it); the application is released now.
-    if (t == nullptr || !t->AsyncEnd()) ++captures_ok_;
-    {
-      std::lock_guard lock(last_mu_);
-      last_.pre_bytes = stats->pre_bytes;
-      last_.post_bytes = stats->post_bytes;
-      last_.regions = stats->regions;
-      last_.quiesce_seconds = stats->quiesce_seconds;
-      last_.pre_seconds = stats->pre_seconds;
-      last_.post_seconds = stats->post_seconds;
-      last_.held_seconds = held;
-    }
-    KC_ALOG(kInfo,
-            "captured %s (dispatch %llu): %llu regions, %.1f MiB pre, %.1f MiB post, quiesce "
-            "%.3fs pre %.3fs post %.3fs, application held %.3fs%s",
-            lc->kernel.c_str(), static_cast<unsigned long long>(header.dispatch_index),
-            static_cast<unsigned long long>(stats->regions), stats->pre_bytes / 1048576.0,
-            stats->post_bytes / 1048576.0, stats->quiesce_seconds, stats->pre_seconds,
-            stats->post_seconds, held,
-            t != nullptr && t->AsyncEnd() ? " (kerncapd commits in the background)" : "");
-  } else {
-    ++captures_failed_;
-    KC_ALOG(kWarn, "capture of %s (dispatch %llu) failed: %s", lc->kernel.c_str(),
-            static_cast<unsigned long long>(header.dispatch_index), stats.error().c_str());
-  }
-}
-
-void CudaAgent::Skip(CaptureTransport* t, const CaptureTicket& ticket,
-                     const KernelMatchInfo& info, const std::string& why, bool give_back) {
-  ++captures_failed_;
-  bool retried = t != nullptr && t->ReportSkipped(ticket, info, why, give_back);
-  KC_ALOG(kWarn, "dispatch %llu of arm %s (%s) not captured: %s%s",
-          static_cast<unsigned long long>(ticket.dispatch_index), ticket.arm_id.c_str(),
-          info.demangled_name.c_str(), why.c_str(),
-          retried ? " (the arm takes a later matching dispatch)" : "");
+  service_.End(t, std::unique_ptr<ActiveCapture>(capture), launch_ok, release);
 }
 
 namespace {
@@ -1083,10 +1021,6 @@ void CudaAgent::RegisterRing(uint8_t* base, uint64_t bytes) {
     return;
   }
   pinned_rings_.Add(base, bytes);
-  {
-    std::lock_guard lock(last_mu_);
-    last_.ring_bytes = bytes;
-  }
   KC_ALOG(kInfo, "capture ring of %.2f GiB mapped and registered in %.3f s",
           bytes / 1073741824.0,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -1102,15 +1036,15 @@ void CudaAgent::UnregisterRing(uint8_t* base, uint64_t bytes) {
 
 void CudaAgent::StartLink() {
   std::call_once(link_once_, [this] {
-    if (!config_.connect || transport_.load() != nullptr) {
-      if (transport_.load() == nullptr) StopArmedPath();  // tracking only
+    if (!config_.connect || service_.transport() != nullptr) {
+      if (service_.transport() == nullptr) StopArmedPath();  // tracking only
       return;
     }
 #ifdef KERNCAP_AGENT_HAVE_LINK
     AgentScope scope;
-    AgentLinkClientOptions options;
-    options.identity.platform = link::kPlatformCuda;
-    options.identity.agent_version = ::kerncap::kVersion;
+    link::HelloMsg identity;
+    identity.platform = link::kPlatformCuda;
+    identity.agent_version = ::kerncap::kVersion;
     int count = 0;
     if (Driver().cuDeviceGetCount(&count) == CUDA_SUCCESS) {
       for (int i = 0; i < count; ++i) {
@@ -1122,46 +1056,25 @@ void CudaAgent::StartLink() {
         di.uuid = d.uuid;
         di.total_memory = d.total_memory;
         di.pci_bus_id = d.pci_bus_id;
-        options.identity.devices.push_back(di);
+        identity.devices.push_back(di);
       }
     }
-    options.identity.driver.driver_version = DriverVersionString();
-    options.identity.driver.runtime_version = RuntimeVersionString();
+    identity.driver.driver_version = DriverVersionString();
+    identity.driver.runtime_version = RuntimeVersionString();
     uint32_t cupti_version = 0;
     Cupti().cuptiGetVersion(&cupti_version);
-    options.identity.driver.tool_version = "cupti-" + std::to_string(cupti_version);
-    // The ring is asked for when an arm applies to this process, and
-    // registered once per connection here (not per capture).
-    options.lazy_ring = true;
-    options.on_ring_mapped = [this](uint8_t* base, uint64_t bytes) { RegisterRing(base, bytes); };
-    options.on_ring_unmapping = [this](uint8_t* base, uint64_t bytes) {
+    identity.driver.tool_version = "cupti-" + std::to_string(cupti_version);
+    // The ring (asked for when an arm applies to this process) is registered
+    // as pinned memory once per connection here, not per capture; launches
+    // take the armed path only while an arm applies to this process.
+    DaemonLinkHooks hooks;
+    hooks.on_ring_mapped = [this](uint8_t* base, uint64_t bytes) { RegisterRing(base, bytes); };
+    hooks.on_ring_unmapping = [this](uint8_t* base, uint64_t bytes) {
       UnregisterRing(base, bytes);
     };
-    // Captures end asynchronously: the application is released once its
-    // bytes are in the ring; kerncapd's verdict arrives here.
-    options.on_capture_result = [this](const CaptureOutcome& o) {
-      if (o.error.empty()) {
-        ++captures_ok_;
-        KC_ALOG(kInfo, "capture %s committed by kerncapd %.3f s after the application resumed",
-                o.capture_id.c_str(), o.seconds_after_end);
-      } else {
-        ++captures_failed_;
-        KC_ALOG(kWarn, "kerncapd did not commit the capture: %s", o.error.c_str());
-      }
-    };
-    // Launches take the armed path only while an arm applies to this process.
-    options.on_armed_changed = [this] { SyncArmRef(); };
-    // Leaked on purpose (like the agent): the link thread may outlive static
-    // destruction of the application.
-    auto* client = new AgentLinkClient(std::move(options));
-    static AgentLinkClient* exit_client = client;
-    // A capture handed over just before exit must reach kerncapd before the
-    // process goes away (its frames are queued for the link's sender).
-    std::atexit([] {
-      exit_client->FlushOutgoing(EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000));
-    });
-    client->Start();
-    SetTransport(new LinkTransport(client, /*async_end=*/true), /*notifies_arming=*/true);
+    hooks.on_armed_changed = [this] { SyncArmRef(); };
+    DaemonLink* daemon = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
+    SetTransport(daemon->transport(), /*notifies_arming=*/true);
 #else
     StopArmedPath();
     KC_ALOG(kWarn, "built without the agent link; tracking only");

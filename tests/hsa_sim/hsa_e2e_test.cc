@@ -448,6 +448,84 @@ AgentStatsC AgentStats() {
   return s;
 }
 
+// The C API both agent libraries export (agent/api/kerncap_agent.h).
+struct CaptureInfoC {
+  uint64_t pre_bytes, post_bytes, regions, ring_bytes;
+  double quiesce_seconds, pre_seconds, post_seconds, held_seconds;
+};
+
+CaptureInfoC LastCapture() {
+  CaptureInfoC c{};
+  void* h = dlopen(KERNCAP_HSA_AGENT_SO, RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return c;
+  auto fn = reinterpret_cast<int (*)(CaptureInfoC*)>(dlsym(h, "kerncap_agent_get_last_capture"));
+  if (fn != nullptr) fn(&c);
+  dlclose(h);
+  return c;
+}
+
+// What the shared capture service (agent/core/capture_service.h) and daemon
+// link (agent/link/daemon_link.h) give the HSA agent as they give the CUDA one:
+// no staging ring until an arm applies (lazy ring), the application released
+// before kerncapd's verdict, which is counted when it arrives (asynchronous end).
+TEST_F(HsaE2eTest, RingIsMappedOnlyOnceArmedAndVerdictsArriveAfterTheEnd) {
+  hsa_executable_t exe = app_->Load(co_);
+  hsa_queue_t* q = app_->CreateQueue();  // connects the agent
+  ASSERT_TRUE(link::testing::Eventually([&] { return !server_->ListAgents().empty(); }));
+  EXPECT_EQ(LastCapture().ring_bytes, 0u) << "a ring before any arm applies";
+  Arm("vector_add");
+  ASSERT_TRUE(link::testing::Eventually([] { return LastCapture().ring_bytes > 0; }))
+      << "the armed agent never got its ring";
+  const int n = 256;
+  float* a = Floats(n, 1, 0);
+  float* b = Floats(n, 2, 0);
+  float* c = Floats(n, 0, 0);
+  hsa_signal_t s = app_->NewSignal(1);
+  auto d = app_->Dispatch(exe, "vector_add",
+                          {reinterpret_cast<uint64_t>(a), reinterpret_cast<uint64_t>(b),
+                           reinterpret_cast<uint64_t>(c), n}, n, s);
+  app_->SubmitOne(q, &d);
+  ASSERT_TRUE(app_->Wait(s));
+  EXPECT_FLOAT_EQ(c[n - 1], 3);
+  auto cap = WaitCapture();
+  EXPECT_TRUE(cap.committed);
+  ASSERT_TRUE(link::testing::Eventually([] { return AgentStats().captures_committed == 1; }))
+      << "the daemon's verdict was not counted";
+  EXPECT_EQ(AgentStats().captures_failed, 0u);
+  const CaptureInfoC last = LastCapture();
+  EXPECT_GE(last.regions, 3u);
+  EXPECT_GE(last.pre_bytes, 3u * n * sizeof(float));
+}
+
+// A dispatch an arm selects but the agent cannot capture is reported on the
+// arm (ArmInfo.skipped, what `kerncapctl arms` shows), not only logged.
+TEST_F(HsaE2eTest, SkippedDispatchIsReportedOnTheArm) {
+  hsa_executable_t exe = app_->Load(co_);
+  hsa_queue_t* q = app_->CreateQueue();
+  Arm("kernel@0x");  // the name the agent gives a kernel object no executable has
+  const int n = 64;
+  int* p = static_cast<int*>(app_->DeviceAlloc(n * sizeof(int)));
+  hsa_signal_t s = app_->NewSignal(1);
+  auto d = app_->Dispatch(exe, "_ZN2kc4fillIiEEvPT_S1_i", {reinterpret_cast<uint64_t>(p), 1, n}, n, s);
+  // A kernel object no executable has, whose descriptor (the simulated
+  // loader maps it to itself) is all zeros: no kernarg size can be known.
+  alignas(64) static uint8_t descriptor[64] = {};
+  d.kernel_object = reinterpret_cast<uint64_t>(descriptor);
+  app_->SubmitOne(q, &d);
+  ASSERT_TRUE(app_->Wait(s)) << "the packet was not forwarded";
+  std::string reasons;
+  ASSERT_TRUE(link::testing::Eventually([&] {
+    reasons.clear();
+    for (const v1::ArmInfo& arm : server_->ListArms(true)) {
+      for (const v1::SkippedDispatch& sk : arm.skipped()) reasons += sk.reason() + "\n";
+    }
+    return !reasons.empty();
+  })) << "no skip reported on the arm";
+  EXPECT_NE(reasons.find("kernarg segment size unknown"), std::string::npos) << reasons;
+  EXPECT_TRUE(sink_.captures().empty());
+  EXPECT_EQ(AgentStats().captures_failed, 1u);
+}
+
 TEST_F(HsaE2eTest, ForkedChildGetsFreshAgentStateAndParentIsUnaffected) {
   hsa_executable_t exe = app_->Load(co_);
   hsa_queue_t* q = app_->CreateQueue();
