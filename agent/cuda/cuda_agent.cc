@@ -1073,6 +1073,18 @@ void CudaAgent::StartLink() {
       UnregisterRing(base, bytes);
     };
     hooks.on_armed_changed = [this] { SyncArmRef(); };
+    // The kernel census: the kernels of every module image the driver loaded.
+    hooks.list_kernels = [this] {
+      std::vector<link::LoadedKernelInfo> out;
+      for (const ModuleRegistry::LoadedKernel& k : modules_.LoadedKernels()) {
+        link::LoadedKernelInfo info;
+        info.mangled_name = k.mangled_name;
+        info.demangled_name = Demangle(k.mangled_name);
+        info.module = "cuda-module-" + std::to_string(k.module_id);
+        out.push_back(std::move(info));
+      }
+      return out;
+    };
     DaemonLink* daemon = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
     SetTransport(daemon->transport(), /*notifies_arming=*/true);
 #else

@@ -708,7 +708,25 @@ void HsaAgent::StartLink() {
   identity.driver.tool_version = std::string("kerncap-hsa-tool-") + ::kerncap::kVersion;
   // Lazy ring, asynchronous end, exit flush, verdicts: as for every backend.
   // The ring needs no registration here (hsa_memory_copy reads into it).
-  daemon_link_ = DaemonLink::Start(&service_, std::move(identity));
+  DaemonLinkHooks hooks;
+  // The kernel census: the kernel symbols of every loaded executable.
+  hooks.list_kernels = [this] {
+    std::vector<link::LoadedKernelInfo> out;
+    KernelRegistry* kernels = kernels_.get();
+    if (kernels == nullptr) return out;
+    char module[48];
+    for (const KernelRegistry::LoadedKernel& k : kernels->LoadedKernels()) {
+      link::LoadedKernelInfo info;
+      info.mangled_name = k.mangled_name;
+      info.demangled_name = Demangle(k.mangled_name);
+      std::snprintf(module, sizeof(module), "hsa-executable-0x%llx",
+                    static_cast<unsigned long long>(k.executable));
+      info.module = module;
+      out.push_back(std::move(info));
+    }
+    return out;
+  };
+  daemon_link_ = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
 #else
   KC_ALOG(kWarn, "built without the agent link; tracking only");
 #endif

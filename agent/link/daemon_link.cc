@@ -36,6 +36,7 @@ DaemonLink* DaemonLink::Start(CaptureService* service, link::HelloMsg identity,
     service->OnVerdict(o.capture_id, o.error, o.seconds_after_end);
   };
   options.on_armed_changed = std::move(hooks.on_armed_changed);
+  options.list_kernels = std::move(hooks.list_kernels);
   auto* link = new DaemonLink(service, std::move(options));  // never destroyed (see header)
   {
     std::lock_guard lock(g_links_mu);

@@ -10,6 +10,8 @@
 //   - exit flush: a capture handed over just before the process exits still
 //     reaches kerncapd (atexit, at most $KERNCAP_AGENT_EXIT_FLUSH_MS, default
 //     60000);
+//   - the kernel census (the backend's list of loaded kernels) and the
+//     launcher rank in the Hello (agent_link_client.h);
 //   - the transport (LinkTransport) installed on the service.
 //
 // A DaemonLink is never destroyed (the link thread and the atexit flush may
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include "agent/core/capture_service.h"
 #include "agent/link/agent_link_client.h"
@@ -34,6 +37,9 @@ struct DaemonLinkHooks {
   // After armed() changed (link thread, client lock held: quick, no calls
   // back into the client).
   std::function<void()> on_armed_changed;
+  // The kernels of the process's loaded code objects (kernel census, in a
+  // stable order; link thread). Unset: the agent offers no census.
+  std::function<std::vector<link::LoadedKernelInfo>()> list_kernels;
 };
 
 class DaemonLink {

@@ -8,14 +8,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "agent/testing/standin_daemon.h"
 #include "daemon/agent_link/agent_link_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -524,6 +527,68 @@ TEST_F(HsaE2eTest, SkippedDispatchIsReportedOnTheArm) {
   EXPECT_NE(reasons.find("kernarg segment size unknown"), std::string::npos) << reasons;
   EXPECT_TRUE(sink_.captures().empty());
   EXPECT_EQ(AgentStats().captures_failed, 1u);
+}
+
+// The kernel census and the launcher rank, HSA side: against a stand-in
+// daemon (kerncapd does not ask for the census yet), the agent offers
+// "kernel_census", names its launcher rank in the Hello and lists the kernel
+// symbols of the executables loaded.
+TEST(HsaKernelCensusTest, AgentListsTheLoadedExecutablesKernels) {
+  const std::string co = CodeObject("kernels_gfx90a_v5.hsaco");
+  if (co.empty()) GTEST_SKIP() << "test code objects not built";
+  char tmpl[] = "/tmp/kc-census-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string socket = std::string(tmpl) + "/agent.sock";
+  agent::testing::StandInDaemon daemon(socket);
+  ASSERT_TRUE(daemon.listening());
+  setenv("KERNCAP_AGENT_SOCKET", socket.c_str(), 1);
+  setenv("SLURM_PROCID", "6", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  auto sim = std::make_unique<SimRuntime>();
+  RegisterTestKernels(*sim);
+  std::string err;
+  ASSERT_TRUE(sim->LoadTool(KERNCAP_HSA_AGENT_SO, &err)) << err;
+  auto app = std::make_unique<SimHostProgram>(sim.get());
+  hsa_executable_t exe = app->Load(co);
+  ASSERT_NE(exe.handle, 0u);
+  // The first queue starts the link; its handshake blocks up to the
+  // client's initial wait, so the daemon side runs on this thread after it.
+  std::thread queue([&] { app->CreateQueue(); });
+  link::HelloMsg hello;
+  const bool shook = daemon.Handshake(&hello, {link::kFeatureLazyRing, link::kFeatureKernelCensus});
+  queue.join();
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  ASSERT_TRUE(shook);
+  EXPECT_EQ(hello.platform, link::kPlatformHsa);
+  EXPECT_NE(std::find(hello.features.begin(), hello.features.end(), link::kFeatureKernelCensus),
+            hello.features.end());
+  EXPECT_EQ(hello.rank.rank, 6);
+  EXPECT_EQ(hello.rank.world_size, 8);
+  EXPECT_EQ(hello.rank.source, "SLURM_PROCID");
+
+  link::KernelsRequestMsg req;
+  req.request_id = 5;
+  auto reply = daemon.Ask(req);
+  ASSERT_TRUE(reply.ok()) << reply.error();
+  ASSERT_EQ(reply->type, link::MessageType::kKernelsReport);
+  link::KernelsReportMsg report;
+  ASSERT_TRUE(link::DecodeBody(*reply, &report).ok());
+  EXPECT_EQ(report.request_id, 5u);
+  EXPECT_EQ(report.next_offset, 0u);
+  bool add = false, fill = false;
+  for (const link::LoadedKernelInfo& k : report.kernels) {
+    EXPECT_EQ(k.module.rfind("hsa-executable-0x", 0), 0u) << k.module;
+    add |= k.mangled_name == "vector_add";
+    if (k.mangled_name == "_ZN2kc4fillIiEEvPT_S1_i") {
+      fill = true;
+      EXPECT_NE(k.demangled_name.find("kc::fill<int>"), std::string::npos) << k.demangled_name;
+    }
+  }
+  EXPECT_TRUE(add && fill) << report.kernels.size() << " kernels reported";
+  app.reset();
+  sim.reset();
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST_F(HsaE2eTest, ForkedChildGetsFreshAgentStateAndParentIsUnaffected) {
