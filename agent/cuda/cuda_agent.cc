@@ -164,7 +164,7 @@ std::string DriverVersionString() {
 }
 
 std::string RuntimeVersionString() {
-  return CudaVersionString(Driver().version);
+  return CudaVersionString(DriverVersion());
 }
 
 DeviceDesc DescribeDevice(int ordinal) {
@@ -322,18 +322,18 @@ bool CudaAgent::Initialize(const char* how) {
     KC_ALOG(kInfo, "inactive: %s", why.c_str());
     return false;
   }
-  if (Driver().version <= 0) {
+  if (DriverVersion() <= 0) {
     KC_ALOG(kWarn, "inactive: libcuda.so.1 does not report a CUDA version (a stub library?)");
     return false;
   }
-  if (!LoadCuptiApi(Driver().version / 1000, &why)) {
+  if (!LoadCuptiApi(DriverVersion() / 1000, &why)) {
     // Once per process (Initialize runs once): the host has a driver, so the
     // user expects captures.
     KC_ALOG(kWarn, "inactive, no captures from this process: %s", why.c_str());
     return false;
   }
-  KC_ALOG(kInfo, "CUDA %d.%d driver, CUPTI %d from %s", Driver().version / 1000,
-          Driver().version % 1000 / 10, Cupti().major, Cupti().path.c_str());
+  KC_ALOG(kInfo, "CUDA %d.%d driver, CUPTI %d from %s", DriverVersion() / 1000,
+          DriverVersion() % 1000 / 10, Cupti().major, Cupti().path.c_str());
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
   params.subscriberName = "kerncap";

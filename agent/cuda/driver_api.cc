@@ -44,6 +44,19 @@ bool LoadDriverApi(std::string* why) {
     }
     api.version = lib->version();
     g_api = api;
+    ok = true;
+  });
+  if (!ok && why != nullptr && error != nullptr) *why = *error;
+  return ok;
+}
+
+const DriverApi& Driver() {
+  // The optional entries on first use, as before the table was loaded at
+  // run time: after cuInit, never inside it (LoadDriverApi may run in the
+  // driver's own cuInit, under CUDA_INJECTION64_PATH).
+  static std::once_flag optional_once;
+  std::call_once(optional_once, [] {
+    if (g_api.cuGetProcAddress == nullptr) return;  // no driver: nothing calls through it
     ResolveOptional("cuFuncGetName", &g_api.FuncGetName);
     ResolveOptional("cuKernelGetName", &g_api.KernelGetName);
     ResolveOptional("cuFuncGetParamInfo", &g_api.FuncGetParamInfo);
@@ -53,13 +66,11 @@ bool LoadDriverApi(std::string* why) {
     ResolveOptional("cuKernelGetAttribute", &g_api.KernelGetAttribute);
     ResolveOptional("cuKernelGetLibrary", &g_api.KernelGetLibrary);
     ResolveOptional("cuLibraryGetGlobal", &g_api.LibraryGetGlobal);
-    ok = true;
   });
-  if (!ok && why != nullptr && error != nullptr) *why = *error;
-  return ok;
+  return g_api;
 }
 
-const DriverApi& Driver() { return g_api; }
+int DriverVersion() { return g_api.version; }
 
 std::string CuErrorString(CUresult r) {
   const char* name = nullptr;

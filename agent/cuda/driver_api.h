@@ -79,8 +79,12 @@ struct DriverApi {
 bool LoadDriverApi(std::string* why);
 
 // The table LoadDriverApi filled. Only code that runs after a successful
-// LoadDriverApi (CUPTI callbacks, captures) may call through it.
+// LoadDriverApi (CUPTI callbacks, captures) may call through it. The first
+// call resolves the optional entries (cuGetProcAddress): not inside cuInit.
 const DriverApi& Driver();
+
+// DriverApi::version without resolving anything (0 before LoadDriverApi).
+int DriverVersion();
 
 // "CUDA_ERROR_INVALID_VALUE (1)".
 std::string CuErrorString(CUresult r);
