@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/core/fake_transport.h"
+#include "agent/testing/fake_transport.h"
 #include "gtest/gtest.h"
 
 namespace kerncap::agent {

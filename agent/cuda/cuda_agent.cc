@@ -13,13 +13,13 @@
 
 #include "agent/core/log.h"
 #include "agent/cuda/cuda_dispatch_source.h"
+#include "agent/cuda/cupti_api.h"
 #include "agent/cuda/driver_api.h"
 #include "agent/cuda/driver_identity.h"
 #include "agent/cuda/param_blob.h"
 #include "agent/cuda/texture_params.h"
 #ifdef KERNCAP_AGENT_HAVE_LINK
-#include "agent/core/link_transport.h"
-#include "agent/link/agent_link_client.h"
+#include "agent/link/daemon_link.h"
 #include "common/version.h"
 #endif
 
@@ -143,13 +143,6 @@ bool AttributesLoadedModules(CUpti_CallbackId cbid) {
 
 }  // namespace
 
-// A capture between launch ENTER and EXIT (pointer stored in correlationData).
-struct LaunchCapture {
-  std::unique_ptr<PendingCapture> pending;
-  std::string kernel;
-  std::chrono::steady_clock::time_point gate_taken;
-};
-
 namespace {
 
 int64_t NowNs() {
@@ -171,27 +164,26 @@ std::string DriverVersionString() {
 }
 
 std::string RuntimeVersionString() {
-  int v = 0;
-  return cuDriverGetVersion(&v) == CUDA_SUCCESS ? CudaVersionString(v) : "";
+  return CudaVersionString(DriverVersion());
 }
 
 DeviceDesc DescribeDevice(int ordinal) {
   DeviceDesc d;
   d.ordinal = ordinal;
   CUdevice dev;
-  if (cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS) return d;
+  if (Driver().cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS) return d;
   char name[256] = {0};
-  if (cuDeviceGetName(name, sizeof(name), dev) == CUDA_SUCCESS) d.name = name;
+  if (Driver().cuDeviceGetName(name, sizeof(name), dev) == CUDA_SUCCESS) d.name = name;
   int major = 0, minor = 0;
-  cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  Driver().cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  Driver().cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   d.arch = "sm_" + std::to_string(major * 10 + minor);
   size_t total = 0;
-  if (cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
+  if (Driver().cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
   char bus[64] = {0};
-  if (cuDeviceGetPCIBusId(bus, sizeof(bus), dev) == CUDA_SUCCESS) d.pci_bus_id = bus;
+  if (Driver().cuDeviceGetPCIBusId(bus, sizeof(bus), dev) == CUDA_SUCCESS) d.pci_bus_id = bus;
   CUuuid uuid;
-  if (cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
+  if (Driver().cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
     char hex[48];
     const unsigned char* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
     std::snprintf(hex, sizeof(hex),
@@ -228,7 +220,7 @@ void AddFunctionAttributes(CUfunction f, std::map<std::string, int64_t>* out) {
   };
   for (const auto& a : kAttrs) {
     int v = 0;
-    if (cuFuncGetAttribute(&v, a.attr, f) == CUDA_SUCCESS) (*out)[std::string("func.") + a.name] = v;
+    if (Driver().cuFuncGetAttribute(&v, a.attr, f) == CUDA_SUCCESS) (*out)[std::string("func.") + a.name] = v;
   }
 }
 
@@ -252,7 +244,7 @@ CudaAgent::CudaAgent()
 bool CudaAgent::SwitchArmedCallbacks(bool on) {
   if (subscriber_ == nullptr) return true;
   if (config_.cupti_domains == "domains" && on) {
-    return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS;
+    return Cupti().cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS;
   }
   // One by one, both ways, never the whole domain: the always-on ids must
   // stay enabled (an allocation made meanwhile is still tracked), and a
@@ -260,15 +252,10 @@ bool CudaAgent::SwitchArmedCallbacks(bool on) {
   // Ids the driver does not know fail harmlessly.
   for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
     if (!AlwaysOnDriverCallback(id)) {
-      cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
+      Cupti().cuptiEnableCallback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id);
     }
   }
   return true;
-}
-
-CudaAgent::LastCapture CudaAgent::last_capture() const {
-  std::lock_guard lock(last_mu_);
-  return last_;
 }
 
 CudaAgent& CudaAgent::Instance() {
@@ -282,8 +269,8 @@ bool CudaAgent::EnableCallbacks() {
   if (mode == "domains") {
     // Before P5's diagnosis: whole domains. Kept to measure the difference.
     KC_ALOG(kWarn, "KERNCAP_AGENT_CUPTI_DOMAINS=domains: whole CUPTI domains (slower launches)");
-    return cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS &&
-           cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE) == CUPTI_SUCCESS;
+    return Cupti().cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API) == CUPTI_SUCCESS &&
+           Cupti().cuptiEnableDomain(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE) == CUPTI_SUCCESS;
   }
   if (mode == "none") {
     // Diagnostic: what subscribing alone costs; nothing is tracked.
@@ -303,14 +290,14 @@ bool CudaAgent::EnableCallbacks() {
   for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_CU_INIT_FINISHED, CUPTI_CBID_RESOURCE_MODULE_LOADED,
                               CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING,
                               CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING}) {
-    if (cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id) != CUPTI_SUCCESS) return false;
+    if (Cupti().cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_RESOURCE, id) != CUPTI_SUCCESS) return false;
   }
   bool any = false;
   for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id) {
     // KERNCAP_AGENT_GRAPH_TRACKING=0 (diagnostic: what tracking graphs costs
     // graph launches): graphs are then not tracked, and their kernels refused.
     if (AlwaysOnDriverCallback(id) && (config_.graph_tracking || !IsGraphTrackingCall(id))) {
-      any |= cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+      any |= Cupti().cuptiEnableCallback(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
     }
   }
   // The toggle starts "on": the armed ids too, until the link says unarmed.
@@ -327,13 +314,36 @@ bool CudaAgent::Initialize(const char* how) {
     KC_ALOG(kInfo, "disabled by KERNCAP_AGENT_DISABLE");
     return false;
   }
+  // Neither the driver nor CUPTI is a link dependency: a host without a
+  // driver runs every process as if the agent were not loaded (not a word on
+  // stderr: the agent may be preloaded into everything there).
+  std::string why;
+  if (!LoadDriverApi(&why)) {
+    KC_ALOG(kInfo, "inactive: %s", why.c_str());
+    return false;
+  }
+  if (DriverVersion() <= 0) {
+    KC_ALOG(kWarn, "inactive: libcuda.so.1 does not report a CUDA version (a stub library?)");
+    return false;
+  }
+  if (!LoadCuptiApi(DriverVersion() / 1000, &why)) {
+    // Once per process (Initialize runs once): the host has a driver, so the
+    // user expects captures.
+    KC_ALOG(kWarn, "inactive, no captures from this process: %s", why.c_str());
+    return false;
+  }
+  KC_ALOG(kInfo, "CUDA %d.%d driver, CUPTI %d from %s", DriverVersion() / 1000,
+          DriverVersion() % 1000 / 10, Cupti().major, Cupti().path.c_str());
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
   params.subscriberName = "kerncap";
   char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {0};
   params.oldSubscriberName = old_name;
   params.oldSubscriberSize = sizeof(old_name);
-  CUptiResult r = cuptiSubscribe_v2(&subscriber_, &CudaAgent::Callback, this, &params);
+  // CUPTI 12 has no cuptiSubscribe_v2 (it cannot name the other subscriber).
+  CUptiResult r = Cupti().cuptiSubscribe_v2 != nullptr
+                      ? Cupti().cuptiSubscribe_v2(&subscriber_, &CudaAgent::Callback, this, &params)
+                      : Cupti().cuptiSubscribe(&subscriber_, &CudaAgent::Callback, this);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     // One line, then out of the way: the app runs exactly as without us.
     KC_ALOG(kError,
@@ -344,13 +354,13 @@ bool CudaAgent::Initialize(const char* how) {
   }
   if (r != CUPTI_SUCCESS) {
     const char* msg = nullptr;
-    cuptiGetResultString(r, &msg);
+    Cupti().cuptiGetResultString(r, &msg);
     KC_ALOG(kError, "cuptiSubscribe failed (%s); kerncap agent inactive", msg ? msg : "?");
     return false;
   }
   if (!EnableCallbacks()) {
     KC_ALOG(kError, "enabling CUPTI callbacks failed; kerncap agent inactive");
-    cuptiUnsubscribe(subscriber_);
+    Cupti().cuptiUnsubscribe(subscriber_);
     return false;
   }
   active_.store(true, std::memory_order_release);
@@ -362,7 +372,7 @@ void CudaAgent::SetTransport(CaptureTransport* transport, bool notifies_arming) 
   {
     std::lock_guard lock(arm_ref_mu_);
     transport_notifies_ = notifies_arming;
-    transport_.store(transport, std::memory_order_release);
+    service_.SetTransport(transport);
   }
   SyncArmRef();
   // Callbacks can go off while unarmed only when arming is reported.
@@ -372,7 +382,7 @@ void CudaAgent::SetTransport(CaptureTransport* transport, bool notifies_arming) 
 
 void CudaAgent::SyncArmRef() {
   std::lock_guard lock(arm_ref_mu_);
-  CaptureTransport* t = transport_.load(std::memory_order_acquire);
+  CaptureTransport* t = service_.transport();
   // No transport yet: the slow path starts the link (unless the link is off).
   // A transport that reports arming holds the armed path only while armed;
   // one installed without reporting (in-process tests) holds it always.
@@ -410,7 +420,6 @@ void CudaAgent::ReleaseCaptureRef() {
 
 void CudaAgent::ResetAfterFork() {
   allocations_.ResetAfterFork();
-  gate_.ResetAfterFork();
   jit_metadata_.ResetAfterFork();
   // Module/kernel caches are only read by captures; the child starts empty
   // (a forked child must re-initialize CUDA anyway).
@@ -421,8 +430,8 @@ void CudaAgent::ResetAfterFork() {
   graphs_.ResetAfterFork();
   empty_execs_.ResetAfterFork();
   t_held_n = 0;
-  CaptureTransport* t = transport_.load();
-  if (t != nullptr) t->ResetAfterFork();
+  // Fresh gate; the transport resets itself; the counters carry on.
+  service_.ResetAfterFork(/*zero_counters=*/false);
   // No capture runs in the child; the arm's reference follows the
   // transport's (reset) state.
   new (&arm_ref_mu_) std::mutex();
@@ -485,7 +494,7 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     }
     // The unarmed path: one atomic load, nothing else.
     if (armed_path_refs_.load(std::memory_order_acquire) == 0) return;
-    CaptureTransport* t = transport_.load(std::memory_order_acquire);
+    CaptureTransport* t = service_.transport();
     if (t == nullptr) {
       // No CU_INIT_FINISHED seen (agent attached late): connect on first launch.
       if (launch) StartLink();
@@ -510,7 +519,7 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
       AgentScope scope;
       OnGraphLaunchEnter(cbid, cb, t);
     }
-    gate_.EnterShared();
+    service_.gate().EnterShared();
     *cb->correlationData = kGateShared;
     PushHeld(cb, cbid, kGateShared);
     return;
@@ -530,7 +539,7 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     while (v > 0 && !streams_capturing_.compare_exchange_weak(v, v - 1)) {
     }
   }
-  if (corr == kGateShared) gate_.ExitShared();
+  if (corr == kGateShared) service_.gate().ExitShared();
   if (corr != 0) {
     toggle_.EndCall();
   } else {
@@ -540,10 +549,10 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
 
 int CudaAgent::DeviceOf(CUcontext ctx) {
   uint32_t id = 0;
-  if (ctx != nullptr && cuptiGetDeviceId(ctx, &id) == CUPTI_SUCCESS) return static_cast<int>(id);
+  if (ctx != nullptr && Cupti().cuptiGetDeviceId(ctx, &id) == CUPTI_SUCCESS) return static_cast<int>(id);
   CUdevice dev = 0;
   AgentScope scope;
-  if (cuCtxGetDevice(&dev) == CUDA_SUCCESS) return static_cast<int>(dev);
+  if (Driver().cuCtxGetDevice(&dev) == CUDA_SUCCESS) return static_cast<int>(dev);
   return 0;
 }
 
@@ -564,7 +573,7 @@ void CudaAgent::Track(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
     CUdeviceptr base = 0;
     size_t size = 0;
     AgentScope scope;
-    if (cuMemGetAddressRange(&base, &size, ptr) == CUDA_SUCCESS) device_alloc(base, size, kind);
+    if (Driver().cuMemGetAddressRange(&base, &size, ptr) == CUDA_SUCCESS) device_alloc(base, size, kind);
   };
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
@@ -753,7 +762,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
                               CaptureTransport* t) {
   AgentScope scope;
   auto hold_shared = [&] {
-    gate_.EnterShared();
+    service_.gate().EnterShared();
     *cb->correlationData = kGateShared;
   };
   std::optional<LaunchCall> call = DecodeLaunch(cbid, cb->functionParams);
@@ -765,7 +774,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   CUstream stream = call->stream;
   if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
+  if (Driver().cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
       capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
     return hold_shared();
   }
@@ -811,7 +820,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   int64_t grace = static_cast<int64_t>(config_.arm_grace_ms) * 1000000;
   if (since < grace) std::this_thread::sleep_for(std::chrono::nanoseconds(grace - since));
 
-  if (!gate_.TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
+  if (!service_.gate().TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
     skip("other threads stayed inside CUDA calls for longer than KERNCAP_AGENT_GATE_TIMEOUT_MS",
          /*give_back=*/true);
     return;
@@ -821,20 +830,19 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   // Everything below runs with the process quiesced (gate held exclusively).
   auto lc = BeginCapture(&*call, info, device, stream, &*ticket, t, nullptr, gate_taken);
   if (!lc.ok()) {
-    gate_.ExitExclusive();
+    service_.gate().ExitExclusive();
     return skip(lc.error());
   }
   *cb->correlationData = reinterpret_cast<uint64_t>(lc.value());
   capture_continues = true;
 }
 
-Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
+Result<ActiveCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
                                                const std::shared_ptr<const KernelInfo>& info,
                                                int device, CUstream stream,
                                                const CaptureTicket* ticket, CaptureTransport* t,
                                                const GraphOriginDesc* graph,
                                                std::chrono::steady_clock::time_point gate_taken) {
-  const std::string& kname = info->demangled_name;
   auto blob = AssembleParamBlob(call->kernel_params, call->extra, info->params);
   if (!info->params_known && call->kernel_params != nullptr) {
     return Error("the parameter layout is unknown (cuFuncGetParamInfo needs driver >= 12.4)");
@@ -856,7 +864,7 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   modules_.DiscardPending();
   if (api.FuncLoad != nullptr) api.FuncLoad(f);
   CUmodule module = nullptr;
-  if (cuFuncGetModule(&module, f) != CUDA_SUCCESS) module = nullptr;
+  if (Driver().cuFuncGetModule(&module, f) != CUDA_SUCCESS) module = nullptr;
   if (module != nullptr) {
     modules_.AttributePending(reinterpret_cast<uint64_t>(module));
   } else {
@@ -875,7 +883,7 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   header.driver.driver_version = DriverVersionString();
   header.driver.runtime_version = RuntimeVersionString();
   uint32_t cupti_version = 0;
-  cuptiGetVersion(&cupti_version);
+  Cupti().cuptiGetVersion(&cupti_version);
   header.driver.tool_version = "cupti-" + std::to_string(cupti_version);
   header.launch = call->desc;
   if (graph != nullptr) {
@@ -915,7 +923,7 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
     // Objects are per context: the launching thread's current one (what
     // CUPTI reports as the callback's context for direct and graph launches).
     CUcontext ctx = nullptr;
-    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+    if (Driver().cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = nullptr;
     TextureParamMatch tex = MatchTextureParams(
         *blob, info->params_known ? info->params : kUnknownLayout, use, textures_,
         reinterpret_cast<uint64_t>(ctx), [this](uint64_t va, uint64_t size) {
@@ -926,72 +934,25 @@ Result<LaunchCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
     header.texture_objects = std::move(tex.objects);
   }
 
-  KC_ALOG(kInfo, "capturing dispatch %llu of arm %s: %s on device %d",
-          static_cast<unsigned long long>(ticket->dispatch_index), ticket->arm_id.c_str(),
-          kname.c_str(), device);
-  CaptureOrchestrator orchestrator(t);
-  auto pending = orchestrator.Before(std::make_unique<CudaDispatchSource>(&allocations_, target),
-                                     header, *blob);
-  if (!pending.ok()) return pending.status();
-  return new LaunchCapture{std::move(pending.value()), kname, gate_taken};
+  auto capture = service_.Begin(t, std::make_unique<CudaDispatchSource>(&allocations_, target),
+                                header, *blob, gate_taken);
+  if (!capture.ok()) return capture.status();
+  return capture.value().release();  // until the launch's EXIT (correlationData)
 }
 
 void CudaAgent::OnLaunchExit(const CUpti_CallbackData* cb, uint64_t corr) {
   AgentScope scope;
   *cb->correlationData = 0;
-  EndCapture(reinterpret_cast<LaunchCapture*>(corr), Succeeded(cb),
-             transport_.load(std::memory_order_acquire), [this] {
-               gate_.ExitExclusive();  // the application continues
+  EndCapture(reinterpret_cast<ActiveCapture*>(corr), Succeeded(cb),
+             service_.transport(), [this] {
+               service_.gate().ExitExclusive();  // the application continues
                ReleaseCaptureRef();
              });
 }
 
-void CudaAgent::EndCapture(LaunchCapture* capture, bool launch_ok, CaptureTransport* t,
+void CudaAgent::EndCapture(ActiveCapture* capture, bool launch_ok, CaptureTransport* t,
                            const std::function<void()>& release) {
-  std::unique_ptr<LaunchCapture> lc(capture);
-  const CaptureHeader header = lc->pending->header();
-  CaptureOrchestrator orchestrator(t);
-  auto stats = orchestrator.After(std::move(lc->pending), launch_ok);
-  release();
-  const double held =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - lc->gate_taken).count();
-  if (stats.ok()) {
-    // With an asynchronous transport the daemon's verdict comes later
-    // (on_capture_result counts it); the application is released now.
-    if (t == nullptr || !t->AsyncEnd()) ++captures_ok_;
-    {
-      std::lock_guard lock(last_mu_);
-      last_.pre_bytes = stats->pre_bytes;
-      last_.post_bytes = stats->post_bytes;
-      last_.regions = stats->regions;
-      last_.quiesce_seconds = stats->quiesce_seconds;
-      last_.pre_seconds = stats->pre_seconds;
-      last_.post_seconds = stats->post_seconds;
-      last_.held_seconds = held;
-    }
-    KC_ALOG(kInfo,
-            "captured %s (dispatch %llu): %llu regions, %.1f MiB pre, %.1f MiB post, quiesce "
-            "%.3fs pre %.3fs post %.3fs, application held %.3fs%s",
-            lc->kernel.c_str(), static_cast<unsigned long long>(header.dispatch_index),
-            static_cast<unsigned long long>(stats->regions), stats->pre_bytes / 1048576.0,
-            stats->post_bytes / 1048576.0, stats->quiesce_seconds, stats->pre_seconds,
-            stats->post_seconds, held,
-            t != nullptr && t->AsyncEnd() ? " (kerncapd commits in the background)" : "");
-  } else {
-    ++captures_failed_;
-    KC_ALOG(kWarn, "capture of %s (dispatch %llu) failed: %s", lc->kernel.c_str(),
-            static_cast<unsigned long long>(header.dispatch_index), stats.error().c_str());
-  }
-}
-
-void CudaAgent::Skip(CaptureTransport* t, const CaptureTicket& ticket,
-                     const KernelMatchInfo& info, const std::string& why, bool give_back) {
-  ++captures_failed_;
-  bool retried = t != nullptr && t->ReportSkipped(ticket, info, why, give_back);
-  KC_ALOG(kWarn, "dispatch %llu of arm %s (%s) not captured: %s%s",
-          static_cast<unsigned long long>(ticket.dispatch_index), ticket.arm_id.c_str(),
-          info.demangled_name.c_str(), why.c_str(),
-          retried ? " (the arm takes a later matching dispatch)" : "");
+  service_.End(t, std::unique_ptr<ActiveCapture>(capture), launch_ok, release);
 }
 
 namespace {
@@ -1003,22 +964,22 @@ class BorrowedContext {
  public:
   BorrowedContext() {
     CUcontext cur = nullptr;
-    if (cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr) {
+    if (Driver().cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != nullptr) {
       ok_ = true;
       return;
     }
     int n = 0;
-    if (cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
+    if (Driver().cuDeviceGetCount(&n) != CUDA_SUCCESS) return;
     for (int i = 0; i < n && !ok_; ++i) {
       CUdevice dev;
       unsigned flags = 0;
       int active = 0;
-      if (cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
-      if (cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
+      if (Driver().cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
+      if (Driver().cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active) continue;
       CUcontext ctx = nullptr;
-      if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) continue;
-      if (cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
-        cuDevicePrimaryCtxRelease(dev);
+      if (Driver().cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) continue;
+      if (Driver().cuCtxPushCurrent(ctx) != CUDA_SUCCESS) {
+        Driver().cuDevicePrimaryCtxRelease(dev);
         continue;
       }
       dev_ = dev;
@@ -1029,8 +990,8 @@ class BorrowedContext {
   ~BorrowedContext() {
     if (!pushed_) return;
     CUcontext popped = nullptr;
-    cuCtxPopCurrent(&popped);
-    cuDevicePrimaryCtxRelease(dev_);
+    Driver().cuCtxPopCurrent(&popped);
+    Driver().cuDevicePrimaryCtxRelease(dev_);
   }
   bool ok() const { return ok_; }
 
@@ -1053,17 +1014,13 @@ void CudaAgent::RegisterRing(uint8_t* base, uint64_t bytes) {
             bytes / 1073741824.0);
     return;
   }
-  CUresult r = cuMemHostRegister(base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+  CUresult r = Driver().cuMemHostRegister(base, bytes, CU_MEMHOSTREGISTER_PORTABLE);
   if (r != CUDA_SUCCESS) {
     KC_ALOG(kWarn, "registering the capture ring (%.2f GiB) failed (%s); captures pin slots "
             "as they use them", bytes / 1073741824.0, CuErrorString(r).c_str());
     return;
   }
   pinned_rings_.Add(base, bytes);
-  {
-    std::lock_guard lock(last_mu_);
-    last_.ring_bytes = bytes;
-  }
   KC_ALOG(kInfo, "capture ring of %.2f GiB mapped and registered in %.3f s",
           bytes / 1073741824.0,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -1074,22 +1031,22 @@ void CudaAgent::UnregisterRing(uint8_t* base, uint64_t bytes) {
   AgentScope scope;
   pinned_rings_.Remove(base);
   BorrowedContext ctx;
-  cuMemHostUnregister(base);
+  Driver().cuMemHostUnregister(base);
 }
 
 void CudaAgent::StartLink() {
   std::call_once(link_once_, [this] {
-    if (!config_.connect || transport_.load() != nullptr) {
-      if (transport_.load() == nullptr) StopArmedPath();  // tracking only
+    if (!config_.connect || service_.transport() != nullptr) {
+      if (service_.transport() == nullptr) StopArmedPath();  // tracking only
       return;
     }
 #ifdef KERNCAP_AGENT_HAVE_LINK
     AgentScope scope;
-    AgentLinkClientOptions options;
-    options.identity.platform = link::kPlatformCuda;
-    options.identity.agent_version = ::kerncap::kVersion;
+    link::HelloMsg identity;
+    identity.platform = link::kPlatformCuda;
+    identity.agent_version = ::kerncap::kVersion;
     int count = 0;
-    if (cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+    if (Driver().cuDeviceGetCount(&count) == CUDA_SUCCESS) {
       for (int i = 0; i < count; ++i) {
         DeviceDesc d = DescribeDevice(i);
         link::DeviceInfo di;
@@ -1099,46 +1056,37 @@ void CudaAgent::StartLink() {
         di.uuid = d.uuid;
         di.total_memory = d.total_memory;
         di.pci_bus_id = d.pci_bus_id;
-        options.identity.devices.push_back(di);
+        identity.devices.push_back(di);
       }
     }
-    options.identity.driver.driver_version = DriverVersionString();
-    options.identity.driver.runtime_version = RuntimeVersionString();
+    identity.driver.driver_version = DriverVersionString();
+    identity.driver.runtime_version = RuntimeVersionString();
     uint32_t cupti_version = 0;
-    cuptiGetVersion(&cupti_version);
-    options.identity.driver.tool_version = "cupti-" + std::to_string(cupti_version);
-    // The ring is asked for when an arm applies to this process, and
-    // registered once per connection here (not per capture).
-    options.lazy_ring = true;
-    options.on_ring_mapped = [this](uint8_t* base, uint64_t bytes) { RegisterRing(base, bytes); };
-    options.on_ring_unmapping = [this](uint8_t* base, uint64_t bytes) {
+    Cupti().cuptiGetVersion(&cupti_version);
+    identity.driver.tool_version = "cupti-" + std::to_string(cupti_version);
+    // The ring (asked for when an arm applies to this process) is registered
+    // as pinned memory once per connection here, not per capture; launches
+    // take the armed path only while an arm applies to this process.
+    DaemonLinkHooks hooks;
+    hooks.on_ring_mapped = [this](uint8_t* base, uint64_t bytes) { RegisterRing(base, bytes); };
+    hooks.on_ring_unmapping = [this](uint8_t* base, uint64_t bytes) {
       UnregisterRing(base, bytes);
     };
-    // Captures end asynchronously: the application is released once its
-    // bytes are in the ring; kerncapd's verdict arrives here.
-    options.on_capture_result = [this](const CaptureOutcome& o) {
-      if (o.error.empty()) {
-        ++captures_ok_;
-        KC_ALOG(kInfo, "capture %s committed by kerncapd %.3f s after the application resumed",
-                o.capture_id.c_str(), o.seconds_after_end);
-      } else {
-        ++captures_failed_;
-        KC_ALOG(kWarn, "kerncapd did not commit the capture: %s", o.error.c_str());
+    hooks.on_armed_changed = [this] { SyncArmRef(); };
+    // The kernel census: the kernels of every module image the driver loaded.
+    hooks.list_kernels = [this] {
+      std::vector<link::LoadedKernelInfo> out;
+      for (const ModuleRegistry::LoadedKernel& k : modules_.LoadedKernels()) {
+        link::LoadedKernelInfo info;
+        info.mangled_name = k.mangled_name;
+        info.demangled_name = Demangle(k.mangled_name);
+        info.module = "cuda-module-" + std::to_string(k.module_id);
+        out.push_back(std::move(info));
       }
+      return out;
     };
-    // Launches take the armed path only while an arm applies to this process.
-    options.on_armed_changed = [this] { SyncArmRef(); };
-    // Leaked on purpose (like the agent): the link thread may outlive static
-    // destruction of the application.
-    auto* client = new AgentLinkClient(std::move(options));
-    static AgentLinkClient* exit_client = client;
-    // A capture handed over just before exit must reach kerncapd before the
-    // process goes away (its frames are queued for the link's sender).
-    std::atexit([] {
-      exit_client->FlushOutgoing(EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000));
-    });
-    client->Start();
-    SetTransport(new LinkTransport(client, /*async_end=*/true), /*notifies_arming=*/true);
+    DaemonLink* daemon = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
+    SetTransport(daemon->transport(), /*notifies_arming=*/true);
 #else
     StopArmedPath();
     KC_ALOG(kWarn, "built without the agent link; tracking only");

@@ -43,6 +43,7 @@
 #include "agent/core/allocation_table.h"
 #include "agent/core/capture_gate.h"
 #include "agent/core/capture_orchestrator.h"
+#include "agent/core/capture_service.h"
 #include "agent/core/capture_transport.h"
 #include "agent/core/jit_metadata_registry.h"
 #include "agent/cuda/callback_toggle.h"
@@ -56,8 +57,6 @@
 #include "agent/cuda/texture_registry.h"
 
 namespace kerncap::agent::cuda {
-
-struct LaunchCapture;  // a capture between its pre and post image (cuda_agent.cc)
 
 // Settings from the environment (read once at initialization).
 // Backend-independent settings come from agent/core/agent_env.h.
@@ -101,22 +100,12 @@ class CudaAgent {
   size_t tracked_allocations() const { return allocations_.size(); }
   size_t tracked_modules() const { return modules_.size(); }
   size_t tracked_graph_execs() const { return graphs_.size(); }
-  uint64_t captures_committed() const { return captures_ok_.load(); }
-  uint64_t captures_failed() const { return captures_failed_.load(); }
+  uint64_t captures_committed() const { return service_.captures_committed(); }
+  uint64_t captures_failed() const { return service_.captures_failed(); }
 
   // Figures of the last capture that released the application (for the C API
   // and the benchmarks).
-  struct LastCapture {
-    uint64_t pre_bytes = 0;
-    uint64_t post_bytes = 0;
-    uint64_t regions = 0;
-    double quiesce_seconds = 0;
-    double pre_seconds = 0;
-    double post_seconds = 0;
-    double held_seconds = 0;  // gate held exclusively: the application's pause
-    uint64_t ring_bytes = 0;  // host staging in use
-  };
-  LastCapture last_capture() const;
+  LastCaptureFigures last_capture() const { return service_.last_capture(); }
 
   AllocationTable& allocations() { return allocations_; }
   // Metadata of JIT kernels (python_shim), attached to their captures.
@@ -137,14 +126,14 @@ class CudaAgent {
   // The capture of one dispatch, from the quiesced device (gate held
   // exclusively) to its pre image; `graph` is set for a kernel node of a
   // graph launch. Errors say why nothing was captured.
-  Result<LaunchCapture*> BeginCapture(const LaunchCall* call,
+  Result<ActiveCapture*> BeginCapture(const LaunchCall* call,
                                       const std::shared_ptr<const KernelInfo>& info, int device,
                                       CUstream stream, const CaptureTicket* ticket,
                                       CaptureTransport* t, const GraphOriginDesc* graph,
                                       std::chrono::steady_clock::time_point gate_taken);
   // After the dispatch ran: post image, commit, counters, log. `release`
   // runs as soon as the application may continue (before the log).
-  void EndCapture(LaunchCapture* capture, bool launch_ok, CaptureTransport* t,
+  void EndCapture(ActiveCapture* capture, bool launch_ok, CaptureTransport* t,
                   const std::function<void()>& release);
   // Armed cuGraphLaunch ENTER (cuda_agent_graph.cc): when an arm selects
   // kernel nodes of the graph, runs it node by node with those nodes captured
@@ -170,7 +159,9 @@ class CudaAgent {
   void UnregisterRing(uint8_t* base, uint64_t bytes);
   // A selected dispatch that is not captured: counted, logged, reported.
   void Skip(CaptureTransport* t, const CaptureTicket& ticket, const KernelMatchInfo& info,
-            const std::string& why, bool give_back);
+            const std::string& why, bool give_back) {
+    service_.Skip(t, ticket, info, why, give_back);
+  }
 
   AgentConfig config_;
   std::atomic<bool> active_{false};
@@ -183,8 +174,8 @@ class CudaAgent {
   TextureRegistry textures_;  // live texture/surface objects (always on)
   KernelInfoCache kernels_;
   JitMetadataRegistry jit_metadata_;
-  CaptureGate gate_;
-  std::atomic<CaptureTransport*> transport_{nullptr};
+  // Gate, transport, begin/end, skips, counters (agent/core/capture_service.h).
+  CaptureService service_;
   // The unarmed launch hot path reads only this count: above zero while
   // driver calls must take the armed path (pass the capture gate, ask the
   // arms). One reference while an arm applies to this process, or while that
@@ -204,8 +195,6 @@ class CudaAgent {
   std::atomic<int64_t> armed_since_ns_{0};
   CallbackToggle toggle_;
   PinnedRanges pinned_rings_;
-  mutable std::mutex last_mu_;
-  LastCapture last_;
   std::once_flag link_once_;
   std::atomic<int> streams_capturing_{0};
   std::atomic<bool> graph_warned_{false};  // an exec the agent never saw was launched
@@ -214,8 +203,6 @@ class CudaAgent {
   CudaGraphApi graph_api_;
   GraphRegistry graphs_{&graph_api_};
   EmptyExecs empty_execs_;
-  std::atomic<uint64_t> captures_ok_{0};
-  std::atomic<uint64_t> captures_failed_{0};
 
   struct VmmHandle {
     uint64_t size = 0;

@@ -89,7 +89,7 @@ void CudaAgent::OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackDa
   // Launched into a stream that is being captured: the graph becomes a child
   // node of the graph being recorded and does not run now.
   CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
+  if (Driver().cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
       capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
     return;
   }
@@ -114,7 +114,7 @@ void CudaAgent::OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackDa
   int64_t since = SteadyNowNs() - armed_since_ns_.load();
   int64_t grace = static_cast<int64_t>(config_.arm_grace_ms) * 1000000;
   if (since < grace) std::this_thread::sleep_for(std::chrono::nanoseconds(grace - since));
-  if (!gate_.TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
+  if (!service_.gate().TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
     return skip_all("other threads stayed inside CUDA calls for longer than "
                     "KERNCAP_AGENT_GATE_TIMEOUT_MS",
                     /*give_back=*/true);
@@ -125,7 +125,7 @@ void CudaAgent::OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackDa
   auto ops = PrepareEagerRun(*plan, cb->context);
   auto empty = ops.ok() ? empty_execs_.For(cb->context) : Result<CUgraphExec>(ops.status());
   if (!ops.ok() || !empty.ok()) {
-    gate_.ExitExclusive();
+    service_.gate().ExitExclusive();
     const std::string why = !ops.ok() ? ops.error() : "no empty graph to swap in: " + empty.error();
     KC_ALOG(kWarn, "graph exec 0x%llx launched unchanged: %s",
             static_cast<unsigned long long>(plan->exec), why.c_str());
@@ -183,15 +183,12 @@ void CudaAgent::OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackDa
     }
   }
   params->hGraph = empty.value();  // the driver's launch: nothing, in stream order
-  gate_.ExitExclusive();  // the application continues
+  service_.gate().ExitExclusive();  // the application continues
   const double held =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - gate_taken).count();
-  {
-    std::lock_guard lock(last_mu_);
-    last_.held_seconds = held;
-  }
+  service_.SetHeldSeconds(held);
   if (!run_error.empty()) {
-    ++captures_failed_;
+    service_.CountFailure();
     const std::string why = "the agent's node-by-node run of CUDA graph exec " +
                             std::to_string(plan->serial) + " launch " +
                             std::to_string(plan->launch_index) + " failed at " + run_error +

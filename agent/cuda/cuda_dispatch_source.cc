@@ -28,11 +28,11 @@ bool PinnedRanges::Contains(const void* p, uint64_t size) const {
 }
 
 CudaDispatchSource::~CudaDispatchSource() {
-  for (void* p : pinned_) cuMemHostUnregister(p);
+  for (void* p : pinned_) Driver().cuMemHostUnregister(p);
 }
 
 Status CudaDispatchSource::Quiesce() {
-  CUresult r = cuCtxSynchronize();
+  CUresult r = Driver().cuCtxSynchronize();
   if (r != CUDA_SUCCESS) return Error("cuCtxSynchronize: " + CuErrorString(r));
   return OkStatus();
 }
@@ -45,7 +45,7 @@ Result<std::vector<RegionDesc>> CudaDispatchSource::Regions() {
     for (const cubin::CubinVariable& v : target_.module_record->info->variables) {
       CUdeviceptr dptr = 0;
       size_t bytes = 0;
-      CUresult r = cuModuleGetGlobal(&dptr, &bytes, target_.module, v.name.c_str());
+      CUresult r = Driver().cuModuleGetGlobal(&dptr, &bytes, target_.module, v.name.c_str());
       if (r != CUDA_SUCCESS) {
         KC_ALOG(kWarn, "module variable %s not resolvable (%s); not captured", v.name.c_str(),
                 CuErrorString(r).c_str());
@@ -76,13 +76,13 @@ Status CudaDispatchSource::ReadRegion(const RegionDesc& region, uint64_t offset,
     std::memcpy(dst, reinterpret_cast<const void*>(region.va + offset), size);
     return OkStatus();
   }
-  CUresult r = cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(region.va + offset), size);
+  CUresult r = Driver().cuMemcpyDtoH(dst, static_cast<CUdeviceptr>(region.va + offset), size);
   if (r != CUDA_SUCCESS) return Error("cuMemcpyDtoH: " + CuErrorString(r));
   return OkStatus();
 }
 
 Status CudaDispatchSource::WaitForDispatch() {
-  CUresult r = cuStreamSynchronize(target_.stream);
+  CUresult r = Driver().cuStreamSynchronize(target_.stream);
   if (r != CUDA_SUCCESS) return Error("cuStreamSynchronize: " + CuErrorString(r));
   return OkStatus();
 }
@@ -93,7 +93,7 @@ void CudaDispatchSource::OnSlot(void* data, size_t capacity) {
   // slot by slot here, for the duration of the capture.
   if (target_.pinned != nullptr && target_.pinned->Contains(data, capacity)) return;
   if (pinned_.count(data) || unpinnable_.count(data)) return;
-  CUresult r = cuMemHostRegister(data, capacity, 0);
+  CUresult r = Driver().cuMemHostRegister(data, capacity, 0);
   if (r == CUDA_SUCCESS) {
     pinned_.insert(data);
   } else {

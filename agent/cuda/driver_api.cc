@@ -2,14 +2,18 @@
 
 #include <mutex>
 
+#include "common/cuda/driver_library.h"
+
 namespace kerncap::agent::cuda {
 namespace {
 
+DriverApi g_api;
+
 template <typename Fn>
-void Resolve(const char* name, Fn* fn) {
+void ResolveOptional(const char* name, Fn* fn) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult status;
-  if (cuGetProcAddress(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
+  if (g_api.cuGetProcAddress(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
           CUDA_SUCCESS &&
       status == CU_GET_PROC_ADDRESS_SUCCESS) {
     *fn = reinterpret_cast<Fn>(p);
@@ -18,26 +22,62 @@ void Resolve(const char* name, Fn* fn) {
 
 }  // namespace
 
-const DriverApi& Driver() {
-  static DriverApi api;
+bool LoadDriverApi(std::string* why) {
+  static bool ok = false;
+  static std::string* error = nullptr;
   static std::once_flag once;
   std::call_once(once, [] {
-    Resolve("cuFuncGetName", &api.FuncGetName);
-    Resolve("cuKernelGetName", &api.KernelGetName);
-    Resolve("cuFuncGetParamInfo", &api.FuncGetParamInfo);
-    Resolve("cuKernelGetParamInfo", &api.KernelGetParamInfo);
-    Resolve("cuFuncLoad", &api.FuncLoad);
-    Resolve("cuKernelGetFunction", &api.KernelGetFunction);
-    Resolve("cuKernelGetAttribute", &api.KernelGetAttribute);
-    Resolve("cuKernelGetLibrary", &api.KernelGetLibrary);
-    Resolve("cuLibraryGetGlobal", &api.LibraryGetGlobal);
+    std::string e;
+    const kerncap::cuda::DriverLibrary* lib = kerncap::cuda::DriverLibrary::Open(&e);
+    if (lib == nullptr) {
+      error = new std::string("no CUDA driver: " + e);
+      return;
+    }
+    DriverApi api;
+    std::string missing;
+    KC_CUDA_RESOLVE_TABLE(KC_AGENT_CUDA_DRIVER_FUNCTIONS, *lib, api, missing);
+    if (!missing.empty()) {
+      error = new std::string("the CUDA driver (CUDA " + std::to_string(lib->version() / 1000) +
+                              "." + std::to_string(lib->version() % 1000 / 10) +
+                              ") lacks functions the agent needs: " + missing);
+      return;
+    }
+    api.version = lib->version();
+    g_api = api;
+    ok = true;
   });
-  return api;
+  if (!ok && why != nullptr && error != nullptr) *why = *error;
+  return ok;
 }
+
+const DriverApi& Driver() {
+  // The optional entries on first use, as before the table was loaded at
+  // run time: after cuInit, never inside it (LoadDriverApi may run in the
+  // driver's own cuInit, under CUDA_INJECTION64_PATH).
+  static std::once_flag optional_once;
+  std::call_once(optional_once, [] {
+    if (g_api.cuGetProcAddress == nullptr) return;  // no driver: nothing calls through it
+    ResolveOptional("cuFuncGetName", &g_api.FuncGetName);
+    ResolveOptional("cuKernelGetName", &g_api.KernelGetName);
+    ResolveOptional("cuFuncGetParamInfo", &g_api.FuncGetParamInfo);
+    ResolveOptional("cuKernelGetParamInfo", &g_api.KernelGetParamInfo);
+    ResolveOptional("cuFuncLoad", &g_api.FuncLoad);
+    ResolveOptional("cuKernelGetFunction", &g_api.KernelGetFunction);
+    ResolveOptional("cuKernelGetAttribute", &g_api.KernelGetAttribute);
+    ResolveOptional("cuKernelGetLibrary", &g_api.KernelGetLibrary);
+    ResolveOptional("cuLibraryGetGlobal", &g_api.LibraryGetGlobal);
+  });
+  return g_api;
+}
+
+int DriverVersion() { return g_api.version; }
 
 std::string CuErrorString(CUresult r) {
   const char* name = nullptr;
-  if (cuGetErrorName(r, &name) != CUDA_SUCCESS || name == nullptr) name = "CUDA_ERROR_?";
+  if (g_api.cuGetErrorName == nullptr || g_api.cuGetErrorName(r, &name) != CUDA_SUCCESS ||
+      name == nullptr) {
+    name = "CUDA_ERROR_?";
+  }
   return std::string(name) + " (" + std::to_string(static_cast<int>(r)) + ")";
 }
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "agent/core/fake_transport.h"
+#include "agent/testing/fake_transport.h"
 #include "agent/cuda/fake_graph_api.h"
 
 namespace kerncap::agent::cuda {

@@ -46,21 +46,21 @@ uint64_t H(T p) {
 
 Result<uint64_t> CudaGraphApi::Clone(uint64_t graph) {
   CUgraph c = nullptr;
-  Status st = Check(cuGraphClone(&c, As<CUgraph>(graph)), "cuGraphClone");
+  Status st = Check(Driver().cuGraphClone(&c, As<CUgraph>(graph)), "cuGraphClone");
   if (!st.ok()) return st;
   return H(c);
 }
 
-void CudaGraphApi::Destroy(uint64_t graph) { (void)cuGraphDestroy(As<CUgraph>(graph)); }
+void CudaGraphApi::Destroy(uint64_t graph) { (void)Driver().cuGraphDestroy(As<CUgraph>(graph)); }
 
 Result<std::vector<uint64_t>> CudaGraphApi::Nodes(uint64_t graph) {
   size_t n = 0;
-  Status st = Check(cuGraphGetNodes(As<CUgraph>(graph), nullptr, &n), "cuGraphGetNodes");
+  Status st = Check(Driver().cuGraphGetNodes(As<CUgraph>(graph), nullptr, &n), "cuGraphGetNodes");
   if (!st.ok()) return st;
   if (n > kMaxGraphNodes) return Error("cuGraphGetNodes: " + std::to_string(n) + " nodes");
   std::vector<CUgraphNode> nodes(n);
   if (n > 0) {
-    st = Check(cuGraphGetNodes(As<CUgraph>(graph), nodes.data(), &n), "cuGraphGetNodes");
+    st = Check(Driver().cuGraphGetNodes(As<CUgraph>(graph), nodes.data(), &n), "cuGraphGetNodes");
     if (!st.ok()) return st;
     nodes.resize(std::min(n, nodes.size()));
   }
@@ -72,7 +72,7 @@ Result<std::vector<uint64_t>> CudaGraphApi::Nodes(uint64_t graph) {
 
 Result<std::vector<std::pair<uint64_t, uint64_t>>> CudaGraphApi::Edges(uint64_t graph) {
   size_t n = 0;
-  Status st = Check(cuGraphGetEdges(As<CUgraph>(graph), nullptr, nullptr, nullptr, &n),
+  Status st = Check(Driver().cuGraphGetEdges(As<CUgraph>(graph), nullptr, nullptr, nullptr, &n),
                     "cuGraphGetEdges");
   if (!st.ok()) return st;
   if (n > 16 * kMaxGraphNodes) return Error("cuGraphGetEdges: " + std::to_string(n) + " edges");
@@ -81,7 +81,7 @@ Result<std::vector<std::pair<uint64_t, uint64_t>>> CudaGraphApi::Edges(uint64_t 
   // every edge is treated as a full dependency (graph_model.h).
   std::vector<CUgraphEdgeData> data(n);
   if (n > 0) {
-    st = Check(cuGraphGetEdges(As<CUgraph>(graph), from.data(), to.data(), data.data(), &n),
+    st = Check(Driver().cuGraphGetEdges(As<CUgraph>(graph), from.data(), to.data(), data.data(), &n),
                "cuGraphGetEdges");
     if (!st.ok()) return st;
   }
@@ -95,14 +95,14 @@ Result<std::vector<std::pair<uint64_t, uint64_t>>> CudaGraphApi::Edges(uint64_t 
 
 Result<GraphNodeKind> CudaGraphApi::Kind(uint64_t node) {
   CUgraphNodeType type;
-  Status st = Check(cuGraphNodeGetType(As<CUgraphNode>(node), &type), "cuGraphNodeGetType");
+  Status st = Check(Driver().cuGraphNodeGetType(As<CUgraphNode>(node), &type), "cuGraphNodeGetType");
   if (!st.ok()) return st;
   return static_cast<GraphNodeKind>(type);
 }
 
 Result<uint64_t> CudaGraphApi::ChildBody(uint64_t node) {
   CUgraph g = nullptr;
-  Status st = Check(cuGraphChildGraphNodeGetGraph(As<CUgraphNode>(node), &g),
+  Status st = Check(Driver().cuGraphChildGraphNodeGetGraph(As<CUgraphNode>(node), &g),
                     "cuGraphChildGraphNodeGetGraph");
   if (!st.ok()) return st;
   return H(g);
@@ -110,7 +110,7 @@ Result<uint64_t> CudaGraphApi::ChildBody(uint64_t node) {
 
 Result<uint64_t> CudaGraphApi::FindInClone(uint64_t original_node, uint64_t clone_graph) {
   CUgraphNode n = nullptr;
-  Status st = Check(cuGraphNodeFindInClone(&n, As<CUgraphNode>(original_node),
+  Status st = Check(Driver().cuGraphNodeFindInClone(&n, As<CUgraphNode>(original_node),
                                            As<CUgraph>(clone_graph)),
                     "cuGraphNodeFindInClone");
   if (!st.ok()) return st;
@@ -119,7 +119,7 @@ Result<uint64_t> CudaGraphApi::FindInClone(uint64_t original_node, uint64_t clon
 
 Result<GraphApi::KernelFacts> CudaGraphApi::Kernel(uint64_t node) {
   CUDA_KERNEL_NODE_PARAMS p{};
-  Status st = Check(cuGraphKernelNodeGetParams(As<CUgraphNode>(node), &p),
+  Status st = Check(Driver().cuGraphKernelNodeGetParams(As<CUgraphNode>(node), &p),
                     "cuGraphKernelNodeGetParams");
   if (!st.ok()) return st;
   KernelFacts k;
@@ -128,7 +128,7 @@ Result<GraphApi::KernelFacts> CudaGraphApi::Kernel(uint64_t node) {
   CUkernelNodeAttrValue v{};
   // Drivers that predate the attribute reject the query: then no node can be
   // device-updatable either.
-  if (cuGraphKernelNodeGetAttribute(As<CUgraphNode>(node),
+  if (Driver().cuGraphKernelNodeGetAttribute(As<CUgraphNode>(node),
                                     CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE,
                                     &v) == CUDA_SUCCESS) {
     k.device_updatable = v.deviceUpdatableKernelNode.deviceUpdatable != 0;
@@ -143,7 +143,7 @@ Status CudaGraphApi::ApplyNodeUpdate(uint64_t clone_node, uint32_t cbid, const v
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2: {
       auto* p = static_cast<const cuGraphExecKernelNodeSetParams_v2_params*>(params);
       if (p->nodeParams == nullptr) return Error("no kernel node parameters");
-      return Check(cuGraphKernelNodeSetParams(n, p->nodeParams), "cuGraphKernelNodeSetParams");
+      return Check(Driver().cuGraphKernelNodeSetParams(n, p->nodeParams), "cuGraphKernelNodeSetParams");
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams: {
       auto* p = static_cast<const cuGraphExecKernelNodeSetParams_params*>(params);
@@ -160,35 +160,35 @@ Status CudaGraphApi::ApplyNodeUpdate(uint64_t clone_node, uint32_t cbid, const v
       b.sharedMemBytes = a.sharedMemBytes;
       b.kernelParams = a.kernelParams;
       b.extra = a.extra;
-      return Check(cuGraphKernelNodeSetParams(n, &b), "cuGraphKernelNodeSetParams");
+      return Check(Driver().cuGraphKernelNodeSetParams(n, &b), "cuGraphKernelNodeSetParams");
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecMemcpyNodeSetParams: {
       auto* p = static_cast<const cuGraphExecMemcpyNodeSetParams_params*>(params);
       if (p->copyParams == nullptr) return Error("no memcpy parameters");
-      return Check(cuGraphMemcpyNodeSetParams(n, p->copyParams), "cuGraphMemcpyNodeSetParams");
+      return Check(Driver().cuGraphMemcpyNodeSetParams(n, p->copyParams), "cuGraphMemcpyNodeSetParams");
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecMemsetNodeSetParams: {
       auto* p = static_cast<const cuGraphExecMemsetNodeSetParams_params*>(params);
       if (p->memsetParams == nullptr) return Error("no memset parameters");
-      return Check(cuGraphMemsetNodeSetParams(n, p->memsetParams), "cuGraphMemsetNodeSetParams");
+      return Check(Driver().cuGraphMemsetNodeSetParams(n, p->memsetParams), "cuGraphMemsetNodeSetParams");
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecHostNodeSetParams: {
       auto* p = static_cast<const cuGraphExecHostNodeSetParams_params*>(params);
       if (p->nodeParams == nullptr) return Error("no host node parameters");
-      return Check(cuGraphHostNodeSetParams(n, p->nodeParams), "cuGraphHostNodeSetParams");
+      return Check(Driver().cuGraphHostNodeSetParams(n, p->nodeParams), "cuGraphHostNodeSetParams");
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecEventRecordNodeSetEvent: {
       auto* p = static_cast<const cuGraphExecEventRecordNodeSetEvent_params*>(params);
-      return Check(cuGraphEventRecordNodeSetEvent(n, p->event), "cuGraphEventRecordNodeSetEvent");
+      return Check(Driver().cuGraphEventRecordNodeSetEvent(n, p->event), "cuGraphEventRecordNodeSetEvent");
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecEventWaitNodeSetEvent: {
       auto* p = static_cast<const cuGraphExecEventWaitNodeSetEvent_params*>(params);
-      return Check(cuGraphEventWaitNodeSetEvent(n, p->event), "cuGraphEventWaitNodeSetEvent");
+      return Check(Driver().cuGraphEventWaitNodeSetEvent(n, p->event), "cuGraphEventWaitNodeSetEvent");
     }
     case CUPTI_DRIVER_TRACE_CBID_cuGraphExecNodeSetParams: {
       auto* p = static_cast<const cuGraphExecNodeSetParams_params*>(params);
       if (p->nodeParams == nullptr) return Error("no node parameters");
-      return Check(cuGraphNodeSetParams(n, p->nodeParams), "cuGraphNodeSetParams");
+      return Check(Driver().cuGraphNodeSetParams(n, p->nodeParams), "cuGraphNodeSetParams");
     }
     default:
       return Error("exec-level update " + std::to_string(cbid) + " is not replayed by the agent");

@@ -17,13 +17,13 @@ Status Check(CUresult r, const std::string& call) {
 // launch; the node's attribute then only repeats it.
 bool HasCompiledClusterDims(CUfunction f) {
   int width = 0;
-  if (cuFuncGetAttribute(&width, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, f) == CUDA_SUCCESS) {
+  if (Driver().cuFuncGetAttribute(&width, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, f) == CUDA_SUCCESS) {
     return width > 0;
   }
   // A CUkernel handle: ask through the kernel API for this context's device.
   const DriverApi& api = Driver();
   CUdevice dev = 0;
-  if (api.KernelGetAttribute != nullptr && cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+  if (api.KernelGetAttribute != nullptr && Driver().cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
       api.KernelGetAttribute(&width, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,
                              reinterpret_cast<CUkernel>(f), dev) == CUDA_SUCCESS) {
     return width > 0;
@@ -34,7 +34,7 @@ bool HasCompiledClusterDims(CUfunction f) {
 Status PrepareKernel(CUgraphNode node, const GraphLaunchPlan& plan, CUcontext launch_context,
                      EagerOp* op) {
   CUDA_KERNEL_NODE_PARAMS p{};
-  KC_AGENT_RETURN_IF_ERROR(Check(cuGraphKernelNodeGetParams(node, &p), "cuGraphKernelNodeGetParams"));
+  KC_AGENT_RETURN_IF_ERROR(Check(Driver().cuGraphKernelNodeGetParams(node, &p), "cuGraphKernelNodeGetParams"));
   if (p.func != nullptr) {
     op->function = p.func;
   } else if (p.kern != nullptr) {
@@ -56,7 +56,7 @@ Status PrepareKernel(CUgraphNode node, const GraphLaunchPlan& plan, CUcontext la
 
   auto get = [&](CUlaunchAttributeID id, CUlaunchAttributeValue* v) {
     *v = CUlaunchAttributeValue{};
-    return cuGraphKernelNodeGetAttribute(node, id, v) == CUDA_SUCCESS;
+    return Driver().cuGraphKernelNodeGetAttribute(node, id, v) == CUDA_SUCCESS;
   };
   auto add = [&](CUlaunchAttributeID id, const CUlaunchAttributeValue& v) {
     CUlaunchAttribute a{};
@@ -114,10 +114,10 @@ Status PrepareOne(const FlatNode& n, const GraphLaunchPlan& plan, CUcontext laun
     case GraphNodeKind::kKernel:
       return PrepareKernel(node, plan, launch_context, op);
     case GraphNodeKind::kMemcpy:
-      return Check(cuGraphMemcpyNodeGetParams(node, &op->copy), "cuGraphMemcpyNodeGetParams");
+      return Check(Driver().cuGraphMemcpyNodeGetParams(node, &op->copy), "cuGraphMemcpyNodeGetParams");
     case GraphNodeKind::kMemset: {
       KC_AGENT_RETURN_IF_ERROR(
-          Check(cuGraphMemsetNodeGetParams(node, &op->memset), "cuGraphMemsetNodeGetParams"));
+          Check(Driver().cuGraphMemsetNodeGetParams(node, &op->memset), "cuGraphMemsetNodeGetParams"));
       const unsigned e = op->memset.elementSize;
       if (e != 1 && e != 2 && e != 4) {
         return Error("memset element size " + std::to_string(e) + " (expected 1, 2 or 4)");
@@ -129,16 +129,16 @@ Status PrepareOne(const FlatNode& n, const GraphLaunchPlan& plan, CUcontext laun
     }
     case GraphNodeKind::kHost:
       KC_AGENT_RETURN_IF_ERROR(
-          Check(cuGraphHostNodeGetParams(node, &op->host), "cuGraphHostNodeGetParams"));
+          Check(Driver().cuGraphHostNodeGetParams(node, &op->host), "cuGraphHostNodeGetParams"));
       if (op->host.fn == nullptr) return Error("the host node has no function");
       return OkStatus();
     case GraphNodeKind::kEventRecord:
       KC_AGENT_RETURN_IF_ERROR(
-          Check(cuGraphEventRecordNodeGetEvent(node, &op->event), "cuGraphEventRecordNodeGetEvent"));
+          Check(Driver().cuGraphEventRecordNodeGetEvent(node, &op->event), "cuGraphEventRecordNodeGetEvent"));
       return op->event != nullptr ? OkStatus() : Error("the event record node has no event");
     case GraphNodeKind::kEventWait:
       KC_AGENT_RETURN_IF_ERROR(
-          Check(cuGraphEventWaitNodeGetEvent(node, &op->event), "cuGraphEventWaitNodeGetEvent"));
+          Check(Driver().cuGraphEventWaitNodeGetEvent(node, &op->event), "cuGraphEventWaitNodeGetEvent"));
       return op->event != nullptr ? OkStatus() : Error("the event wait node has no event");
     default:
       // UnsupportedNodeReason refused these before; never run what is not understood.
@@ -177,31 +177,31 @@ Status EnqueueEagerOp(const EagerOp& op, CUstream stream) {
       cfg.hStream = stream;
       cfg.attrs = const_cast<CUlaunchAttribute*>(op.attrs.data());
       cfg.numAttrs = static_cast<unsigned>(op.attrs.size());
-      return Check(cuLaunchKernelEx(&cfg, op.function, op.kernel_params, op.extra), "cuLaunchKernelEx");
+      return Check(Driver().cuLaunchKernelEx(&cfg, op.function, op.kernel_params, op.extra), "cuLaunchKernelEx");
     }
     case GraphNodeKind::kMemcpy:
-      return Check(cuMemcpy3DAsync(&op.copy, stream), "cuMemcpy3DAsync");
+      return Check(Driver().cuMemcpy3DAsync(&op.copy, stream), "cuMemcpy3DAsync");
     case GraphNodeKind::kMemset: {
       const CUDA_MEMSET_NODE_PARAMS& m = op.memset;
       if (m.height <= 1) {
         switch (m.elementSize) {
-          case 1: return Check(cuMemsetD8Async(m.dst, static_cast<unsigned char>(m.value), m.width, stream), "cuMemsetD8Async");
-          case 2: return Check(cuMemsetD16Async(m.dst, static_cast<unsigned short>(m.value), m.width, stream), "cuMemsetD16Async");
-          default: return Check(cuMemsetD32Async(m.dst, m.value, m.width, stream), "cuMemsetD32Async");
+          case 1: return Check(Driver().cuMemsetD8Async(m.dst, static_cast<unsigned char>(m.value), m.width, stream), "cuMemsetD8Async");
+          case 2: return Check(Driver().cuMemsetD16Async(m.dst, static_cast<unsigned short>(m.value), m.width, stream), "cuMemsetD16Async");
+          default: return Check(Driver().cuMemsetD32Async(m.dst, m.value, m.width, stream), "cuMemsetD32Async");
         }
       }
       switch (m.elementSize) {
-        case 1: return Check(cuMemsetD2D8Async(m.dst, m.pitch, static_cast<unsigned char>(m.value), m.width, m.height, stream), "cuMemsetD2D8Async");
-        case 2: return Check(cuMemsetD2D16Async(m.dst, m.pitch, static_cast<unsigned short>(m.value), m.width, m.height, stream), "cuMemsetD2D16Async");
-        default: return Check(cuMemsetD2D32Async(m.dst, m.pitch, m.value, m.width, m.height, stream), "cuMemsetD2D32Async");
+        case 1: return Check(Driver().cuMemsetD2D8Async(m.dst, m.pitch, static_cast<unsigned char>(m.value), m.width, m.height, stream), "cuMemsetD2D8Async");
+        case 2: return Check(Driver().cuMemsetD2D16Async(m.dst, m.pitch, static_cast<unsigned short>(m.value), m.width, m.height, stream), "cuMemsetD2D16Async");
+        default: return Check(Driver().cuMemsetD2D32Async(m.dst, m.pitch, m.value, m.width, m.height, stream), "cuMemsetD2D32Async");
       }
     }
     case GraphNodeKind::kHost:
-      return Check(cuLaunchHostFunc(stream, op.host.fn, op.host.userData), "cuLaunchHostFunc");
+      return Check(Driver().cuLaunchHostFunc(stream, op.host.fn, op.host.userData), "cuLaunchHostFunc");
     case GraphNodeKind::kEventRecord:
-      return Check(cuEventRecord(op.event, stream), "cuEventRecord");
+      return Check(Driver().cuEventRecord(op.event, stream), "cuEventRecord");
     case GraphNodeKind::kEventWait:
-      return Check(cuStreamWaitEvent(stream, op.event, 0), "cuStreamWaitEvent");
+      return Check(Driver().cuStreamWaitEvent(stream, op.event, 0), "cuStreamWaitEvent");
     default:
       return Error("a " + GraphNodeKindName(op.kind) + " node cannot be run node by node");
   }
@@ -212,11 +212,11 @@ Result<CUgraphExec> EmptyExecs::For(CUcontext context) {
   auto it = execs_.find(context);
   if (it != execs_.end()) return it->second;
   CUgraph g = nullptr;
-  Status st = Check(cuGraphCreate(&g, 0), "cuGraphCreate");
+  Status st = Check(Driver().cuGraphCreate(&g, 0), "cuGraphCreate");
   if (!st.ok()) return st;
   CUgraphExec e = nullptr;
-  st = Check(cuGraphInstantiate(&e, g, 0), "cuGraphInstantiate");
-  (void)cuGraphDestroy(g);  // the exec does not need its graph
+  st = Check(Driver().cuGraphInstantiate(&e, g, 0), "cuGraphInstantiate");
+  (void)Driver().cuGraphDestroy(g);  // the exec does not need its graph
   if (!st.ok()) return st;
   execs_[context] = e;
   return e;

@@ -5,7 +5,7 @@
 //   ELF constructor       initializes under LD_PRELOAD, before the
 //                         application's first cuInit (and harmlessly again
 //                         under injection: initialization is idempotent).
-//   kerncap_agent_*       a small C API for the Python shim and tests.
+//   kerncap_agent_*       the agent's C API (agent/api/kerncap_agent.h).
 //
 // Everything else is hidden (-fvisibility=hidden + agent.map version script)
 // so the agent cannot clash with the application's own libraries.
@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "agent/api/kerncap_agent.h"
 #include "agent/cuda/cuda_agent.h"
 #include "common/version.h"
 
@@ -55,20 +56,10 @@ KC_EXPORT int InitializeInjection(void) {
   return 1;
 }
 
-// 1 when the agent is subscribed to CUPTI and tracking; 0 otherwise.
 KC_EXPORT int kerncap_agent_active(void) { return CudaAgent::Instance().active() ? 1 : 0; }
 
-// kerncap's version (common/version.h)
 KC_EXPORT const char* kerncap_agent_version(void) { return ::kerncap::kVersion; }
 
-struct kerncap_agent_stats_t {
-  uint64_t tracked_allocations;
-  uint64_t tracked_modules;
-  uint64_t captures_committed;
-  uint64_t captures_failed;
-};
-
-// Fills *out; returns 0 (nonzero only for a null pointer).
 KC_EXPORT int kerncap_agent_get_stats(kerncap_agent_stats_t* out) {
   if (out == nullptr) return 1;
   CudaAgent& a = CudaAgent::Instance();
@@ -79,32 +70,13 @@ KC_EXPORT int kerncap_agent_get_stats(kerncap_agent_stats_t* out) {
   return 0;
 }
 
-// Attaches `json` (one JSON document, at most 1 MiB) to every later capture
-// of the kernel the driver names `kernel_name` (mangled C++ name; Triton
-// kernels have plain names); a later call for the same name replaces it.
-// python_shim hands Triton's JIT metadata over this way. Returns 0 ok, 1 bad
-// arguments (null or empty name, null json), 2 json too large, 3 out of memory.
 KC_EXPORT int kerncap_agent_set_jit_metadata(const char* kernel_name, const char* json) {
   return CudaAgent::Instance().jit_metadata().SetFromC(kernel_name, json);
 }
 
-// Figures of the last capture that released the application (benchmarks,
-// diagnostics). Times in seconds; held_seconds is the application's pause.
-struct kerncap_agent_capture_info_t {
-  uint64_t pre_bytes;
-  uint64_t post_bytes;
-  uint64_t regions;
-  uint64_t ring_bytes;
-  double quiesce_seconds;
-  double pre_seconds;
-  double post_seconds;
-  double held_seconds;
-};
-
-// Fills *out; returns 0 (nonzero only for a null pointer).
 KC_EXPORT int kerncap_agent_get_last_capture(kerncap_agent_capture_info_t* out) {
   if (out == nullptr) return 1;
-  CudaAgent::LastCapture c = CudaAgent::Instance().last_capture();
+  const kerncap::agent::LastCaptureFigures c = CudaAgent::Instance().last_capture();
   out->pre_bytes = c.pre_bytes;
   out->post_bytes = c.post_bytes;
   out->regions = c.regions;

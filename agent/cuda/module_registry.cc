@@ -79,6 +79,24 @@ std::shared_ptr<ModuleRecord> ModuleRegistry::FindForKernel(uint64_t cu_module,
   return best;
 }
 
+std::vector<ModuleRegistry::LoadedKernel> ModuleRegistry::LoadedKernels() {
+  std::vector<uint32_t> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, r] : by_id_) ids.push_back(id);
+  }
+  std::vector<LoadedKernel> out;
+  for (uint32_t id : ids) {
+    std::lock_guard lock(mu_);
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) continue;  // unloaded meanwhile
+    EnsureParsed(*it->second);
+    if (!it->second->info.has_value()) continue;
+    for (const std::string& k : it->second->info->kernels) out.push_back(LoadedKernel{id, k});
+  }
+  return out;
+}
+
 size_t ModuleRegistry::size() const {
   std::lock_guard lock(mu_);
   return by_id_.size();

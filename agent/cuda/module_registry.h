@@ -55,6 +55,15 @@ class ModuleRegistry {
   // The record for a kernel (see header comment). Parses cubins as needed.
   std::shared_ptr<ModuleRecord> FindForKernel(uint64_t cu_module, const std::string& mangled);
 
+  // Every kernel of every registered image, by module id, then in symbol
+  // order (the kernel census). Parses images as needed, one at a time under
+  // the lock, so the application's module loads wait for one parse at most.
+  struct LoadedKernel {
+    uint32_t module_id = 0;
+    std::string mangled_name;
+  };
+  std::vector<LoadedKernel> LoadedKernels();
+
   size_t size() const;
   uint64_t total_bytes() const;
   void Clear();

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 namespace kerncap::agent::cuda {
 namespace {
@@ -81,6 +82,35 @@ TEST(ModuleRegistryTest, UnloadForgetsTheHandle) {
   EXPECT_EQ(reg.size(), 0u);
   EXPECT_EQ(reg.total_bytes(), 0u);
   EXPECT_EQ(reg.FindForKernel(0x5000, "scale_kernel"), nullptr);
+}
+
+// The kernel census: every kernel of every registered image, by module; an
+// image that does not parse contributes nothing; unloaded modules are gone.
+TEST(ModuleRegistryTest, LoadedKernelsListsEveryImagesKernels) {
+  const std::string cubin = TestCubin();
+  if (cubin.empty()) GTEST_SKIP() << "nvcc was not found at configure time; no test cubin built";
+  ModuleRegistry reg;
+  reg.OnModuleLoaded(4, 7, cubin.data(), cubin.size());
+  const std::string junk = "not a cubin";
+  reg.OnModuleLoaded(5, 7, junk.data(), junk.size());
+  reg.OnModuleLoaded(6, 7, cubin.data(), cubin.size());
+  reg.DiscardPending();
+  std::vector<ModuleRegistry::LoadedKernel> k = reg.LoadedKernels();
+  size_t in4 = 0, in6 = 0;
+  bool scale = false;
+  for (const auto& e : k) {
+    EXPECT_NE(e.module_id, 5u);
+    in4 += e.module_id == 4;
+    in6 += e.module_id == 6;
+    scale |= e.mangled_name == "scale_kernel";
+  }
+  EXPECT_TRUE(scale);
+  EXPECT_GE(in4, 1u);
+  EXPECT_EQ(in4, in6);
+  ASSERT_FALSE(k.empty());
+  EXPECT_EQ(k.front().module_id, 4u);
+  reg.OnModuleUnloading(4);
+  for (const auto& e : reg.LoadedKernels()) EXPECT_NE(e.module_id, 4u);
 }
 
 }  // namespace

@@ -11,8 +11,7 @@
 #include "agent/hsa/hsa_dispatch_source.h"
 #include "agent/hsa/packets.h"
 #ifdef KERNCAP_AGENT_HAVE_LINK
-#include "agent/core/link_transport.h"
-#include "agent/link/agent_link_client.h"
+#include "agent/link/daemon_link.h"
 #include "common/version.h"
 #endif
 
@@ -191,7 +190,6 @@ void HsaAgent::ForkChild() {
   runtime_info_ = false;
   tables_.has_loader = false;
   allocations_.ResetAfterFork();
-  gate_.ResetAfterFork();
   jit_metadata_.ResetAfterFork();
   if (kernels_) {
     (void)kernels_.release();  // its lock may have been held by a parent thread
@@ -199,9 +197,8 @@ void HsaAgent::ForkChild() {
   }
   packets_.store(0);
   gating_.store(0);  // parent threads inside the gated path do not exist here
-  captures_ok_.store(0);
-  captures_failed_.store(0);
-  if (CaptureTransport* t = transport_.load()) t->ResetAfterFork();
+  // Fresh gate, zeroed counters; the transport resets itself.
+  service_.ResetAfterFork(/*zero_counters=*/true);
 }
 
 AgentStats HsaAgent::stats() const {
@@ -210,15 +207,15 @@ AgentStats HsaAgent::stats() const {
   s.intercepted_queues = queues_.size();
   s.kernels_resolved = kernels_ ? kernels_->size() : 0;
   s.packets_forwarded = packets_.load();
-  s.captures_committed = captures_ok_.load();
-  s.captures_failed = captures_failed_.load();
+  s.captures_committed = service_.captures_committed();
+  s.captures_failed = service_.captures_failed();
   return s;
 }
 
 bool HsaAgent::WaitArms(size_t n, int timeout_ms) {
 #ifdef KERNCAP_AGENT_HAVE_LINK
-  auto* client = static_cast<AgentLinkClient*>(link_client_);
-  return client != nullptr && client->WaitArms(n, timeout_ms);
+  auto* daemon = static_cast<DaemonLink*>(daemon_link_);
+  return daemon != nullptr && daemon->client()->WaitArms(n, timeout_ms);
 #else
   return false;
 #endif
@@ -329,7 +326,7 @@ void HsaAgent::Intercept(const void* packets, uint64_t count, uint64_t user_inde
                          hsa_amd_queue_intercept_packet_writer writer) {
   HsaAgent& a = Instance();
   a.packets_.fetch_add(count, std::memory_order_relaxed);
-  CaptureTransport* t = a.transport_.load(std::memory_order_acquire);
+  CaptureTransport* t = a.service_.transport();
   // Fast path unless armed or another submission is in the gated path. The
   // order matters: a handler that consumes the last arm has already raised
   // gating_, so a thread that reads armed == false afterwards also sees
@@ -368,7 +365,7 @@ void HsaAgent::HandleArmed(QueueState* q, const uint8_t* p, uint64_t count,
   auto flush = [&](uint64_t upto) {
     if (upto <= done) return;
     if (!shared) {
-      gate_.EnterShared();
+      service_.gate().EnterShared();
       shared = true;
     }
     writer(p + done * kAqlPacketSize, upto - done);
@@ -387,7 +384,7 @@ void HsaAgent::HandleArmed(QueueState* q, const uint8_t* p, uint64_t count,
       flush(i);
       if (shared) {
         WriteFence(q, writer);
-        gate_.ExitShared();
+        service_.gate().ExitShared();
         shared = false;
       }
       if (!CaptureDispatch(q, dispatch, kernel, *ticket, writer, t)) writer(pkt, 1);
@@ -398,38 +395,40 @@ void HsaAgent::HandleArmed(QueueState* q, const uint8_t* p, uint64_t count,
   } catch (...) {
     // Never lose the application's packets.
     if (done < count) writer(p + done * kAqlPacketSize, count - done);
-    ++captures_failed_;
+    service_.CountFailure();
     KC_ALOG(kError, "internal error while intercepting; packets forwarded unobserved");
   }
-  if (shared) gate_.ExitShared();
+  if (shared) service_.gate().ExitShared();
 }
 
 bool HsaAgent::CaptureDispatch(QueueState* q, const hsa_kernel_dispatch_packet_t& packet,
                                const std::shared_ptr<const KernelRecord>& kernel,
                                const CaptureTicket& ticket,
                                hsa_amd_queue_intercept_packet_writer writer, CaptureTransport* t) {
-  const std::string& kname = kernel->demangled_name;
-  auto skip = [&](const std::string& why) {
-    ++captures_failed_;
-    KC_ALOG(kWarn, "dispatch %llu of arm %s (%s) not captured: %s",
-            static_cast<unsigned long long>(ticket.dispatch_index), ticket.arm_id.c_str(),
-            kname.c_str(), why.c_str());
+  // Skips that depend on the moment (other threads inside the gate) give the
+  // capture back to the arm: a later matching dispatch is taken. Skips due to
+  // the kernel itself do not (they would repeat).
+  const KernelMatchInfo match_info{kernel->mangled_name, kernel->demangled_name, q->device};
+  auto skip = [&](const std::string& why, bool give_back = false) {
+    service_.Skip(t, ticket, match_info, why, give_back);
   };
   if (!kernel->kernarg_error.empty()) {
     skip(kernel->kernarg_error);
     return false;
   }
   std::vector<hsa_signal_t> fences = OtherFences(q);
-  if (!gate_.TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
-    skip("other threads kept submitting for longer than KERNCAP_AGENT_GATE_TIMEOUT_MS");
+  if (!service_.gate().TryEnterExclusive(std::chrono::milliseconds(config_.gate_timeout_ms))) {
+    skip("other threads kept submitting for longer than KERNCAP_AGENT_GATE_TIMEOUT_MS",
+         /*give_back=*/true);
     return false;
   }
+  const auto gate_taken = std::chrono::steady_clock::now();
   // The kernarg segment, hidden arguments included.
   std::string blob(kernel->kernarg_size, '\0');
   if (kernel->kernarg_size > 0 &&
       tables_.core.hsa_memory_copy_fn(blob.data(), packet.kernarg_address, blob.size()) !=
           HSA_STATUS_SUCCESS) {
-    gate_.ExitExclusive();
+    service_.gate().ExitExclusive();
     skip("the kernarg segment is not readable");
     return false;
   }
@@ -470,32 +469,18 @@ bool HsaAgent::CaptureDispatch(QueueState* q, const hsa_kernel_dispatch_packet_t
   auto source = std::make_unique<HsaDispatchSource>(&tables_, &allocations_, target);
   HsaDispatchSource* src = source.get();
 
-  KC_ALOG(kInfo, "capturing dispatch %llu of arm %s: %s on device %d",
-          static_cast<unsigned long long>(ticket.dispatch_index), ticket.arm_id.c_str(),
-          kname.c_str(), q->device);
-  CaptureOrchestrator orchestrator(t);
-  auto pending = orchestrator.Before(std::move(source), header, blob);
-  if (!pending.ok()) {
-    gate_.ExitExclusive();
-    skip(pending.error());
+  auto capture = service_.Begin(t, std::move(source), header, blob, gate_taken);
+  if (!capture.ok()) {
+    service_.gate().ExitExclusive();
+    skip(capture.error());
     return false;
   }
   // The application's packet, unmodified, then our barrier to wait on.
   hsa_barrier_and_packet_t post = MakeBarrier(src->post_signal());
   writer(&packet, 1);
   writer(&post, 1);
-  auto stats = orchestrator.After(std::move(pending.value()), /*launch_ok=*/true);
-  gate_.ExitExclusive();
-  if (stats.ok()) {
-    ++captures_ok_;
-    KC_ALOG(kInfo, "captured %s (dispatch %llu): %llu regions, %.1f MiB pre, %.1f MiB post",
-            kname.c_str(), static_cast<unsigned long long>(ticket.dispatch_index),
-            static_cast<unsigned long long>(stats->regions), stats->pre_bytes / 1048576.0,
-            stats->post_bytes / 1048576.0);
-  } else {
-    ++captures_failed_;
-    KC_ALOG(kWarn, "capture of %s failed: %s", kname.c_str(), stats.error().c_str());
-  }
+  service_.End(t, std::move(capture.value()), /*launch_ok=*/true,
+               [this] { service_.gate().ExitExclusive(); });
   return true;
 }
 
@@ -707,40 +692,53 @@ hsa_status_t HsaAgent::VmemAddressFree(void* va, size_t size) {
 
 void HsaAgent::StartLink() {
   // Requires mu_ (called from EnsureRuntimeInfo).
-  if (!config_.connect || transport_.load() != nullptr) return;
+  if (!config_.connect || service_.transport() != nullptr) return;
 #ifdef KERNCAP_AGENT_HAVE_LINK
-  AgentLinkClientOptions options;
-  options.identity.platform = link::kPlatformHsa;
-  options.identity.agent_version = ::kerncap::kVersion;
+  link::HelloMsg identity;
+  identity.platform = link::kPlatformHsa;
+  identity.agent_version = ::kerncap::kVersion;
   for (size_t i = 0; i < gpus_.size() && i < 64; ++i) {
     link::DeviceInfo di;
     di.ordinal = static_cast<uint32_t>(i);
     di.name = gpu_names_[i];
     di.arch = gpu_names_[i];
-    options.identity.devices.push_back(di);
+    identity.devices.push_back(di);
   }
-  options.identity.driver.runtime_version = "hsa-" + std::to_string(runtime_version_);
-  options.identity.driver.tool_version = std::string("kerncap-hsa-tool-") + ::kerncap::kVersion;
-  auto* client = new AgentLinkClient(std::move(options));
-  client->Start();
-  link_client_ = client;
-  transport_.store(new LinkTransport(client), std::memory_order_release);
+  identity.driver.runtime_version = "hsa-" + std::to_string(runtime_version_);
+  identity.driver.tool_version = std::string("kerncap-hsa-tool-") + ::kerncap::kVersion;
+  // Lazy ring, asynchronous end, exit flush, verdicts: as for every backend.
+  // The ring needs no registration here (hsa_memory_copy reads into it).
+  DaemonLinkHooks hooks;
+  // The kernel census: the kernel symbols of every loaded executable.
+  hooks.list_kernels = [this] {
+    std::vector<link::LoadedKernelInfo> out;
+    KernelRegistry* kernels = kernels_.get();
+    if (kernels == nullptr) return out;
+    char module[48];
+    for (const KernelRegistry::LoadedKernel& k : kernels->LoadedKernels()) {
+      link::LoadedKernelInfo info;
+      info.mangled_name = k.mangled_name;
+      info.demangled_name = Demangle(k.mangled_name);
+      std::snprintf(module, sizeof(module), "hsa-executable-0x%llx",
+                    static_cast<unsigned long long>(k.executable));
+      info.module = module;
+      out.push_back(std::move(info));
+    }
+    return out;
+  };
+  daemon_link_ = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
 #else
   KC_ALOG(kWarn, "built without the agent link; tracking only");
 #endif
 }
 
 void HsaAgent::StopLink() {
-  CaptureTransport* t = transport_.exchange(nullptr);
 #ifdef KERNCAP_AGENT_HAVE_LINK
-  auto* client = static_cast<AgentLinkClient*>(link_client_);
-  link_client_ = nullptr;
-  if (client != nullptr) client->Stop();
-  delete t;
-  delete client;
-#else
-  (void)t;
+  auto* daemon = static_cast<DaemonLink*>(daemon_link_);
+  daemon_link_ = nullptr;
+  if (daemon != nullptr) daemon->Stop();  // never destroyed (daemon_link.h)
 #endif
+  service_.SetTransport(nullptr);
 }
 
 }  // namespace kerncap::agent::hsa

@@ -36,7 +36,7 @@
 
 #include "agent/core/agent_env.h"
 #include "agent/core/allocation_table.h"
-#include "agent/core/capture_gate.h"
+#include "agent/core/capture_service.h"
 #include "agent/core/capture_transport.h"
 #include "agent/core/jit_metadata_registry.h"
 #include "common/hsa/hsa_tables.h"
@@ -79,6 +79,8 @@ class HsaAgent {
   bool active() const { return active_.load(std::memory_order_acquire); }
 
   AgentStats stats() const;
+  // Figures of the last capture that released the application.
+  LastCaptureFigures last_capture() const { return service_.last_capture(); }
   // Tests: waits until the daemon link has `n` active arms.
   bool WaitArms(size_t n, int timeout_ms);
   const SavedTables& tables() const { return tables_; }
@@ -162,14 +164,12 @@ class HsaAgent {
 
   AllocationTable allocations_;
   std::unique_ptr<KernelRegistry> kernels_;
-  CaptureGate gate_;
   JitMetadataRegistry jit_metadata_;
-  std::atomic<CaptureTransport*> transport_{nullptr};
-  void* link_client_ = nullptr;  // AgentLinkClient*, owned
+  // Gate, transport, begin/end, skips, counters (agent/core/capture_service.h).
+  CaptureService service_;
+  void* daemon_link_ = nullptr;  // DaemonLink* (agent/link/daemon_link.h), never destroyed
   std::atomic<uint64_t> packets_{0};
   std::atomic<int> gating_{0};  // submissions inside the gated (armed) path
-  std::atomic<uint64_t> captures_ok_{0};
-  std::atomic<uint64_t> captures_failed_{0};
 };
 
 }  // namespace kerncap::agent::hsa

@@ -312,6 +312,50 @@ std::shared_ptr<KernelRecord> KernelRegistry::Resolve(uint64_t kernel_object) {
   return r;
 }
 
+namespace {
+
+struct CensusScan {
+  const CoreApiTable* core;
+  uint64_t executable;
+  std::vector<KernelRegistry::LoadedKernel>* out;
+};
+
+hsa_status_t CensusSymbolCb(hsa_executable_t, hsa_executable_symbol_t sym, void* data) {
+  auto* s = static_cast<CensusScan*>(data);
+  hsa_symbol_kind_t kind;
+  if (s->core->hsa_executable_symbol_get_info_fn(sym, HSA_EXECUTABLE_SYMBOL_INFO_TYPE, &kind) ==
+          HSA_STATUS_SUCCESS &&
+      kind == HSA_SYMBOL_KIND_KERNEL) {
+    std::string name = SymbolName(s->core, sym);
+    if (name.size() > 3 && name.compare(name.size() - 3, 3, ".kd") == 0) name.resize(name.size() - 3);
+    if (!name.empty()) s->out->push_back(KernelRegistry::LoadedKernel{s->executable, name});
+  }
+  return HSA_STATUS_SUCCESS;
+}
+
+hsa_status_t CollectExecutable(hsa_executable_t exec, void* data) {
+  static_cast<std::vector<uint64_t>*>(data)->push_back(exec.handle);
+  return HSA_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+std::vector<KernelRegistry::LoadedKernel> KernelRegistry::LoadedKernels() const {
+  std::vector<LoadedKernel> out;
+  const CoreApiTable* core = &tables_->core;
+  if (!tables_->has_loader || core->hsa_executable_iterate_symbols_fn == nullptr ||
+      core->hsa_executable_symbol_get_info_fn == nullptr) {
+    return out;
+  }
+  std::vector<uint64_t> executables;
+  tables_->loader.hsa_ven_amd_loader_iterate_executables(CollectExecutable, &executables);
+  for (uint64_t e : executables) {
+    CensusScan scan{core, e, &out};
+    core->hsa_executable_iterate_symbols_fn(hsa_executable_t{e}, CensusSymbolCb, &scan);
+  }
+  return out;
+}
+
 void KernelRegistry::ForgetExecutable(uint64_t executable) {
   std::lock_guard lock(mu_);
   for (auto it = by_object_.begin(); it != by_object_.end();) {

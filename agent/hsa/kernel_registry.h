@@ -99,6 +99,15 @@ class KernelRegistry {
   // unresolvable pieces are left empty and explained in the record.
   std::shared_ptr<const KernelRecord> Get(uint64_t kernel_object);
 
+  // The kernel census: every kernel symbol of every executable the loader
+  // has loaded (mangled name without ".kd"), by executable in the loader's
+  // order, then in symbol order. Empty without the loader extension.
+  struct LoadedKernel {
+    uint64_t executable = 0;
+    std::string mangled_name;
+  };
+  std::vector<LoadedKernel> LoadedKernels() const;
+
   // The application destroyed `executable`: forget its records.
   void ForgetExecutable(uint64_t executable);
   void Clear();

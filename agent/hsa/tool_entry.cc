@@ -10,11 +10,13 @@
 //                          when it is merely LD_PRELOADed. rocprofiler-sdk
 //                          registration (rocprofiler_configure) is not built:
 //                          its headers are not available on Debian 12.
-//   kerncap_agent_*        a small C API for tests and diagnostics.
+//   kerncap_agent_*        the agent's C API (agent/api/kerncap_agent.h), the
+//                          same as the CUDA agent's plus kerncap_agent_hsa_*.
 #include <hsa/hsa_api_trace.h>
 
 #include <cstdint>
 
+#include "agent/api/kerncap_agent.h"
 #include "agent/hsa/hsa_agent.h"
 #include "common/version.h"
 
@@ -44,20 +46,33 @@ KC_EXPORT int kerncap_agent_active(void) { return HsaAgent::Instance().active() 
 
 KC_EXPORT const char* kerncap_agent_version(void) { return ::kerncap::kVersion; }
 
-// Attaches JIT metadata to later captures of a kernel: the same contract as
-// the CUDA agent's kerncap_agent_set_jit_metadata (agent/cuda/injection.cc).
 KC_EXPORT int kerncap_agent_set_jit_metadata(const char* kernel_name, const char* json) {
   return HsaAgent::Instance().jit_metadata().SetFromC(kernel_name, json);
 }
 
-struct kerncap_agent_hsa_stats_t {
-  uint64_t tracked_allocations;
-  uint64_t intercepted_queues;
-  uint64_t kernels_resolved;
-  uint64_t packets_forwarded;
-  uint64_t captures_committed;
-  uint64_t captures_failed;
-};
+KC_EXPORT int kerncap_agent_get_stats(kerncap_agent_stats_t* out) {
+  if (out == nullptr) return 1;
+  auto s = HsaAgent::Instance().stats();
+  out->tracked_allocations = s.tracked_allocations;
+  out->tracked_modules = s.kernels_resolved;
+  out->captures_committed = s.captures_committed;
+  out->captures_failed = s.captures_failed;
+  return 0;
+}
+
+KC_EXPORT int kerncap_agent_get_last_capture(kerncap_agent_capture_info_t* out) {
+  if (out == nullptr) return 1;
+  const kerncap::agent::LastCaptureFigures c = HsaAgent::Instance().last_capture();
+  out->pre_bytes = c.pre_bytes;
+  out->post_bytes = c.post_bytes;
+  out->regions = c.regions;
+  out->ring_bytes = c.ring_bytes;
+  out->quiesce_seconds = c.quiesce_seconds;
+  out->pre_seconds = c.pre_seconds;
+  out->post_seconds = c.post_seconds;
+  out->held_seconds = c.held_seconds;
+  return 0;
+}
 
 KC_EXPORT int kerncap_agent_hsa_get_stats(kerncap_agent_hsa_stats_t* out) {
   if (out == nullptr) return 1;
@@ -71,13 +86,10 @@ KC_EXPORT int kerncap_agent_hsa_get_stats(kerncap_agent_hsa_stats_t* out) {
   return 0;
 }
 
-// AmdExtTable entries beyond the layout this build knows (not hooked; on
-// ROCm >= 10 hsa_amd_queue_create is among them). 0 on known layouts.
 KC_EXPORT uint64_t kerncap_agent_hsa_unhooked_amd_ext_entries(void) {
   return HsaAgent::Instance().unknown_amd_ext_entries();
 }
 
-// Tests: 1 once the daemon link holds `n` active arms (waits up to timeout_ms).
 KC_EXPORT int kerncap_agent_hsa_wait_arms(int n, int timeout_ms) {
   return HsaAgent::Instance().WaitArms(static_cast<size_t>(n), timeout_ms) ? 1 : 0;
 }

@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+#include "agent/link/kernel_census.h"
+#include "agent/link/launcher_rank.h"
 #include "common/agent_link/ring.h"
 #include "common/agent_link/socket_path.h"
 #include "common/agent_link/wire.h"
@@ -198,6 +200,7 @@ void FillIdentity(link::HelloMsg* h) {
     h->process_name = comm;
   }
   if (h->platform.empty()) h->platform = link::kPlatformSynthetic;
+  if (h->rank.rank < 0) h->rank = LauncherRankFromEnv();
 }
 
 // Registry of live clients for the fork handlers.
@@ -336,6 +339,7 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
     hello.features.push_back(link::kFeatureRingRelease);
   }
   hello.features.push_back(link::kFeatureDispatchSkipped);
+  if (options_.list_kernels) hello.features.push_back(link::kFeatureKernelCensus);
   LinkStatus status = link->SendNow(hello);
   if (!status.ok()) {
     *error = "sending Hello: " + status.message();
@@ -644,6 +648,22 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
       }
       if (outcome && options_.on_capture_result) options_.on_capture_result(*outcome);
       return LinkStatus::Ok();
+    }
+    case MessageType::kKernelsRequest: {
+      if (!options_.list_kernels) {
+        return LinkStatus::Error("KernelsRequest, but this agent did not offer kernel_census");
+      }
+      link::KernelsRequestMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      std::vector<link::LoadedKernelInfo> kernels;
+      try {
+        kernels = options_.list_kernels();
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_error_ = std::string("listing kernels: ") + e.what();
+      }
+      return link->Send(KernelsReportPage(msg, std::move(kernels)));
     }
     case MessageType::kError: {
       link::ErrorMsg msg;

@@ -68,7 +68,9 @@ struct AgentLinkClientOptions {
   // Empty: $KERNCAP_AGENT_SOCKET, else the default path (socket_path.h).
   std::string socket_path;
   // Identity sent in Hello. pid is always the current pid at connect time;
-  // empty hostname / cmdline / process_name are filled from the system.
+  // empty hostname / cmdline / process_name are filled from the system, an
+  // unknown rank (rank.rank < 0) from the launcher's environment
+  // (launcher_rank.h).
   link::HelloMsg identity;
   // Start() waits at most this long for the first handshake, so that arms
   // active at startup apply to the first kernels the application launches.
@@ -95,6 +97,12 @@ struct AgentLinkClientOptions {
   // not call back into the client). The CUDA agent switches its launch
   // callbacks here.
   std::function<void()> on_armed_changed;
+  // The kernels of the code objects the process has loaded (feature
+  // "kernel_census": announced only when set). Called on the link thread when
+  // the daemon asks (once per page); must not call back into the client. The
+  // list must keep its order between calls; the client pages and bounds it
+  // (kernel_census.h).
+  std::function<std::vector<link::LoadedKernelInfo>()> list_kernels;
 };
 
 // The daemon's verdict on a capture ended with EndAsync().

@@ -48,6 +48,20 @@
 //     --staging-total-gib budget no longer has. The agent asks again
 //     (RingRequest) when an arm applies or a capture begins. A RingRelease
 //     while a capture is in flight is a protocol error.
+//   "kernel_census": D: KernelsRequest{request_id, offset} at any time; A:
+//     KernelsReport{request_id, offset, kernels, total, next_offset,
+//     left_out}: a page of the kernels of the code objects the agent has seen
+//     loaded (CUDA: every loaded module's cubin; HSA: the kernel symbols of
+//     every loaded executable), each (module, name) once, in a stable order,
+//     starting at `offset`; next_offset is where the next page starts, 0 after
+//     the last one. A page holds at most kMaxReportedKernels entries and a
+//     body under kMaxKernelsReportBytes; names are printable ASCII of at most
+//     kMaxKernelNameBytes (selector.h), others are left out and counted in
+//     left_out. The daemon must bound what it reads too.
+//
+// Hello.rank: the process's rank in a parallel job, read by the agent from
+// its launcher's environment (MPI, PMI/PMIx, torchrun, Slurm; source names
+// the variable), -1 where unknown.
 #ifndef KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 #define KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 
@@ -75,6 +89,10 @@ inline constexpr char kImagePost[] = "post";
 inline constexpr char kFeatureLazyRing[] = "lazy_ring";
 inline constexpr char kFeatureDispatchSkipped[] = "dispatch_skipped";
 inline constexpr char kFeatureRingRelease[] = "ring_release";
+inline constexpr char kFeatureKernelCensus[] = "kernel_census";
+// KernelsReport bounds (see "kernel_census"; names: kMaxKernelNameBytes, selector.h).
+inline constexpr size_t kMaxReportedKernels = 10000;
+inline constexpr size_t kMaxKernelsReportBytes = 768 * 1024;
 // RegionBegin.kind: "device", "device_vmm", "managed", "host_pinned",
 // "module_global", "constant", "kernarg".
 // ArgumentInfo.kind: "value", "pointer", "hidden".
@@ -95,6 +113,14 @@ struct DriverInfo {
   std::string tool_version;
 };
 
+// A process's place in a parallel job (Hello.rank); -1: not known.
+struct LauncherRank {
+  int64_t rank = -1;        // global rank
+  int64_t local_rank = -1;  // rank on this node
+  int64_t world_size = -1;  // ranks in the job
+  std::string source;       // the variable the rank came from, e.g. "OMPI_COMM_WORLD_RANK"
+};
+
 struct HelloMsg {
   static constexpr MessageType kType = MessageType::kHello;
   uint32_t protocol_version = kProtocolVersion;
@@ -107,6 +133,7 @@ struct HelloMsg {
   DriverInfo driver;
   std::string agent_version;
   std::vector<std::string> features;  // optional protocol features the agent speaks
+  LauncherRank rank;
 };
 
 struct ArmMsg {
@@ -332,6 +359,29 @@ struct RingReleaseMsg {
   std::string reason;  // "idle" | "revoked"
 };
 
+// One kernel of a loaded code object (KernelsReport).
+struct LoadedKernelInfo {
+  std::string mangled_name;
+  std::string demangled_name;
+  std::string module;  // which code object: "cuda-module-<id>", "hsa-executable-0x<handle>"
+};
+
+struct KernelsRequestMsg {
+  static constexpr MessageType kType = MessageType::kKernelsRequest;
+  uint64_t request_id = 0;
+  uint64_t offset = 0;  // the first entry wanted (0, then the last page's next_offset)
+};
+
+struct KernelsReportMsg {
+  static constexpr MessageType kType = MessageType::kKernelsReport;
+  uint64_t request_id = 0;  // the request's
+  uint64_t offset = 0;      // the request's
+  std::vector<LoadedKernelInfo> kernels;
+  uint64_t total = 0;        // entries in the whole list
+  uint64_t next_offset = 0;  // 0: this page is the last
+  uint64_t left_out = 0;     // kernels whose names could not be sent
+};
+
 struct ErrorMsg {
   static constexpr MessageType kType = MessageType::kError;
   std::string message;
@@ -341,9 +391,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceInfo, ordinal, name, arch,
                                                 total_memory, pci_bus_id)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DriverInfo, driver_version, runtime_version,
                                                 tool_version)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LauncherRank, rank, local_rank, world_size, source)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid, hostname,
                                                 cmdline, process_name, platform, devices, driver,
-                                                agent_version, features)
+                                                agent_version, features, rank)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
                                                 device, skip, nth, count, expires_unix_ms, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
@@ -389,6 +440,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DispatchSkippedMsg, arm_id, disp
                                                 device, reason, retried)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRevokeMsg, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingReleaseMsg, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedKernelInfo, mangled_name, demangled_name,
+                                                module)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsRequestMsg, request_id, offset)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsReportMsg, request_id, offset, kernels,
+                                                total, next_offset, left_out)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
 
 // True when `features` lists `feature`.

@@ -64,6 +64,8 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kDispatchSkipped: return "DispatchSkipped";
     case MessageType::kRingRevoke: return "RingRevoke";
     case MessageType::kRingRelease: return "RingRelease";
+    case MessageType::kKernelsRequest: return "KernelsRequest";
+    case MessageType::kKernelsReport: return "KernelsReport";
   }
   return "Unknown";
 }

@@ -66,8 +66,10 @@ enum class MessageType : uint16_t {
   kDispatchSkipped = 16, // agent -> daemon: a selected dispatch was not captured
   kRingRevoke = 17,      // daemon -> agent: give your idle ring back
   kRingRelease = 18,     // agent -> daemon: my ring is unmapped, uncount it
+  kKernelsRequest = 19,  // daemon -> agent: which kernels have you loaded?
+  kKernelsReport = 20,   // agent -> daemon: the kernels of its loaded code objects
 };
-inline constexpr uint16_t kMaxMessageType = 18;
+inline constexpr uint16_t kMaxMessageType = 20;
 
 const char* MessageTypeName(MessageType type);
 

@@ -16,6 +16,8 @@
 #   .bundle/python_client/ the Python client (src/, descriptors compiled), the
 #                        quickstart notebook (examples/) and tests/gpu/run_notebook_gpu.py
 #   .bundle/gpu_bench/   the GPU benchmarks (tests/bench/gpu)
+#   .bundle/cuda12/      a CUDA 12 runtime application + CUDA 12 runtime and
+#                        CUPTI from the pip wheels (stage_cuda12.sh)
 #   .bundle/run_gpu_tests.sh   sets LD_LIBRARY_PATH and runs the GPU tests
 #   .bundle/run_benchmarks.sh  runs the benchmarks (P1, P5, P8, memory)
 #
@@ -131,6 +133,15 @@ fi
 # tool carries at most 64 MiB.
 find "$OUT"/bin "$OUT"/gpu_tests "$OUT"/gpu_bench "$OUT"/tests -type f -exec strip --strip-all {} +
 find "$OUT"/lib -type f -name '*.so*' -exec strip --strip-unneeded {} +
+
+# A CUDA 12 runtime application and CUDA 12's CUPTI from the pip wheels, for
+# gpu_e2e_test's cuda12_* cases (~8 MiB, ~3 MiB packed; the wheels are
+# downloaded once into .whl/cuda12/). KERNCAP_BUNDLE_CUDA12=0 leaves them out
+# (the cases then skip).
+if [[ ${KERNCAP_BUNDLE_CUDA12:-1} != 0 ]]; then
+  "$ROOT"/deploy/gpu/stage_cuda12.sh "$OUT" ||
+    echo "bundle.sh: warning: CUDA 12 cases not staged (stage_cuda12.sh failed); they will skip" >&2
+fi
 
 cp "$ROOT"/deploy/gpu/run_gpu_tests.sh "$OUT"/run_gpu_tests.sh
 chmod +x "$OUT"/run_gpu_tests.sh

@@ -126,6 +126,13 @@ struct Case {
   // Texture/surface objects the capture must hold and the replay recreate
   // (validate's and bench's "texture_objects").
   int texture_objects = 0;
+  // A CUDA 12 runtime program staged by deploy/gpu/stage_cuda12.sh:
+  // $KERNCAP_BUILD_DIR/cuda12/bin/<program> (skips when it is not staged).
+  bool cuda12 = false;
+  bool preload = false;  // load the agent with LD_PRELOAD, not CUDA_INJECTION64_PATH
+  // More environment for the program; "{BUILD}" stands for $KERNCAP_BUILD_DIR.
+  std::map<std::string, std::string> env = {};
+  std::vector<std::string> stderr_contains = {};  // in the program's stderr (the agent's log)
 };
 
 std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
@@ -247,6 +254,23 @@ std::vector<Case> Cases() {
        .captures = 2,
        .show_contains = {"of exec"},
        .arm_in_app = true},
+      // A CUDA 12 runtime application (libcudart.so.12 and a cubin of the
+      // CUDA 12 ptxas, from the pip wheels) on this host's driver: the agent
+      // takes the driver's CUPTI under CUDA_INJECTION64_PATH, and the wheel's
+      // CUPTI 12 when told to (KERNCAP_AGENT_CUPTI) under LD_PRELOAD.
+      {.name = "cuda12_runtime_2nd",
+       .program = "cuda12_axpy",
+       .arm = {"--kernel=kc12_axpy", "--nth=2"},
+       .kerncapctl_validate = true,
+       .cuda12 = true,
+       .stderr_contains = {"CUPTI "}},
+      {.name = "cuda12_runtime_cupti12_preload",
+       .program = "cuda12_axpy",
+       .arm = {"--kernel=kc12_axpy", "--nth=2"},
+       .cuda12 = true,
+       .preload = true,
+       .env = {{"KERNCAP_AGENT_CUPTI", "{BUILD}/cuda12/nvidia/cuda_cupti/lib"}},
+       .stderr_contains = {"CUPTI 12 from "}},
       {.name = "torch_cuda_graph_decode",
        .validate = {"--dtype=f32", "--rtol=1e-5", "--atol=1e-5"},
        .python_script = "torch_cuda_graph_decode.py",
@@ -317,7 +341,12 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   const Case& c = GetParam();
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
-  if (c.python_script.empty()) {
+  if (c.cuda12) {
+    command = {absl::StrCat(BuildDir(), "/cuda12/bin/", c.program)};
+    if (!fs::exists(command[0])) {
+      GTEST_SKIP() << command[0] << " is not staged (deploy/gpu/stage_cuda12.sh)";
+    }
+  } else if (c.python_script.empty()) {
     command = {absl::StrCat(BuildDir(), "/gpu_tests/", c.program)};
   } else {
     const std::string python = FindPython();
@@ -344,6 +373,14 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   }
 
   for (const auto& [k, v] : AgentEnv()) env[k] = v;
+  if (c.preload) {
+    env["LD_PRELOAD"] = env["CUDA_INJECTION64_PATH"];
+    env.erase("CUDA_INJECTION64_PATH");
+  }
+  for (auto [k, v] : c.env) {
+    for (size_t at; (at = v.find("{BUILD}")) != std::string::npos;) v.replace(at, 7, BuildDir());
+    env[k] = v;
+  }
   testing::RunResult app = testing::RunProcess(command, seconds(180), env);
   Keep("program.stdout", app.out);
   Keep("program.stderr", app.err);
@@ -351,6 +388,10 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
   ASSERT_FALSE(app.timed_out) << what << " hung under the agent";
   ASSERT_EQ(app.exit_code, 0) << what << " did not exit normally under the agent (signal "
                               << app.signal << ")\n" << app.out << app.err;
+  for (const std::string& want : c.stderr_contains) {
+    EXPECT_NE(app.err.find(want), std::string::npos)
+        << what << "'s stderr does not say \"" << want << "\":\n" << app.err;
+  }
 
   std::vector<std::string> capture_ids;
   testing::WaitFor(

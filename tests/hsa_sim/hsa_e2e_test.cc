@@ -8,14 +8,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "agent/testing/standin_daemon.h"
 #include "daemon/agent_link/agent_link_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -446,6 +449,146 @@ AgentStatsC AgentStats() {
   if (fn != nullptr) fn(&s);
   dlclose(h);
   return s;
+}
+
+// The C API both agent libraries export (agent/api/kerncap_agent.h).
+struct CaptureInfoC {
+  uint64_t pre_bytes, post_bytes, regions, ring_bytes;
+  double quiesce_seconds, pre_seconds, post_seconds, held_seconds;
+};
+
+CaptureInfoC LastCapture() {
+  CaptureInfoC c{};
+  void* h = dlopen(KERNCAP_HSA_AGENT_SO, RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return c;
+  auto fn = reinterpret_cast<int (*)(CaptureInfoC*)>(dlsym(h, "kerncap_agent_get_last_capture"));
+  if (fn != nullptr) fn(&c);
+  dlclose(h);
+  return c;
+}
+
+// What the shared capture service (agent/core/capture_service.h) and daemon
+// link (agent/link/daemon_link.h) give the HSA agent as they give the CUDA one:
+// no staging ring until an arm applies (lazy ring), the application released
+// before kerncapd's verdict, which is counted when it arrives (asynchronous end).
+TEST_F(HsaE2eTest, RingIsMappedOnlyOnceArmedAndVerdictsArriveAfterTheEnd) {
+  hsa_executable_t exe = app_->Load(co_);
+  hsa_queue_t* q = app_->CreateQueue();  // connects the agent
+  ASSERT_TRUE(link::testing::Eventually([&] { return !server_->ListAgents().empty(); }));
+  EXPECT_EQ(LastCapture().ring_bytes, 0u) << "a ring before any arm applies";
+  Arm("vector_add");
+  ASSERT_TRUE(link::testing::Eventually([] { return LastCapture().ring_bytes > 0; }))
+      << "the armed agent never got its ring";
+  const int n = 256;
+  float* a = Floats(n, 1, 0);
+  float* b = Floats(n, 2, 0);
+  float* c = Floats(n, 0, 0);
+  hsa_signal_t s = app_->NewSignal(1);
+  auto d = app_->Dispatch(exe, "vector_add",
+                          {reinterpret_cast<uint64_t>(a), reinterpret_cast<uint64_t>(b),
+                           reinterpret_cast<uint64_t>(c), n}, n, s);
+  app_->SubmitOne(q, &d);
+  ASSERT_TRUE(app_->Wait(s));
+  EXPECT_FLOAT_EQ(c[n - 1], 3);
+  auto cap = WaitCapture();
+  EXPECT_TRUE(cap.committed);
+  ASSERT_TRUE(link::testing::Eventually([] { return AgentStats().captures_committed == 1; }))
+      << "the daemon's verdict was not counted";
+  EXPECT_EQ(AgentStats().captures_failed, 0u);
+  const CaptureInfoC last = LastCapture();
+  EXPECT_GE(last.regions, 3u);
+  EXPECT_GE(last.pre_bytes, 3u * n * sizeof(float));
+}
+
+// A dispatch an arm selects but the agent cannot capture is reported on the
+// arm (ArmInfo.skipped, what `kerncapctl arms` shows), not only logged.
+TEST_F(HsaE2eTest, SkippedDispatchIsReportedOnTheArm) {
+  hsa_executable_t exe = app_->Load(co_);
+  hsa_queue_t* q = app_->CreateQueue();
+  Arm("kernel@0x");  // the name the agent gives a kernel object no executable has
+  const int n = 64;
+  int* p = static_cast<int*>(app_->DeviceAlloc(n * sizeof(int)));
+  hsa_signal_t s = app_->NewSignal(1);
+  auto d = app_->Dispatch(exe, "_ZN2kc4fillIiEEvPT_S1_i", {reinterpret_cast<uint64_t>(p), 1, n}, n, s);
+  // A kernel object no executable has, whose descriptor (the simulated
+  // loader maps it to itself) is all zeros: no kernarg size can be known.
+  alignas(64) static uint8_t descriptor[64] = {};
+  d.kernel_object = reinterpret_cast<uint64_t>(descriptor);
+  app_->SubmitOne(q, &d);
+  ASSERT_TRUE(app_->Wait(s)) << "the packet was not forwarded";
+  std::string reasons;
+  ASSERT_TRUE(link::testing::Eventually([&] {
+    reasons.clear();
+    for (const v1::ArmInfo& arm : server_->ListArms(true)) {
+      for (const v1::SkippedDispatch& sk : arm.skipped()) reasons += sk.reason() + "\n";
+    }
+    return !reasons.empty();
+  })) << "no skip reported on the arm";
+  EXPECT_NE(reasons.find("kernarg segment size unknown"), std::string::npos) << reasons;
+  EXPECT_TRUE(sink_.captures().empty());
+  EXPECT_EQ(AgentStats().captures_failed, 1u);
+}
+
+// The kernel census and the launcher rank, HSA side: against a stand-in
+// daemon (kerncapd does not ask for the census yet), the agent offers
+// "kernel_census", names its launcher rank in the Hello and lists the kernel
+// symbols of the executables loaded.
+TEST(HsaKernelCensusTest, AgentListsTheLoadedExecutablesKernels) {
+  const std::string co = CodeObject("kernels_gfx90a_v5.hsaco");
+  if (co.empty()) GTEST_SKIP() << "test code objects not built";
+  char tmpl[] = "/tmp/kc-census-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string socket = std::string(tmpl) + "/agent.sock";
+  agent::testing::StandInDaemon daemon(socket);
+  ASSERT_TRUE(daemon.listening());
+  setenv("KERNCAP_AGENT_SOCKET", socket.c_str(), 1);
+  setenv("SLURM_PROCID", "6", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  auto sim = std::make_unique<SimRuntime>();
+  RegisterTestKernels(*sim);
+  std::string err;
+  ASSERT_TRUE(sim->LoadTool(KERNCAP_HSA_AGENT_SO, &err)) << err;
+  auto app = std::make_unique<SimHostProgram>(sim.get());
+  hsa_executable_t exe = app->Load(co);
+  ASSERT_NE(exe.handle, 0u);
+  // The first queue starts the link; its handshake blocks up to the
+  // client's initial wait, so the daemon side runs on this thread after it.
+  std::thread queue([&] { app->CreateQueue(); });
+  link::HelloMsg hello;
+  const bool shook = daemon.Handshake(&hello, {link::kFeatureLazyRing, link::kFeatureKernelCensus});
+  queue.join();
+  unsetenv("SLURM_PROCID");
+  unsetenv("SLURM_NTASKS");
+  ASSERT_TRUE(shook);
+  EXPECT_EQ(hello.platform, link::kPlatformHsa);
+  EXPECT_NE(std::find(hello.features.begin(), hello.features.end(), link::kFeatureKernelCensus),
+            hello.features.end());
+  EXPECT_EQ(hello.rank.rank, 6);
+  EXPECT_EQ(hello.rank.world_size, 8);
+  EXPECT_EQ(hello.rank.source, "SLURM_PROCID");
+
+  link::KernelsRequestMsg req;
+  req.request_id = 5;
+  auto reply = daemon.Ask(req);
+  ASSERT_TRUE(reply.ok()) << reply.error();
+  ASSERT_EQ(reply->type, link::MessageType::kKernelsReport);
+  link::KernelsReportMsg report;
+  ASSERT_TRUE(link::DecodeBody(*reply, &report).ok());
+  EXPECT_EQ(report.request_id, 5u);
+  EXPECT_EQ(report.next_offset, 0u);
+  bool add = false, fill = false;
+  for (const link::LoadedKernelInfo& k : report.kernels) {
+    EXPECT_EQ(k.module.rfind("hsa-executable-0x", 0), 0u) << k.module;
+    add |= k.mangled_name == "vector_add";
+    if (k.mangled_name == "_ZN2kc4fillIiEEvPT_S1_i") {
+      fill = true;
+      EXPECT_NE(k.demangled_name.find("kc::fill<int>"), std::string::npos) << k.demangled_name;
+    }
+  }
+  EXPECT_TRUE(add && fill) << report.kernels.size() << " kernels reported";
+  app.reset();
+  sim.reset();
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST_F(HsaE2eTest, ForkedChildGetsFreshAgentStateAndParentIsUnaffected) {

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "agent/core/fake_transport.h"
+#include "agent/testing/fake_transport.h"
 #include "agent/cuda/cuda_agent.h"
 #include "common/cuda/cubin_elf.h"
 #include "gpu_test_util.h"

@@ -2,8 +2,8 @@
 // core (and of backends without a daemon). Committed captures are kept whole;
 // aborted ones are recorded only as (header, reason), so a test can check that
 // a failure left no partial capture behind.
-#ifndef KERNCAP_AGENT_CORE_FAKE_TRANSPORT_H_
-#define KERNCAP_AGENT_CORE_FAKE_TRANSPORT_H_
+#ifndef KERNCAP_AGENT_TESTING_FAKE_TRANSPORT_H_
+#define KERNCAP_AGENT_TESTING_FAKE_TRANSPORT_H_
 
 #include <map>
 #include <mutex>
@@ -100,4 +100,4 @@ class FakeTransport : public CaptureTransport {
 
 }  // namespace kerncap::agent
 
-#endif  // KERNCAP_AGENT_CORE_FAKE_TRANSPORT_H_
+#endif  // KERNCAP_AGENT_TESTING_FAKE_TRANSPORT_H_

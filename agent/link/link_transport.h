@@ -2,8 +2,8 @@
 // (AgentLinkClient: Unix socket to kerncapd + shared-memory slot ring).
 // Converts the core's capture description into the link's JSON messages
 // (common/agent_link/messages.h); adds no behaviour of its own.
-#ifndef KERNCAP_AGENT_CORE_LINK_TRANSPORT_H_
-#define KERNCAP_AGENT_CORE_LINK_TRANSPORT_H_
+#ifndef KERNCAP_AGENT_LINK_LINK_TRANSPORT_H_
+#define KERNCAP_AGENT_LINK_LINK_TRANSPORT_H_
 
 #include <memory>
 
@@ -47,4 +47,4 @@ class LinkTransport final : public CaptureTransport {
 
 }  // namespace kerncap::agent
 
-#endif  // KERNCAP_AGENT_CORE_LINK_TRANSPORT_H_
+#endif  // KERNCAP_AGENT_LINK_LINK_TRANSPORT_H_

@@ -1,4 +1,4 @@
-#include "agent/core/link_transport.h"
+#include "agent/link/link_transport.h"
 
 #include "gtest/gtest.h"
 

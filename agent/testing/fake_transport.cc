@@ -1,4 +1,4 @@
-#include "agent/core/fake_transport.h"
+#include "agent/testing/fake_transport.h"
 
 #include <cstring>
 
