@@ -19,7 +19,7 @@
 #include "daemon/agent_link/agent_link_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "reproducer/hsa/hsa_replay.h"
+#include "reproducer/replay/hsa/hsa_replay.h"
 #include "tests/hsa_sim/host_kernels.h"
 #include "tests/hsa_sim/sim_runtime.h"
 #include "tests/hsa_sim/sim_test_util.h"

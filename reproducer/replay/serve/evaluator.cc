@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "reproducer/replay/comparator.h"
-#include "reproducer/replay/module_symbols.h"
+#include "reproducer/replay/core/comparator.h"
+#include "reproducer/replay/core/module_symbols.h"
 
 namespace kerncap::replay::serve {
 namespace {

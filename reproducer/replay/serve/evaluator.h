@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "reproducer/replay/l2_control.h"
+#include "reproducer/replay/cuda/l2_control.h"
 #include "reproducer/replay/serve/device_comparator.h"
 #include "reproducer/replay/serve/resident_state.h"
 #include "reproducer/replay/serve/server.h"

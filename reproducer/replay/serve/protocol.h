@@ -99,8 +99,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "reproducer/replay/compare_options.h"
-#include "reproducer/replay/report.h"
+#include "reproducer/replay/core/compare_options.h"
+#include "reproducer/replay/core/report.h"
 
 namespace kerncap::replay::serve {
 

@@ -27,9 +27,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "reproducer/replay/comparator.h"
-#include "reproducer/replay/cuda_driver.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/core/comparator.h"
+#include "reproducer/replay/cuda/cuda_driver.h"
+#include "reproducer/replay/core/replay_test_util.h"
 #include "reproducer/replay/serve/client.h"
 #include "reproducer/replay/serve/device_comparator.h"
 
