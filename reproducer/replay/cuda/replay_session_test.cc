@@ -657,3 +657,226 @@ TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsOne) {
 
 }  // namespace
 }  // namespace kerncap::replay
+
+namespace kerncap::replay {
+namespace {
+
+// Launch-configuration overrides (core/launch_override.h) on the fake driver.
+class LaunchOverrideTest : public ReplaySessionTest {
+ protected:
+  // add_one written as one thread per element: it adds 1 only to elements
+  // below grid*block, so its output depends on the launch shape.
+  static fake::Kernel PerThreadAddOne(std::vector<std::string>* shapes, uint64_t delta = 1) {
+    return [shapes, delta](FakeCuda& cuda, const fake::Launch& l) -> double {
+      if (shapes != nullptr) {
+        shapes->push_back(absl::StrCat(l.grid[0], "x", l.block[0], " smem ", l.shared_bytes));
+      }
+      uint64_t table = 0;
+      uint32_t n = 0;
+      std::memcpy(&table, l.args.data(), 8);
+      std::memcpy(&n, l.args.data() + 8, 4);
+      auto data = cuda.ReadU64(table);
+      if (!data) return -1;
+      const uint64_t threads = uint64_t{l.grid[0]} * l.block[0];
+      for (uint64_t i = 0; i < n && i < threads; ++i) {
+        auto v = cuda.ReadU64(*data + i * 8);
+        if (!v || !cuda.WriteU64(*data + i * 8, *v + delta)) return -1;
+      }
+      return 1.0;
+    };
+  }
+  std::string Variant(const std::string& tag, fake::Kernel k) {
+    const std::string ptx = std::string(testing::kAddOnePtx) + "// variant " + tag + "\n";
+    const std::string path = Path(tag + ".ptx");
+    std::ofstream(path, std::ios::binary) << ptx;
+    FakeCuda::Get().SetKernelForImage(ptx, "add_one", std::move(k));
+    return path;
+  }
+  absl::StatusOr<ValidationReport> ValidateWith(const CaptureSource* src, LaunchOverride o,
+                                                const std::string& code_object = "") {
+    SessionOptions so;
+    so.launch = o;
+    so.code_object_path = code_object;
+    auto s = ReplaySession::Create(src, so);
+    if (!s.ok()) return s.status();
+    session_ = std::move(*s);
+    return session_->Validate(CompareOptions{});
+  }
+  std::unique_ptr<ReplaySession> session_;
+};
+
+TEST_F(LaunchOverrideTest, TheOverriddenLaunchRunsAndValidates) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));  // captured: 4 x 256
+  ASSERT_NE(src, nullptr);
+  std::vector<std::string> shapes;
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(&shapes));
+  LaunchOverride o;
+  o.grid = Dim3{8, 1, 1};
+  o.block = Dim3{128, 1, 1};
+  o.shared_mem_bytes = 1024;
+  o.cache_preference = CachePreference::kL1;
+  auto r = ValidateWith(src.get(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0], "8x128 smem 1024");
+  EXPECT_EQ(r->info.launch_override, "grid=(8,1,1) block=(128,1,1) smem=1024");
+  EXPECT_TRUE(r->shape_probe.is_null());  // passed: nothing to probe
+  EXPECT_EQ(ValidationJson(*r)["launch_override"]["cache_preference"], "l1");
+  bool cache_set = false;
+  for (const std::string& line : FakeCuda::Get().log()) {
+    cache_set |= absl::StartsWith(line, "cache_config add_one " +
+                                            std::to_string(int{CU_FUNC_CACHE_PREFER_L1}));
+  }
+  EXPECT_TRUE(cache_set);
+}
+
+TEST_F(LaunchOverrideTest, AShapeTheCapturedCodeAlsoFailsAtIsLaunchShapeDependent) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  std::vector<std::string> shapes;
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(&shapes));
+  LaunchOverride o;
+  o.grid = Dim3{2, 1, 1};  // 512 threads for 1000 elements
+  auto r = ValidateWith(src.get(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "launch_shape_dependent") << FormatValidation(*r);
+  EXPECT_FALSE(r->passed());
+  EXPECT_EQ(r->shape_probe["captured_code_at_override"], "fail");
+  EXPECT_EQ(r->shape_probe["captured_code_at_captured_launch"], "pass");
+  // The override's launch, then the captured launch as the probe.
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0], "2x256 smem 0");
+  EXPECT_EQ(shapes[1], "4x256 smem 0");
+  EXPECT_TRUE(absl::StrContains(FormatValidation(*r), "LAUNCH-SHAPE DEPENDENT"));
+}
+
+TEST_F(LaunchOverrideTest, AWrongCandidateAtAShapeTheCapturedCodePassesIsAFail) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(nullptr));
+  const std::string wrong = Variant("adds_two", PerThreadAddOne(nullptr, 2));
+  LaunchOverride o;
+  o.grid = Dim3{8, 1, 1};
+  o.block = Dim3{128, 1, 1};
+  auto r = ValidateWith(src.get(), o, wrong);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "fail") << FormatValidation(*r);
+  EXPECT_EQ(r->shape_probe["captured_code_at_override"], "pass");
+  // The same candidate at a shape the captured code fails at too: the
+  // captured outputs cannot judge it.
+  o.grid = Dim3{2, 1, 1};
+  o.block = Dim3{256, 1, 1};
+  auto d = ValidateWith(src.get(), o, wrong);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_STREQ(d->verdict(), "launch_shape_dependent") << FormatValidation(*d);
+}
+
+TEST_F(LaunchOverrideTest, OutOfRangeOverridesAreRefusedBeforeAnyLaunch) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  LaunchOverride o;
+  o.block = Dim3{2048, 1, 1};
+  auto r = ValidateWith(src.get(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(FakeCuda::Get().launches().empty());
+}
+
+TEST_F(LaunchOverrideTest, TheCliTakesOverrideFlags) {
+  testing::KcapBuilder b(4096);
+  const std::string kcap = Path("c.kcap");
+  ASSERT_TRUE(b.Write(kcap, AddOneCapture(b, 1)).ok());
+  const std::string out = Path("out.json");
+  const std::string cmd = absl::StrCat("LD_LIBRARY_PATH=", KERNCAP_FAKE_CUDA_DIR, " ",
+                                       KERNCAP_REPLAY_BIN, " validate ", kcap,
+                                       " --grid=8 --block=128,1,1 --json > ", out);
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 0);
+  std::ifstream in(out);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["result"], "pass");
+  EXPECT_EQ(j["platform"], "cuda");
+  EXPECT_EQ(j["launch"], "grid=(8,1,1) block=(128,1,1) smem=0");
+  // A malformed dimension is a usage-level error naming the flag.
+  const int bad = std::system(absl::StrCat("LD_LIBRARY_PATH=", KERNCAP_FAKE_CUDA_DIR, " ",
+                                           KERNCAP_REPLAY_BIN, " validate ", kcap,
+                                           " --grid=0 2> ", Path("err.txt"))
+                                  .c_str());
+  EXPECT_NE(WEXITSTATUS(bad), 0);
+  std::ifstream err(Path("err.txt"));
+  std::string msg((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(msg, "--grid")) << msg;
+}
+
+// `kerncap-replay profile` with stand-in ncu scripts: the argv it gets (the
+// captured kernel, `run` of the same capture with the same overrides), the
+// figures read back, and the two skips (no ncu, no counter access).
+TEST_F(LaunchOverrideTest, ProfileRunsNcuOnTheReplayAndSkipsWithoutIt) {
+  testing::KcapBuilder b(4096);
+  const std::string kcap = Path("c.kcap");
+  ASSERT_TRUE(b.Write(kcap, AddOneCapture(b, 1)).ok());
+  const std::string argv_file = Path("ncu_argv.txt");
+  const std::string ncu = Path("ncu");
+  {
+    std::ofstream f(ncu);
+    f << "#!/bin/sh\n"
+      << "echo \"$@\" > '" << argv_file << "'\n"
+      << "while [ $# -gt 0 ] && [ \"$1\" != run ]; do last=\"$1\"; shift; done\n"
+      << "\"$last\" \"$@\" || exit 9\n"
+      << "echo '\"ID\",\"Kernel Name\",\"Grid Size\",\"Block Size\",\"gpu__time_duration.sum\","
+         "\"sm__warps_active.avg.pct_of_peak_sustained_active\"'\n"
+      << "echo '\"\",\"\",\"\",\"\",\"nsecond\",\"%\"'\n"
+      << "echo '\"0\",\"add_one\",\"(2, 1, 1)\",\"(256, 1, 1)\",\"2,500\",\"61.5\"'\n";
+  }
+  std::filesystem::permissions(ncu, std::filesystem::perms::owner_all);
+  auto run = [&](const std::string& args, std::string* out) {
+    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
+                                         KERNCAP_REPLAY_BIN, "' profile '", kcap, "' ", args,
+                                         " 2>/dev/null");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string json;
+  ASSERT_EQ(run("--ncu=" + ncu + " --grid=2 --json", &json), 0) << json;
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json;
+  EXPECT_DOUBLE_EQ(j["duration_us"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j["achieved_occupancy_pct"].get<double>(), 61.5);
+  EXPECT_TRUE(j["dram_throughput_pct"].is_null());
+  EXPECT_EQ(j["capture_id"], "cap-fake");
+  std::ifstream in(argv_file);
+  std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(argv, "--kernel-name add_one")) << argv;
+  EXPECT_TRUE(absl::StrContains(argv, " run " + kcap)) << argv;
+  EXPECT_TRUE(absl::StrContains(argv, "--grid=2")) << argv;
+  std::string text;
+  EXPECT_EQ(run("--ncu=" + ncu, &text), 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "achieved occupancy (%)")) << text;
+  // No ncu: skipped (77), with the reason.
+  std::string skipped;
+  EXPECT_EQ(run("--ncu=/nonexistent/ncu --json", &skipped), 77) << skipped;
+  EXPECT_EQ(nlohmann::json::parse(skipped, nullptr, false)["skipped"], true) << skipped;
+  // No counter access: skipped too.
+  const std::string denied = Path("ncu_denied");
+  std::ofstream(denied) << "#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+                           "permission' >&2\nexit 1\n";
+  std::filesystem::permissions(denied, std::filesystem::perms::owner_all);
+  std::string perm;
+  EXPECT_EQ(run("--ncu=" + denied + " --json", &perm), 77) << perm;
+  EXPECT_TRUE(absl::StrContains(perm, "ERR_NVGPUCTRPERM")) << perm;
+}
+
+}  // namespace
+}  // namespace kerncap::replay
