@@ -218,6 +218,68 @@ class ReplayGpuTest : public ::testing::Test {
   std::string path_;
 };
 
+// Launch overrides on the GPU (core/launch_override.h): add_one is one
+// thread per element, so a launch that still covers the n elements passes,
+// one that does not is launch-shape dependent (the captured code object
+// fails there too and passes at the captured launch), and a candidate that
+// is wrong at a covering launch fails.
+TEST_F(ReplayGpuTest, LaunchOverridesValidateOrAreLaunchShapeDependent) {
+  WriteCapture(1);
+  auto validate = [&](LaunchOverride o, const std::string& code = "")
+      -> absl::StatusOr<ValidationReport> {
+    auto src = CaptureSource::OpenKcap(path_);
+    if (!src.ok()) return src.status();
+    SessionOptions so;
+    so.launch = o;
+    so.code_object_path = code;
+    auto s = ReplaySession::Create(src->get(), so);
+    if (!s.ok()) return s.status();
+    return (*s)->Validate(CompareOptions{});
+  };
+  LaunchOverride covering;
+  covering.block = Dim3{128, 1, 1};
+  covering.grid = Dim3{(kN + 127) / 128, 1, 1};
+  covering.cache_preference = CachePreference::kL1;
+  auto r = validate(covering);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+  LaunchOverride big = covering;
+  big.block = Dim3{1024, 1, 1};
+  big.grid = Dim3{(kN + 1023) / 1024, 1, 1};
+  big.shared_mem_bytes = 64 << 10;          // above the 48 KiB default:
+  big.max_dynamic_shared_mem = 64 << 10;    // needs the attribute
+  r = validate(big);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+  LaunchOverride cluster;
+  cluster.cluster = Dim3{2, 1, 1};
+  cluster.grid = Dim3{(kN + 255) / 256 + 1, 1, 1};  // even, covering
+  r = validate(cluster);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+  LaunchOverride short_grid;
+  short_grid.grid = Dim3{10, 1, 1};  // 2560 of the 100000 elements
+  r = validate(short_grid);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "launch_shape_dependent") << FormatValidation(*r);
+  EXPECT_EQ(r->shape_probe["captured_code_at_captured_launch"], "pass");
+  // A wrong candidate (adds 2) at a covering launch is a plain fail.
+  std::string wrong = testing::kAddOnePtx;
+  const size_t at = wrong.find("add.s64 %rd7, %rd7, 1;");
+  ASSERT_NE(at, std::string::npos);
+  wrong.replace(at, std::strlen("add.s64 %rd7, %rd7, 1;"), "add.s64 %rd7, %rd7, 2;");
+  const std::string code = path_ + ".ptx";
+  std::ofstream(code, std::ios::binary) << wrong;
+  r = validate(covering, code);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "fail") << FormatValidation(*r);
+  EXPECT_EQ(r->shape_probe["captured_code_at_override"], "pass");
+  // Out of range: refused before anything runs.
+  LaunchOverride too_big;
+  too_big.block = Dim3{2048, 1, 1};
+  EXPECT_EQ(validate(too_big).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ReplayGpuTest, ValidatesAtOriginalAddresses) {
   WriteCapture(1);
   auto r = Validate(false);
