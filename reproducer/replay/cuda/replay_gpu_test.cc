@@ -19,6 +19,7 @@
 #include "common/cuda/cubin_elf.h"
 #include "common/cuda/symbol_identity.h"
 #include "gtest/gtest.h"
+#include "reproducer/replay/cuda/ncu_profile.h"
 #include "reproducer/replay/cuda/replay_session.h"
 #include "reproducer/replay/core/replay_test_util.h"
 
@@ -278,6 +279,39 @@ TEST_F(ReplayGpuTest, LaunchOverridesValidateOrAreLaunchShapeDependent) {
   LaunchOverride too_big;
   too_big.block = Dim3{2048, 1, 1};
   EXPECT_EQ(validate(too_big).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// kerncap-replay profile with the real ncu (skips without one, or without
+// counter access: exit 77). Runs $KERNCAP_BUILD_DIR/bin/kerncap-replay.
+TEST_F(ReplayGpuTest, ProfileShowsRealCounters) {
+  const char* build = std::getenv("KERNCAP_BUILD_DIR");
+  const std::string replay = absl::StrCat(build != nullptr ? build : ".", "/bin/kerncap-replay");
+  if (::access(replay.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << replay;
+  if (!FindNcu("").has_value()) GTEST_SKIP() << "no ncu (Nsight Compute) on this machine";
+  WriteCapture(1);
+  auto r = RunProcess({replay, "profile", path_, "--json"}, 300);
+  ASSERT_TRUE(r.ok()) << r.status();
+  if (r->exit_code == 77) GTEST_SKIP() << "profile skipped: " << r->err;
+  ASSERT_EQ(r->exit_code, 0) << r->err << r->out;
+  nlohmann::json j = nlohmann::json::parse(r->out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r->out;
+  std::fprintf(stderr, "profile: %s\n", j.dump().c_str());
+  EXPECT_EQ(j["kernel"], "add_one");
+  ASSERT_TRUE(j["duration_us"].is_number()) << j.dump();
+  EXPECT_GT(j["duration_us"].get<double>(), 0.0);
+  EXPECT_TRUE(j["achieved_occupancy_pct"].is_number()) << j.dump();
+  EXPECT_TRUE(j["dram_throughput_pct"].is_number()) << j.dump();
+  EXPECT_TRUE(j["sm_sol_pct"].is_number()) << j.dump();
+  EXPECT_TRUE(j["memory_sol_pct"].is_number()) << j.dump();
+  // add_one moves 1.6 MB and does no floating point: memory-bound or no FLOPs.
+  EXPECT_TRUE(j["roofline"]["dram_bytes"].is_number()) << j.dump();
+  // With an override: the profiled launch is the overridden one.
+  auto o = RunProcess({replay, "profile", path_, "--json", "--block=128",
+                       absl::StrCat("--grid=", (kN + 127) / 128)}, 300);
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->exit_code, 0) << o->err;
+  nlohmann::json k = nlohmann::json::parse(o->out, nullptr, false);
+  EXPECT_EQ(k["block"], "(128, 1, 1)") << o->out;
 }
 
 TEST_F(ReplayGpuTest, ValidatesAtOriginalAddresses) {
