@@ -48,7 +48,9 @@ struct BenchOptions {
   // the captured function attributes and module variables; launches
   // alternate in ABBA order, each after the same restore (and L2 flush);
   // warm-up and iterations count pairs. BenchReport::comparison has both
-  // binaries' statistics and the speedup. CUDA only.
+  // binaries' statistics and the speedup. With a launch override the
+  // captured code object runs at the captured launch (the baseline an
+  // overridden launch must beat). CUDA only.
   bool compare_original = false;
   // The code object to time instead of the session's (a cubin/PTX/fatbin
   // file defining the captured kernel): loaded for this bench beside the

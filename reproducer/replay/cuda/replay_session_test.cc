@@ -19,6 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "reproducer/replay/core/replay_test_util.h"
 #include "reproducer/replay/testing/elf_builder.h"
@@ -773,6 +774,37 @@ TEST_F(LaunchOverrideTest, AWrongCandidateAtAShapeTheCapturedCodePassesIsAFail) 
   auto d = ValidateWith(src.get(), o, wrong);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_STREQ(d->verdict(), "launch_shape_dependent") << FormatValidation(*d);
+}
+
+// bench --compare-original with an override: the variant runs at the
+// overridden launch, the captured code object at the captured one (the
+// baseline a tuned launch must beat).
+TEST_F(LaunchOverrideTest, BenchTimesTheOriginalAtTheCapturedLaunch) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  std::vector<std::string> shapes;
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(&shapes));
+  SessionOptions so;
+  so.launch.grid = Dim3{8, 1, 1};
+  so.launch.block = Dim3{128, 1, 1};
+  auto s = ReplaySession::Create(src.get(), so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  BenchOptions bo;
+  bo.warmup = 0;
+  bo.iterations = 2;
+  bo.compare_original = true;
+  auto r = (*s)->Bench(bo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->verdicts_pass()) << FormatBench(*r);
+  size_t overridden = 0, captured = 0;
+  for (const std::string& sh : shapes) {
+    overridden += sh == "8x128 smem 0";
+    captured += sh == "4x256 smem 0";
+  }
+  // Prepare's validation-free launches aside: 2 validations + 2 timed each.
+  EXPECT_EQ(overridden, 4u) << absl::StrJoin(shapes, " ");
+  EXPECT_EQ(captured, 4u) << absl::StrJoin(shapes, " ");
 }
 
 TEST_F(LaunchOverrideTest, OutOfRangeOverridesAreRefusedBeforeAnyLaunch) {

@@ -443,8 +443,11 @@ absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction 
     if (flusher != nullptr) KC_RETURN_IF_ERROR(flusher->Flush(stream_));
     CUevent start = events_[2 * n], stop = events_[2 * n + 1];
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start, stream_), "cuEventRecord"));
+    // The baseline runs at the captured launch: what an overridden launch must beat.
+    state_->session().set_use_captured_launch(is_baseline[n]);
     absl::Status st = state_->session().LaunchFunctionAsync(
         is_baseline[n] ? baseline_->function() : f, stream_);
+    state_->session().set_use_captured_launch(false);
     if (!st.ok()) return Failed(st);
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(stop, stream_), "cuEventRecord"));
   }
@@ -533,9 +536,11 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
   }
   if (compare && request.validate) {
     result.original_validation.emplace();
-    KC_RETURN_IF_ERROR(LaunchAndValidate(request, baseline_->function(), baseline_globals_,
-                                         baseline_unbound_, &*result.original_validation,
-                                         &result));
+    state_->session().set_use_captured_launch(true);
+    absl::Status ov = LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                                        baseline_unbound_, &*result.original_validation, &result);
+    state_->session().set_use_captured_launch(false);
+    KC_RETURN_IF_ERROR(ov);
   }
 
   // The timing, with the persisting L2 reset and, when asked, a cold L2.
@@ -569,9 +574,12 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
                                            &*result.revalidation, &result));
       if (compare) {
         result.original_revalidation.emplace();
-        KC_RETURN_IF_ERROR(LaunchAndValidate(request, baseline_->function(), baseline_globals_,
-                                             baseline_unbound_, &*result.original_revalidation,
-                                             &result));
+        state_->session().set_use_captured_launch(true);
+        absl::Status orv =
+            LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                              baseline_unbound_, &*result.original_revalidation, &result);
+        state_->session().set_use_captured_launch(false);
+        KC_RETURN_IF_ERROR(orv);
       }
     }
   }

@@ -23,7 +23,9 @@
 //                          // launch; default: when the kernel writes memory
 //    "compare_original":true,  // also time the captured code object (loaded
 //                          // once, kept), launches interleaved ABBA with the
-//                          // candidate's, same restores; default false
+//                          // candidate's, same restores, at the captured
+//                          // launch even when "launch" overrides the
+//                          // candidate's; default false
 //    "cold_l2":true,    // overwrite a buffer of twice the L2 size on the
 //                       // launch stream before every timed launch (outside
 //                       // the events); default false
