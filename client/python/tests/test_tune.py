@@ -125,3 +125,42 @@ def test_the_command_line_prints_a_table(setup):
     r = subprocess.run([sys.executable, "-m", "kerncap.tune", setup, "--space", "{bad"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--space" in r.stderr
+
+
+FAKE_RUN_PY = r'''#!/usr/bin/env python3
+import argparse, json, sys
+ap = argparse.ArgumentParser()
+ap.add_argument("--json", action="store_true")
+ap.add_argument("--bench", type=int, default=0)
+ap.add_argument("--warmup", type=int, default=0)
+ap.add_argument("--allow-other-binary", action="store_true")
+ap.add_argument("--config")
+ap.add_argument("--grid")
+a = ap.parse_args()
+cfg = json.loads(a.config) if a.config else {}
+open("runs.jsonl", "a").write(json.dumps({"config": cfg, "grid": a.grid,
+                                          "allow": a.allow_other_binary}) + "\n")
+ms = {64: 0.5, 128: 0.4}.get(cfg.get("BLOCK_M"), 1.0) * (0.9 if cfg.get("num_warps") == 8 else 1)
+result = "fail" if cfg.get("BLOCK_M") == 256 else "pass"
+print(json.dumps({"result": result, "bench": {"variant": {"median_ms": ms}, "original": {"median_ms": 1.0}}}))
+sys.exit(0 if result == "pass" else 1)
+'''
+
+
+def test_triton_projects_are_tuned_through_run_py(tmpdir_short):
+    p = Path(tmpdir_short) / "tproj"
+    p.mkdir()
+    (p / "kerncap.json").write_text(json.dumps({"kind": "triton"}))
+    (p / "capture.kcap").write_text("x")
+    (p / "run.py").write_text(FAKE_RUN_PY)
+    doc = kt.tune(p, {"triton.BLOCK_M": [64, 128, 256], "triton.num_warps": [4, 8]},
+                  iterations=5, warmup=1)
+    assert doc["best"]["params"] == {"triton.BLOCK_M": 128, "triton.num_warps": 8}
+    assert doc["best"]["median_ms"] == pytest.approx(0.36)
+    for r in by_params(doc, **{"triton.BLOCK_M": 256}):
+        assert not r["valid"] and r["verdict"] == "fail"
+    runs = [json.loads(line) for line in (p / "runs.jsonl").read_text().splitlines()]
+    assert runs[0]["config"] == {} and all(r["allow"] for r in runs)
+    assert "run.py" in (Path(doc["best_dir"]) / "build.sh").read_text()
+    with pytest.raises(kerncap.InvalidArgument, match="Triton reproducer is tuned"):
+        kt.tune(p, {"flags.O": [3]})
