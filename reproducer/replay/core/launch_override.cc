@@ -68,6 +68,16 @@ LaunchShape CapturedLaunch(const v1::LaunchConfig& l) {
 absl::StatusOr<LaunchShape> ApplyLaunchOverride(const LaunchShape& captured,
                                                 const LaunchOverride& o) {
   LaunchShape s = captured;
+  if (!o.changes_shape()) {
+    // The captured shape is what the application launched: not second-guessed.
+    if (o.max_dynamic_shared_mem && s.shared_mem_bytes > *o.max_dynamic_shared_mem) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch override: the captured ", s.shared_mem_bytes, " bytes of dynamic shared "
+          "memory exceed the max dynamic shared memory attribute (", *o.max_dynamic_shared_mem,
+          ")"));
+    }
+    return s;
+  }
   if (o.grid) s.grid = *o.grid;
   if (o.block) s.block = *o.block;
   if (o.cluster) s.cluster = *o.cluster;

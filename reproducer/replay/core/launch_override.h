@@ -77,7 +77,8 @@ std::string FormatDim3(const Dim3& d);  // "16,16,1"
 LaunchShape CapturedLaunch(const v1::LaunchConfig& launch);
 
 // `captured` with `o` applied, or InvalidArgument naming what is out of
-// range: a zero dimension, grid y/z > 65535 or x > 2^31-1, more than 1024
+// range (checked only when `o` changes the shape; the captured launch alone
+// is what the application ran and is not second-guessed): a zero dimension, grid y/z > 65535 or x > 2^31-1, more than 1024
 // threads per block, block z > 64, a cluster that does not divide the grid
 // or has more than 16 blocks, a cluster on a cooperative launch, dynamic
 // shared memory above max_dynamic_shared_mem.

@@ -68,6 +68,21 @@ TEST(LaunchOverrideTest, RefusesWhatNoDeviceCanLaunch) {
   EXPECT_FALSE(ApplyLaunchOverride(captured, o).ok());
 }
 
+TEST(LaunchOverrideTest, TheCapturedShapeIsNotSecondGuessed) {
+  LaunchShape odd;  // a cluster that does not divide the grid, as captured
+  odd.grid = Dim3{391, 2, 1};
+  odd.cluster = Dim3{2, 1, 1};
+  EXPECT_TRUE(ApplyLaunchOverride(odd, LaunchOverride{}).ok());
+  LaunchOverride hint;
+  hint.cache_preference = CachePreference::kL1;
+  EXPECT_TRUE(ApplyLaunchOverride(odd, hint).ok());
+  LaunchOverride grid;
+  grid.grid = Dim3{390, 2, 1};
+  EXPECT_TRUE(ApplyLaunchOverride(odd, grid).ok());
+  grid.grid = Dim3{391, 2, 1};
+  EXPECT_FALSE(ApplyLaunchOverride(odd, grid).ok());
+}
+
 TEST(LaunchOverrideTest, JsonRoundTripsAndRefusesUnknownKeys) {
   LaunchOverride o;
   o.grid = Dim3{2, 3, 1};

@@ -1,6 +1,5 @@
 #include "reproducer/replay/hsa/hsa_engine.h"
 
-#include <chrono>
 #include <map>
 #include <set>
 #include <utility>
