@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "client/kerncapctl/commands.h"
 #include "client/kerncapctl/connection.h"
+#include "client/kerncapctl/profile_command.h"
 #include "client/kerncapctl/replay_commands.h"
 #include "client/kerncapctl/repro_command.h"
 #include "common/version.h"
@@ -343,6 +344,7 @@ int Main(int argc, char** argv) {
              "--ulp)");
   add_replay("bench", "bench",
              "time the captured kernel (--warmup --iterations --cold-l2; --json for figures)");
+  AddProfileCommand(&app, replay_req.get(), &json);  // profile_command.h
 
   try {
     app.parse(argc, argv);

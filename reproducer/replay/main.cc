@@ -10,11 +10,16 @@
 //   kerncap-replay run --store=/var/lib/kerncap/store cap-7f3a   (read-only)
 //   kerncap-replay serve capture.kcap --socket=/tmp/k.sock   (resident mode,
 //   kerncap-replay submit --socket=/tmp/k.sock cand.cubin     serve/serve_cli.h)
+//   kerncap-replay validate capture.kcap --grid=128 --block=128  (launch
+//                  overrides: core/launch_override.h)
+//   kerncap-replay profile capture.kcap [--code-object=V]    (Nsight Compute:
+//                  profile.h)
 //
-// HSA captures (PLATFORM_HSA, or --platform=hsa) replay through
-// reproducer/hsa with libhsa-runtime64 loaded at run time (--hsa-runtime=PATH
-// or $KERNCAP_HSA_RUNTIME name another library, e.g. the tests' simulated
-// runtime); ROCm >= 6 is required (vmem).
+// One engine per capture (engine_factory.h): HSA captures (PLATFORM_HSA, or
+// --platform=hsa) replay through hsa/ with libhsa-runtime64 loaded at run
+// time (--hsa-runtime=PATH or $KERNCAP_HSA_RUNTIME name another library,
+// e.g. the tests' simulated runtime; ROCm >= 6 is required: vmem), the rest
+// through cuda/.
 //
 // Exit codes: 0 ok / validation passed, 1 validation failed or incomplete
 // (captured state left uncompared, named in the report; bench: a timed
@@ -35,15 +40,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "reproducer/replay/capture_source.h"
-#include "reproducer/replay/compare_options.h"
-#include "reproducer/replay/cuda_driver.h"
-#include "reproducer/replay/daemon_fetch.h"
-#include "reproducer/replay/replay_session.h"
+#include "reproducer/replay/core/capture_source.h"
+#include "reproducer/replay/core/compare_options.h"
+#include "reproducer/replay/core/daemon_fetch.h"
+#include "reproducer/replay/core/engine.h"
+#include "reproducer/replay/core/launch_override.h"
+#include "reproducer/replay/cuda/cuda_driver.h"
+#include "reproducer/replay/engine_factory.h"
+#include "reproducer/replay/cuda/ncu_profile.h"
 #include "reproducer/replay/serve/serve_cli.h"
-#ifdef KERNCAP_REPLAY_HAVE_HSA
-#include "reproducer/hsa/hsa_cli.h"
-#endif
 
 namespace kerncap::replay {
 namespace {
@@ -67,7 +72,39 @@ struct Common {
   std::string hsa_runtime;        // HSA runtime library (default: $KERNCAP_HSA_RUNTIME, ROCm's)
   bool verify_digests = false;    // recompute every chunk's SHA-256 (capture_source.h)
   std::string code_object;        // replaces the captured code object (reproducer recompile)
+  // Launch overrides, as given (parsed by ParseLaunchFlags).
+  std::string grid, block, cluster, cache_preference;
+  std::optional<uint32_t> shared_mem, max_dynamic_shared_mem;
 };
+
+absl::StatusOr<LaunchOverride> ParseLaunchFlags(const Common& c) {
+  LaunchOverride o;
+  if (!c.grid.empty()) {
+    auto d = ParseDim3(c.grid);
+    if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--grid: ", d.status().message()));
+    o.grid = *d;
+  }
+  if (!c.block.empty()) {
+    auto d = ParseDim3(c.block);
+    if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--block: ", d.status().message()));
+    o.block = *d;
+  }
+  if (!c.cluster.empty()) {
+    auto d = ParseDim3(c.cluster);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--cluster: ", d.status().message()));
+    }
+    o.cluster = *d;
+  }
+  if (!c.cache_preference.empty()) {
+    auto p = ParseCachePreference(c.cache_preference);
+    if (!p.ok()) return p.status();
+    o.cache_preference = *p;
+  }
+  o.shared_mem_bytes = c.shared_mem;
+  o.max_dynamic_shared_mem = c.max_dynamic_shared_mem;
+  return o;
+}
 
 // How validate (and bench's validations) compare: --dtype, --region-dtype,
 // --atol, --rtol, --ulp, --nan-unequal.
@@ -154,19 +191,30 @@ absl::StatusOr<std::unique_ptr<CaptureSource>> OpenSource(const Common& c) {
   return src;
 }
 
-absl::StatusOr<std::unique_ptr<ReplaySession>> OpenSession(const Common& c,
-                                                          std::unique_ptr<CaptureSource>* src) {
-  if (*src == nullptr) {  // the platform check may have opened it already
-    auto s = OpenSource(c);
-    if (!s.ok()) return s.status();
-    *src = std::move(*s);
-  }
-  SessionOptions so;
-  so.device = c.device;
-  so.allow_relocation = !c.no_relocate;
-  so.force_relocation = c.force_relocate;
-  so.code_object_path = c.code_object;
-  return ReplaySession::Create(src->get(), so);
+// The engine for the command (engine_factory.h); *src is the capture.
+absl::StatusOr<std::unique_ptr<ReplayEngine>> OpenEngineFor(const Common& c,
+                                                           std::unique_ptr<CaptureSource>* src) {
+  auto s = OpenSource(c);
+  if (!s.ok()) return s.status();
+  *src = std::move(*s);
+  EngineOptions eo;
+  eo.device = c.device;
+  eo.allow_relocation = !c.no_relocate;
+  eo.force_relocation = c.force_relocate;
+  eo.code_object_path = c.code_object;
+  eo.hsa_runtime_path = c.hsa_runtime;
+  auto launch = ParseLaunchFlags(c);
+  if (!launch.ok()) return launch.status();
+  eo.launch = *launch;
+  return OpenEngine(src->get(), c.platform, eo);
+}
+
+// The keys every JSON document of an engine carries.
+void AddEngineJson(const ReplayEngine& e, const CaptureSource& src, nlohmann::json* j) {
+  (*j)["platform"] = e.platform();
+  nlohmann::json extra = e.PlatformJson();
+  if (!extra.is_null()) (*j)[e.platform()] = extra;
+  (*j)["source"] = src.origin();  // kcap:<file> | store:<dir> | export
 }
 
 void AddCommon(CLI::App* app, Common* c) {
@@ -200,90 +248,116 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--code-object", c->code_object,
                   "load the kernel from FILE (a rebuilt cubin/PTX or hsaco defining the "
                   "captured kernel name) instead of the captured code object");
+  // Launch overrides (CUDA): validated; a failure the captured code object
+  // shares at the new shape is reported as launch-shape dependent.
+  app->add_option("--grid", c->grid, "launch override: blocks, X[,Y[,Z]] (CUDA)");
+  app->add_option("--block", c->block, "launch override: threads per block, X[,Y[,Z]] (CUDA)");
+  app->add_option("--shared-mem", c->shared_mem,
+                  "launch override: dynamic shared memory bytes (CUDA)");
+  app->add_option("--max-dynamic-shared-mem", c->max_dynamic_shared_mem,
+                  "launch override: the max dynamic shared memory attribute, bytes (CUDA)");
+  app->add_option("--cache-preference", c->cache_preference,
+                  "launch override: none, shared, l1 or equal (cuFuncSetCacheConfig; CUDA)");
+  app->add_option("--cluster", c->cluster, "launch override: cluster dims, X[,Y[,Z]] (CUDA)");
 }
 
-// The HSA path of one command. nullopt: not an HSA capture (the CUDA path
-// runs, with *src already open). Otherwise the exit code.
-std::optional<int> MaybeHsa(const char* command, const Common& c,
-                            std::unique_ptr<CaptureSource>* src, const CompareOptions* cmp,
-                            const BenchOptions* bo, bool samples) {
-  if (c.platform == "cuda") return std::nullopt;
-  auto s = OpenSource(c);
-  if (!s.ok()) return Error(s.status(), c.json);
-  *src = std::move(*s);
-  if (c.platform != "hsa" && (*src)->manifest().kernel().platform() != v1::PLATFORM_HSA) {
-    return std::nullopt;
+// Skipped, not failed (exit 77): what is missing, on stderr and in the JSON.
+int Skip(const std::string& reason, bool json) {
+  if (json) {
+    std::cout << nlohmann::json({{"command", "profile"}, {"skipped", true}, {"reason", reason}})
+                     .dump(2)
+              << std::endl;
   }
-#ifndef KERNCAP_REPLAY_HAVE_HSA
-  (void)command, (void)cmp, (void)bo, (void)samples;
-  return Error(absl::UnimplementedError("this kerncap-replay was built without the HSA path "
-                                        "(ROCm HSA headers or LLVM 15 missing at build time)"),
-               c.json);
-#else
-  if (bo != nullptr && bo->compare_original) {
-    return Error(absl::UnimplementedError(
-                     "--compare-original is not supported for HSA captures yet (bench the "
-                     "variant and the captured code object in two runs)"),
+  std::cerr << "kerncap-replay: profile skipped: " << reason << std::endl;
+  return kExitNoDevice;
+}
+
+// `run` with the same capture, code object and launch as `c`.
+std::vector<std::string> RunArgs(const Common& c) {
+  std::vector<std::string> a = {"run", c.source, "--platform=" + c.platform};
+  auto opt = [&](const char* flag, const std::string& v) {
+    if (!v.empty()) a.push_back(absl::StrCat(flag, "=", v));
+  };
+  opt("--daemon", c.daemon);
+  opt("--store", c.store);
+  opt("--hsa-runtime", c.hsa_runtime);
+  opt("--code-object", c.code_object);
+  opt("--grid", c.grid);
+  opt("--block", c.block);
+  opt("--cluster", c.cluster);
+  opt("--cache-preference", c.cache_preference);
+  if (c.shared_mem) a.push_back(absl::StrCat("--shared-mem=", *c.shared_mem));
+  if (c.max_dynamic_shared_mem) {
+    a.push_back(absl::StrCat("--max-dynamic-shared-mem=", *c.max_dynamic_shared_mem));
+  }
+  if (c.device >= 0) a.push_back(absl::StrCat("--device=", c.device));
+  if (c.via_export) a.push_back("--via-export");
+  if (c.no_relocate) a.push_back("--no-relocate");
+  if (c.force_relocate) a.push_back("--force-relocate");
+  if (c.verify_digests) a.push_back("--verify-digests");
+  return a;
+}
+
+int Profile(const Common& c, const std::string& ncu_flag, int timeout_s) {
+  auto src = OpenSource(c);
+  if (!src.ok()) return Error(src.status(), c.json);
+  if (EnginePlatform(**src, c.platform) != "cuda") {
+    return Error(absl::UnimplementedError("profile runs Nsight Compute, which profiles CUDA "
+                                          "kernels only (profile HSA kernels with rocprof)"),
                  c.json);
   }
-  if (c.no_relocate || c.force_relocate || c.device >= 0) {
-    std::cerr << "kerncap-replay: --device, --no-relocate and --force-relocate do not apply to "
-                 "HSA replay (first GPU agent, original addresses only)\n";
+  if (auto launch = ParseLaunchFlags(c); !launch.ok()) {
+    Error(launch.status(), c.json);
+    return kExitUsage;
   }
-  hsa::HsaCliOptions ho;
-  ho.runtime_path = c.hsa_runtime;
-  ho.code_object_path = c.code_object;
-  auto session = hsa::HsaCliSession::Open(**src, ho);
-  if (!session.ok()) return Error(session.status(), c.json);
-  hsa::HsaCliSession& hs = **session;
-  const std::string cmd = command;
-  if (cmd == "run") {
-    auto info = hs.Run();
-    if (!info.ok()) return Error(info.status(), c.json);
-    if (c.json) {
-      nlohmann::json j = ReplayInfoJson(*info);
-      j["command"] = "run";
-      j["platform"] = "hsa";
-      j["hsa"] = hs.HsaJson();
-      j["source"] = (*src)->origin();
-      std::cout << j.dump(2) << std::endl;
-    } else {
-      std::cout << FormatReplayInfo(*info) << "launch: " << info->launch_ms << " ms\n";
-    }
-    return kExitPass;
+  std::optional<std::string> ncu = FindNcu(ncu_flag);
+  if (!ncu) {
+    return Skip(ncu_flag.empty() ? "ncu (Nsight Compute) not found: install it, put it on PATH "
+                                   "or name it with --ncu or $KERNCAP_NCU"
+                                 : absl::StrCat("--ncu ", ncu_flag, " is not an executable"),
+                c.json);
   }
-  if (cmd == "validate") {
-    auto report = hs.Validate(*cmp);
-    if (!report.ok()) return Error(report.status(), c.json);
-    if (c.json) {
-      nlohmann::json j = ValidationJson(*report);
-      j["platform"] = "hsa";
-      j["hsa"] = hs.HsaJson();
-      j["source"] = (*src)->origin();
-      std::cout << j.dump(2) << std::endl;
-    } else {
-      std::cout << FormatValidation(*report);
-    }
-    return report->passed() ? kExitPass : kExitFail;
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return Error(absl::InternalError("cannot resolve /proc/self/exe"), c.json);
+  std::vector<std::string> child = RunArgs(c);
+  child.insert(child.begin(), self);
+  const std::string kernel = (*src)->manifest().kernel().mangled_name();
+  std::vector<std::string> argv = NcuArgs(kernel, child);
+  argv.insert(argv.begin(), *ncu);
+  auto r = RunProcess(argv, timeout_s);
+  if (!r.ok()) return Error(r.status(), c.json);
+  if (std::optional<std::string> why = NcuSkipReason(*r)) return Skip(*why, c.json);
+  auto tail = [](const std::string& s) {
+    return s.size() > 2000 ? s.substr(s.size() - 2000) : s;
+  };
+  if (r->exit_code != 0) {
+    return Error(absl::InternalError(absl::StrCat("ncu exited with ", r->exit_code, ": ",
+                                                  tail(r->err + r->out))),
+                 c.json);
   }
-  hsa::HsaBenchOptions hb;
-  hb.warmup = bo->warmup;
-  hb.iterations = bo->iterations;
-  hb.cold_l2 = bo->cold_l2;
-  hb.restore_each = bo->restore_each;
-  auto report = hs.Bench(hb);
-  if (!report.ok()) return Error(report.status(), c.json);
+  auto figures = ParseNcuCsv(r->out);
+  if (!figures.ok()) {
+    return Error(absl::Status(figures.status().code(),
+                              absl::StrCat(figures.status().message(), "; ncu said: ",
+                                           tail(r->err + r->out))),
+                 c.json);
+  }
   if (c.json) {
-    nlohmann::json j = BenchJson(*report, samples);
-    j["platform"] = "hsa";
-    j["hsa"] = hs.HsaJson();
+    nlohmann::json j = ProfileJson(*figures);
+    j["command"] = "profile";
+    j["capture_id"] = (*src)->manifest().capture_id();
+    j["ncu"] = *ncu;
+    j["code_object"] = c.code_object.empty() ? "captured" : c.code_object;
     j["source"] = (*src)->origin();
     std::cout << j.dump(2) << std::endl;
   } else {
-    std::cout << FormatBench(*report);
+    std::cout << "capture " << (*src)->manifest().capture_id() << " ("
+              << (c.code_object.empty() ? "captured code object" : c.code_object)
+              << "), profiled with " << *ncu << "\n"
+              << FormatProfile(*figures);
   }
   return kExitPass;
-#endif
 }
 
 int Main(int argc, char** argv) {
@@ -333,6 +407,19 @@ int Main(int argc, char** argv) {
   AddCompareFlags(bench, &bench_cmp);
 
   serve::ServeCommands serve_commands(&app);  // serve, submit
+  // profile: Nsight Compute on `run` of the same capture (cuda/ncu_profile.h).
+  Common prof_c;
+  std::string ncu_flag;
+  int ncu_timeout = 600;
+  CLI::App* prof = app.add_subcommand(
+      "profile", "run Nsight Compute (ncu) on one replayed launch and show duration, occupancy, "
+                 "DRAM/L2 throughput, speed-of-light and roofline position (CUDA)");
+  AddCommon(prof, &prof_c);
+  prof->add_option("--ncu", ncu_flag,
+                   "the ncu binary (default: $KERNCAP_NCU, PATH, /usr/local/cuda/bin, "
+                   "/opt/nvidia/nsight-compute)");
+  prof->add_option("--ncu-timeout", ncu_timeout, "seconds before ncu is killed")
+      ->capture_default_str()->check(CLI::PositiveNumber);
 
   try {
     app.parse(argc, argv);
@@ -342,20 +429,20 @@ int Main(int argc, char** argv) {
   }
 
   if (std::optional<int> rc = serve_commands.Run()) return *rc;
+  if (prof->parsed()) return Profile(prof_c, ncu_flag, ncu_timeout);
   std::unique_ptr<CaptureSource> src;
   if (run->parsed()) {
-    if (auto rc = MaybeHsa("run", run_c, &src, nullptr, nullptr, false)) return *rc;
-    auto s = OpenSession(run_c, &src);
-    if (!s.ok()) return Error(s.status(), run_c.json);
-    auto ms = (*s)->Launch();
-    if (!ms.ok()) return Error(ms.status(), run_c.json);
+    auto e = OpenEngineFor(run_c, &src);
+    if (!e.ok()) return Error(e.status(), run_c.json);
+    auto info = (*e)->Run();
+    if (!info.ok()) return Error(info.status(), run_c.json);
     if (run_c.json) {
-      nlohmann::json j = ReplayInfoJson((*s)->info());
+      nlohmann::json j = ReplayInfoJson(*info);
       j["command"] = "run";
-      j["source"] = src->origin();  // kcap:<file> | store:<dir> | export
+      AddEngineJson(**e, *src, &j);
       std::cout << j.dump(2) << std::endl;
     } else {
-      std::cout << FormatReplayInfo((*s)->info()) << "launch: " << *ms << " ms\n";
+      std::cout << FormatReplayInfo(*info) << "launch: " << info->launch_ms << " ms\n";
     }
     return kExitPass;
   }
@@ -365,15 +452,13 @@ int Main(int argc, char** argv) {
       Error(parsed.status(), val_c.json);
       return kExitUsage;
     }
-    const CompareOptions& cmp = *parsed;
-    if (auto rc = MaybeHsa("validate", val_c, &src, &cmp, nullptr, false)) return *rc;
-    auto s = OpenSession(val_c, &src);
-    if (!s.ok()) return Error(s.status(), val_c.json);
-    auto report = (*s)->Validate(cmp);
+    auto e = OpenEngineFor(val_c, &src);
+    if (!e.ok()) return Error(e.status(), val_c.json);
+    auto report = (*e)->Validate(*parsed);
     if (!report.ok()) return Error(report.status(), val_c.json);
     if (val_c.json) {
       nlohmann::json j = ValidationJson(*report);
-      j["source"] = src->origin();
+      AddEngineJson(**e, *src, &j);
       std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << FormatValidation(*report);
@@ -389,18 +474,18 @@ int Main(int argc, char** argv) {
     bo.compare = *parsed;
     if (restore_on) bo.restore_each = 1;
     if (restore_off) bo.restore_each = 0;
-    // HSA cannot compare yet: MaybeHsa refuses an explicit --compare-original.
-    bo.compare_original = compare_on;
-    if (auto rc = MaybeHsa("bench", bench_c, &src, nullptr, &bo, samples)) return *rc;
-    // CUDA: a variant is benched against the captured binary unless told not to.
-    bo.compare_original = compare_on || (!compare_off && !bench_c.code_object.empty());
-    auto s = OpenSession(bench_c, &src);
-    if (!s.ok()) return Error(s.status(), bench_c.json);
-    auto report = (*s)->Bench(bo);
+    auto e = OpenEngineFor(bench_c, &src);
+    if (!e.ok()) return Error(e.status(), bench_c.json);
+    // CUDA: a variant is benched against the captured binary unless told
+    // not to; HSA cannot compare yet (an explicit --compare-original is
+    // refused by its engine).
+    const bool cuda = std::string((*e)->platform()) == "cuda";
+    bo.compare_original = compare_on || (cuda && !compare_off && !bench_c.code_object.empty());
+    auto report = (*e)->Bench(bo);
     if (!report.ok()) return Error(report.status(), bench_c.json);
     if (bench_c.json) {
       nlohmann::json j = BenchJson(*report, samples);
-      j["source"] = src->origin();
+      AddEngineJson(**e, *src, &j);
       std::cout << j.dump(2) << std::endl;
     } else {
       std::cout << FormatBench(*report);

@@ -62,7 +62,7 @@
 #include "common/digest.h"
 #include "daemon/store/store.h"
 #include "nlohmann/json.hpp"
-#include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/core/capture_source.h"
 
 namespace kerncap::replay {
 namespace {

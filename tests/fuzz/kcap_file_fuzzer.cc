@@ -15,7 +15,7 @@
 #include "format/kcap_file.h"
 #include "common/log.h"
 #include "format/manifest_check.h"
-#include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/core/capture_source.h"
 
 namespace {
 

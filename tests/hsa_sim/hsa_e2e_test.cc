@@ -22,7 +22,7 @@
 #include "daemon/agent_link/agent_link_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "reproducer/hsa/hsa_replay.h"
+#include "reproducer/replay/hsa/hsa_replay.h"
 #include "tests/hsa_sim/host_kernels.h"
 #include "tests/hsa_sim/sim_runtime.h"
 #include "tests/hsa_sim/sim_test_util.h"
@@ -126,17 +126,17 @@ class HsaE2eTest : public link::testing::AgentLinkTest {
       in.workgroup[i] = static_cast<uint16_t>(m.launch().block(i));
     }
     in.group_segment_size = m.launch().shared_mem_bytes();
+    // The recorded bytes, served by chunk digest as a capture's would be.
+    replay::hsa::InMemoryChunks chunks(64 << 10);
     for (const auto& r : c.regions) {
       if (r.image != kerncap::ImageKind::kPre) continue;
-      replay::hsa::ReplayRegion rr;
-      rr.va = r.region.va();
-      rr.pre = r.bytes;
-      rr.name = r.region.name();
-      rr.module_variable = r.region.kind() == v1::REGION_MODULE_GLOBAL ||
-                           r.region.kind() == v1::REGION_CONSTANT;
-      rr.post = RegionBytes(c, kerncap::ImageKind::kPost, rr.va);
-      in.regions.push_back(std::move(rr));
+      const std::string post = RegionBytes(c, kerncap::ImageKind::kPost, r.region.va());
+      in.regions.push_back(chunks.Region(
+          r.region.va(), r.bytes, post.empty() ? nullptr : &post,
+          r.region.kind() == v1::REGION_MODULE_GLOBAL || r.region.kind() == v1::REGION_CONSTANT,
+          r.region.name()));
     }
+    in.read = chunks.reader();
     app_.reset();
     sim_.reset();
     SimRuntime fresh;

@@ -31,8 +31,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "reproducer/hsa/hsa_capture.h"
-#include "reproducer/hsa/hsa_replay.h"
+#include "reproducer/replay/hsa/hsa_capture.h"
+#include "reproducer/replay/hsa/hsa_replay.h"
 #include "tests/hsa_sim/host_kernels.h"
 #include "tests/hsa_sim/sim_runtime.h"
 #include "tests/hsa_sim/sim_test_util.h"
@@ -270,21 +270,29 @@ TEST_F(HsaStoreE2eTest, CaptureCommittedInStoreReplaysAndValidatesPerRegion) {
   EXPECT_EQ(in->grid[0], static_cast<uint32_t>(n));
   size_t validated = 0;
   size_t c_index = 0;
+  std::string c_pre, c_post;
   for (size_t i = 0; i < in->regions.size(); ++i) {
     const auto& r = in->regions[i];
-    if (r.post.empty()) continue;
+    if (!r.validated) continue;
     ++validated;
-    EXPECT_EQ(r.post.size(), r.pre.size());
-    if (r.va == c_va) c_index = i;
+    auto pre = replay::hsa::RegionBytes(*in, r, /*post=*/false);
+    auto post = replay::hsa::RegionBytes(*in, r, /*post=*/true);
+    ASSERT_TRUE(pre.ok() && post.ok());
+    EXPECT_EQ(post->size(), pre->size());
+    if (r.va == c_va) {
+      c_index = i;
+      c_pre = *pre;
+      c_post = *post;
+    }
     if (r.va == a_va) {
-      EXPECT_TRUE(r.post == r.pre) << "unchanged input reconstructed wrongly";
+      EXPECT_TRUE(*post == *pre) << "unchanged input reconstructed wrongly";
     }
   }
   ASSERT_GE(validated, 3u);
   float c10;
-  std::memcpy(&c10, in->regions[c_index].post.data() + 40, 4);
+  std::memcpy(&c10, c_post.data() + 40, 4);
   EXPECT_FLOAT_EQ(c10, 11 + (1000 - 5));
-  std::memcpy(&c10, in->regions[c_index].pre.data() + 40, 4);
+  std::memcpy(&c10, c_pre.data() + 40, 4);
   EXPECT_FLOAT_EQ(c10, 0);
 
   app_.reset();
@@ -305,8 +313,26 @@ TEST_F(HsaStoreE2eTest, CaptureCommittedInStoreReplaysAndValidatesPerRegion) {
 
   // Validation can fail: one wrong expected byte in the output region is
   // reported in that region, at that offset, and nowhere else.
+  // (The chunk holding byte 100000 gets its own digest, served flipped.)
   replay::hsa::HsaReplayInput bad = *in;
-  bad.regions[c_index].post[100000] ^= 0x01;
+  uint64_t chunk_off = 0;
+  replay::hsa::RegionChunk* target = nullptr;
+  for (auto& ch : bad.regions[c_index].chunks) {
+    if (100000 < chunk_off + ch.size) {
+      target = &ch;
+      break;
+    }
+    chunk_off += ch.size;
+  }
+  ASSERT_NE(target, nullptr);
+  std::string flipped = c_post.substr(chunk_off, target->size);
+  flipped[100000 - chunk_off] ^= 0x01;
+  target->post_digest = "corrupted-chunk";
+  bad.read = [read = in->read, flipped](const std::string& digest, uint32_t size, char* out) {
+    if (digest != "corrupted-chunk") return read(digest, size, out);
+    std::memcpy(out, flipped.data(), size);
+    return absl::OkStatus();
+  };
   auto failed = replay::hsa::ReplayDispatch(fresh.table(), bad, replay::hsa::HsaReplayOptions{});
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_FALSE(failed->valid);

@@ -1,6 +1,6 @@
 // sim_capi.cc: the simulated runtime as a loadable HSA runtime library
 // (libkerncap_hsa_sim_runtime.so). It exports the part of the HSA C API that
-// kerncap-replay's HSA path resolves with dlsym (reproducer/hsa/hsa_runtime.cc),
+// kerncap-replay's HSA path resolves with dlsym (reproducer/replay/hsa/hsa_runtime.cc),
 // including the ROCm >= 6 vmem entry points, each forwarding to the
 // SimRuntime's API table. hsa_init creates the simulated runtime (with the
 // test kernels registered) on first call; hsa_shut_down destroys it on the

@@ -12,8 +12,8 @@
 #include "daemon/store/store_test_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "reproducer/replay/capture_source.h"
-#include "reproducer/replay/daemon_fetch.h"
+#include "reproducer/replay/core/capture_source.h"
+#include "reproducer/replay/core/daemon_fetch.h"
 
 namespace kerncap::replay {
 namespace {

@@ -23,7 +23,7 @@
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "reproducer/generator/source_locator.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/core/replay_test_util.h"
 
 namespace {
 

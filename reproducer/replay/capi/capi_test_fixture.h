@@ -20,7 +20,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/core/replay_test_util.h"
 
 namespace kerncap::replay::testing {
 

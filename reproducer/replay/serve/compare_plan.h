@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "reproducer/replay/comparator.h"
+#include "reproducer/replay/core/comparator.h"
 #include "reproducer/replay/serve/compare_abi.h"
 
 namespace kerncap::replay::serve {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "reproducer/replay/cuda_driver.h"
+#include "reproducer/replay/cuda/cuda_driver.h"
 #include "reproducer/replay/serve/compare_abi.h"
 #include "reproducer/replay/serve/compare_plan.h"
 

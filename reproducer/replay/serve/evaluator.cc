@@ -5,11 +5,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "reproducer/replay/comparator.h"
-#include "reproducer/replay/module_symbols.h"
+#include "reproducer/replay/core/comparator.h"
+#include "reproducer/replay/core/module_symbols.h"
 
 namespace kerncap::replay::serve {
 namespace {
@@ -442,8 +443,11 @@ absl::Status ResidentEvaluator::Time(const EvaluateRequest& request, CUfunction 
     if (flusher != nullptr) KC_RETURN_IF_ERROR(flusher->Flush(stream_));
     CUevent start = events_[2 * n], stop = events_[2 * n + 1];
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(start, stream_), "cuEventRecord"));
+    // The baseline runs at the captured launch: what an overridden launch must beat.
+    state_->session().set_use_captured_launch(is_baseline[n]);
     absl::Status st = state_->session().LaunchFunctionAsync(
         is_baseline[n] ? baseline_->function() : f, stream_);
+    state_->session().set_use_captured_launch(false);
     if (!st.ok()) return Failed(st);
     KC_RETURN_IF_ERROR(cu_.Check(cu_.cuEventRecord(stop, stream_), "cuEventRecord"));
   }
@@ -472,6 +476,10 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
                                          : request.kernel;
   result.warmup = request.warmup;
 
+  // The request's launch (checked against the captured one; an empty
+  // override puts the captured launch back).
+  KC_RETURN_IF_ERROR(state_->session().SetLaunchOverride(request.launch));
+  result.launch = state_->session().info().launch_override;
   KC_ASSIGN_OR_RETURN(std::string bytes, ReadCodeObject(request));
   Candidate cand(cu_, &lost_);
   KC_RETURN_IF_ERROR(cand.Load(std::move(bytes), result.kernel, state_->session().info().device,
@@ -491,8 +499,11 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
   if (compare) {
     KC_RETURN_IF_ERROR(LoadBaseline(&result.warnings));
     KC_RETURN_IF_ERROR(RestoreGlobals(baseline_globals_, /*dirty_only=*/false));
+    // The baseline is loaded once; this request's launch attributes apply to it too.
+    KC_RETURN_IF_ERROR(state_->session().ApplyAttributesTo(baseline_->function(), &result.warnings));
   }
   absl::Status attr = state_->session().ApplyAttributesTo(cand.function(), &result.warnings);
+  if (!attr.ok() && absl::StartsWith(attr.message(), "launch override")) return attr;
   if (!attr.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the captured function attributes do not apply to the candidate: ", attr.message()));
@@ -519,11 +530,17 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
                                "cuEventElapsedTime"));
   result.validation_launch_ms = launch_ms;
   result.kernel_total_ms = launch_ms;
+  if (request.validate && request.launch.changes_shape() &&
+      std::string(result.validation.verdict()) == "fail") {
+    KC_RETURN_IF_ERROR(ProbeLaunchShape(request, &result));
+  }
   if (compare && request.validate) {
     result.original_validation.emplace();
-    KC_RETURN_IF_ERROR(LaunchAndValidate(request, baseline_->function(), baseline_globals_,
-                                         baseline_unbound_, &*result.original_validation,
-                                         &result));
+    state_->session().set_use_captured_launch(true);
+    absl::Status ov = LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                                        baseline_unbound_, &*result.original_validation, &result);
+    state_->session().set_use_captured_launch(false);
+    KC_RETURN_IF_ERROR(ov);
   }
 
   // The timing, with the persisting L2 reset and, when asked, a cold L2.
@@ -557,9 +574,12 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
                                            &*result.revalidation, &result));
       if (compare) {
         result.original_revalidation.emplace();
-        KC_RETURN_IF_ERROR(LaunchAndValidate(request, baseline_->function(), baseline_globals_,
-                                             baseline_unbound_, &*result.original_revalidation,
-                                             &result));
+        state_->session().set_use_captured_launch(true);
+        absl::Status orv =
+            LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                              baseline_unbound_, &*result.original_revalidation, &result);
+        state_->session().set_use_captured_launch(false);
+        KC_RETURN_IF_ERROR(orv);
       }
     }
   }
@@ -575,6 +595,26 @@ absl::StatusOr<EvaluateResult> ResidentEvaluator::Evaluate(const EvaluateRequest
   result.overhead_ms = result.wall_ms - result.kernel_total_ms;
   --failed_evaluations_;
   return result;
+}
+
+absl::Status ResidentEvaluator::ProbeLaunchShape(const EvaluateRequest& request,
+                                                 EvaluateResult* result) {
+  // The captured code object at the request's launch, then at the captured one.
+  KC_RETURN_IF_ERROR(LoadBaseline(&result->warnings));
+  KC_RETURN_IF_ERROR(RestoreGlobals(baseline_globals_, /*dirty_only=*/false));
+  KC_RETURN_IF_ERROR(state_->session().ApplyAttributesTo(baseline_->function(), &result->warnings));
+  ValidationSummary at_override, at_captured;
+  KC_RETURN_IF_ERROR(LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                                       baseline_unbound_, &at_override, result));
+  state_->session().set_use_captured_launch(true);
+  absl::Status st = LaunchAndValidate(request, baseline_->function(), baseline_globals_,
+                                      baseline_unbound_, &at_captured, result);
+  state_->session().set_use_captured_launch(false);
+  KC_RETURN_IF_ERROR(st);
+  result->validation.shape_probe = {{"captured_code_at_override", at_override.verdict()},
+                                    {"captured_code_at_captured_launch", at_captured.verdict()}};
+  result->validation.launch_shape_dependent = at_captured.passed() && !at_override.passed();
+  return absl::OkStatus();
 }
 
 }  // namespace kerncap::replay::serve

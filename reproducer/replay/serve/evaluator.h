@@ -27,6 +27,10 @@
 // the candidate's: speedup = baseline median / candidate median; it is
 // validated before and after the timing like the candidate.
 //
+// With a "launch" override the candidate runs at that launch (the session's
+// override, set per request); a failed verdict at a changed shape is probed
+// with the captured code object (ProbeLaunchShape).
+//
 // A CUDA error that leaves the context unusable (illegal address, trap, ...)
 // makes lost() true: the restored state is gone with the context.
 #ifndef KERNCAP_REPRODUCER_REPLAY_SERVE_EVALUATOR_H_
@@ -39,7 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "reproducer/replay/l2_control.h"
+#include "reproducer/replay/cuda/l2_control.h"
 #include "reproducer/replay/serve/device_comparator.h"
 #include "reproducer/replay/serve/resident_state.h"
 #include "reproducer/replay/serve/server.h"
@@ -90,6 +94,10 @@ class ResidentEvaluator : public Evaluator {
                     const std::vector<GlobalSlot>& globals, bool baseline, L2Flusher* flusher,
                     EvaluateResult* result, std::vector<double>* samples,
                     std::vector<double>* baseline_samples);
+  // A failed validation under a launch that changes the shape: runs the
+  // captured code object at that launch and at the captured one and marks
+  // the verdict launch_shape_dependent when only the captured launch passes.
+  absl::Status ProbeLaunchShape(const EvaluateRequest& request, EvaluateResult* result);
   absl::Status EnsureEvents(size_t count);
   // A failed CUDA step: when the context is gone, marks the evaluator lost
   // and says so; otherwise returns `s`.

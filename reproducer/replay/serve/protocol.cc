@@ -66,7 +66,7 @@ absl::StatusOr<EvaluateRequest> ParseEvaluate(const json& j) {
   KC_RETURN_IF_ERROR(CheckKeys(j,
                                {"op", "id", "code_object_path", "code_object_b64", "kernel",
                                 "iterations", "warmup", "validate", "restore_each", "tolerance",
-                                "compare_original", "cold_l2"},
+                                "compare_original", "cold_l2", "launch"},
                                "an evaluate request"));
   EvaluateRequest r;
   const bool has_path = j.contains("code_object_path");
@@ -120,6 +120,9 @@ absl::StatusOr<EvaluateRequest> ParseEvaluate(const json& j) {
   }
   if (j.contains("cold_l2")) {
     KC_ASSIGN_OR_RETURN(r.cold_l2, Bool(j["cold_l2"], "cold_l2"));
+  }
+  if (j.contains("launch")) {
+    KC_ASSIGN_OR_RETURN(r.launch, LaunchOverrideFromJson(j["launch"]));
   }
   if (j.contains("tolerance")) {
     KC_ASSIGN_OR_RETURN(r.compare, ParseTolerance(j["tolerance"]));
@@ -220,6 +223,7 @@ json EvaluateRequestJson(const EvaluateRequest& r, const json& id) {
   if (r.restore_each.has_value()) j["restore_each"] = *r.restore_each;
   if (r.compare_original) j["compare_original"] = true;
   if (r.cold_l2) j["cold_l2"] = true;
+  if (!r.launch.empty()) j["launch"] = LaunchOverrideJson(r.launch);
   if (!r.tolerance_json.empty()) j["tolerance"] = r.tolerance_json;
   return j;
 }
@@ -231,6 +235,7 @@ json JsonNumber(double v) {
 }
 
 const char* ValidationSummary::verdict() const {
+  if (launch_shape_dependent) return "launch_shape_dependent";
   if (regions_failing > 0) return "fail";
   if (regions_compared == 0 || !not_compared.empty()) return "incomplete";
   return "pass";
@@ -274,12 +279,14 @@ json ValidationSummaryJson(const ValidationSummary& s) {
   }
   json missing = json::array();
   for (const NotCompared& n : s.not_compared) missing.push_back(NotComparedJson(n));
-  return {{"passed", s.passed()},
-          {"verdict", s.verdict()},
-          {"regions_compared", s.regions_compared},
-          {"regions_failing", s.regions_failing},
-          {"regions", std::move(regions)},
-          {"not_compared", std::move(missing)}};
+  json j = {{"passed", s.passed()},
+            {"verdict", s.verdict()},
+            {"regions_compared", s.regions_compared},
+            {"regions_failing", s.regions_failing},
+            {"regions", std::move(regions)},
+            {"not_compared", std::move(missing)}};
+  if (!s.shape_probe.is_null()) j["shape_probe"] = s.shape_probe;
+  return j;
 }
 
 json EvaluateAnswer(const json& id, const EvaluateResult& r) {
@@ -296,6 +303,7 @@ json EvaluateAnswer(const json& id, const EvaluateResult& r) {
     }
   }
   j["verdicts_pass"] = r.verdicts_pass();
+  if (!r.launch.empty()) j["launch"] = r.launch;
   j["cold_l2"] = r.cold_l2;
   j["l2_flush_bytes"] = r.l2_flush_bytes;
   j["protocol"] = r.protocol;

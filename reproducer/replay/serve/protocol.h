@@ -23,13 +23,19 @@
 //                          // launch; default: when the kernel writes memory
 //    "compare_original":true,  // also time the captured code object (loaded
 //                          // once, kept), launches interleaved ABBA with the
-//                          // candidate's, same restores; default false
+//                          // candidate's, same restores, at the captured
+//                          // launch even when "launch" overrides the
+//                          // candidate's; default false
 //    "cold_l2":true,    // overwrite a buffer of twice the L2 size on the
 //                       // launch stream before every timed launch (outside
 //                       // the events); default false
 //    "tolerance":{      // as `kerncap-replay validate` (compare_options.h)
 //      "dtype":"f32", "region_dtype":["0x7f3a00000000:f16","3:i32"],
-//      "atol":1e-5, "rtol":1e-3, "ulp":2, "nan_unequal":false}}
+//      "atol":1e-5, "rtol":1e-3, "ulp":2, "nan_unequal":false},
+//    "launch":{         // launch overrides (core/launch_override.h), every key
+//      "grid":[64,1,1], "block":[128,1,1], "shared_mem_bytes":0,  // optional;
+//      "max_dynamic_shared_mem":49152, "cache_preference":"l1",   // for this
+//      "cluster":[2,1,1]}}                                       // request only
 //   {"op":"info"}       // what is being served
 //   {"op":"shutdown"}   // answer, then stop serving (exit 0)
 //
@@ -64,9 +70,14 @@
 //   aside, the one the timing ran with), "verdicts_pass" (every verdict given
 //   is "pass"), and, when a region is not at its captured address,
 //   "relocation" ("note" or "relocated") and "moved_ranges" (report.h).
-//   "verdict" is "pass", "fail", or "incomplete" (captured state left out of
+//   "verdict" is "pass", "fail", "incomplete" (captured state left out of
 //   the comparison, listed in "not_compared": e.g. a module variable the
-//   candidate lacks or has with another size; never a "pass").
+//   candidate lacks or has with another size; never a "pass"), or
+//   "launch_shape_dependent": with a "launch" that changes the shape, the
+//   candidate failed and so does the captured code object at that launch
+//   while it passes at the captured one, so the captured outputs cannot
+//   judge the candidate ("shape_probe" in the validation has both verdicts;
+//   "launch" in the answer is the launch that ran).
 //   speedup = original median / candidate median (> 1: the candidate is
 //   faster); speedup_pairs: the ratios original/candidate of launches timed
 //   back to back (report.h, ComputeSpeedup).
@@ -99,8 +110,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "reproducer/replay/compare_options.h"
-#include "reproducer/replay/report.h"
+#include "reproducer/replay/core/compare_options.h"
+#include "reproducer/replay/core/launch_override.h"
+#include "reproducer/replay/core/report.h"
 
 namespace kerncap::replay::serve {
 
@@ -123,6 +135,7 @@ struct EvaluateRequest {
   bool compare_original = false;     // also time the captured code object
   bool cold_l2 = false;              // flush L2 before every timed launch
   CompareOptions compare;
+  LaunchOverride launch;  // empty: the captured launch
   // What the request said about tolerances, to send it on (client side).
   nlohmann::json tolerance_json = nlohmann::json::object();
 };
@@ -181,8 +194,12 @@ struct ValidationSummary {
   size_t regions_failing = 0;
   std::vector<RegionVerdict> regions;      // written or differing (see above)
   std::vector<NotCompared> not_compared;   // captured state left out (report.h)
-  // "fail" when a region fails; else "incomplete" when something was left
-  // out or nothing compared; else "pass".
+  // Set by the launch-shape probe (see the protocol above).
+  bool launch_shape_dependent = false;
+  nlohmann::json shape_probe;  // null: no probe ran
+  // "launch_shape_dependent" when the probe says so; else "fail" when a
+  // region fails; else "incomplete" when something was left out or nothing
+  // compared; else "pass".
   const char* verdict() const;
   bool passed() const;
 };
@@ -212,6 +229,7 @@ struct EvaluateResult {
   PersistingL2State persisting_l2;
   std::vector<MovedRegion> moved;  // regions not at their captured address (the served state's)
   std::vector<std::string> warnings;
+  std::string launch;  // the overridden launch in words (empty: the captured one)
   // Every verdict present is "pass" (true without a verdict).
   bool verdicts_pass() const;
 };

@@ -319,5 +319,20 @@ TEST(ProtocolTest, ColdL2IsARequestOption) {
   EXPECT_FALSE(ParseRequest(R"({"op":"evaluate","code_object_path":"/c","cold_l2":"yes"})").ok());
 }
 
+TEST(ProtocolTest, EvaluateTakesALaunchOverride) {
+  auto r = ParseRequest(
+      R"({"op":"evaluate","code_object_path":"/c.cubin","launch":{"grid":[4],"block":"16x16",)"
+      R"("cache_preference":"shared"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r->evaluate.launch.grid, (Dim3{4, 1, 1}));
+  EXPECT_EQ(*r->evaluate.launch.block, (Dim3{16, 16, 1}));
+  EXPECT_EQ(*r->evaluate.launch.cache_preference, CachePreference::kShared);
+  nlohmann::json back = EvaluateRequestJson(r->evaluate, nullptr);
+  EXPECT_EQ(back["launch"]["grid"], nlohmann::json::array({4, 1, 1}));
+  auto bad = ParseRequest(R"({"op":"evaluate","code_object_path":"/c","launch":{"grd":[4]}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("grd"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kerncap::replay::serve

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "reproducer/replay/report.h"
+#include "reproducer/replay/core/report.h"
 
 namespace kerncap::replay::serve {
 namespace {

@@ -29,8 +29,8 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "reproducer/replay/capture_source.h"
-#include "reproducer/replay/replay_session.h"
+#include "reproducer/replay/core/capture_source.h"
+#include "reproducer/replay/cuda/replay_session.h"
 
 namespace kerncap::replay::serve {
 

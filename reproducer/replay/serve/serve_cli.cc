@@ -13,9 +13,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "reproducer/replay/capture_source.h"
-#include "reproducer/replay/cuda_driver.h"
-#include "reproducer/replay/daemon_fetch.h"
+#include "reproducer/replay/core/capture_source.h"
+#include "reproducer/replay/cuda/cuda_driver.h"
+#include "reproducer/replay/core/daemon_fetch.h"
 #include "reproducer/replay/serve/client.h"
 #include "reproducer/replay/serve/evaluator.h"
 #include "reproducer/replay/serve/protocol.h"
@@ -166,6 +166,10 @@ ServeCommands::ServeCommands(CLI::App* app) {
   submit_->add_flag("--compare-original", s.compare_original,
                     "also time the captured code object, interleaved with the candidate, and "
                     "print the speedup");
+  submit_->add_option("--launch", s.launch_json,
+                      "launch overrides for this candidate, as JSON: {\"grid\":[64,1,1], "
+                      "\"block\":[128], \"shared_mem_bytes\":0, \"max_dynamic_shared_mem\":0, "
+                      "\"cache_preference\":\"l1\", \"cluster\":[2]} (any subset)");
   submit_->add_option("--dtype", s.dtype, "element type of every region (f32, f16, bf16, ...)");
   submit_->add_option("--region-dtype", s.region_dtypes, "SEL:DTYPE for one region (repeatable)");
   submit_->add_option("--atol", s.atol, "absolute tolerance")->check(CLI::NonNegativeNumber);
@@ -277,6 +281,17 @@ int ServeCommands::Submit() {
     if (s.no_restore_each) r.restore_each = false;
     r.compare_original = s.compare_original;
     r.cold_l2 = s.cold_l2;
+    if (!s.launch_json.empty()) {
+      nlohmann::json lj = nlohmann::json::parse(s.launch_json, nullptr, false);
+      absl::StatusOr<LaunchOverride> lo =
+          lj.is_discarded() ? absl::InvalidArgumentError("--launch is not JSON")
+                            : LaunchOverrideFromJson(lj);
+      if (!lo.ok()) {
+        std::cerr << "kerncap-replay submit: " << lo.status().message() << "\n";
+        return kExitUsage;
+      }
+      r.launch = *lo;
+    }
     nlohmann::json& t = r.tolerance_json;
     if (!s.dtype.empty()) t["dtype"] = s.dtype;
     if (!s.region_dtypes.empty()) t["region_dtype"] = s.region_dtypes;

@@ -61,6 +61,7 @@ class ServeCommands {
     bool no_restore_each = false;
     bool compare_original = false;
     bool cold_l2 = false;
+    std::string launch_json;  // --launch='{"grid":[64],"block":[128]}'
     std::string dtype;
     std::vector<std::string> region_dtypes;
     double atol = -1;

@@ -215,5 +215,73 @@ TEST_F(ServeFakeTest, TheTimingResetsPersistingL2AndFlushesOutsideTheEvents) {
   EXPECT_EQ(timed, 2u * (4 + 1));  // candidate and original, warm-up included
 }
 
+// scale as one thread per element: only elements below grid*block are
+// written, so its output depends on the launch shape.
+double PerThreadScale(FakeCuda& cuda, const fake::Launch& l) {
+  fake::Launch part = l;
+  uint32_t n = 0;
+  std::memcpy(&n, l.args.data() + 16, 4);
+  const uint64_t threads = uint64_t{l.grid[0]} * l.block[0];
+  if (threads >= n) return testing::ScaleKernel(cuda, l);
+  // Scale the first `threads` elements; the counter still counts n.
+  uint64_t out = 0, in = 0;
+  std::memcpy(&out, l.args.data(), 8);
+  std::memcpy(&in, l.args.data() + 8, 8);
+  std::vector<float> v(threads);
+  if (!cuda.Read(in, v.data(), threads * 4)) return -1;
+  auto scale_at = cuda.GlobalOf(l, testing::kScaleB);
+  if (!scale_at) scale_at = cuda.GlobalOf(l, testing::kScaleA);
+  float scale = 0;
+  if (scale_at) cuda.Read(*scale_at, &scale, 4);
+  for (float& x : v) x *= scale;
+  cuda.Write(out, v.data(), threads * 4);
+  auto counter_at = cuda.GlobalOf(l, testing::kCounterB);
+  if (!counter_at) counter_at = cuda.GlobalOf(l, testing::kCounterA);
+  if (counter_at) {
+    uint32_t c = 0;
+    cuda.Read(*counter_at, &c, 4);
+    c += n;
+    cuda.Write(*counter_at, &c, 4);
+  }
+  return 0.5;
+}
+
+TEST_F(ServeFakeTest, PerRequestLaunchOverridesAndTheLaunchShapeProbe) {
+  FakeCuda::Get().SetKernel("scale", PerThreadScale);
+  // Two blocks of 128 cover the 256 elements: passes at the new shape.
+  EvaluateRequest ok = Candidate({{kScaleB, 4}, {kCounterB, 4}}, "ok");
+  ok.launch.grid = Dim3{2, 1, 1};
+  ok.launch.block = Dim3{128, 1, 1};
+  auto r = evaluator_->Evaluate(ok);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->validation.verdict(), "pass");
+  EXPECT_EQ(r->launch, "grid=(2,1,1) block=(128,1,1) smem=0");
+  EXPECT_TRUE(r->verdicts_pass());
+  // One block of 128: the captured code object fails there too while it
+  // passes at the captured launch: launch-shape dependent, not a wrong candidate.
+  EvaluateRequest half = Candidate({{kScaleB, 4}, {kCounterB, 4}}, "half");
+  half.launch.block = Dim3{128, 1, 1};
+  r = evaluator_->Evaluate(half);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->validation.verdict(), "launch_shape_dependent");
+  EXPECT_FALSE(r->verdicts_pass());
+  EXPECT_EQ(r->validation.shape_probe["captured_code_at_override"], "fail");
+  EXPECT_EQ(r->validation.shape_probe["captured_code_at_captured_launch"], "pass");
+  nlohmann::json answer = EvaluateAnswer(nullptr, *r);
+  EXPECT_EQ(answer["validation"]["verdict"], "launch_shape_dependent");
+  // The next request without "launch" runs the captured launch again.
+  r = evaluator_->Evaluate(Candidate({{kScaleB, 4}, {kCounterB, 4}}, "plain"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->validation.verdict(), "pass");
+  EXPECT_EQ(r->launch, "");
+  // An impossible launch is an error for that request only.
+  EvaluateRequest big = Candidate({{kScaleB, 4}, {kCounterB, 4}}, "big");
+  big.launch.block = Dim3{4096, 1, 1};
+  r = evaluator_->Evaluate(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(evaluator_->lost());
+}
+
 }  // namespace
 }  // namespace kerncap::replay::serve

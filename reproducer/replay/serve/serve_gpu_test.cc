@@ -27,9 +27,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "reproducer/replay/comparator.h"
-#include "reproducer/replay/cuda_driver.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/core/comparator.h"
+#include "reproducer/replay/cuda/cuda_driver.h"
+#include "reproducer/replay/core/replay_test_util.h"
 #include "reproducer/replay/serve/client.h"
 #include "reproducer/replay/serve/device_comparator.h"
 
@@ -412,6 +412,36 @@ TEST_F(ServeGpuTest, VerdictsAfterTheTimingAndWhatWasNotCompared) {
 
   ASSERT_TRUE(client_->Call({{"op", "shutdown"}}).ok());
   EXPECT_EQ(WaitServer(), 0);
+}
+
+// Per-request launch overrides on the GPU: scale_add is one thread per
+// element, so a covering launch validates, a short grid is launch-shape
+// dependent (the captured code fails there too), a wrong candidate at a
+// covering launch fails, and an impossible block is an error for that
+// request only.
+TEST_F(ServeGpuTest, LaunchOverridesPerRequest) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  json covering = Evaluate("fast.cubin", {{"launch", {{"block", {128}}, {"grid", {(kN + 127) / 128}}}},
+                                          {"iterations", 5}});
+  ASSERT_TRUE(covering["ok"].get<bool>()) << covering.dump();
+  EXPECT_EQ(covering["validation"]["verdict"], "pass") << covering.dump();
+  EXPECT_TRUE(covering["verdicts_pass"].get<bool>());
+  EXPECT_EQ(covering["launch"], absl::StrCat("grid=(", (kN + 127) / 128, ",1,1) block=(128,1,1) smem=0"));
+  json short_grid = Evaluate("fast.cubin", {{"launch", {{"grid", {4}}}}, {"iterations", 0}});
+  ASSERT_TRUE(short_grid["ok"].get<bool>()) << short_grid.dump();
+  EXPECT_EQ(short_grid["validation"]["verdict"], "launch_shape_dependent") << short_grid.dump();
+  EXPECT_EQ(short_grid["validation"]["shape_probe"]["captured_code_at_captured_launch"], "pass");
+  json wrong = Evaluate("wrong.cubin", {{"launch", {{"block", {512}}, {"grid", {(kN + 511) / 512}}}},
+                                        {"iterations", 0}});
+  ASSERT_TRUE(wrong["ok"].get<bool>()) << wrong.dump();
+  EXPECT_EQ(wrong["validation"]["verdict"], "fail") << wrong.dump();
+  json too_big = Evaluate("fast.cubin", {{"launch", {{"block", {4096}}}}});
+  EXPECT_FALSE(too_big["ok"].get<bool>()) << too_big.dump();
+  EXPECT_EQ(too_big["code"], "INVALID_ARGUMENT");
+  // The captured launch again without "launch"; the server is still serving.
+  json plain = Evaluate("orig.cubin", {{"iterations", 1}});
+  EXPECT_EQ(plain["validation"]["verdict"], "pass") << plain.dump();
+  EXPECT_FALSE(plain.contains("launch"));
 }
 
 TEST_F(ServeGpuTest, FaultingCandidateStopsTheServer) {

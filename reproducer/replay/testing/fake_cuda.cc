@@ -737,6 +737,12 @@ KC_FAKE_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* v, CUfunction_attribute 
   *v = it == attrs.end() ? 0 : it->second;
   return CUDA_SUCCESS;
 }
+KC_FAKE_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction f, CUfunc_cache config) {
+  KC_FAKE_LOCK;
+  Log("cache_config " + reinterpret_cast<Function*>(f)->name + " " +
+      std::to_string(static_cast<int>(config)));
+  return CUDA_SUCCESS;
+}
 KC_FAKE_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                                unsigned int gz, unsigned int bx, unsigned int by,
                                                unsigned int bz, unsigned int shared,

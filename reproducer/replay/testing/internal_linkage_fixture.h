@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kerncap/v1/manifest.pb.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/core/replay_test_util.h"
 #include "reproducer/replay/testing/elf_builder.h"
 #include "reproducer/replay/testing/fake_cuda.h"
 

@@ -33,8 +33,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "reproducer/replay/cuda_driver.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/cuda/cuda_driver.h"
+#include "reproducer/replay/core/replay_test_util.h"
 #include "reproducer/replay/serve/client.h"
 
 extern char** environ;

@@ -1,0 +1,914 @@
+// ReplaySession on the fake CUDA driver (testing/fake_cuda.h): restore,
+// launch, validate and bench run through the real session code against a
+// simulated device, so the verdicts and the benchmark protocol are checked
+// without a GPU.
+#include "reproducer/replay/cuda/replay_session.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "reproducer/replay/core/replay_test_util.h"
+#include "reproducer/replay/testing/elf_builder.h"
+#include "reproducer/replay/testing/fake_cuda.h"
+#include "reproducer/replay/testing/internal_linkage_fixture.h"
+
+namespace kerncap::replay {
+namespace {
+
+using fake::FakeCuda;
+using fake::Launch;
+
+constexpr uint64_t kTableVa = 0x7f2a00000000;
+constexpr uint64_t kDataVa = 0x7f2a00200000;
+constexpr uint64_t kSpareVa = 0x7f2a00400000;  // a region add_one never touches
+constexpr uint64_t kHostVa = 0x7f2b00001000;   // a small pinned host block
+constexpr uint32_t kN = 1000;
+
+using testing::kAnonKernelA;
+using testing::kAnonKernelB;
+using testing::kCounterA;
+using testing::kCounterB;
+using testing::kScaleA;
+using testing::kScaleB;
+using testing::kScaleN;
+using testing::ScaleKernel;
+
+class ReplaySessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FakeCuda::Get().Reset();
+    dir_ = std::filesystem::temp_directory_path() /
+           absl::StrCat("kc_replay_session_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // add_one over kN values; the post image says each gained `golden_delta`.
+  v1::CaptureManifest AddOneCapture(testing::KcapBuilder& b, uint64_t golden_delta) {
+    std::string table(8, '\0');
+    std::memcpy(table.data(), &kDataVa, 8);
+    std::string data(kN * 8, '\0'), post(kN * 8, '\0');
+    for (uint64_t i = 0; i < kN; ++i) {
+      const uint64_t v = i * 3 + 1, w = v + golden_delta;
+      std::memcpy(data.data() + i * 8, &v, 8);
+      std::memcpy(post.data() + i * 8, &w, 8);
+    }
+    v1::CaptureManifest m;
+    m.set_capture_id("cap-fake");
+    m.set_post_complete(true);
+    m.mutable_kernel()->set_mangled_name("add_one");
+    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+    v1::Region* t = m.mutable_pre()->add_regions();
+    t->set_va(kTableVa);
+    t->set_kind(v1::REGION_DEVICE);
+    *t->mutable_data() = b.Add(table);
+    v1::Region* d = m.mutable_pre()->add_regions();
+    d->set_va(kDataVa);
+    d->set_kind(v1::REGION_DEVICE);
+    *d->mutable_data() = b.Add(data);
+    *m.mutable_post()->add_regions() = b.Diff(*t, table, table);
+    *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
+    v1::CodeObject* c = m.add_code_objects();
+    c->set_format(v1::CODE_OBJECT_PTX);
+    c->set_name("add_one.ptx");
+    *c->mutable_data() = b.Add(testing::kAddOnePtx);
+    m.mutable_launch()->add_grid((kN + 255) / 256);
+    m.mutable_launch()->add_block(256);
+    std::string blob(12, '\0');
+    std::memcpy(blob.data(), &kTableVa, 8);
+    std::memcpy(blob.data() + 8, &kN, 4);
+    m.set_argument_blob(blob);
+    v1::Argument* a0 = m.add_arguments();
+    a0->set_offset(0);
+    a0->set_size(8);
+    v1::Argument* a1 = m.add_arguments();
+    a1->set_offset(8);
+    a1->set_size(4);
+    return m;
+  }
+
+  std::unique_ptr<CaptureSource> Write(testing::KcapBuilder& b, const v1::CaptureManifest& m) {
+    const std::string path = Path("c.kcap");
+    EXPECT_TRUE(b.Write(path, m).ok());
+    auto src = CaptureSource::OpenKcap(path);
+    EXPECT_TRUE(src.ok()) << src.status();
+    return src.ok() ? std::move(*src) : nullptr;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ReplaySessionTest, TheFakeDriverReplaysAndValidatesAddOne) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto r = (*s)->Validate(CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  EXPECT_EQ(r->regions.size(), 2u);
+  EXPECT_FALSE(r->info.relocated);
+}
+
+class InternalLinkageTest : public ReplaySessionTest {
+ protected:
+  v1::CaptureManifest ScaleCapture(testing::KcapBuilder& b, uint32_t counter_after,
+                                   const std::string& kernel = "scale") {
+    return testing::ScaleCapture(b, counter_after, kernel);
+  }
+
+  // The rebuilt code object (compile B) in a file.
+  std::string WriteVariant(std::vector<testing::ElfVariable> variables,
+                           const std::string& kernel = "scale") {
+    const std::string path = Path("rebuilt.cubin");
+    std::ofstream(path, std::ios::binary)
+        << testing::ScaleCubin(std::move(variables), kernel, "rebuilt");
+    return path;
+  }
+
+  absl::StatusOr<ValidationReport> ValidateWith(const CaptureSource* src,
+                                                const std::string& code_object) {
+    SessionOptions o;
+    o.code_object_path = code_object;
+    auto s = ReplaySession::Create(src, o);
+    if (!s.ok()) return s.status();
+    return (*s)->Validate(CompareOptions{});
+  }
+
+  void SetUp() override {
+    ReplaySessionTest::SetUp();
+    FakeCuda::Get().SetKernel("scale", ScaleKernel);
+    FakeCuda::Get().SetKernel(kAnonKernelA, ScaleKernel);
+    FakeCuda::Get().SetKernel(kAnonKernelB, ScaleKernel);
+  }
+};
+
+// `make recompile` of the unit from another folder renames its internal
+// variables; they are still restored (so the kernel computes with the
+// captured scale) and compared (the counter's post-state is checked).
+TEST_F(InternalLinkageTest, ARecompiledUnitsInternalVariablesAreRestoredAndCompared) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, ScaleCapture(b, 10 + kScaleN));
+  ASSERT_NE(src, nullptr);
+  auto r = ValidateWith(src.get(), WriteVariant({{kScaleB, 4}, {kCounterB, 4}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+  EXPECT_TRUE(r->not_compared.empty());
+  ASSERT_EQ(r->regions.size(), 4u);
+  EXPECT_EQ(r->regions[2].name, kScaleA);
+  EXPECT_EQ(r->regions[3].name, kCounterA);
+  EXPECT_EQ(r->regions[3].kind, "module_global");
+  // Said where the user looks: which variable matched which.
+  bool said = false;
+  for (const std::string& w : r->info.warnings) said |= absl::StrContains(w, kCounterB);
+  EXPECT_TRUE(said);
+}
+
+TEST_F(InternalLinkageTest, AWrongValueInARenamedVariableFailsNamingIt) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, ScaleCapture(b, 10 + kScaleN + 1));  // the post image disagrees
+  ASSERT_NE(src, nullptr);
+  auto r = ValidateWith(src.get(), WriteVariant({{kScaleB, 4}, {kCounterB, 4}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "fail");
+  ASSERT_EQ(r->failing(), 1u) << FormatValidation(*r);
+  for (const RegionResult& rr : r->regions) {
+    if (!rr.passed) {
+      EXPECT_EQ(rr.name, kCounterA);
+    }
+  }
+  EXPECT_TRUE(absl::StrContains(FormatValidation(*r), absl::StrCat("module_global ", kCounterA)));
+}
+
+// A variable the rebuilt code object does not have, or has twice under one
+// identity, is not compared: the verdict is "incomplete", naming it, never
+// "pass".
+TEST_F(InternalLinkageTest, AVariableThatCannotBeMatchedMakesTheVerdictIncomplete) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, ScaleCapture(b, 10 + kScaleN));
+  ASSERT_NE(src, nullptr);
+  const std::string twin =
+      "__nv_static_18__77777777_4_j_cu_x_counter";  // another unit's static counter
+  for (const auto& vars : std::vector<std::vector<testing::ElfVariable>>{
+           {{kScaleB, 4}}, {{kScaleB, 4}, {kCounterB, 4}, {twin, 4}}, {{kScaleB, 4}, {kCounterB, 8}}}) {
+    SCOPED_TRACE(vars.size());
+    auto r = ValidateWith(src.get(), WriteVariant(vars));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_STREQ(r->verdict(), "incomplete") << FormatValidation(*r);
+    EXPECT_FALSE(r->passed());
+    ASSERT_EQ(r->not_compared.size(), 1u);
+    EXPECT_EQ(r->not_compared[0].name, kCounterA);
+    EXPECT_EQ(r->not_compared[0].index, 3u);
+    EXPECT_EQ(ValidationJson(*r)["result"], "incomplete");
+  }
+}
+
+TEST_F(InternalLinkageTest, AnAnonymousNamespaceKernelIsFoundUnderItsNewName) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, ScaleCapture(b, 10 + kScaleN, kAnonKernelA));
+  ASSERT_NE(src, nullptr);
+  auto r = ValidateWith(src.get(), WriteVariant({{kScaleB, 4}, {kCounterB, 4}}, kAnonKernelB));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  bool launched = false;
+  for (const std::string& l : FakeCuda::Get().launches()) launched |= absl::StartsWith(l, kAnonKernelB);
+  EXPECT_TRUE(launched);
+}
+
+// The post image holds a region the pre image does not: nothing restored it,
+// so nothing can say whether the kernel wrote it right.
+TEST_F(ReplaySessionTest, APostImageRegionWithoutAPreImageRegionIsNotAPass) {
+  testing::KcapBuilder b(4096);
+  v1::CaptureManifest m = AddOneCapture(b, 1);
+  v1::Region* extra = m.mutable_post()->add_regions();
+  extra->set_va(0x7f2e00000000);
+  extra->set_kind(v1::REGION_DEVICE);
+  *extra->mutable_data() = b.Add(std::string(64, '\x01'));
+  auto src = Write(b, m);
+  ASSERT_NE(src, nullptr);
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Validate(CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "incomplete") << FormatValidation(*r);
+  ASSERT_EQ(r->not_compared.size(), 1u);
+  EXPECT_TRUE(r->not_compared[0].post_only);
+  EXPECT_EQ(r->not_compared[0].va, 0x7f2e00000000u);
+}
+
+// A post region of another size would be compared against zeros (or not at
+// all) past the shorter one: refused as not comparable.
+TEST_F(ReplaySessionTest, APostImageOfAnotherShapeIsNotCompared) {
+  testing::KcapBuilder b(4096);
+  v1::CaptureManifest m = AddOneCapture(b, 1);
+  v1::Region* post = m.mutable_post()->mutable_regions(1);
+  post->clear_changed_chunks();
+  post->set_diff(false);
+  *post->mutable_data() = b.Add(std::string(kN * 8 / 2, '\x01'));
+  auto src = Write(b, m);
+  ASSERT_NE(src, nullptr);
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Validate(CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "incomplete") << FormatValidation(*r);
+  ASSERT_EQ(r->not_compared.size(), 1u);
+  EXPECT_EQ(r->not_compared[0].index, 1u);
+  EXPECT_TRUE(absl::StrContains(r->not_compared[0].reason, "another shape"));
+}
+
+}  // namespace
+}  // namespace kerncap::replay
+
+namespace kerncap::replay {
+namespace {
+
+class BenchTest : public ReplaySessionTest {
+ protected:
+  // add_one plus a device region it never touches (index 2).
+  v1::CaptureManifest WithSpare(testing::KcapBuilder& b) {
+    v1::CaptureManifest m = AddOneCapture(b, 1);
+    const std::string spare(4096, '\x33');
+    v1::Region* r = m.mutable_pre()->add_regions();
+    r->set_va(kSpareVa);
+    r->set_kind(v1::REGION_DEVICE);
+    *r->mutable_data() = b.Add(spare);
+    return m;
+  }
+  // A PTX file that the fake driver runs with `k` (the captured one keeps add_one).
+  std::string Variant(const std::string& tag, fake::Kernel k) {
+    const std::string ptx = std::string(testing::kAddOnePtx) + "// variant " + tag + "\n";
+    const std::string path = Path(tag + ".ptx");
+    std::ofstream(path, std::ios::binary) << ptx;
+    FakeCuda::Get().SetKernelForImage(ptx, "add_one", std::move(k));
+    return path;
+  }
+  absl::StatusOr<BenchReport> Bench(const CaptureSource* src, const BenchOptions& bo,
+                                    const std::string& code_object = "") {
+    SessionOptions o;
+    o.code_object_path = code_object;
+    auto s = ReplaySession::Create(src, o);
+    if (!s.ok()) return s.status();
+    session_ = std::move(*s);
+    return session_->Bench(bo);
+  }
+  std::unique_ptr<ReplaySession> session_;
+};
+
+// Each timed launch: restore the inputs, flush L2 on the launch stream,
+// then the event pair around the kernel alone; the persisting-L2 limit a
+// previous user set is 0 while the timed launches run, and put back after.
+TEST_F(BenchTest, TheTimedProtocolIsRestoreFlushThenEventsAroundTheKernelOnly) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  FakeCuda& f = FakeCuda::Get();
+  auto drv = CudaDriver::Get();
+  ASSERT_TRUE(drv.ok());
+  ASSERT_EQ((*drv)->cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 4 << 20), CUDA_SUCCESS);
+  std::vector<uint64_t> limit_at_launch;
+  f.SetKernel("add_one", [&](FakeCuda& cuda, const fake::Launch& l) {
+    limit_at_launch.push_back(cuda.persisting_l2_limit());
+    return fake::AddOneKernel()(cuda, l);
+  });
+  BenchOptions bo;
+  bo.warmup = 2;
+  bo.iterations = 5;
+  bo.cold_l2 = true;
+  auto r = Bench(src.get(), bo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // The flush (100 MiB at 0.25 ms/MiB of fake device time) and the restore
+  // are outside the events: every sample is the kernel's 1 ms.
+  ASSERT_EQ(r->samples_ms.size(), 5u);
+  for (double ms : r->samples_ms) EXPECT_DOUBLE_EQ(ms, 1.0);
+  EXPECT_EQ(r->l2_flush_bytes, 100u << 20);
+  EXPECT_TRUE(absl::StrContains(r->protocol, "overwrite 104857600 bytes")) << r->protocol;
+  // Persisting L2: reset for the timing (validation, 7 timed, revalidation).
+  EXPECT_EQ(r->persisting_l2.limit_before, 4u << 20);
+  EXPECT_EQ(r->persisting_l2.limit_during, 0u);
+  EXPECT_TRUE(r->persisting_l2.lines_reset);
+  EXPECT_TRUE(r->persisting_l2.window_cleared);
+  ASSERT_EQ(limit_at_launch.size(), 9u);
+  for (size_t i = 1; i < 8; ++i) EXPECT_EQ(limit_at_launch[i], 0u) << "launch " << i;
+  EXPECT_EQ(f.persisting_l2_limit(), 4u << 20);  // the caller's setting, back
+  // The order around every timed launch.
+  const std::vector<std::string> log = f.log();
+  std::vector<size_t> launches;
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i] == "launch add_one") launches.push_back(i);
+  }
+  ASSERT_EQ(launches.size(), 9u);
+  size_t reset_at = 0;
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (log[i] == "reset_persisting_l2") reset_at = i;
+  }
+  EXPECT_GT(reset_at, launches[0]);
+  EXPECT_LT(reset_at, launches[1]);
+  for (size_t k = 1; k < 8; ++k) {
+    const size_t at = launches[k];
+    SCOPED_TRACE(k);
+    EXPECT_EQ(log[at - 1], "event");
+    EXPECT_TRUE(absl::StartsWith(log[at - 2], "memset32 ")) << log[at - 2];
+    EXPECT_TRUE(absl::EndsWith(log[at - 2], " 104857600")) << log[at - 2];
+    EXPECT_TRUE(absl::StartsWith(log[at - 3], "htod ")) << log[at - 3];  // the restore
+    EXPECT_EQ(log[at + 1], "event");
+  }
+  EXPECT_STREQ(r->kernel_before->verdict(), "pass");
+  EXPECT_STREQ(r->kernel_after->verdict(), "pass");
+  EXPECT_TRUE(r->verdicts_pass());
+}
+
+// A variant that passes its first launch and then writes a region the
+// capture says the kernel never writes: the revalidation after the timing
+// says so, blames that region and that binary, not the original.
+TEST_F(BenchTest, RevalidationCatchesAVariantThatCorruptsStateOnlyOnLaterLaunches) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b));
+  ASSERT_NE(src, nullptr);
+  const std::string variant = Variant("corrupting", [](FakeCuda& cuda, const fake::Launch& l) {
+    const double ms = fake::AddOneKernel()(cuda, l);
+    if (l.launches_of_function >= 2) cuda.WriteU64(kSpareVa + 64, 0xdeadbeef);
+    return ms;
+  });
+  BenchOptions bo;
+  bo.warmup = 1;
+  bo.iterations = 4;
+  bo.compare_original = true;
+  auto r = Bench(src.get(), bo, variant);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->kernel_before.has_value());
+  EXPECT_STREQ(r->kernel_before->verdict(), "pass");
+  EXPECT_STREQ(r->kernel_after->verdict(), "fail") << FormatBench(*r);
+  ASSERT_EQ(r->kernel_after->failing(), 1u);
+  for (const RegionResult& rr : r->kernel_after->regions) {
+    if (!rr.passed) {
+      EXPECT_EQ(rr.index, 2u);
+    }
+  }
+  ASSERT_EQ(r->changed_during_timing.size(), 1u);
+  EXPECT_EQ(r->changed_during_timing[0].index, 2u);
+  EXPECT_STREQ(r->original_before->verdict(), "pass");
+  EXPECT_STREQ(r->original_after->verdict(), "pass");  // repaired before its turn
+  EXPECT_FALSE(r->verdicts_pass());
+  const nlohmann::json j = BenchJson(*r, false);
+  EXPECT_EQ(j["validated"]["kernel"], "pass");
+  EXPECT_EQ(j["revalidated"]["kernel"], "fail");
+  EXPECT_EQ(j["revalidated"]["original"], "pass");
+  EXPECT_TRUE(absl::StrContains(FormatBench(*r), "CHANGED DURING TIMING: region 2"));
+}
+
+TEST_F(BenchTest, RevalidationCatchesWrongOutputOnLaterLaunches) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  const std::string variant = Variant("drifting", [](FakeCuda& cuda, const fake::Launch& l) {
+    const double ms = fake::AddOneKernel()(cuda, l);
+    if (l.launches_of_function >= 3) fake::AddOneKernel()(cuda, l);  // adds 2 from now on
+    return ms;
+  });
+  BenchOptions bo;
+  bo.warmup = 1;
+  bo.iterations = 3;
+  auto r = Bench(src.get(), bo, variant);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->kernel_before->verdict(), "pass");
+  EXPECT_STREQ(r->kernel_after->verdict(), "fail");
+  EXPECT_TRUE(r->changed_during_timing.empty());  // it wrote only what the kernel writes
+}
+
+// The same binary against itself: both sides measured the same way.
+TEST_F(BenchTest, TwoIdenticalBinariesMeasureEven) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  const std::string same = Path("same.ptx");
+  std::ofstream(same, std::ios::binary) << testing::kAddOnePtx;
+  BenchOptions bo;
+  bo.warmup = 2;
+  bo.iterations = 6;
+  bo.cold_l2 = true;
+  bo.compare_original = true;
+  auto r = Bench(src.get(), bo, same);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->comparison.speedup.speedup, 1.0);
+  EXPECT_DOUBLE_EQ(r->comparison.speedup.pair_p10, 1.0);
+  EXPECT_DOUBLE_EQ(r->comparison.speedup.pair_p90, 1.0);
+  EXPECT_TRUE(r->verdicts_pass());
+}
+
+// BenchOptions::variant_path (the C API's bench): a module loaded for the
+// bench beside the session's, timed against the captured one, unloaded after.
+TEST_F(BenchTest, AVariantFileIsLoadedForTheBenchAndUnloadedAfter) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  const std::string slow = Variant("slow", [](FakeCuda& cuda, const fake::Launch& l) {
+    fake::AddOneKernel()(cuda, l);
+    return 2.0;
+  });
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE((*s)->Prepare().ok());
+  const size_t modules = FakeCuda::Get().loaded_modules();
+  BenchOptions bo;
+  bo.warmup = 1;
+  bo.iterations = 4;
+  bo.variant_path = slow;
+  bo.compare_original = true;
+  auto r = (*s)->Bench(bo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(r->stats.median_ms, 2.0);
+  EXPECT_DOUBLE_EQ(r->comparison.original_stats.median_ms, 1.0);
+  EXPECT_DOUBLE_EQ(r->comparison.speedup.speedup, 0.5);
+  EXPECT_EQ(r->comparison.variant, slow);
+  // The captured one stays (a later bench compares against it again); the variant is gone.
+  EXPECT_EQ(FakeCuda::Get().loaded_modules(), modules + 1);
+  // The memory holds one launch's result, as after a launch.
+  auto now = (*s)->CompareWithPostImage(CompareOptions{});
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE(now->passed());
+  ASSERT_TRUE((*s)->RestoreWrittenRegions().ok());
+  auto again = (*s)->Validate(CompareOptions{});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->passed());
+}
+
+TEST_F(BenchTest, ADriverWithoutAPersistingL2LimitIsSaidNotFatal) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  FakeCuda::Get().set_persisting_l2_supported(false);
+  BenchOptions bo;
+  bo.warmup = 0;
+  bo.iterations = 2;
+  auto r = Bench(src.get(), bo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->persisting_l2.supported);
+  EXPECT_TRUE(absl::StrContains(r->persisting_l2.note, "CUDA_ERROR_UNSUPPORTED_LIMIT"))
+      << r->persisting_l2.note;
+  EXPECT_EQ(BenchJson(*r, false)["persisting_l2"]["supported"], false);
+}
+
+class RelocationTest : public ReplaySessionTest {
+ protected:
+  void TearDown() override {
+    if (blocker_ != nullptr) ::munmap(blocker_, 4096);
+    ReplaySessionTest::TearDown();
+  }
+  // add_one plus a 256-byte pinned host block (index 2) that something else
+  // already occupies here, so the replay must put it elsewhere.
+  v1::CaptureManifest WithMovedHostBlock(testing::KcapBuilder& b, bool pointer_to_it) {
+    v1::CaptureManifest m = AddOneCapture(b, 1);
+    v1::Region* h = m.mutable_pre()->add_regions();
+    h->set_va(kHostVa);
+    h->set_kind(v1::REGION_HOST_PINNED);
+    *h->mutable_data() = b.Add(std::string(256, '\x5a'));
+    if (pointer_to_it) {
+      std::string blob = m.argument_blob();
+      blob.resize(24, '\0');
+      std::memcpy(blob.data() + 16, &kHostVa, 8);
+      m.set_argument_blob(blob);
+      v1::Argument* a = m.add_arguments();
+      a->set_offset(16);
+      a->set_size(8);
+    }
+    return m;
+  }
+  bool BlockHostVa() {
+    void* want = reinterpret_cast<void*>(kHostVa & ~uint64_t{4095});
+    blocker_ = ::mmap(want, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                      -1, 0);
+    if (blocker_ == MAP_FAILED || blocker_ != want) {
+      if (blocker_ != MAP_FAILED) ::munmap(blocker_, 4096);
+      blocker_ = nullptr;
+      return false;
+    }
+    return true;
+  }
+  void* blocker_ = nullptr;
+};
+
+TEST_F(RelocationTest, ASmallPinnedBlockThatMovedWithNoPointerToItIsANote) {
+  if (!BlockHostVa()) GTEST_SKIP() << "the test's host address is taken here";
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithMovedHostBlock(b, false));
+  ASSERT_NE(src, nullptr);
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Validate(CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  ASSERT_EQ(r->info.moved.size(), 1u);
+  EXPECT_EQ(r->info.moved[0].region, 2u);
+  EXPECT_EQ(r->info.moved[0].kind, "host_pinned");
+  EXPECT_EQ(r->info.moved[0].old_va, kHostVa);
+  EXPECT_NE(r->info.moved[0].new_va, kHostVa);
+  EXPECT_EQ(r->info.moved[0].pointers_patched, 0u);
+  EXPECT_EQ(r->info.relocation(), RelocationSeverity::kNote);
+  const std::string text = FormatValidation(*r);
+  EXPECT_TRUE(absl::StrContains(text, "note: 1 small pinned host block(s)")) << text;
+  EXPECT_FALSE(absl::StrContains(text, "RELOCATED REPLAY")) << text;
+  EXPECT_EQ(ValidationJson(*r)["relocation"], "note");
+}
+
+TEST_F(RelocationTest, APointerToAMovedBlockMakesItTheRelocationAlarm) {
+  if (!BlockHostVa()) GTEST_SKIP() << "the test's host address is taken here";
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithMovedHostBlock(b, true));
+  ASSERT_NE(src, nullptr);
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Validate(CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->info.moved.size(), 1u);
+  EXPECT_EQ(r->info.moved[0].pointers_patched, 1u);  // the argument
+  EXPECT_EQ(r->info.relocation(), RelocationSeverity::kRelocated);
+  const std::string text = FormatValidation(*r);
+  EXPECT_TRUE(absl::StrContains(text, "RELOCATED REPLAY: 1 region(s)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "host_pinned region 2 0x7f2b00001000 +256 -> ")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "1 pointer word(s) into it patched")) << text;
+}
+
+// Device ranges the driver will not give: every moved region with the
+// pointers found into it (the argument into the table, the table's word
+// into the data).
+TEST_F(RelocationTest, MovedDeviceRegionsCountThePointersIntoEach) {
+  FakeCuda::Get().RefuseAddress(kTableVa, 64ull << 20);
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok());
+  auto r = (*s)->Validate(CompareOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  ASSERT_EQ(r->info.moved.size(), 2u);
+  EXPECT_EQ(r->info.moved[0].region, 0u);
+  EXPECT_EQ(r->info.moved[0].kind, "device");
+  EXPECT_EQ(r->info.moved[0].pointers_patched, 1u);
+  EXPECT_EQ(r->info.moved[1].region, 1u);
+  EXPECT_EQ(r->info.moved[1].pointers_patched, 1u);
+  EXPECT_EQ(r->info.relocation(), RelocationSeverity::kRelocated);
+  const nlohmann::json j = ValidationJson(*r);
+  EXPECT_EQ(j["moved_ranges"][1]["pointers_patched"], 1);
+  EXPECT_EQ(j["relocation"], "relocated");
+}
+
+
+// kerncap-replay itself on the fake driver (LD_LIBRARY_PATH finds it as
+// libcuda.so.1): a capture with a module variable its code object lacks
+// validates as INCOMPLETE, exit code 1, in the text and the JSON.
+TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsOne) {
+  testing::KcapBuilder b(4096);
+  v1::CaptureManifest m = AddOneCapture(b, 1);
+  v1::Region* g = m.mutable_pre()->add_regions();
+  g->set_va(0x7f2d00000400);
+  g->set_kind(v1::REGION_MODULE_GLOBAL);
+  g->set_name("kc_scale");  // not in add_one's PTX
+  *g->mutable_data() = b.Add(std::string("\x00\x00\x80\x3f", 4));
+  const std::string kcap = Path("c.kcap");
+  ASSERT_TRUE(b.Write(kcap, m).ok());
+  auto run = [&](const std::string& args, std::string* out) {
+    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
+                                         KERNCAP_REPLAY_BIN, "' ", args, " '", kcap, "' 2>/dev/null");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string text, json;
+  EXPECT_EQ(run("validate", &text), 1) << text;
+  EXPECT_TRUE(absl::StrContains(text, "NOT COMPARED captured region 2")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "INCOMPLETE: 2 regions compared, 0 differ, 1 not compared"))
+      << text;
+  EXPECT_EQ(run("validate --json", &json), 1) << json;
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json;
+  EXPECT_EQ(j["result"], "incomplete");
+  EXPECT_EQ(j["not_compared"][0]["name"], "kc_scale");
+  // Bench times it, but its verdicts are incomplete: exit 1 too.
+  std::string bench;
+  EXPECT_EQ(run("bench --iterations=2 --warmup=0 --json", &bench), 1) << bench;
+  const nlohmann::json bj = nlohmann::json::parse(bench, nullptr, false);
+  ASSERT_FALSE(bj.is_discarded()) << bench;
+  EXPECT_EQ(bj["validated"]["kernel"], "incomplete");
+  EXPECT_EQ(bj["verdicts_pass"], false);
+  EXPECT_EQ(bj["iterations"], 2);
+}
+
+}  // namespace
+}  // namespace kerncap::replay
+
+namespace kerncap::replay {
+namespace {
+
+// Launch-configuration overrides (core/launch_override.h) on the fake driver.
+class LaunchOverrideTest : public ReplaySessionTest {
+ protected:
+  // add_one written as one thread per element: it adds 1 only to elements
+  // below grid*block, so its output depends on the launch shape.
+  static fake::Kernel PerThreadAddOne(std::vector<std::string>* shapes, uint64_t delta = 1) {
+    return [shapes, delta](FakeCuda& cuda, const fake::Launch& l) -> double {
+      if (shapes != nullptr) {
+        shapes->push_back(absl::StrCat(l.grid[0], "x", l.block[0], " smem ", l.shared_bytes));
+      }
+      uint64_t table = 0;
+      uint32_t n = 0;
+      std::memcpy(&table, l.args.data(), 8);
+      std::memcpy(&n, l.args.data() + 8, 4);
+      auto data = cuda.ReadU64(table);
+      if (!data) return -1;
+      const uint64_t threads = uint64_t{l.grid[0]} * l.block[0];
+      for (uint64_t i = 0; i < n && i < threads; ++i) {
+        auto v = cuda.ReadU64(*data + i * 8);
+        if (!v || !cuda.WriteU64(*data + i * 8, *v + delta)) return -1;
+      }
+      return 1.0;
+    };
+  }
+  std::string Variant(const std::string& tag, fake::Kernel k) {
+    const std::string ptx = std::string(testing::kAddOnePtx) + "// variant " + tag + "\n";
+    const std::string path = Path(tag + ".ptx");
+    std::ofstream(path, std::ios::binary) << ptx;
+    FakeCuda::Get().SetKernelForImage(ptx, "add_one", std::move(k));
+    return path;
+  }
+  absl::StatusOr<ValidationReport> ValidateWith(const CaptureSource* src, LaunchOverride o,
+                                                const std::string& code_object = "") {
+    SessionOptions so;
+    so.launch = o;
+    so.code_object_path = code_object;
+    auto s = ReplaySession::Create(src, so);
+    if (!s.ok()) return s.status();
+    session_ = std::move(*s);
+    return session_->Validate(CompareOptions{});
+  }
+  std::unique_ptr<ReplaySession> session_;
+};
+
+TEST_F(LaunchOverrideTest, TheOverriddenLaunchRunsAndValidates) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));  // captured: 4 x 256
+  ASSERT_NE(src, nullptr);
+  std::vector<std::string> shapes;
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(&shapes));
+  LaunchOverride o;
+  o.grid = Dim3{8, 1, 1};
+  o.block = Dim3{128, 1, 1};
+  o.shared_mem_bytes = 1024;
+  o.cache_preference = CachePreference::kL1;
+  auto r = ValidateWith(src.get(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0], "8x128 smem 1024");
+  EXPECT_EQ(r->info.launch_override, "grid=(8,1,1) block=(128,1,1) smem=1024");
+  EXPECT_TRUE(r->shape_probe.is_null());  // passed: nothing to probe
+  EXPECT_EQ(ValidationJson(*r)["launch_override"]["cache_preference"], "l1");
+  bool cache_set = false;
+  for (const std::string& line : FakeCuda::Get().log()) {
+    cache_set |= absl::StartsWith(line, "cache_config add_one " +
+                                            std::to_string(int{CU_FUNC_CACHE_PREFER_L1}));
+  }
+  EXPECT_TRUE(cache_set);
+}
+
+TEST_F(LaunchOverrideTest, AShapeTheCapturedCodeAlsoFailsAtIsLaunchShapeDependent) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  std::vector<std::string> shapes;
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(&shapes));
+  LaunchOverride o;
+  o.grid = Dim3{2, 1, 1};  // 512 threads for 1000 elements
+  auto r = ValidateWith(src.get(), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "launch_shape_dependent") << FormatValidation(*r);
+  EXPECT_FALSE(r->passed());
+  EXPECT_EQ(r->shape_probe["captured_code_at_override"], "fail");
+  EXPECT_EQ(r->shape_probe["captured_code_at_captured_launch"], "pass");
+  // The override's launch, then the captured launch as the probe.
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0], "2x256 smem 0");
+  EXPECT_EQ(shapes[1], "4x256 smem 0");
+  EXPECT_TRUE(absl::StrContains(FormatValidation(*r), "LAUNCH-SHAPE DEPENDENT"));
+}
+
+TEST_F(LaunchOverrideTest, AWrongCandidateAtAShapeTheCapturedCodePassesIsAFail) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(nullptr));
+  const std::string wrong = Variant("adds_two", PerThreadAddOne(nullptr, 2));
+  LaunchOverride o;
+  o.grid = Dim3{8, 1, 1};
+  o.block = Dim3{128, 1, 1};
+  auto r = ValidateWith(src.get(), o, wrong);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "fail") << FormatValidation(*r);
+  EXPECT_EQ(r->shape_probe["captured_code_at_override"], "pass");
+  // The same candidate at a shape the captured code fails at too: the
+  // captured outputs cannot judge it.
+  o.grid = Dim3{2, 1, 1};
+  o.block = Dim3{256, 1, 1};
+  auto d = ValidateWith(src.get(), o, wrong);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_STREQ(d->verdict(), "launch_shape_dependent") << FormatValidation(*d);
+}
+
+// bench --compare-original with an override: the variant runs at the
+// overridden launch, the captured code object at the captured one (the
+// baseline a tuned launch must beat).
+TEST_F(LaunchOverrideTest, BenchTimesTheOriginalAtTheCapturedLaunch) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  std::vector<std::string> shapes;
+  FakeCuda::Get().SetKernel("add_one", PerThreadAddOne(&shapes));
+  SessionOptions so;
+  so.launch.grid = Dim3{8, 1, 1};
+  so.launch.block = Dim3{128, 1, 1};
+  auto s = ReplaySession::Create(src.get(), so);
+  ASSERT_TRUE(s.ok()) << s.status();
+  BenchOptions bo;
+  bo.warmup = 0;
+  bo.iterations = 2;
+  bo.compare_original = true;
+  auto r = (*s)->Bench(bo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->verdicts_pass()) << FormatBench(*r);
+  size_t overridden = 0, captured = 0;
+  for (const std::string& sh : shapes) {
+    overridden += sh == "8x128 smem 0";
+    captured += sh == "4x256 smem 0";
+  }
+  // Prepare's validation-free launches aside: 2 validations + 2 timed each.
+  EXPECT_EQ(overridden, 4u) << absl::StrJoin(shapes, " ");
+  EXPECT_EQ(captured, 4u) << absl::StrJoin(shapes, " ");
+}
+
+TEST_F(LaunchOverrideTest, OutOfRangeOverridesAreRefusedBeforeAnyLaunch) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, AddOneCapture(b, 1));
+  ASSERT_NE(src, nullptr);
+  LaunchOverride o;
+  o.block = Dim3{2048, 1, 1};
+  auto r = ValidateWith(src.get(), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(FakeCuda::Get().launches().empty());
+}
+
+TEST_F(LaunchOverrideTest, TheCliTakesOverrideFlags) {
+  testing::KcapBuilder b(4096);
+  const std::string kcap = Path("c.kcap");
+  ASSERT_TRUE(b.Write(kcap, AddOneCapture(b, 1)).ok());
+  const std::string out = Path("out.json");
+  const std::string cmd = absl::StrCat("LD_LIBRARY_PATH=", KERNCAP_FAKE_CUDA_DIR, " ",
+                                       KERNCAP_REPLAY_BIN, " validate ", kcap,
+                                       " --grid=8 --block=128,1,1 --json > ", out);
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 0);
+  std::ifstream in(out);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["result"], "pass");
+  EXPECT_EQ(j["platform"], "cuda");
+  EXPECT_EQ(j["launch"], "grid=(8,1,1) block=(128,1,1) smem=0");
+  // A malformed dimension is a usage-level error naming the flag.
+  const int bad = std::system(absl::StrCat("LD_LIBRARY_PATH=", KERNCAP_FAKE_CUDA_DIR, " ",
+                                           KERNCAP_REPLAY_BIN, " validate ", kcap,
+                                           " --grid=0 2> ", Path("err.txt"))
+                                  .c_str());
+  EXPECT_NE(WEXITSTATUS(bad), 0);
+  std::ifstream err(Path("err.txt"));
+  std::string msg((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(msg, "--grid")) << msg;
+}
+
+// `kerncap-replay profile` with stand-in ncu scripts: the argv it gets (the
+// captured kernel, `run` of the same capture with the same overrides), the
+// figures read back, and the two skips (no ncu, no counter access).
+TEST_F(LaunchOverrideTest, ProfileRunsNcuOnTheReplayAndSkipsWithoutIt) {
+  testing::KcapBuilder b(4096);
+  const std::string kcap = Path("c.kcap");
+  ASSERT_TRUE(b.Write(kcap, AddOneCapture(b, 1)).ok());
+  const std::string argv_file = Path("ncu_argv.txt");
+  const std::string ncu = Path("ncu");
+  {
+    std::ofstream f(ncu);
+    f << "#!/bin/sh\n"
+      << "echo \"$@\" > '" << argv_file << "'\n"
+      << "while [ $# -gt 0 ] && [ \"$1\" != run ]; do last=\"$1\"; shift; done\n"
+      << "\"$last\" \"$@\" || exit 9\n"
+      << "echo '\"ID\",\"Kernel Name\",\"Grid Size\",\"Block Size\",\"gpu__time_duration.sum\","
+         "\"sm__warps_active.avg.pct_of_peak_sustained_active\"'\n"
+      << "echo '\"\",\"\",\"\",\"\",\"nsecond\",\"%\"'\n"
+      << "echo '\"0\",\"add_one\",\"(2, 1, 1)\",\"(256, 1, 1)\",\"2,500\",\"61.5\"'\n";
+  }
+  std::filesystem::permissions(ncu, std::filesystem::perms::owner_all);
+  auto run = [&](const std::string& args, std::string* out) {
+    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
+                                         KERNCAP_REPLAY_BIN, "' profile '", kcap, "' ", args,
+                                         " 2>/dev/null");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string json;
+  ASSERT_EQ(run("--ncu=" + ncu + " --grid=2 --json", &json), 0) << json;
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json;
+  EXPECT_DOUBLE_EQ(j["duration_us"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j["achieved_occupancy_pct"].get<double>(), 61.5);
+  EXPECT_TRUE(j["dram_throughput_pct"].is_null());
+  EXPECT_EQ(j["capture_id"], "cap-fake");
+  std::ifstream in(argv_file);
+  std::string argv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(argv, "--kernel-name add_one")) << argv;
+  EXPECT_TRUE(absl::StrContains(argv, " run " + kcap)) << argv;
+  EXPECT_TRUE(absl::StrContains(argv, "--grid=2")) << argv;
+  std::string text;
+  EXPECT_EQ(run("--ncu=" + ncu, &text), 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "achieved occupancy (%)")) << text;
+  // No ncu: skipped (77), with the reason.
+  std::string skipped;
+  EXPECT_EQ(run("--ncu=/nonexistent/ncu --json", &skipped), 77) << skipped;
+  EXPECT_EQ(nlohmann::json::parse(skipped, nullptr, false)["skipped"], true) << skipped;
+  // No counter access: skipped too.
+  const std::string denied = Path("ncu_denied");
+  std::ofstream(denied) << "#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have "
+                           "permission' >&2\nexit 1\n";
+  std::filesystem::permissions(denied, std::filesystem::perms::owner_all);
+  std::string perm;
+  EXPECT_EQ(run("--ncu=" + denied + " --json", &perm), 77) << perm;
+  EXPECT_TRUE(absl::StrContains(perm, "ERR_NVGPUCTRPERM")) << perm;
+}
+
+}  // namespace
+}  // namespace kerncap::replay
