@@ -236,7 +236,7 @@ std::string BuildMakefile(const MakefileSpec& s) {
   // recompile
   mk += "recompile: $(BUILT_CODE)\n\n";
   // CUDA's compile of one source into $(BUILT_CODE).
-  auto cuda_compile = [&](const std::string& src) {
+  auto cuda_compile = [&](const std::string& src, const std::string& out) {
     std::string r;
     if (toolkit_check) r += "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n";
     if (s.relocatable_device_code) {
@@ -245,10 +245,10 @@ std::string BuildMakefile(const MakefileSpec& s) {
                       "$(BUILD)/kernel.rdc.cubin ",
                       src,
                       "\n"
-                      "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o $(BUILT_CODE) "
-                      "$(BUILD)/kernel.rdc.cubin\n");
+                      "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o ", out,
+                      " $(BUILD)/kernel.rdc.cubin\n");
     } else {
-      absl::StrAppend(&r, "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $(BUILT_CODE) ", src, "\n");
+      absl::StrAppend(&r, "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o ", out, " ", src, "\n");
     }
     return r;
   };
@@ -260,10 +260,10 @@ std::string BuildMakefile(const MakefileSpec& s) {
         "\t@if test -n \"$$(find $(SRC) $(HEADERS) -newer $(MINIMAL_SRC) 2>/dev/null | head -n 1)\"; "
         "then echo 'notice: files under src/ are newer than $(MINIMAL_SRC): edits there are not in "
         "this build (make recompile-full)' >&2; fi\n",
-        cuda_compile("$(MINIMAL_SRC)"), "\n");
+        cuda_compile("$(MINIMAL_SRC)", "$@"), "\n");
     absl::StrAppend(&mk, "recompile-full:\n\t@mkdir -p $(BUILD)\n",
-                    "\t@echo 'recompile-full: the whole unit $(SRC)'\n", cuda_compile("$(SRC)"),
-                    "\n");
+                    "\t@echo 'recompile-full: the whole unit $(SRC)'\n",
+                    cuda_compile("$(SRC)", "$(BUILT_CODE)"), "\n");
   } else if (s.has_source) {
     absl::StrAppend(&mk, "$(BUILT_CODE): $(SRC) $(HEADERS)", s.vfs_overlay ? " vfs.yaml" : "",
                     "\n\t@mkdir -p $(BUILD)\n");
@@ -275,9 +275,9 @@ std::string BuildMakefile(const MakefileSpec& s) {
       why = absl::StrReplaceAll(why, {{"'", ""}, {"\\", "/"}, {"$", "$$"}, {"\n", " "},
                                       {"\r", " "}, {"#", "\\#"}});
       absl::StrAppend(&mk, "\t@echo 'recompile: the whole unit $(SRC) (no minimal unit: ", why,
-                      ")'\n", cuda_compile("$(SRC)"), "\n");
-      absl::StrAppend(&mk, "recompile-full:\n\t@mkdir -p $(BUILD)\n", cuda_compile("$(SRC)"),
-                      "\n");
+                      ")'\n", cuda_compile("$(SRC)", "$@"), "\n");
+      absl::StrAppend(&mk, "recompile-full:\n\t@mkdir -p $(BUILD)\n",
+                      cuda_compile("$(SRC)", "$(BUILT_CODE)"), "\n");
     } else {
       absl::StrAppend(&mk,
                       "\t$(CLANG) -x hip --cuda-device-only --no-gpu-bundle-output "

@@ -239,7 +239,7 @@ TEST(MinimalUnitMakefile, RecompileCompilesTheMinimalUnitAndFullTheWholeOne) {
   const std::string mk = BuildMakefile(s);
   EXPECT_THAT(mk, HasSubstr("MINIMAL_SRC := kernel.cu\n"));
   EXPECT_THAT(mk, HasSubstr("$(BUILT_CODE): $(MINIMAL_SRC)\n"));
-  EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $(BUILT_CODE) $(MINIMAL_SRC)"));
+  EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(MINIMAL_SRC)"));
   EXPECT_THAT(mk, HasSubstr("recompile-full:\n"));
   EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $(BUILT_CODE) $(SRC)"));
   EXPECT_THAT(mk, HasSubstr("recompile: $(MINIMAL_SRC), the minimal unit"));
