@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
@@ -137,7 +138,7 @@ std::vector<std::string> SlicerArgs(const std::vector<std::string>& flags) {
 }
 
 #ifdef KERNCAP_GENERATOR_HAVE_LLVM
-absl::StatusOr<std::string> KernelFingerprint(std::string_view elf, const std::string& symbol) {
+absl::StatusOr<KernelPrint> KernelFingerprint(std::string_view elf, const std::string& symbol) {
   using namespace llvm::object;  // NOLINT: local to this function
   auto buffer = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(elf.data(), elf.size()),
                                                  "code-object", /*RequiresNullTerminator=*/false);
@@ -148,7 +149,7 @@ absl::StatusOr<std::string> KernelFingerprint(std::string_view elf, const std::s
   }
   const auto* elf64 = llvm::dyn_cast<ELF64LEObjectFile>(obj->get());
   if (elf64 == nullptr) return absl::InvalidArgumentError("not a 64-bit little-endian ELF file");
-  std::string fp;
+  KernelPrint fp;
   bool found = false;
   for (const ELFSymbolRef sym : elf64->symbols()) {
     auto name = sym.getName();
@@ -178,9 +179,9 @@ absl::StatusOr<std::string> KernelFingerprint(std::string_view elf, const std::s
     // sh_info of a cubin's .text.<kernel>: the register count in its top
     // byte, above the index of the kernel's symbol (which depends on what
     // else the unit defines, so it is not compared).
-    absl::StrAppend(&fp, "code:", contents->substr(*value - base, size).str(),
-                    "\nflags:", static_cast<uint64_t>(shdr->sh_flags), " registers:",
-                    static_cast<uint64_t>(shdr->sh_info) >> 24, "\n");
+    fp.code = contents->substr(*value - base, size).str();
+    fp.flags = shdr->sh_flags;
+    fp.registers = static_cast<uint64_t>(shdr->sh_info) >> 24;
     found = true;
     break;
   }
@@ -191,8 +192,9 @@ absl::StatusOr<std::string> KernelFingerprint(std::string_view elf, const std::s
       llvm::consumeError(name.takeError());
       continue;
     }
-    if (*name == ".nv.shared." + symbol || *name == ".nv.constant0." + symbol) {
-      absl::StrAppend(&fp, name->str(), " size:", s.getSize(), "\n");
+    if (*name == ".nv.shared." + symbol) fp.shared_bytes = static_cast<int64_t>(s.getSize());
+    if (*name == ".nv.constant0." + symbol) {
+      fp.constant0_bytes = static_cast<int64_t>(s.getSize());
     }
     if (*name != ".rel.text." + symbol && *name != ".rela.text." + symbol) continue;
     for (const RelocationRef r : s.relocations()) {
@@ -206,16 +208,44 @@ absl::StatusOr<std::string> KernelFingerprint(std::string_view elf, const std::s
           llvm::consumeError(n.takeError());
         }
       }
-      absl::StrAppend(&fp, "reloc:", r.getOffset(), ":", r.getType(), ":", target, "\n");
+      fp.relocations.push_back(absl::StrCat(r.getOffset(), ":", r.getType(), ":", target));
     }
   }
   return fp;
 }
 #else
-absl::StatusOr<std::string> KernelFingerprint(std::string_view, const std::string&) {
+absl::StatusOr<KernelPrint> KernelFingerprint(std::string_view, const std::string&) {
   return absl::UnimplementedError("this build has no ELF reader (LLVM 15 missing at build time)");
 }
 #endif
+
+std::string DescribeDifference(const KernelPrint& a, const KernelPrint& b) {
+  std::vector<std::string> parts;
+  auto bytes = [](int64_t n) { return n < 0 ? std::string("none") : absl::StrCat(n, " bytes"); };
+  if (a.code != b.code) {
+    parts.push_back(a.code.size() == b.code.size()
+                        ? absl::StrCat("the code (", a.code.size(), " bytes each, different)")
+                        : absl::StrCat("the code (", a.code.size(), " vs ", b.code.size(),
+                                       " bytes)"));
+  }
+  if (a.registers != b.registers) {
+    parts.push_back(absl::StrCat("the register count (", a.registers, " vs ", b.registers, ")"));
+  }
+  if (a.flags != b.flags) parts.push_back("the code section's flags");
+  if (a.shared_bytes != b.shared_bytes) {
+    parts.push_back(absl::StrCat("the kernel's static shared memory (", bytes(a.shared_bytes),
+                                 " vs ", bytes(b.shared_bytes), ")"));
+  }
+  if (a.constant0_bytes != b.constant0_bytes) {
+    parts.push_back(absl::StrCat("its constant bank 0 (", bytes(a.constant0_bytes), " vs ",
+                                 bytes(b.constant0_bytes), ")"));
+  }
+  if (a.relocations != b.relocations) {
+    parts.push_back(absl::StrCat("its relocations (", a.relocations.size(), " vs ",
+                                 b.relocations.size(), ")"));
+  }
+  return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
+}
 
 MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
   MinimalUnit mu;
@@ -319,8 +349,8 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
   // with the whole unit compiled here, which is what the minimal unit
   // replaces.
   auto built = ReadFile(tmp.path + "/kernel.cubin");
-  absl::StatusOr<std::string> fp = built.ok() ? KernelFingerprint(*built, q.kernel_symbol)
-                                              : absl::StatusOr<std::string>(built.status());
+  absl::StatusOr<KernelPrint> fp = built.ok() ? KernelFingerprint(*built, q.kernel_symbol)
+                                              : absl::StatusOr<KernelPrint>(built.status());
   fs::remove(unit_path, ec);  // the caller writes it into the project when verified
   if (!fp.ok()) {
     mu.outcome = "differs";
@@ -348,10 +378,10 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
   }
   mu.whole_compile_seconds = SecondsSince(t0);
   auto whole_bytes = ReadFile(tmp.path + "/whole.cubin");
-  absl::StatusOr<std::string> whole_fp =
+  absl::StatusOr<KernelPrint> whole_fp =
       w.ok() && w->exit_code == 0 && whole_bytes.ok()
           ? KernelFingerprint(*whole_bytes, q.kernel_symbol)
-          : absl::StatusOr<std::string>(absl::UnknownError("the whole unit did not compile"));
+          : absl::StatusOr<KernelPrint>(absl::UnknownError("the whole unit did not compile"));
   if (whole_fp.ok() && *whole_fp == *fp) {
     mu.outcome = "verified";
     mu.verified_against = "whole_unit";
@@ -360,10 +390,10 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
   }
   mu.outcome = "differs";
   mu.reason = absl::StrCat(
-      "the minimal unit builds ", q.kernel_symbol,
-      " differently from the captured code (code, registers, shared/constant sizes or "
-      "relocations)",
-      whole_fp.ok() ? " and from the whole unit compiled here"
+      "the minimal unit builds ", q.kernel_symbol, " differently from the captured code (",
+      DescribeDifference(*captured, *fp), ")",
+      whole_fp.ok() ? absl::StrCat(" and from the whole unit compiled here (",
+                                   DescribeDifference(*whole_fp, *fp), ")")
                     : absl::StrCat("; the whole unit could not be compared: ",
                                    whole_fp.status().message()));
   return mu;

@@ -171,8 +171,8 @@ TEST_F(MinimalUnitTest, KernelEmbeddingItsLineNumberFallsBack) {
   // not become the edit target.
   MinimalUnit mu = BuildMinimalUnit(Query(kLineKernel));
   EXPECT_EQ(mu.outcome, "differs");
-  EXPECT_THAT(mu.reason, HasSubstr("differently from the captured code"));
-  EXPECT_THAT(mu.reason, HasSubstr("and from the whole unit compiled here"));
+  EXPECT_THAT(mu.reason, HasSubstr("differently from the captured code (the code ("));
+  EXPECT_THAT(mu.reason, HasSubstr("and from the whole unit compiled here (the code"));
   EXPECT_TRUE(mu.text.empty());
   EXPECT_FALSE(fs::exists(dir_ + "/" + kMinimalUnitFile));
 }
@@ -211,6 +211,27 @@ TEST(MinimalUnitArgs, NvccPreprocessorFlagsBecomeClangOnes) {
                           "/usr/local/cuda/include", "-isystem", "s", "-std=c++17", "-std=c++20",
                           "-include", "pre.h"));
   EXPECT_THAT(SlicerArgs({"-D"}), ElementsAre());  // a flag missing its value
+}
+
+TEST(MinimalUnitPrint, DifferencesAreNamed) {
+  KernelPrint a;
+  a.code = "abcd";
+  a.registers = 20;
+  a.shared_bytes = 1024;
+  a.constant0_bytes = 544;
+  KernelPrint b = a;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(DescribeDifference(a, b), "nothing");
+  b.shared_bytes = -1;
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(DescribeDifference(a, b), "the kernel's static shared memory (1024 bytes vs none)");
+  b = a;
+  b.code = "abce";
+  b.registers = 22;
+  b.relocations = {"16:2:g"};
+  EXPECT_EQ(DescribeDifference(a, b),
+            "the code (4 bytes each, different), the register count (20 vs 22), its relocations "
+            "(0 vs 1)");
 }
 
 TEST(MinimalUnitArgs, ArchMacro) {

@@ -885,7 +885,16 @@ int main(int argc, char** argv) {
                                    "--cuda-gpu-arch=sm_80", "-Wno-unknown-cuda-version",
                                    "-w", "-D__CLANG_CUDA_TEXTURE_INTRINSICS_H__", "-isystem",
                                    std::string(shim.str()), "-resource-dir", opt.resource_dir};
-  if (!opt.cuda_path.empty()) args.push_back("--cuda-path=" + opt.cuda_path);
+  if (!opt.cuda_path.empty()) {
+    args.push_back("--cuda-path=" + opt.cuda_path);
+    // nvcc searches CCCL's folder (cuda/std, cub, thrust) itself; clang 15
+    // does not know it.
+    const std::string cccl = opt.cuda_path + "/include/cccl";
+    if (llvm::sys::fs::is_directory(cccl)) {
+      args.push_back("-isystem");
+      args.push_back(cccl);
+    }
+  }
   if (!opt.arch_macro.empty()) {
     args.push_back("-U__CUDA_ARCH__");
     args.push_back("-D__CUDA_ARCH__=" + opt.arch_macro);
