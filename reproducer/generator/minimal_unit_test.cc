@@ -53,9 +53,10 @@ __constant__ float c_bias[4];
 namespace {
 __device__ float local_helper(float x) { return KC_TWICE(x) + c_bias[0]; }
 }  // namespace
+__device__ uint32_t clamp_index(uint32_t i) { return i == UINT32_MAX ? 0u : i; }
 template <int N, kc::Mode M>
 __global__ void fused(const float* in, float* out, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  int i = clamp_index(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= n) return;
   kc::Pair<float> p{in[i], static_cast<float>(N)};
   float v = M == kc::Mode::kAdd ? p.sum() : kc::scaled(p.a);
@@ -144,6 +145,10 @@ TEST_F(MinimalUnitTest, TemplateKernelWithHeaderHelpersIsVerified) {
   EXPECT_THAT(mu.text, HasSubstr("static __device__ int g_counter;"));
   EXPECT_THAT(mu.text, HasSubstr("__constant__ float c_bias[4];"));
   EXPECT_THAT(mu.text, HasSubstr("namespace {\n__device__ float local_helper"));
+  // A toolkit/system declaration and macro (uint32_t, UINT32_MAX): the
+  // project's #include that provides them, not their text.
+  EXPECT_THAT(mu.text, HasSubstr("__device__ uint32_t clamp_index(uint32_t i)"));
+  EXPECT_THAT(mu.text, HasSubstr("\n#include <cstdint>\n"));
   // The captured specialization, instantiated explicitly.
   EXPECT_THAT(mu.text, HasSubstr("template __global__ void fused<128, kc::Mode::kAdd>("
                                  "const float *, float *, int);"));

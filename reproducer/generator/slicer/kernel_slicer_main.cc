@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -140,9 +141,16 @@ class PPRecorder : public PPCallbacks {
     const FileEntry* to = &included->getFileEntry();
     edges_[from].push_back(to);
     if (kinds_.IsProject(fid) && !IsProjectFile(to)) {
+      by_line_[{fid, sm_.getSpellingLineNumber(hash)}] = project_includes_.size();
       project_includes_.push_back(
           {hash, angled ? "<" + file.str() + ">" : "\"" + file.str() + "\"", to});
     }
+  }
+  // The project #include (index in project_includes()) at a file location.
+  std::optional<size_t> ProjectIncludeAt(SourceLocation loc) const {
+    auto it = by_line_.find({sm_.getFileID(loc), sm_.getSpellingLineNumber(loc)});
+    if (it == by_line_.end()) return std::nullopt;
+    return it->second;
   }
   bool IsProjectFile(const FileEntry* fe) {
     llvm::SmallString<256> real;
@@ -178,7 +186,7 @@ class PPRecorder : public PPCallbacks {
 
   const std::vector<IncludeRecord>& project_includes() const { return project_includes_; }
   const std::map<const FileEntry*, std::vector<const FileEntry*>>& edges() const { return edges_; }
-  const std::map<const MacroInfo*, const FileEntry*>& system_macro_files() const {
+  const std::map<const MacroInfo*, SourceLocation>& system_macro_files() const {
     return system_macro_files_;
   }
   const std::map<const MacroInfo*, MacroRecord>& macros() const { return macros_; }
@@ -190,16 +198,15 @@ class PPRecorder : public PPCallbacks {
     if (mi == nullptr || at.isInvalid()) return;
     uses_.emplace_back(mi, sm_.getExpansionLoc(at));
     SourceLocation def = mi->getDefinitionLoc();
-    if (def.isValid() && def.isFileID() && !kinds_.IsProject(def)) {
-      system_macro_files_[mi] = sm_.getFileEntryForID(sm_.getFileID(def));
-    }
+    if (def.isValid() && def.isFileID() && !kinds_.IsProject(def)) system_macro_files_[mi] = def;
   }
   SourceManager& sm_;
   FileKinds& kinds_;
   const LangOptions& lo_;
   std::vector<IncludeRecord> project_includes_;
+  std::map<std::pair<FileID, unsigned>, size_t> by_line_;
   std::map<const FileEntry*, std::vector<const FileEntry*>> edges_;
-  std::map<const MacroInfo*, const FileEntry*> system_macro_files_;
+  std::map<const MacroInfo*, SourceLocation> system_macro_files_;  // where defined
   std::map<const MacroInfo*, MacroRecord> macros_;
   std::vector<std::pair<const MacroInfo*, SourceLocation>> uses_;
 };
@@ -362,7 +369,7 @@ class Slicer {
       unsigned off = sm_.getFileOffset(at);
       for (const Item& m : merged) {
         if (m.file == fid && off >= m.begin && off < m.end) {
-          NoteSystemFile(sys->second);
+          NoteSystemAt(sys->second);
           break;
         }
       }
@@ -636,11 +643,30 @@ class Slicer {
   // the unit's order) whose file includes, directly or not, the one that
   // declares it. None: it came with the compiler's implicit runtime header,
   // which nvcc includes too.
-  void NoteSystem(const Decl* d) {
-    SourceLocation loc = sm_.getExpansionLoc(d->getLocation());
+  void NoteSystem(const Decl* d) { NoteSystemAt(sm_.getExpansionLoc(d->getLocation())); }
+ public:
+  // First the chain of #includes that entered the declaring file this time
+  // (exact: a header entered with feature macros such as __need_va_list
+  // declares only part of itself); when that chain starts outside the
+  // project (the compiler's implicit runtime header was first), any project
+  // #include whose file includes it.
+  void NoteSystemAt(SourceLocation loc) {
+    FileID fid = sm_.getFileID(loc);
+    for (int depth = 0; depth < 256 && fid.isValid(); ++depth) {
+      SourceLocation inc = sm_.getIncludeLoc(fid);
+      if (inc.isInvalid()) break;
+      FileID parent = sm_.getFileID(inc);
+      if (kinds_.IsProject(parent)) {
+        if (std::optional<size_t> i = pp_.ProjectIncludeAt(inc)) {
+          system_includes_[*i] = pp_.project_includes()[*i];
+          return;
+        }
+        break;
+      }
+      fid = parent;
+    }
     NoteSystemFile(sm_.getFileEntryForID(sm_.getFileID(loc)));
   }
- public:
   void NoteSystemFile(const FileEntry* target) {
     if (target == nullptr || !noted_files_.insert(target).second) return;
     const std::vector<IncludeRecord>& incs = pp_.project_includes();
