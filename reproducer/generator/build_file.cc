@@ -234,7 +234,16 @@ std::string BuildMakefile(const MakefileSpec& s) {
   }
 
   // recompile
-  mk += "recompile: $(BUILT_CODE)\n\n";
+  const bool minimal_recompile = cuda && s.has_source && !s.minimal_unit.empty();
+  mk += "recompile: $(BUILT_CODE)\n";
+  if (minimal_recompile) {
+    // Also when the cubin is up to date: an edit under src/ is not in it.
+    mk +=
+        "\t@if test -n \"$$(find $(SRC) $(HEADERS) -newer $(MINIMAL_SRC) 2>/dev/null | head -n 1)\"; "
+        "then echo 'notice: files under src/ are newer than $(MINIMAL_SRC): make recompile builds "
+        "$(MINIMAL_SRC) only; edits under src/ need make recompile-full' >&2; fi\n";
+  }
+  mk += "\n";
   // CUDA's compile of one source into $(BUILT_CODE).
   auto cuda_compile = [&](const std::string& src, const std::string& out) {
     std::string r;
@@ -257,9 +266,6 @@ std::string BuildMakefile(const MakefileSpec& s) {
         &mk, "$(BUILT_CODE): $(MINIMAL_SRC)\n\t@mkdir -p $(BUILD)\n",
         "\t@echo 'recompile: $(MINIMAL_SRC), the minimal unit (verified at generation to build "
         "the captured code; make recompile-full compiles $(SRC))'\n",
-        "\t@if test -n \"$$(find $(SRC) $(HEADERS) -newer $(MINIMAL_SRC) 2>/dev/null | head -n 1)\"; "
-        "then echo 'notice: files under src/ are newer than $(MINIMAL_SRC): edits there are not in "
-        "this build (make recompile-full)' >&2; fi\n",
         cuda_compile("$(MINIMAL_SRC)", "$@"), "\n");
     absl::StrAppend(&mk, "recompile-full:\n\t@mkdir -p $(BUILD)\n",
                     "\t@echo 'recompile-full: the whole unit $(SRC)'\n",

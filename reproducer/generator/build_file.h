@@ -4,9 +4,9 @@
 //   help       lists the targets
 //   recompile  CUDA with a verified minimal unit (minimal_unit.h): kernel.cu
 //              alone (the kernel and the declarations it needs), same flags,
-//              -> build/kernel.cubin; its first line says so, and a notice
-//              when files under src/ are newer than kernel.cu (edits there
-//              need recompile-full). Otherwise the kernel's translation unit,
+//              -> build/kernel.cubin; its first line says so, and every
+//              make recompile prints a notice while files under src/ are
+//              newer than kernel.cu (edits there need recompile-full). Otherwise the kernel's translation unit,
 //              device code for the captured architecture, original flags ->
 //              build/kernel.cubin (nvcc -cubin; CUDA: its first line says why
 //              there is no minimal unit) / build/kernel.hsaco (clang -x hip
