@@ -24,6 +24,7 @@
 //   {"kernel": "<qualified name>", "template": bool, "declarations": N,
 //    "macros": N, "includes": ["<cstdint>", ...], "parse_errors": N,
 //    "first_error": "..."}
+// KERNCAP_SLICE_DEBUG=1 lists the name clang gives every kernel it sees.
 // Exit status: 0 written; 1 the kernel is not in the unit or a declaration's
 // text could not be taken (the reason on stderr's last line, after
 // "kerncap-cuda-slice: "); 2 bad usage.
@@ -420,8 +421,16 @@ class Slicer {
       for (auto c = it.close.rbegin(); c != it.close.rend(); ++c) u += *c;
     }
     const bool is_template = kernel_->getTemplateSpecializationKind() != TSK_Undeclared;
-    if (is_template) {
+    const bool nameable = is_template && Nameable(kernel_->getTemplateSpecializationArgs());
+    if (nameable) {
       u += "\n// The captured specialization (" + opt_.symbol + "):\n" + Instantiation() + "\n";
+    } else if (is_template) {
+      // A lambda or local class among the arguments cannot be named: the
+      // function that holds it (copied, since the kernel names its type)
+      // instantiates the kernel as the application did.
+      u += "\n// The captured specialization (" + opt_.symbol +
+           ") is instantiated by the call above\n// (its template arguments include a lambda or "
+           "local type, which cannot be named).\n";
     }
     std::string includes;
     for (const auto& [key, rec] : system_includes_) {
@@ -459,6 +468,41 @@ class Slicer {
     llvm::raw_string_ostream os(s);
     kernel_->getNameForDiagnostic(os, ctx_.getPrintingPolicy(), /*Qualified=*/true);
     return os.str();
+  }
+
+  // Whether every type among the arguments can be written at namespace
+  // scope (no lambda, local or unnamed class, also nested in other
+  // specializations' arguments).
+  static bool Nameable(const TemplateArgumentList* args) {
+    if (args == nullptr) return true;
+    for (const TemplateArgument& a : args->asArray()) {
+      if (!Nameable(a)) return false;
+    }
+    return true;
+  }
+  static bool Nameable(const TemplateArgument& a) {
+    if (a.getKind() == TemplateArgument::Pack) {
+      for (const TemplateArgument& p : a.pack_elements()) {
+        if (!Nameable(p)) return false;
+      }
+      return true;
+    }
+    if (a.getKind() != TemplateArgument::Type) return true;
+    QualType t = a.getAsType().getCanonicalType();
+    while (!t.isNull() && (t->isPointerType() || t->isReferenceType() || t->isArrayType())) {
+      t = t->isArrayType() ? QualType(t->getArrayElementTypeNoTypeQual(), 0) : t->getPointeeType();
+    }
+    if (t.isNull()) return true;
+    if (const CXXRecordDecl* rd = t->getAsCXXRecordDecl()) {
+      if (rd->isLambda() || rd->isLocalClass() != nullptr ||
+          (rd->getIdentifier() == nullptr && rd->getTypedefNameForAnonDecl() == nullptr)) {
+        return false;
+      }
+      if (const auto* cs = dyn_cast<ClassTemplateSpecializationDecl>(rd)) {
+        return Nameable(&cs->getTemplateArgs());
+      }
+    }
+    return true;
   }
 
   // `template __global__ void ns::k<256, false>(const float *, int);`
@@ -645,51 +689,63 @@ class Slicer {
   // which nvcc includes too.
   void NoteSystem(const Decl* d) { NoteSystemAt(sm_.getExpansionLoc(d->getLocation())); }
  public:
-  // First the chain of #includes that entered the declaring file this time
-  // (exact: a header entered with feature macros such as __need_va_list
-  // declares only part of itself); when that chain starts outside the
-  // project (the compiler's implicit runtime header was first), any project
-  // #include whose file includes it.
+  // The nearest project #include whose file includes, directly or not, the
+  // declaring file (NoteSystemFile); when none does (it came with the
+  // compiler's implicit runtime header), the chain of #includes that entered
+  // it this time, up to a project file.
   void NoteSystemAt(SourceLocation loc) {
-    FileID fid = sm_.getFileID(loc);
-    for (int depth = 0; depth < 256 && fid.isValid(); ++depth) {
+    if (NoteSystemFile(sm_.getFileEntryForID(sm_.getFileID(loc)))) return;
+    for (FileID fid = sm_.getFileID(loc); fid.isValid();) {
       SourceLocation inc = sm_.getIncludeLoc(fid);
-      if (inc.isInvalid()) break;
+      if (inc.isInvalid()) return;
       FileID parent = sm_.getFileID(inc);
       if (kinds_.IsProject(parent)) {
         if (std::optional<size_t> i = pp_.ProjectIncludeAt(inc)) {
           system_includes_[*i] = pp_.project_includes()[*i];
-          return;
         }
-        break;
+        return;
       }
       fid = parent;
     }
-    NoteSystemFile(sm_.getFileEntryForID(sm_.getFileID(loc)));
   }
-  void NoteSystemFile(const FileEntry* target) {
-    if (target == nullptr || !noted_files_.insert(target).second) return;
+  // Whether a project #include reaches `target` (noted when it does): the
+  // nearest one (fewest steps in the include graph: a header that reaches
+  // the file through a long chain may include it only in part, e.g. stdio.h
+  // includes stdarg.h for va_list alone), the first in the unit's order
+  // among equals. clang's headers are not gcc's, so the #include the
+  // project wrote for a name is the best guess; the verification decides.
+  bool NoteSystemFile(const FileEntry* target) {
+    if (target == nullptr) return false;
+    if (auto done = noted_files_.find(target); done != noted_files_.end()) return done->second;
     const std::vector<IncludeRecord>& incs = pp_.project_includes();
     if (reach_.empty()) reach_.resize(incs.size());
+    size_t best = incs.size();
+    int best_depth = 0;
     for (size_t i = 0; i < incs.size(); ++i) {
-      if (reach_[i].empty()) {
-        std::vector<const FileEntry*> todo = {incs[i].file};
-        reach_[i].insert(incs[i].file);
-        while (!todo.empty()) {
-          const FileEntry* f = todo.back();
-          todo.pop_back();
-          auto it = pp_.edges().find(f);
-          if (it == pp_.edges().end()) continue;
-          for (const FileEntry* g : it->second) {
-            if (reach_[i].insert(g).second) todo.push_back(g);
+      if (reach_[i].empty()) {  // breadth first: each file's depth
+        std::vector<const FileEntry*> level = {incs[i].file};
+        reach_[i][incs[i].file] = 0;
+        for (int depth = 1; !level.empty(); ++depth) {
+          std::vector<const FileEntry*> next;
+          for (const FileEntry* f : level) {
+            auto it = pp_.edges().find(f);
+            if (it == pp_.edges().end()) continue;
+            for (const FileEntry* g : it->second) {
+              if (reach_[i].emplace(g, depth).second) next.push_back(g);
+            }
           }
+          level = std::move(next);
         }
       }
-      if (reach_[i].count(target) != 0) {
-        system_includes_[i] = incs[i];
-        return;
+      auto d = reach_[i].find(target);
+      if (d != reach_[i].end() && (best == incs.size() || d->second < best_depth)) {
+        best = i;
+        best_depth = d->second;
       }
     }
+    if (best < incs.size()) system_includes_[best] = incs[best];
+    noted_files_[target] = best < incs.size();
+    return best < incs.size();
   }
  private:
 
@@ -770,8 +826,8 @@ class Slicer {
   std::vector<const Decl*> walk_;
   std::map<const Decl*, std::string> decl_items_;
   std::map<size_t, IncludeRecord> system_includes_;  // by index in project_includes()
-  std::set<const FileEntry*> noted_files_;
-  std::vector<std::set<const FileEntry*>> reach_;
+  std::map<const FileEntry*, bool> noted_files_;  // reached by a project #include?
+  std::vector<std::map<const FileEntry*, int>> reach_;  // per project #include: depths
 };
 
 class SliceConsumer : public ASTConsumer {
