@@ -370,7 +370,7 @@ class Slicer {
       unsigned off = sm_.getFileOffset(at);
       for (const Item& m : merged) {
         if (m.file == fid && off >= m.begin && off < m.end) {
-          NoteSystemAt(sys->second);
+          NoteSystemAt(sys->second, /*macro=*/true);
           break;
         }
       }
@@ -687,26 +687,36 @@ class Slicer {
   // the unit's order) whose file includes, directly or not, the one that
   // declares it. None: it came with the compiler's implicit runtime header,
   // which nvcc includes too.
-  void NoteSystem(const Decl* d) { NoteSystemAt(sm_.getExpansionLoc(d->getLocation())); }
+  void NoteSystem(const Decl* d) {
+    NoteSystemAt(sm_.getExpansionLoc(d->getLocation()), /*macro=*/false);
+  }
  public:
-  // The nearest project #include whose file includes, directly or not, the
-  // declaring file (NoteSystemFile); when none does (it came with the
-  // compiler's implicit runtime header), the chain of #includes that entered
-  // it this time, up to a project file.
-  void NoteSystemAt(SourceLocation loc) {
-    if (NoteSystemFile(sm_.getFileEntryForID(sm_.getFileID(loc)))) return;
+  // A declaration: the chain of #includes that entered its file this time,
+  // up to a project file's #include (what clang parsed); when the chain
+  // starts outside the project (the compiler's implicit runtime header came
+  // first), an #include already chosen that reaches the file, else the
+  // nearest project #include that does (NoteSystemFile).
+  // A macro: the nearest project #include first. Whether a header defines a
+  // macro can depend on how it is entered (stdio.h enters stdarg.h for
+  // va_list alone), and clang's own headers differ from gcc's there, so the
+  // #include the project wrote for it is the best guess.
+  void NoteSystemAt(SourceLocation loc, bool macro) {
+    const FileEntry* file = sm_.getFileEntryForID(sm_.getFileID(loc));
+    if (macro && NoteSystemFile(file, /*reuse=*/false)) return;
     for (FileID fid = sm_.getFileID(loc); fid.isValid();) {
       SourceLocation inc = sm_.getIncludeLoc(fid);
-      if (inc.isInvalid()) return;
+      if (inc.isInvalid()) break;
       FileID parent = sm_.getFileID(inc);
       if (kinds_.IsProject(parent)) {
         if (std::optional<size_t> i = pp_.ProjectIncludeAt(inc)) {
           system_includes_[*i] = pp_.project_includes()[*i];
+          return;
         }
-        return;
+        break;
       }
       fid = parent;
     }
+    if (!macro) NoteSystemFile(file, /*reuse=*/true);
   }
   // Whether a project #include reaches `target` (noted when it does): the
   // nearest one (fewest steps in the include graph: a header that reaches
@@ -714,7 +724,7 @@ class Slicer {
   // includes stdarg.h for va_list alone), the first in the unit's order
   // among equals. clang's headers are not gcc's, so the #include the
   // project wrote for a name is the best guess; the verification decides.
-  bool NoteSystemFile(const FileEntry* target) {
+  bool NoteSystemFile(const FileEntry* target, bool reuse) {
     if (target == nullptr) return false;
     if (auto done = noted_files_.find(target); done != noted_files_.end()) return done->second;
     const std::vector<IncludeRecord>& incs = pp_.project_includes();
@@ -738,6 +748,10 @@ class Slicer {
         }
       }
       auto d = reach_[i].find(target);
+      if (d != reach_[i].end() && reuse && system_includes_.count(i) != 0) {
+        noted_files_[target] = true;  // an #include already in the unit provides it
+        return true;
+      }
       if (d != reach_[i].end() && (best == incs.size() || d->second < best_depth)) {
         best = i;
         best_depth = d->second;
