@@ -602,6 +602,15 @@ std::string SummarizeProject(const GenerateResult& r) {
     if (p["compile"]["origin"] == "default") {
       absl::StrAppend(&s, "  note:    ", p["compile"]["reason"].get<std::string>(), "\n");
     }
+    if (p.contains("edit") && p["edit"].is_object()) {
+      const nlohmann::json& e = p["edit"];
+      absl::StrAppend(&s, "  edit:    ", e.value("file", ""),
+                      e.value("unit", "") == "minimal"
+                          ? " (the minimal unit, verified: make recompile compiles it alone; "
+                            "make recompile-full the whole unit)"
+                          : " (make recompile compiles the whole unit)",
+                      "\n");
+    }
   } else {
     absl::StrAppend(&s, "  source:  none (", outcome, "): ", src.value("message", ""), "\n");
   }
