@@ -3,7 +3,8 @@
 // helpers live in a header (a class template, a function template, an enum
 // class, macros, a namespace), a static __device__ variable, a __constant__
 // array, an anonymous-namespace helper; unrelated kernels, helpers and system
-// headers that must not be copied; a kernel that embeds __LINE__ (its
+// headers that must not be copied; a kernel instantiated with a lambda (no
+// explicit instantiation can name it); a kernel that embeds __LINE__ (its
 // minimal unit builds other code, so the project must fall back); a parse
 // that fails. The compile-and-compare cases skip without nvcc or the slicer.
 #include "reproducer/generator/minimal_unit.h"
@@ -195,6 +196,39 @@ TEST_F(MinimalUnitTest, KernelMissingFromTheCaptureIsRefused) {
   MinimalUnit mu = BuildMinimalUnit(Query("_Z9no_kernelv"));
   EXPECT_EQ(mu.outcome, "unavailable");
   EXPECT_THAT(mu.reason, HasSubstr("the captured code cannot be compared"));
+}
+
+TEST_F(MinimalUnitTest, LambdaInstantiatedKernelKeepsItsCallSite) {
+  // The closure type cannot be named in an explicit instantiation: the host
+  // function holding the lambda is copied and its launch instantiates the
+  // kernel, under the captured name.
+  std::ofstream(dir_ + "/src/lam.cu") << R"(template <typename F>
+__global__ void apply(F f, float* x) { x[threadIdx.x] = f(threadIdx.x); }
+__device__ float far_away(float v) { return v * 9.f; }
+void launch_lambda(float* x, float s) {
+  auto f = [s] __device__(int i) { return i * s; };
+  apply<<<1, 32>>>(f, x);
+}
+)";
+  const std::vector<std::string> flags = {"-O3", "-std=c++17", "--extended-lambda"};
+  std::vector<std::string> argv = {nvcc_, "-cubin", "-arch=sm_90"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", "lam.cubin", "src/lam.cu"});
+  auto r = RunTool(argv, dir_, 300);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+  auto bytes = ReadFile(dir_ + "/lam.cubin");
+  ASSERT_TRUE(bytes.ok());
+  MinimalUnitQuery q = Query("_Z5applyIZ13launch_lambdaPffEUliE_EvT_S0_");
+  q.unit = "src/lam.cu";
+  q.flags = flags;
+  q.captured_code = *bytes;
+  MinimalUnit mu = BuildMinimalUnit(q);
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_THAT(mu.text, HasSubstr("void launch_lambda(float* x, float s) {"));
+  EXPECT_THAT(mu.text, HasSubstr("cannot be named"));
+  EXPECT_THAT(mu.text, Not(HasSubstr("template __global__")));
+  EXPECT_THAT(mu.text, Not(HasSubstr("far_away")));
 }
 
 TEST(MinimalUnitNoTools, WithoutTheSlicerItSaysSo) {
