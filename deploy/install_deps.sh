@@ -18,6 +18,9 @@ PACKAGES=(
   # for compiling the test kernels, clang/lld/LLVM 15 (code objects, LLVM's
   # ELF + msgpack static libraries, libFuzzer).
   libhsa-runtime-dev libamdhip64-dev rocm-device-libs clang-15 lld-15 llvm-15-dev
+  # CUDA reproducers' minimal unit (kerncap-cuda-slice): clang 15's AST
+  # library and headers (reproducer/generator/slicer).
+  libclang-15-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

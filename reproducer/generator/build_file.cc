@@ -110,7 +110,19 @@ std::string BuildMakefile(const MakefileSpec& s) {
     absl::StrAppend(&mk, "SRC := ", MakeWord(s.source), "\n", "HEADERS :=");
     for (const std::string& h : s.headers) absl::StrAppend(&mk, " \\\n  ", MakeWord(h));
     absl::StrAppend(&mk, "\n", "FLAGS := ", Words(s.flags), "\n");
+    if (cuda && !s.minimal_unit.empty()) {
+      absl::StrAppend(
+          &mk,
+          "# The minimal unit: the kernel and only the declarations it needs, verified at\n"
+          "# generation to build the captured code (kerncap.json edit). recompile compiles\n"
+          "# it alone; recompile-full compiles $(SRC) (edits under src/ need that one).\n",
+          "MINIMAL_SRC := ", MakeWord(s.minimal_unit), "\n");
+    }
   }
+  const bool minimal = cuda && s.has_source && !s.minimal_unit.empty();
+  // What ptx compiles: the file the user edits.
+  const std::string edit_src = minimal ? "$(MINIMAL_SRC)" : "$(SRC)";
+  const std::string edit_deps = minimal ? "$(MINIMAL_SRC)" : "$(SRC) $(HEADERS)";
   if (!cuda && s.has_source) {
     // The assembly loop (make asm / asm-build): kerncap-asm cuts the kernel
     // out of clang -S output and splices the edited copy back; ld.lld is
@@ -166,7 +178,7 @@ std::string BuildMakefile(const MakefileSpec& s) {
         "--compare-original))\n\n";
   }
   absl::StrAppend(&mk, ".PHONY: help recompile run validate bench asm ptx asm-build clean",
-                  cuda ? " serve serve-stop" : "", "\n\n");
+                  cuda ? " serve serve-stop recompile-full" : "", "\n\n");
 
   // help
   mk += "help:\n";
@@ -175,10 +187,15 @@ std::string BuildMakefile(const MakefileSpec& s) {
                     std::string(12 - std::min<size_t>(11, target.size()), ' '), text, "'\n");
   };
   mk += "\t@echo 'Targets:'\n";
-  if (s.has_source) {
+  if (minimal) {
+    help("recompile", "rebuild the kernel from " + s.minimal_unit +
+                          " (the minimal unit) -> build/kernel.cubin (nvcc -cubin)");
+    help("recompile-full", "rebuild it from the whole unit under src/ -> build/kernel.cubin");
+  } else if (s.has_source) {
     help("recompile", cuda
                           ? "rebuild the kernel from src/ -> build/kernel.cubin (nvcc -cubin)"
                           : "rebuild the kernel from src/ -> build/kernel.hsaco (clang, vfs.yaml)");
+    if (cuda) help("recompile-full", "the same, always rebuilt");
   } else {
     help("recompile", "not available: no sources (see kerncap.json source.message)");
   }
@@ -217,20 +234,56 @@ std::string BuildMakefile(const MakefileSpec& s) {
   }
 
   // recompile
-  mk += "recompile: $(BUILT_CODE)\n\n";
-  if (s.has_source) {
+  const bool minimal_recompile = cuda && s.has_source && !s.minimal_unit.empty();
+  mk += "recompile: $(BUILT_CODE)\n";
+  if (minimal_recompile) {
+    // Also when the cubin is up to date: an edit under src/ is not in it.
+    mk +=
+        "\t@if test -n \"$$(find $(SRC) $(HEADERS) -newer $(MINIMAL_SRC) 2>/dev/null | head -n 1)\"; "
+        "then echo 'notice: files under src/ are newer than $(MINIMAL_SRC): make recompile builds "
+        "$(MINIMAL_SRC) only; edits under src/ need make recompile-full' >&2; fi\n";
+  }
+  mk += "\n";
+  // CUDA's compile of one source into $(BUILT_CODE).
+  auto cuda_compile = [&](const std::string& src, const std::string& out) {
+    std::string r;
+    if (toolkit_check) r += "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n";
+    if (s.relocatable_device_code) {
+      absl::StrAppend(&r,
+                      "\t$(NVCC) -cubin -arch=$(ARCH) -rdc=true $(FLAGS) -o "
+                      "$(BUILD)/kernel.rdc.cubin ",
+                      src,
+                      "\n"
+                      "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o ", out,
+                      " $(BUILD)/kernel.rdc.cubin\n");
+    } else {
+      absl::StrAppend(&r, "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o ", out, " ", src, "\n");
+    }
+    return r;
+  };
+  if (minimal) {
+    absl::StrAppend(
+        &mk, "$(BUILT_CODE): $(MINIMAL_SRC)\n\t@mkdir -p $(BUILD)\n",
+        "\t@echo 'recompile: $(MINIMAL_SRC), the minimal unit (verified at generation to build "
+        "the captured code; make recompile-full compiles $(SRC))'\n",
+        cuda_compile("$(MINIMAL_SRC)", "$@"), "\n");
+    absl::StrAppend(&mk, "recompile-full:\n\t@mkdir -p $(BUILD)\n",
+                    "\t@echo 'recompile-full: the whole unit $(SRC)'\n",
+                    cuda_compile("$(SRC)", "$(BUILT_CODE)"), "\n");
+  } else if (s.has_source) {
     absl::StrAppend(&mk, "$(BUILT_CODE): $(SRC) $(HEADERS)", s.vfs_overlay ? " vfs.yaml" : "",
                     "\n\t@mkdir -p $(BUILD)\n");
     if (cuda) {
-      if (toolkit_check) mk += "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n";
-      if (s.relocatable_device_code) {
-        mk +=
-            "\t$(NVCC) -cubin -arch=$(ARCH) -rdc=true $(FLAGS) -o $(BUILD)/kernel.rdc.cubin "
-            "$(SRC)\n"
-            "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o $@ $(BUILD)/kernel.rdc.cubin\n\n";
-      } else {
-        mk += "\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(SRC)\n\n";
-      }
+      // Text from tools' messages: nothing that could end the quote or the
+      // line, expand, or start a comment.
+      std::string why = s.minimal_unit_reason.empty() ? "not generated" : s.minimal_unit_reason;
+      if (why.size() > 300) why = why.substr(0, 300) + "...";
+      why = absl::StrReplaceAll(why, {{"'", ""}, {"\\", "/"}, {"$", "$$"}, {"\n", " "},
+                                      {"\r", " "}, {"#", "\\#"}});
+      absl::StrAppend(&mk, "\t@echo 'recompile: the whole unit $(SRC) (no minimal unit: ", why,
+                      ")'\n", cuda_compile("$(SRC)", "$@"), "\n");
+      absl::StrAppend(&mk, "recompile-full:\n\t@mkdir -p $(BUILD)\n",
+                      cuda_compile("$(SRC)", "$(BUILT_CODE)"), "\n");
     } else {
       absl::StrAppend(&mk,
                       "\t$(CLANG) -x hip --cuda-device-only --no-gpu-bundle-output "
@@ -239,6 +292,10 @@ std::string BuildMakefile(const MakefileSpec& s) {
     }
   } else {
     absl::StrAppend(&mk, "$(BUILT_CODE):\n", FailRecipe("recompile", s.no_source_reason), "\n");
+    if (cuda) {
+      absl::StrAppend(&mk, "recompile-full:\n", FailRecipe("recompile-full", s.no_source_reason),
+                      "\n");
+    }
   }
 
   // replay
@@ -361,10 +418,10 @@ std::string BuildMakefile(const MakefileSpec& s) {
     const std::string compute = absl::StrReplaceAll(s.arch, {{"sm_", "compute_"}});
     mk += "ptx: $(BUILD)/kernel.ptx\n\n";
     if (s.has_source) {
-      absl::StrAppend(&mk, "$(BUILD)/kernel.ptx: $(SRC) $(HEADERS)\n\t@mkdir -p $(BUILD)\n",
+      absl::StrAppend(&mk, "$(BUILD)/kernel.ptx: ", edit_deps, "\n\t@mkdir -p $(BUILD)\n",
                       toolkit_check ? "\t@$(call TOOLKIT_NOTICE,$(NVCC))\n" : "",
                       "\t$(NVCC) -ptx -arch=", compute, s.relocatable_device_code ? " -rdc=true" : "",
-                      " $(FLAGS) -o $@ $(SRC)\n\n");
+                      " $(FLAGS) -o $@ ", edit_src, "\n\n");
     } else {
       absl::StrAppend(&mk, "$(BUILD)/kernel.ptx:\n", FailRecipe("ptx", s.no_source_reason), "\n");
     }

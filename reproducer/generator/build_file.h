@@ -2,13 +2,21 @@
 // the project folder; tools are variables with defaults looked up on PATH
 // (make NVCC=/opt/cuda/bin/nvcc ...). Targets:
 //   help       lists the targets
-//   recompile  the kernel's translation unit alone, device code for the
-//              captured architecture, original flags -> build/kernel.cubin
-//              (nvcc -cubin) / build/kernel.hsaco (clang -x hip
+//   recompile  CUDA with a verified minimal unit (minimal_unit.h): kernel.cu
+//              alone (the kernel and the declarations it needs), same flags,
+//              -> build/kernel.cubin; its first line says so, and every
+//              make recompile prints a notice while files under src/ are
+//              newer than kernel.cu (edits there need recompile-full). Otherwise the kernel's translation unit,
+//              device code for the captured architecture, original flags ->
+//              build/kernel.cubin (nvcc -cubin; CUDA: its first line says why
+//              there is no minimal unit) / build/kernel.hsaco (clang -x hip
 //              --cuda-device-only ... -ivfsoverlay vfs.yaml). CUDA, when the
 //              capture recorded the application's toolkit (APP_CUDA_VERSION,
 //              toolkit_notes.h): a notice on stderr when `$(NVCC) --version`
 //              is another version (ptx and asm-build: $(NVCC), $(PTXAS))
+//   recompile-full
+//              CUDA: the whole translation unit, always rebuilt (as recompile
+//              without a minimal unit)
 //   run, validate, bench
 //              kerncap-replay on capture.kcap, with --code-object=build/...
 //              once recompile (or asm-build) produced one, else the captured
@@ -23,7 +31,8 @@
 //              command, -S) -> build/module.s, the kernel's part of it
 //              (kerncap-asm extract, amdgpu_asm.h) -> build/kernel.orig.s,
 //              copied to asm/kernel.s unless that exists (edits are kept)
-//   ptx        CUDA: nvcc -ptx of the source -> build/kernel.ptx (edit it...)
+//   ptx        CUDA: nvcc -ptx of the edit target (kernel.cu, else the unit)
+//              -> build/kernel.ptx (edit it...)
 //   asm-build  CUDA: ptxas build/kernel.ptx (or the captured PTX) ->
 //              build/kernel.cubin; HIP: kerncap-asm splice asm/kernel.s into
 //              build/module.s -> build/module.edited.s, clang -x assembler
@@ -76,6 +85,11 @@ struct MakefileSpec {
   // (nvcc -dlink -cubin) into build/kernel.cubin.
   bool relocatable_device_code = false;
   std::string app_cuda_version_line;
+  // CUDA: the verified minimal unit (minimal_unit.h, "kernel.cu"): recompile
+  // compiles it alone, recompile-full the whole unit. Empty: recompile is
+  // the whole unit and says why (minimal_unit_reason).
+  std::string minimal_unit;
+  std::string minimal_unit_reason;
   std::string clang_default = "clang";
   std::string llvm_objdump_default = "llvm-objdump";
 };

@@ -16,6 +16,7 @@
 #include "reproducer/generator/build_file.h"
 #include "reproducer/generator/command_rewriter.h"
 #include "reproducer/generator/include_closure.h"
+#include "reproducer/generator/minimal_unit.h"
 #include "reproducer/generator/path_util.h"
 #include "reproducer/generator/project_manifest.h"
 #include "reproducer/generator/project_writer.h"
@@ -201,6 +202,7 @@ std::string RoleOf(const std::string& rel, bool triton) {
     if (rel == "README.md") return "doc";
   }
   if (rel == "Makefile") return "build";
+  if (rel == kMinimalUnitFile) return "minimal_unit";
   if (rel == "vfs.yaml") return "overlay";
   if (absl::StartsWith(rel, "code/")) {
     return absl::EndsWith(rel, ".sass") || absl::EndsWith(rel, ".s") ? "disassembly" : "code";
@@ -459,6 +461,63 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
                          "build/kernel.cubin", "build/kernel.rdc.cubin"};
     }
 
+    // The fast recompile path: the kernel's minimal unit, used only when it
+    // builds the captured code (minimal_unit.h).
+    nlohmann::json edit = {{"recompile_full", tu_project}};
+    if (lang == Language::kCuda && code.format == "cubin") {
+      MinimalUnitQuery mq;
+      mq.project_dir = stage->dir();
+      mq.unit = tu_project;
+      mq.source_root = "src";
+      mq.flags = flags;
+      mq.external = cs.external;
+      mq.arch = arch;
+      mq.relocatable_device_code = mk.relocatable_device_code;
+      mq.kernel_symbol = mk.kernel_symbol;
+      mq.captured_code = code.bytes;
+      mq.nvcc = tools.nvcc;
+      mq.slicer = tools.slicer;
+      MinimalUnit mu = BuildMinimalUnit(mq);
+      nlohmann::json mj = {{"outcome", mu.outcome},
+                           {"reason", mu.reason},
+                           {"slice", mu.slice},
+                           {"seconds",
+                            {{"slice", mu.slice_seconds},
+                             {"compile", mu.compile_seconds},
+                             {"compile_whole", mu.whole_compile_seconds}}}};
+      if (mu.verified()) {
+        KC_RETURN_IF_ERROR(stage->WriteFile(kMinimalUnitFile, mu.text));
+        mk.minimal_unit = kMinimalUnitFile;
+        mj["verified_against"] = mu.verified_against;
+        edit["file"] = kMinimalUnitFile;
+        edit["unit"] = "minimal";
+        edit["note"] = absl::StrCat(
+            "edit ", kMinimalUnitFile, ": make recompile compiles it alone (verified at generation: "
+            "it builds ", mk.kernel_symbol, " exactly as ",
+            mu.verified_against == "captured" ? "the captured code"
+                                              : "the whole unit does with this nvcc",
+            "); make recompile-full compiles ", tu_project, " and its headers");
+      } else {
+        mk.minimal_unit_reason = absl::StrCat(mu.outcome, ": ", mu.reason);
+        edit["file"] = tu_project;
+        edit["unit"] = "whole";
+        edit["note"] = absl::StrCat("edit ", tu_project,
+                                    ": make recompile compiles the whole unit (no minimal unit: ",
+                                    mk.minimal_unit_reason, ")");
+        facts.warnings.push_back(absl::StrCat("minimal unit: ", mk.minimal_unit_reason,
+                                              "; make recompile compiles the whole unit"));
+      }
+      edit["minimal_unit"] = mj;
+    } else {
+      edit["file"] = tu_project;
+      edit["unit"] = "whole";
+      edit["note"] = lang == Language::kCuda
+                         ? absl::StrCat("the captured code object is ", code.format,
+                                        ": no minimal unit (it is verified against a cubin)")
+                         : "HIP: no minimal unit (CUDA only)";
+    }
+    facts.edit = edit;
+
     mk.has_source = true;
     mk.source = tu_project;
     mk.headers = facts.headers;
@@ -542,6 +601,15 @@ std::string SummarizeProject(const GenerateResult& r) {
                     p["compile"]["origin"].get<std::string>(), "\n");
     if (p["compile"]["origin"] == "default") {
       absl::StrAppend(&s, "  note:    ", p["compile"]["reason"].get<std::string>(), "\n");
+    }
+    if (p.contains("edit") && p["edit"].is_object()) {
+      const nlohmann::json& e = p["edit"];
+      absl::StrAppend(&s, "  edit:    ", e.value("file", ""),
+                      e.value("unit", "") == "minimal"
+                          ? " (the minimal unit, verified: make recompile compiles it alone; "
+                            "make recompile-full the whole unit)"
+                          : " (make recompile compiles the whole unit)",
+                      "\n");
     }
   } else {
     absl::StrAppend(&s, "  source:  none (", outcome, "): ", src.value("message", ""), "\n");

@@ -2,13 +2,15 @@
 // with nvcc -lineinfo, a capture of one dispatch of it (inputs, and the
 // golden outputs the kernel computes), the project generated from it, then
 // `make recompile validate` with the real kerncap-replay: the recompiled
-// cubin is what runs (--code-object), it validates; a kernel edited in src/
+// cubin is what runs (--code-object), it validates; a kernel edited in the
+// file kerncap.json names (kernel.cu, the minimal unit, when it verified)
 // recompiles and then fails validation. Skips without nvcc, make,
 // kerncap-replay or a GPU.
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -29,6 +31,11 @@ namespace fs = std::filesystem;
 constexpr uint64_t kOutVa = 0x7f2a00000000;
 constexpr uint64_t kInVa = 0x7f2a00200000;
 constexpr int kN = 1024;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 void Write(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
@@ -150,11 +157,19 @@ TEST(ReproGpuTest, RecompiledKernelIsReplayedAndValidated) {
   EXPECT_EQ(good_bench.exit_code, 0) << good_bench.out << good_bench.err;
   EXPECT_TRUE(absl::StrContains(good_bench.out, "speedup ")) << good_bench.out;
 
-  // An edit in src/ is what runs: wrong results now.
-  Write(g.out_dir + "/src/include/op.cuh",
-        "#pragma once\n__device__ inline float op(float x, float s) { return x * s + 2.0f; }\n");
-  fs::last_write_time(g.out_dir + "/src/include/op.cuh",
-                      fs::file_time_type::clock::now() + std::chrono::seconds(5));
+  // An edit of the file kerncap.json names is what runs: wrong results now.
+  // That file is the minimal unit kernel.cu when it verified at generation
+  // (minimal_unit.h), else the unit's header under src/.
+  const std::string edit_file = r->project["edit"].value("file", "");
+  ASSERT_FALSE(edit_file.empty()) << r->project.dump(2);
+  const std::string edited_path =
+      edit_file == "kernel.cu" ? g.out_dir + "/kernel.cu" : g.out_dir + "/src/include/op.cuh";
+  std::string text = ReadAll(edited_path);
+  const size_t at = text.find("x * s + 1.0f");
+  ASSERT_NE(at, std::string::npos) << edited_path << ":\n" << text;
+  text.replace(at, 12, "x * s + 2.0f");
+  Write(edited_path, text);
+  fs::last_write_time(edited_path, fs::file_time_type::clock::now() + std::chrono::seconds(5));
   ToolResult bad = run_make({"recompile", "validate"});
   EXPECT_NE(bad.exit_code, 0) << bad.out << bad.err;
   EXPECT_TRUE(absl::StrContains(bad.out, "FAIL") || absl::StrContains(bad.out, "fail")) << bad.out;

@@ -250,6 +250,7 @@ json BuildProjectManifest(const ProjectFacts& f) {
       {"warnings", StringList(f.warnings)},
   };
   if (!f.triton.is_null()) out["triton"] = f.triton;
+  if (!f.edit.is_null()) out["edit"] = f.edit;
   return out;
 }
 

@@ -50,8 +50,17 @@
 //                      tool_version}, tags{}}
 //   files             [{path, bytes, sha256, role}] every file of the project but
 //                     kerncap.json itself; role: capture|code|disassembly|source|header|
-//                     build|overlay; Triton projects: source (kernel.py), script
+//                     build|overlay|minimal_unit (kernel.cu); Triton projects: source (kernel.py), script
 //                     (run.py), binding (kerncap_replay.py), doc (README.md)
+//   edit              CUDA/HIP projects with sources: which file to edit and what
+//                     make recompile compiles: {file: "kernel.cu"|"src/..", unit:
+//                     "minimal"|"whole", recompile_full: "src/..", note,
+//                     minimal_unit: {outcome: "verified"|"differs"|"compile_failed"|
+//                     "slice_failed"|"unavailable", reason (not verified: why; also a
+//                     warning), verified_against: "captured"|"whole_unit" (verified),
+//                     slice {kernel, template, declarations, macros, includes[],
+//                     parse_errors, first_parse_error} (from kerncap-cuda-slice),
+//                     seconds {slice, compile, compile_whole}} (minimal_unit.h)}
 //   triton            Triton projects only: the pinned variant, parameter mapping,
 //                     kernel source origin... (format in triton_project.h)
 //   warnings          [text]
@@ -125,6 +134,7 @@ struct ProjectFacts {
   std::vector<ProjectFile> files;
   std::vector<std::string> warnings;
   nlohmann::json triton;  // null unless a Triton project (triton_project.h)
+  nlohmann::json edit;    // null: no "edit" key (binary-only and Triton projects)
 };
 
 nlohmann::json BuildProjectManifest(const ProjectFacts& facts);

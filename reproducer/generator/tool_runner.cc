@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -48,6 +49,24 @@ ToolPaths ResolveTools(const ToolPaths& in) {
     if (t.clang.empty()) t.clang = FindTool("clang", llvm);
   }
   if (t.python3.empty()) t.python3 = FindTool("python3");
+  if (t.slicer.empty()) {
+    // kerncap's own tool: beside the running kerncap binary (bin/, or bin/
+    // next to tests/), else on PATH.
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    std::vector<std::string> near;
+    if (!ec) {
+      near = {self.parent_path().string(), (self.parent_path().parent_path() / "bin").string()};
+    }
+    for (const std::string& d : near) {
+      const std::string c = d + "/kerncap-cuda-slice";
+      if (::access(c.c_str(), X_OK) == 0) {
+        t.slicer = c;
+        break;
+      }
+    }
+    if (t.slicer.empty()) t.slicer = FindTool("kerncap-cuda-slice");
+  }
   if (t.llvm_objdump.empty()) {
     t.llvm_objdump = FindTool("llvm-objdump-15");
     if (t.llvm_objdump.empty()) t.llvm_objdump = FindTool("llvm-objdump", llvm);

@@ -1,5 +1,5 @@
 // tool_runner.h: finds the external tools the generator uses (nvcc, nvdisasm,
-// cuobjdump, clang-15, llvm-objdump-15, python3) and runs them with captured output.
+// cuobjdump, clang-15, llvm-objdump-15, python3, kerncap-cuda-slice) and runs them with captured output.
 //
 // The generator never needs a tool: every use has a documented outcome when
 // it is missing (no disassembly file, include closure from a header scan).
@@ -23,6 +23,7 @@ struct ToolPaths {
   std::string clang;         // clang with HIP support (clang-15)
   std::string llvm_objdump;  // AMDGPU disassembler
   std::string python3;       // slices Triton kernels out of their module (triton_project.h)
+  std::string slicer;        // kerncap-cuda-slice: CUDA minimal units (minimal_unit.h)
 };
 
 // Absolute path of the first executable `name` on $PATH or in `extra_dirs`;

@@ -301,17 +301,40 @@ TEST_F(CudaGeneratorTest, SourceProjectRecompilesAndIsRelocatable) {
   EXPECT_EQ(Read(moved + "/build/kernel.cubin").substr(0, 4),
             "\x7f"
             "ELF");
-  // An edit in src/ is what gets compiled.
+  // The minimal unit (minimal_unit.h) verified for this kernel: kernel.cu
+  // is the edit target and recompile compiles it alone.
+  ASSERT_TRUE(p.contains("edit")) << p.dump(2);
+  EXPECT_EQ(p["edit"]["file"], "kernel.cu") << p["edit"].dump(2);
+  EXPECT_EQ(p["edit"]["unit"], "minimal");
+  EXPECT_EQ(p["edit"]["minimal_unit"]["outcome"], "verified");
+  EXPECT_EQ(p["edit"]["recompile_full"], "src/src/kern.cu");
+  EXPECT_TRUE(absl::StrContains(rc.out, "recompile: kernel.cu, the minimal unit")) << rc.out;
+  // An edit in src/ is what recompile-full compiles; recompile says it is
+  // not in its build.
   Write(
       moved + "/src/include/detail/math.cuh",
       "#pragma once\n__device__ inline float kc_mul(float a, float b) { return a * b * 3.0f; }\n");
   // Newer than the build output whatever the file system's clock granularity.
   fs::last_write_time(moved + "/src/include/detail/math.cuh",
                       fs::file_time_type::clock::now() + std::chrono::seconds(5));
+  ToolResult stale = MakeIn(moved, {"recompile"});
+  EXPECT_EQ(stale.exit_code, 0) << stale.err;
+  EXPECT_TRUE(absl::StrContains(stale.err, "edits under src/ need make recompile-full"))
+      << stale.out << stale.err;
+  ToolResult full = MakeIn(moved, {"recompile-full"});
+  EXPECT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_TRUE(absl::StrContains(full.out, "src/src/kern.cu")) << full.out;
+  // An edit of kernel.cu is what recompile compiles.
+  std::string unit = Read(moved + "/kernel.cu");
+  ASSERT_TRUE(absl::StrContains(unit, "__global__")) << unit;
+  Write(moved + "/kernel.cu", unit + "\n// edited\n");
+  fs::last_write_time(moved + "/kernel.cu",
+                      fs::file_time_type::clock::now() + std::chrono::seconds(10));
   ToolResult edited = MakeIn(moved, {"recompile"});
   EXPECT_EQ(edited.exit_code, 0) << edited.err;
   EXPECT_TRUE(absl::StrContains(edited.out, "nvcc")) << "edit did not trigger a rebuild:\n"
                                                      << edited.out << Read(moved + "/Makefile");
+  EXPECT_TRUE(absl::StrContains(edited.out, "kernel.cu")) << edited.out;
   // PTX from the source, rebuilt with ptxas.
   ToolResult ptx = MakeIn(moved, {"ptx"});
   ASSERT_EQ(ptx.exit_code, 0) << ptx.err;

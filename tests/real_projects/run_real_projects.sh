@@ -10,7 +10,12 @@
 #      captures), then `kerncapctl repro CAP --out DIR --source-dir SRC
 #      [--compile-commands DB]`;
 #   5. `make -C DIR recompile`, and the recompiled kernel's SASS against the
-#      captured one's (cuobjdump -sass -fun, addresses and encodings ignored).
+#      captured one's (cuobjdump -sass -fun, addresses and encodings ignored);
+#   6. the fast recompile path: whether the minimal unit verified at
+#      generation (kerncap.json edit.minimal_unit, minimal_unit.h), then the
+#      medians of REPS (default 3) timed `make recompile` after touching the
+#      edit target and `make recompile-full` (the whole unit), and the whole
+#      unit's SASS against the captured one's as well.
 # Prints a table and writes $WORK/summary.json. Not a ctest: it needs the
 # projects' sources (network or mirrors) and minutes of compiling. Fetched code
 # and builds stay under $WORK (default $TMPDIR/kerncap-real-projects), never in
@@ -38,7 +43,7 @@ while (($#)); do
     --work) work="$2"; shift 2 ;;
     --build-dir) kbuild="$2"; shift 2 ;;
     --mirrors) mirrors="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -68,6 +73,8 @@ sass_of() {  # cubin symbol
     grep -E '^[[:space:]]+/\*[0-9a-f]{4,}\*/' |
     sed -E 's#/\*[0-9a-f]+\*/##; s#/\* 0x[0-9a-f]+ \*/##g; s/[[:space:]]+/ /g; s/ +$//'
 }
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 json_escape() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().rstrip("\n")))'; }
 
@@ -106,6 +113,7 @@ while IFS='|' read -r name bsys kcase source ref paths kernel artifact recipe; d
   mkdir -p "$dir"; log="$dir/log.txt"; : >"$log"
   echo "== $name ($bsys; $kcase)" | tee -a "$log"
   unit="-"; origin="-"; recompiled="no"; same="-"; note=""; mangled=""
+  minimal="-"; minimal_reason=""; t_recompile="-"; t_full="-"; same_full="-"
   start=$(date +%s)
   if ! how=$(get_source "$source" "$ref" "$paths" "$SRC" 2>>"$log"); then
     note="source not obtained (see $log)"
@@ -159,6 +167,32 @@ EOF
                 same="no ($(diff <(echo "$a") <(echo "$b") | grep -c '^[<>]') lines differ)"
                 diff <(echo "$a") <(echo "$b") | head -n 20 >>"$log"
               fi
+              # The fast path against the whole unit, timed the same way.
+              IFS=$'\t' read -r minimal minimal_reason edit_file < <(python3 - "$out/kerncap.json" <<'EOF'
+import json, sys
+e = json.load(open(sys.argv[1])).get("edit") or {}
+m = e.get("minimal_unit") or {}
+print(m.get("outcome", "none"), (m.get("reason") or "-").replace("\t", " ")[:200],
+      e.get("file", "-"), sep="\t")
+EOF
+)
+              [[ "$minimal_reason" == "-" ]] && minimal_reason=""
+              ts=(); tf=()
+              for ((rep = 0; rep < ${REPS:-3}; rep++)); do
+                touch "$out/$edit_file"
+                t0=$(date +%s.%N)
+                make -C "$out" NVCC="$NVCC" recompile >>"$log" 2>&1 || break
+                ts+=("$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')")
+                t0=$(date +%s.%N)
+                make -C "$out" NVCC="$NVCC" recompile-full >>"$log" 2>&1 || break
+                tf+=("$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { printf "%.2f", a - b }')")
+              done
+              ((${#ts[@]})) && t_recompile=$(median "${ts[@]}")
+              ((${#tf[@]})) && t_full=$(median "${tf[@]}")
+              if ((${#tf[@]})); then
+                c=$(sass_of "$out/build/kernel.cubin" "$mangled")
+                [[ "$a" == "$c" ]] && same_full="yes" || same_full="no"
+              fi
             else
               note="make recompile failed: $(grep -m1 -iE 'error|fatal' "$log" | cut -c1-160)"
             fi
@@ -169,19 +203,21 @@ EOF
   fi
   secs=$(( $(date +%s) - start ))
   [[ "$recompiled" == yes ]] || failures=$((failures + 1))
-  rows+=("$name|$bsys|$kernel|$unit ($origin)|$recompiled|$same|${secs}s|$note")
-  summary+=$(printf '%s{"project":%s,"build_system":%s,"case":%s,"kernel":%s,"symbol":%s,"unit":%s,"compile_origin":%s,"recompile":%s,"same_sass":%s,"seconds":%d,"note":%s,"log":%s}' \
+  rows+=("$name|$bsys|$kernel|$unit ($origin)|$recompiled|$same|$minimal|${t_recompile}s|${t_full}s|$same_full|${secs}s|$note${minimal_reason:+ minimal unit: $minimal_reason}")
+  summary+=$(printf '%s{"project":%s,"build_system":%s,"case":%s,"kernel":%s,"symbol":%s,"unit":%s,"compile_origin":%s,"recompile":%s,"same_sass":%s,"minimal_unit":%s,"minimal_reason":%s,"recompile_s":%s,"recompile_full_s":%s,"same_sass_full":%s,"seconds":%d,"note":%s,"log":%s}' \
     "$([[ "$summary" == "[" ]] || echo ,)" \
     "$(json_escape <<<"$name")" "$(json_escape <<<"$bsys")" "$(json_escape <<<"$kcase")" \
     "$(json_escape <<<"$kernel")" "$(json_escape <<<"$mangled")" "$(json_escape <<<"$unit")" \
     "$(json_escape <<<"$origin")" "$([[ "$recompiled" == yes ]] && echo true || echo false)" \
-    "$(json_escape <<<"$same")" "$secs" "$(json_escape <<<"$note")" "$(json_escape <<<"$log")")
+    "$(json_escape <<<"$same")" "$(json_escape <<<"$minimal")" "$(json_escape <<<"$minimal_reason")" \
+    "$(json_escape <<<"$t_recompile")" "$(json_escape <<<"$t_full")" "$(json_escape <<<"$same_full")" \
+    "$secs" "$(json_escape <<<"$note")" "$(json_escape <<<"$log")")
 done <"$list"
 summary+="]"
 echo "$summary" | python3 -m json.tool >"$work/summary.json"
 
-printf '\n| project | build system | kernel | unit found (compile command) | recompile | same SASS | time | note |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+printf '\n| project | build system | kernel | unit found (compile command) | recompile | same SASS | minimal unit | make recompile | recompile-full | full same SASS | time | note |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 for r in "${rows[@]}"; do printf '| %s |\n' "${r//|/ | }"; done
 echo
 echo "summary: $work/summary.json"

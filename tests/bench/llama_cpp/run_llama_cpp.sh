@@ -30,8 +30,12 @@
 #   5. KERNCAP_LLAMA_REPS times (default 3) the same edit in both trees (an
 #      unroll pragma on the kernel's first loop: a real change of the code that
 #      keeps the results bit-identical):
-#        (a) cmake --build (incremental) + llama-simple + compare its text
-#        (b) make recompile validate in the reproducer
+#        (a) edit llama.cpp's norm.cu, cmake --build (incremental) + llama-simple
+#            + compare its text
+#        (b) edit the file kerncap.json names (edit.file: kernel.cu, the
+#            minimal unit, when it verified at generation; else the whole unit
+#            under src/), make recompile validate in the reproducer
+#      and, for reference, make recompile-full validate (the whole unit).
 #      The figure is median(a) / median(b).
 #
 # Usage: run_llama_cpp.sh [LOG_DIR]   (default $OUT, else ./llama-logs)
@@ -128,9 +132,19 @@ ctl repro "$cid" --out="$REPRO" --source-dir="$SRC" --compile-commands="$BUILD/c
   > "$LOGS/repro.log" 2>&1 || { note "repro failed"; cat "$LOGS/repro.log"; exit 1; }
 cp "$REPRO/kerncap.json" "$LOGS/kerncap.json"
 cp "$REPRO/Makefile" "$LOGS/repro-Makefile"
-RFILE=$(cd "$REPRO" && find src -path "*${KFILE#ggml/}" | head -1)
-[[ -n $RFILE ]] || { note "the reproducer has no $(basename "$KFILE")"; (cd "$REPRO" && find . -type f) > "$LOGS/repro-tree.txt"; exit 1; }
-note "reproducer: $RFILE + $(cd "$REPRO" && find src -type f | wc -l) source files"
+# The file to edit is the one kerncap.json names (edit.file): the minimal unit
+# when it verified, else the whole unit; edit.minimal_unit says why.
+IFS=$'\t' read -r RFILE EDIT_UNIT MINIMAL MINIMAL_WHY < <(python3 - "$REPRO/kerncap.json" <<'PY'
+import json, sys
+e = json.load(open(sys.argv[1])).get("edit") or {}
+m = e.get("minimal_unit") or {}
+print(e.get("file", ""), e.get("unit", "?"), m.get("outcome", "none"),
+      (m.get("reason") or "-").replace("\t", " ")[:300], sep="\t")
+PY
+)
+[[ $MINIMAL_WHY == "-" ]] && MINIMAL_WHY=""
+[[ -n $RFILE && -f $REPRO/$RFILE ]] || { note "kerncap.json names no edit file (edit.file: '$RFILE')"; (cd "$REPRO" && find . -type f) > "$LOGS/repro-tree.txt"; exit 1; }
+note "reproducer: edit $RFILE ($EDIT_UNIT unit; minimal unit: $MINIMAL${MINIMAL_WHY:+ - $MINIMAL_WHY}) + $(cd "$REPRO" && find src -type f | wc -l) source files"
 make -C "$REPRO" "${MAKEVARS[@]}" recompile validate > "$LOGS/repro-first.log" 2>&1 ||
   { note "first recompile+validate failed"; tail -40 "$LOGS/repro-first.log"; exit 1; }
 note "first make recompile validate passed"
@@ -157,8 +171,8 @@ open(path, "w").write(text)
 PY
 }
 
-declare -a A B
-ok_a=0 ok_b=0 submits=0
+declare -a A B C
+ok_a=0 ok_b=0 ok_c=0 submits=0
 for ((r = 1; r <= REPS; r++)); do
   f=$((1 << r))
   edit "$SRC/$KFILE" "$f" || exit 1
@@ -175,12 +189,19 @@ for ((r = 1; r <= REPS; r++)); do
   B+=("$(since "$t")")
   ((rc == 0)) && ok_b=$((ok_b + 1))
   grep -q 'kerncap-replay submit' "$LOGS/loop-b-$r.log" && submits=$((submits + 1))
-  note "(b) rep $r unroll $f: ${B[-1]} s (make recompile validate, exit $rc)"
+  note "(b) rep $r unroll $f: ${B[-1]} s (make recompile validate of $RFILE, exit $rc)"
+  t=$(now)
+  make -C "$REPRO" "${MAKEVARS[@]}" recompile-full validate > "$LOGS/loop-c-$r.log" 2>&1
+  rc=$?
+  C+=("$(since "$t")")
+  ((rc == 0)) && ok_c=$((ok_c + 1))
+  note "(reference) rep $r: ${C[-1]} s (make recompile-full validate: the whole unit under src/, exit $rc)"
 done
 ma=$(median "${A[@]}")
 mb=$(median "${B[@]}")
+mc=$(median "${C[@]}")
 ratio=$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.1f", a / b }')
-printf 'llama.cpp edit loop (%s): traditional %.2f s (%d/%d checks passed), kerncap %.3f s (%d/%d validates passed, %d through make serve), ratio %sx (target >= 30); full build %.0f s\n' \
-  "$KERNEL" "$ma" "$ok_a" "$REPS" "$mb" "$ok_b" "$REPS" "$submits" "$ratio" "$full_build" | tee -a "$LOGS/llama.log"
-printf 'BENCH_JSON {"bench":"llama_cpp_edit_loop","kernel":"%s","traditional_s":%.3f,"kerncap_s":%.3f,"ratio":%s,"checks_passed":%d,"validates_passed":%d,"submits":%d,"reps":%d,"full_build_s":%.1f,"serve_start_s":%.3f}\n' \
-  "$KERNEL" "$ma" "$mb" "$ratio" "$ok_a" "$ok_b" "$submits" "$REPS" "$full_build" "$serve_start" | tee -a "$LOGS/llama.log"
+printf 'llama.cpp edit loop (%s): traditional %.2f s (%d/%d checks passed), kerncap %.3f s editing %s (%d/%d validates passed, %d through make serve), ratio %sx (target >= 30); whole-unit recompile-full validate %.3f s (%d/%d); full build %.0f s\n' \
+  "$KERNEL" "$ma" "$ok_a" "$REPS" "$mb" "$RFILE" "$ok_b" "$REPS" "$submits" "$ratio" "$mc" "$ok_c" "$REPS" "$full_build" | tee -a "$LOGS/llama.log"
+printf 'BENCH_JSON {"bench":"llama_cpp_edit_loop","kernel":"%s","traditional_s":%.3f,"kerncap_s":%.3f,"ratio":%s,"checks_passed":%d,"validates_passed":%d,"submits":%d,"reps":%d,"full_build_s":%.1f,"serve_start_s":%.3f,"edit_file":"%s","edit_unit":"%s","minimal_unit":"%s","recompile_full_validate_s":%.3f,"recompile_full_validates_passed":%d}\n' \
+  "$KERNEL" "$ma" "$mb" "$ratio" "$ok_a" "$ok_b" "$submits" "$REPS" "$full_build" "$serve_start" "$RFILE" "$EDIT_UNIT" "$MINIMAL" "$mc" "$ok_c" | tee -a "$LOGS/llama.log"

@@ -13,7 +13,8 @@
 #   (a) traditional loop: edit scores.cu in the application's tree, rebuild
 #       the application (ninja, incremental), run it to layer 20's attention
 #       scores and check them (kcsim --check-layer=20).
-#   (b) kerncap loop: the same edit in the reproducer's src/, then
+#   (b) kerncap loop: the same edit in the reproducer (the file kerncap.json
+#       names: kernel.cu, the minimal unit, when it verified), then
 #       `make recompile validate` (only the kernel, sm_90 cubin; the captured
 #       dispatch replayed with it and compared with the captured outputs).
 #       The project runs in resident mode: `make serve` (once, after the first
@@ -108,8 +109,14 @@ note "captured $cid"
 ctl repro "$cid" --out="$REPRO" --source-dir="$APP" --compile-commands="$BUILD/compile_commands.json" \
   > "$LOGS/repro.log" 2>&1 || { note "repro failed"; cat "$LOGS/repro.log"; exit 1; }
 REL=src/attention/scores.cu
-REPRO_SCORES=$(cd "$REPRO" && find src -name scores.cu | head -1)
+# The reproducer's file to edit is the one kerncap.json names (edit.file:
+# kernel.cu, the minimal unit, when it verified at generation; make recompile
+# then compiles only that file), else the unit's copy under src/.
+REPRO_SCORES=$(python3 -c 'import json, sys; print((json.load(open(sys.argv[1])).get("edit") or {}).get("file", ""))' \
+  "$REPRO/kerncap.json" 2>/dev/null)
+[[ -n $REPRO_SCORES && -f $REPRO/$REPRO_SCORES ]] || REPRO_SCORES=$(cd "$REPRO" && find src -name scores.cu | head -1)
 [[ -n $REPRO_SCORES ]] || { note "the reproducer has no scores.cu"; ls -R "$REPRO" > "$LOGS/repro-tree.txt"; exit 1; }
+note "reproducer: edits go to $REPRO_SCORES"
 make -C "$REPRO" "${MAKEVARS[@]}" recompile validate > "$LOGS/repro-first.log" 2>&1 ||
   { note "first recompile+validate failed"; tail -30 "$LOGS/repro-first.log"; exit 1; }
 serve_start=0

@@ -1,0 +1,322 @@
+// The minimal unit (minimal_unit.h) on fixtures of our own, compiled here with
+// nvcc for sm_90 and sliced by kerncap-cuda-slice: a template kernel whose
+// helpers live in a header (a class template, a function template, an enum
+// class, macros, a namespace), a static __device__ variable, a __constant__
+// array, an anonymous-namespace helper; unrelated kernels, helpers and system
+// headers that must not be copied; a kernel instantiated with a lambda (no
+// explicit instantiation can name it); a kernel that embeds __LINE__ (its
+// minimal unit builds other code, so the project must fall back); a parse
+// that fails. The compile-and-compare cases skip without nvcc or the slicer.
+#include "reproducer/generator/minimal_unit.h"
+
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "reproducer/generator/build_file.h"
+#include "reproducer/generator/tool_runner.h"
+
+namespace kerncap::repro {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kHeader[] = R"(#pragma once
+#include <cstdint>
+#define KC_SCALE 3
+#define KC_TWICE(x) ((x) * 2)
+#define KC_UNUSED_MACRO 99
+namespace kc {
+template <typename T>
+struct Pair {
+  T a, b;
+  __device__ T sum() const { return a + b; }
+};
+template <typename T>
+__device__ __forceinline__ T scaled(T v) { return v * KC_SCALE; }
+__device__ inline float unused_helper(float x) { return x * 42.f; }
+enum class Mode { kAdd, kMul };
+}  // namespace kc
+)";
+
+constexpr char kUnit[] = R"(#include "helpers.cuh"
+#include <cstdio>
+static __device__ int g_counter;
+__constant__ float c_bias[4];
+namespace {
+__device__ float local_helper(float x) { return KC_TWICE(x) + c_bias[0]; }
+}  // namespace
+__device__ uint32_t clamp_index(uint32_t i) { return i == UINT32_MAX ? 0u : i; }
+template <int N, kc::Mode M>
+__global__ void fused(const float* in, float* out, int n) {
+  int i = clamp_index(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  kc::Pair<float> p{in[i], static_cast<float>(N)};
+  float v = M == kc::Mode::kAdd ? p.sum() : kc::scaled(p.a);
+  for (int k = 0; k < 4; ++k) v += c_bias[k];
+  out[i] = local_helper(v);
+  atomicAdd(&g_counter, 1);
+}
+__global__ void other_kernel(float* x) {
+  x[0] = kc::unused_helper(1.f) + KC_UNUSED_MACRO;
+  printf("other\n");
+}
+__global__ void line_kernel(int* out) { out[threadIdx.x] = __LINE__ * 7 + threadIdx.x; }
+void launch(const float* in, float* out, int n, int* lines, cudaStream_t s) {
+  fused<128, kc::Mode::kAdd><<<1, 128, 0, s>>>(in, out, n);
+  fused<64, kc::Mode::kMul><<<1, 64, 0, s>>>(in, out, n);
+  other_kernel<<<1, 1, 0, s>>>(out);
+  line_kernel<<<1, 32, 0, s>>>(lines);
+}
+)";
+
+constexpr char kFused128[] = "_Z5fusedILi128ELN2kc4ModeE0EEvPKfPfi";
+constexpr char kLineKernel[] = "_Z11line_kernelPi";
+
+std::string Slicer() {
+  const char* b = std::getenv("KERNCAP_BUILD_DIR");
+  const std::string p = std::string(b == nullptr ? "." : b) + "/bin/kerncap-cuda-slice";
+  return ::access(p.c_str(), X_OK) == 0 ? p : "";
+}
+
+class MinimalUnitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nvcc_ = ResolveTools({}).nvcc;
+    slicer_ = Slicer();
+    if (nvcc_.empty()) GTEST_SKIP() << "no nvcc";
+    if (slicer_.empty()) GTEST_SKIP() << "kerncap-cuda-slice not built (libclang-15-dev missing)";
+    std::string t = (fs::temp_directory_path() / "kerncap-mu-test-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(t.data()), nullptr);
+    dir_ = t;
+    fs::create_directories(dir_ + "/src/include");
+    std::ofstream(dir_ + "/src/include/helpers.cuh") << kHeader;
+    std::ofstream(dir_ + "/src/app.cu") << kUnit;
+    // The "captured" code: the whole unit as the application built it.
+    auto r = RunTool({nvcc_, "-cubin", "-arch=sm_90", "-O3", "-std=c++17", "-Isrc/include", "-o",
+                      "app.cubin", "src/app.cu"},
+                     dir_, 300);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+    auto bytes = ReadFile(dir_ + "/app.cubin");
+    ASSERT_TRUE(bytes.ok());
+    captured_ = *bytes;
+    fs::remove(dir_ + "/app.cubin");
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  MinimalUnitQuery Query(const std::string& symbol) {
+    MinimalUnitQuery q;
+    q.project_dir = dir_;
+    q.unit = "src/app.cu";
+    q.source_root = "src";
+    q.flags = {"-O3", "-std=c++17", "-Isrc/include"};
+    q.arch = "sm_90";
+    q.kernel_symbol = symbol;
+    q.captured_code = captured_;
+    q.nvcc = nvcc_;
+    q.slicer = slicer_;
+    return q;
+  }
+  std::string nvcc_, slicer_, dir_, captured_;
+};
+
+TEST_F(MinimalUnitTest, TemplateKernelWithHeaderHelpersIsVerified) {
+  MinimalUnit mu = BuildMinimalUnit(Query(kFused128));
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_EQ(mu.verified_against, "captured");
+  EXPECT_TRUE(mu.reason.empty());
+  // What the kernel needs, as written.
+  EXPECT_THAT(mu.text, HasSubstr("#define KC_SCALE 3"));
+  EXPECT_THAT(mu.text, HasSubstr("#define KC_TWICE(x) ((x) * 2)"));
+  EXPECT_THAT(mu.text, HasSubstr("struct Pair {"));
+  EXPECT_THAT(mu.text, HasSubstr("__device__ __forceinline__ T scaled(T v)"));
+  EXPECT_THAT(mu.text, HasSubstr("enum class Mode { kAdd, kMul };"));
+  EXPECT_THAT(mu.text, HasSubstr("namespace kc {"));
+  EXPECT_THAT(mu.text, HasSubstr("static __device__ int g_counter;"));
+  EXPECT_THAT(mu.text, HasSubstr("__constant__ float c_bias[4];"));
+  EXPECT_THAT(mu.text, HasSubstr("namespace {\n__device__ float local_helper"));
+  // A toolkit/system declaration and macro (uint32_t, UINT32_MAX): the
+  // project's #include that provides them, not their text.
+  EXPECT_THAT(mu.text, HasSubstr("__device__ uint32_t clamp_index(uint32_t i)"));
+  EXPECT_THAT(mu.text, HasSubstr("\n#include <cstdint>\n"));
+  // The captured specialization, instantiated explicitly.
+  EXPECT_THAT(mu.text, HasSubstr("template __global__ void fused<128, kc::Mode::kAdd>("
+                                 "const float *, float *, int);"));
+  // Nothing else.
+  EXPECT_THAT(mu.text, Not(HasSubstr("other_kernel")));
+  EXPECT_THAT(mu.text, Not(HasSubstr("unused_helper")));
+  EXPECT_THAT(mu.text, Not(HasSubstr("KC_UNUSED_MACRO")));
+  EXPECT_THAT(mu.text, Not(HasSubstr("line_kernel")));
+  EXPECT_THAT(mu.text, Not(HasSubstr("cstdio")));
+  EXPECT_THAT(mu.text, Not(HasSubstr("void launch")));
+  // Declarations in their original order: the header's before the unit's.
+  EXPECT_LT(mu.text.find("struct Pair"), mu.text.find("g_counter"));
+  EXPECT_LT(mu.text.find("local_helper"), mu.text.find("__global__ void fused"));
+  ASSERT_TRUE(mu.slice.is_object());
+  EXPECT_EQ(mu.slice.value("kernel", ""), "fused<128, kc::Mode::kAdd>");
+  EXPECT_TRUE(mu.slice.value("template", false));
+  EXPECT_EQ(mu.slice.value("parse_errors", -1), 0);
+  EXPECT_GT(mu.compile_seconds, 0);
+  // The verification compile is not left behind: the generator writes the file.
+  EXPECT_FALSE(fs::exists(dir_ + "/" + kMinimalUnitFile));
+}
+
+TEST_F(MinimalUnitTest, KernelEmbeddingItsLineNumberFallsBack) {
+  // __LINE__ is another number in the minimal unit: other code, so it must
+  // not become the edit target.
+  MinimalUnit mu = BuildMinimalUnit(Query(kLineKernel));
+  EXPECT_EQ(mu.outcome, "differs");
+  EXPECT_THAT(mu.reason, HasSubstr("differently from the captured code (the code ("));
+  EXPECT_THAT(mu.reason, HasSubstr("and from the whole unit compiled here (the code"));
+  EXPECT_TRUE(mu.text.empty());
+  EXPECT_FALSE(fs::exists(dir_ + "/" + kMinimalUnitFile));
+}
+
+TEST_F(MinimalUnitTest, UnparsableUnitFallsBackWithTheReason) {
+  MinimalUnitQuery q = Query(kFused128);
+  q.flags = {"-O3", "-std=c++17"};  // helpers.cuh cannot be found
+  MinimalUnit mu = BuildMinimalUnit(q);
+  EXPECT_EQ(mu.outcome, "slice_failed");
+  EXPECT_THAT(mu.reason, HasSubstr("kerncap-cuda-slice failed"));
+  EXPECT_THAT(mu.reason, HasSubstr("helpers.cuh"));
+}
+
+TEST_F(MinimalUnitTest, KernelMissingFromTheCaptureIsRefused) {
+  MinimalUnit mu = BuildMinimalUnit(Query("_Z9no_kernelv"));
+  EXPECT_EQ(mu.outcome, "unavailable");
+  EXPECT_THAT(mu.reason, HasSubstr("the captured code cannot be compared"));
+}
+
+TEST_F(MinimalUnitTest, LambdaInstantiatedKernelKeepsItsCallSite) {
+  // The closure type cannot be named in an explicit instantiation: the host
+  // function holding the lambda is copied and its launch instantiates the
+  // kernel, under the captured name.
+  std::ofstream(dir_ + "/src/lam.cu") << R"(template <typename F>
+__global__ void apply(F f, float* x) { x[threadIdx.x] = f(threadIdx.x); }
+__device__ float far_away(float v) { return v * 9.f; }
+void launch_lambda(float* x, float s) {
+  auto f = [s] __device__(int i) { return i * s; };
+  apply<<<1, 32>>>(f, x);
+}
+)";
+  const std::vector<std::string> flags = {"-O3", "-std=c++17", "--extended-lambda"};
+  std::vector<std::string> argv = {nvcc_, "-cubin", "-arch=sm_90"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", "lam.cubin", "src/lam.cu"});
+  auto r = RunTool(argv, dir_, 300);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+  auto bytes = ReadFile(dir_ + "/lam.cubin");
+  ASSERT_TRUE(bytes.ok());
+  MinimalUnitQuery q = Query("_Z5applyIZ13launch_lambdaPffEUliE_EvT_S0_");
+  q.unit = "src/lam.cu";
+  q.flags = flags;
+  q.captured_code = *bytes;
+  MinimalUnit mu = BuildMinimalUnit(q);
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_THAT(mu.text, HasSubstr("void launch_lambda(float* x, float s) {"));
+  EXPECT_THAT(mu.text, HasSubstr("cannot be named"));
+  EXPECT_THAT(mu.text, Not(HasSubstr("template __global__")));
+  EXPECT_THAT(mu.text, Not(HasSubstr("far_away")));
+}
+
+TEST(MinimalUnitNoTools, WithoutTheSlicerItSaysSo) {
+  MinimalUnitQuery q;
+  q.nvcc = "/usr/local/cuda/bin/nvcc";
+  MinimalUnit mu = BuildMinimalUnit(q);
+  EXPECT_EQ(mu.outcome, "unavailable");
+  EXPECT_THAT(mu.reason, HasSubstr("kerncap-cuda-slice is not installed"));
+  EXPECT_FALSE(mu.verified());
+}
+
+TEST(MinimalUnitArgs, NvccPreprocessorFlagsBecomeClangOnes) {
+  EXPECT_THAT(SlicerArgs({"-DA=1", "-D", "B", "--define-macro=C", "-UX", "-Iinc", "-I", "src/x",
+                          "--include-path=p", "-isystem=/usr/local/cuda/include", "-isystem", "s",
+                          "-std=c++17", "--std", "c++20", "-include", "pre.h", "-O3",
+                          "-Xcompiler", "-fPIC", "-use_fast_math", "--expt-relaxed-constexpr",
+                          "-x", "cu", "-lineinfo"}),
+              ElementsAre("-DA=1", "-DB", "-DC", "-UX", "-Iinc", "-Isrc/x", "-Ip", "-isystem",
+                          "/usr/local/cuda/include", "-isystem", "s", "-std=c++17", "-std=c++20",
+                          "-include", "pre.h"));
+  EXPECT_THAT(SlicerArgs({"-D"}), ElementsAre());  // a flag missing its value
+}
+
+TEST(MinimalUnitPrint, DifferencesAreNamed) {
+  KernelPrint a;
+  a.code = "abcd";
+  a.registers = 20;
+  a.shared_bytes = 1024;
+  a.constant0_bytes = 544;
+  KernelPrint b = a;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(DescribeDifference(a, b), "nothing");
+  b.shared_bytes = -1;
+  EXPECT_FALSE(a == b);
+  EXPECT_EQ(DescribeDifference(a, b), "the kernel's static shared memory (1024 bytes vs none)");
+  b = a;
+  b.code = "abce";
+  b.registers = 22;
+  b.relocations = {"16:2:g"};
+  EXPECT_EQ(DescribeDifference(a, b),
+            "the code (4 bytes each, different), the register count (20 vs 22), its relocations "
+            "(0 vs 1)");
+}
+
+TEST(MinimalUnitArgs, ArchMacro) {
+  EXPECT_EQ(CudaArchMacro("sm_90"), "900");
+  EXPECT_EQ(CudaArchMacro("sm_90a"), "900");
+  EXPECT_EQ(CudaArchMacro("sm_120"), "1200");
+  EXPECT_EQ(CudaArchMacro("gfx90a"), "");
+  EXPECT_EQ(CudaArchMacro("sm_"), "");
+}
+
+MakefileSpec CudaSpec() {
+  MakefileSpec s;
+  s.lang = Language::kCuda;
+  s.arch = "sm_90";
+  s.captured_code = "code/kernel.cubin";
+  s.has_source = true;
+  s.source = "src/app.cu";
+  s.headers = {"src/include/helpers.cuh"};
+  s.flags = {"-O3", "-Isrc/include"};
+  return s;
+}
+
+TEST(MinimalUnitMakefile, RecompileCompilesTheMinimalUnitAndFullTheWholeOne) {
+  MakefileSpec s = CudaSpec();
+  s.minimal_unit = "kernel.cu";
+  const std::string mk = BuildMakefile(s);
+  EXPECT_THAT(mk, HasSubstr("MINIMAL_SRC := kernel.cu\n"));
+  EXPECT_THAT(mk, HasSubstr("$(BUILT_CODE): $(MINIMAL_SRC)\n"));
+  EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(MINIMAL_SRC)"));
+  EXPECT_THAT(mk, HasSubstr("recompile-full:\n"));
+  EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $(BUILT_CODE) $(SRC)"));
+  EXPECT_THAT(mk, HasSubstr("recompile: $(MINIMAL_SRC), the minimal unit"));
+  EXPECT_THAT(mk, HasSubstr("-newer $(MINIMAL_SRC)"));
+  EXPECT_THAT(mk, HasSubstr("$(BUILD)/kernel.ptx: $(MINIMAL_SRC)\n"));
+}
+
+TEST(MinimalUnitMakefile, FallbackSaysWhyAndQuotesSafely) {
+  MakefileSpec s = CudaSpec();
+  s.minimal_unit_reason = "differs: it's $(HOME) # not\nsafe \\";
+  const std::string mk = BuildMakefile(s);
+  EXPECT_THAT(mk, Not(HasSubstr("MINIMAL_SRC")));
+  EXPECT_THAT(mk, HasSubstr("$(BUILT_CODE): $(SRC) $(HEADERS)\n"));
+  EXPECT_THAT(mk, HasSubstr("@echo 'recompile: the whole unit $(SRC) (no minimal unit: differs: "
+                            "its $$(HOME) \\# not safe /)'\n"));
+  EXPECT_THAT(mk, HasSubstr("recompile-full:\n"));
+}
+
+}  // namespace
+}  // namespace kerncap::repro
