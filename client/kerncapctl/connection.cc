@@ -16,28 +16,6 @@
 
 namespace kerncap::ctl {
 
-int ExitCodeFor(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitOk;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return kExitUsage;
-    case absl::StatusCode::kNotFound:
-      return kExitNotFound;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return kExitUnavailable;
-    case absl::StatusCode::kDataLoss:
-      return kExitDataLoss;
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-      return kExitPermission;
-    default:
-      return kExitError;
-  }
-}
-
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& options,
                                                              const std::string& endpoint) {
   std::unique_ptr<Connection> c(new Connection());

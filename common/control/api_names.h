@@ -23,6 +23,11 @@
 
 namespace kerncap::api {
 
+// The gRPC package kerncapd serves and its control service's full name (the
+// name health checks and reflection answer for).
+inline constexpr char kApiVersion[] = "kerncap.v1";
+inline constexpr char kControlServiceName[] = "kerncap.v1.KerncapControl";
+
 // The short name of `value` of `type`; "" when the table has none (an enum
 // value added to the proto without a name here; api_names_test catches it).
 absl::string_view EnumName(const google::protobuf::EnumDescriptor* type, int value);
