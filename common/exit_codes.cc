@@ -5,7 +5,7 @@
 namespace kerncap::exit_code {
 namespace {
 
-constexpr std::array<ExitCodeInfo, 10> kTable = {{
+constexpr std::array<ExitCodeInfo, 11> kTable = {{
     {kOk, "ok", "success (validate: every compared region matched)"},
     {kError, "error", "failed for a reason not listed here (replay error, I/O, internal)"},
     {kUsage, "usage", "bad command line: unknown command or flag, malformed or out-of-range value"},
@@ -16,6 +16,8 @@ constexpr std::array<ExitCodeInfo, 10> kTable = {{
     {kConflict, "conflict", "already exists or in use (store locked by another kerncapd, "
                             "repro --out exists without --force)"},
     {kMismatch, "mismatch", "validation ran and the outputs differ from the captured ones"},
+    {kRefused, "refused", "not done because the result would not be faithful (e.g. run.py: the "
+                          "rebuilt kernel is another binary); nothing was validated"},
     {kNoDevice, "no_device", "no GPU driver or device on this machine (tests report skipped)"},
 }};
 
@@ -39,8 +41,7 @@ int ForStatus(const absl::Status& status) {
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnauthenticated: return kPermission;
     case absl::StatusCode::kDataLoss: return kDataLoss;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kFailedPrecondition: return kConflict;
+    case absl::StatusCode::kAlreadyExists: return kConflict;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange: return kUsage;
     default: return kError;

@@ -24,6 +24,7 @@ inline constexpr int kDataLoss = 5;      // stored data failed verification (ver
 inline constexpr int kPermission = 6;    // permission denied or authentication failed
 inline constexpr int kConflict = 7;      // already exists or in use (store locked, --out exists)
 inline constexpr int kMismatch = 8;      // validation ran and outputs differ from the captured ones
+inline constexpr int kRefused = 9;       // not done: the answer would not be faithful (nothing validated)
 inline constexpr int kNoDevice = 77;     // no GPU driver or device (ctest/automake "skipped")
 
 struct ExitCodeInfo {
@@ -40,8 +41,8 @@ const char* ExitCodeName(int code);
 // The exit code for a failed operation's status (kOk for OK). gRPC and absl
 // codes map by meaning: NotFound -> kNotFound, Unavailable and
 // DeadlineExceeded -> kUnavailable, PermissionDenied and Unauthenticated ->
-// kPermission, DataLoss -> kDataLoss, AlreadyExists and FailedPrecondition ->
-// kConflict, InvalidArgument and OutOfRange -> kUsage, the rest -> kError.
+// kPermission, DataLoss -> kDataLoss, AlreadyExists -> kConflict,
+// InvalidArgument and OutOfRange -> kUsage, the rest -> kError.
 int ForStatus(const absl::Status& status);
 
 }  // namespace kerncap::exit_code

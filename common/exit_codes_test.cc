@@ -30,6 +30,7 @@ TEST(ExitCodesTest, StatusesMapByMeaning) {
   EXPECT_EQ(ForStatus(absl::PermissionDeniedError("x")), kPermission);
   EXPECT_EQ(ForStatus(absl::DataLossError("x")), kDataLoss);
   EXPECT_EQ(ForStatus(absl::AlreadyExistsError("x")), kConflict);
+  EXPECT_EQ(ForStatus(absl::FailedPreconditionError("x")), kError);
   EXPECT_EQ(ForStatus(absl::InvalidArgumentError("x")), kUsage);
   EXPECT_EQ(ForStatus(absl::InternalError("x")), kError);
   // Distinct outcomes never share a code.

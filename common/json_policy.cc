@@ -1,5 +1,7 @@
 #include "common/json_policy.h"
 
+#include <cmath>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 
@@ -16,6 +18,12 @@ std::string HexBytes(absl::string_view bytes) {
     out.push_back(kDigits[c & 0xf]);
   }
   return out;
+}
+
+nlohmann::json Number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
 }
 
 std::string StatusCodeName(absl::StatusCode code) {

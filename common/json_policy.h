@@ -5,6 +5,7 @@
 //   addresses/handles  "0x..." strings, lowercase, no padding ("0x7f3a00000000")
 //   digests and bytes  lowercase hex strings
 //   enums              short lowercase names ("glob", "device_vmm")
+//   floats             numbers; not-finite ones as the strings "inf", "-inf", "nan"
 //   errors             one object on stderr:
 //                      {"error":{"code":"not_found","message":"...","exit_code":3}}
 #ifndef KERNCAP_COMMON_JSON_POLICY_H_
@@ -24,6 +25,8 @@ namespace kerncap::json_policy {
 std::string Address(uint64_t value);
 // Bytes as lowercase hex ("a1b2..."), two digits per byte.
 std::string HexBytes(absl::string_view bytes);
+// A double as JSON: a number, or "inf" / "-inf" / "nan" (JSON has none).
+nlohmann::json Number(double value);
 // absl::StatusCode as a short lowercase name: "not_found", "invalid_argument".
 std::string StatusCodeName(absl::StatusCode code);
 

@@ -1,5 +1,7 @@
 #include "common/json_policy.h"
 
+#include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -17,6 +19,13 @@ TEST(JsonPolicyTest, AddressesAreLowercaseHexStrings) {
 TEST(JsonPolicyTest, BytesAreLowercaseHex) {
   EXPECT_EQ(HexBytes(std::string("\x00\xab\xff\x10", 4)), "00abff10");
   EXPECT_EQ(HexBytes(""), "");
+}
+
+TEST(JsonPolicyTest, NotFiniteFloatsAreStrings) {
+  EXPECT_EQ(Number(1.5), 1.5);
+  EXPECT_EQ(Number(std::numeric_limits<double>::infinity()), "inf");
+  EXPECT_EQ(Number(-std::numeric_limits<double>::infinity()), "-inf");
+  EXPECT_EQ(Number(std::nan("")), "nan");
 }
 
 TEST(JsonPolicyTest, ErrorIsOneObjectOnOneLine) {

@@ -370,7 +370,7 @@ void AddHelpCommands(Cli& cli) {
       std::vector<std::string> names;
       for (const CLI::App* sub : cli.app.get_subcommands([](const CLI::App*) { return true; })) {
         if (sub->get_name() == t) {
-          o.out << sub->help();
+          o.out << sub->help("kerncapctl");
           return exit_code::kOk;
         }
         names.push_back(sub->get_name());

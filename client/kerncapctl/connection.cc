@@ -76,7 +76,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOpt
 
 std::unique_ptr<grpc::ClientContext> Connection::NewContext(bool unary) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  if (!token_.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token_));
+  if (!token_.empty()) {
+    ctx->AddMetadata(service::kAuthorizationMetadataKey, service::BearerValue(token_));
+  }
   if (unary && timeout_s_ > 0) {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));

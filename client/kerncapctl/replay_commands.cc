@@ -93,7 +93,7 @@ absl::StatusOr<std::string> FindReplayBinary(const ReplayLookup& lookup) {
   }
   looked.push_back(lookup.path_env.empty() ? "on PATH (empty)"
                                            : absl::StrCat("on PATH (", lookup.path_env, ")"));
-  return absl::FailedPreconditionError(absl::StrCat(
+  return absl::NotFoundError(absl::StrCat(
       "kerncap-replay not found: looked ", absl::StrJoin(looked, " and "),
       ". It is the GPU replayer, built with the CUDA toolkit (target kerncap-replay): install "
       "it next to kerncapctl, put it on PATH, or set KERNCAP_REPLAY=/path/to/kerncap-replay"));

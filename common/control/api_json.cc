@@ -28,8 +28,8 @@ nlohmann::json Scalar(const Message& m, const Reflection* r, const FieldDescript
     case FieldDescriptor::CPPTYPE_UINT64:
       if (IsAddressField(f)) return json_policy::Address(r->GetUInt64(m, f));
       return r->GetUInt64(m, f);
-    case FieldDescriptor::CPPTYPE_DOUBLE: return r->GetDouble(m, f);
-    case FieldDescriptor::CPPTYPE_FLOAT: return r->GetFloat(m, f);
+    case FieldDescriptor::CPPTYPE_DOUBLE: return json_policy::Number(r->GetDouble(m, f));
+    case FieldDescriptor::CPPTYPE_FLOAT: return json_policy::Number(r->GetFloat(m, f));
     case FieldDescriptor::CPPTYPE_BOOL: return r->GetBool(m, f);
     case FieldDescriptor::CPPTYPE_ENUM: return EnumJson(f, r->GetEnumValue(m, f));
     case FieldDescriptor::CPPTYPE_STRING: {
@@ -51,8 +51,8 @@ nlohmann::json RepeatedElement(const Message& m, const Reflection* r, const Fiel
     case FieldDescriptor::CPPTYPE_UINT64:
       if (IsAddressField(f)) return json_policy::Address(r->GetRepeatedUInt64(m, f, i));
       return r->GetRepeatedUInt64(m, f, i);
-    case FieldDescriptor::CPPTYPE_DOUBLE: return r->GetRepeatedDouble(m, f, i);
-    case FieldDescriptor::CPPTYPE_FLOAT: return r->GetRepeatedFloat(m, f, i);
+    case FieldDescriptor::CPPTYPE_DOUBLE: return json_policy::Number(r->GetRepeatedDouble(m, f, i));
+    case FieldDescriptor::CPPTYPE_FLOAT: return json_policy::Number(r->GetRepeatedFloat(m, f, i));
     case FieldDescriptor::CPPTYPE_BOOL: return r->GetRepeatedBool(m, f, i);
     case FieldDescriptor::CPPTYPE_ENUM: return EnumJson(f, r->GetRepeatedEnumValue(m, f, i));
     case FieldDescriptor::CPPTYPE_STRING: {
