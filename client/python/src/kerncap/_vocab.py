@@ -106,6 +106,7 @@ EXIT_CODES: Dict[str, int] = {
     "permission": 6,
     "conflict": 7,
     "mismatch": 8,
+    "refused": 9,
     "no_device": 77,
 }
 
@@ -129,7 +130,7 @@ def message_to_json(message: Any) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for f in message.DESCRIPTOR.fields:
         is_map = (f.message_type is not None and f.message_type.GetOptions().map_entry)
-        repeated = f.label == f.LABEL_REPEATED
+        repeated = _is_repeated(f)
         if f.message_type is not None and not repeated:
             if not message.HasField(f.name):
                 continue
@@ -145,6 +146,14 @@ def message_to_json(message: Any) -> Dict[str, Any]:
         else:
             out[f.name] = _scalar(f, value)
     return out
+
+
+def _is_repeated(f: Any) -> bool:
+    # protobuf >= 6 has is_repeated (and no label); older releases only label.
+    flag = getattr(f, "is_repeated", None)
+    if flag is not None:
+        return bool(flag)
+    return f.label == f.LABEL_REPEATED
 
 
 def _scalar(f: Any, v: Any) -> Any:
