@@ -5,10 +5,14 @@
 # /tmp/kerncap-$UID, /run/kerncap and /var/lib/kerncap as root), then shows it
 # working: a synthetic application is armed, captured, listed, shown and
 # verified. kerncapd keeps running afterwards.
+#
+# The build is the quick one (no tests, no benchmarks: KERNCAP_QUICK=1 of
+# deploy/build.sh); run `bash deploy/build.sh -DKERNCAP_BUILD_TESTS=ON
+# -DKERNCAP_BUILD_BENCH=ON` later for the test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install_deps.sh
-bash deploy/build.sh
+KERNCAP_QUICK="${KERNCAP_QUICK:-1}" bash deploy/build.sh
 BIN="$(pwd)/${KERNCAP_BUILD_DIR:-build}/bin"
 CTL="$BIN/kerncapctl"
 
@@ -17,7 +21,8 @@ if "$CTL" status >/dev/null 2>&1; then
 else
   LOG="${TMPDIR:-/tmp}/kerncapd-$(id -u).log"
   nohup "$BIN/kerncapd" >"$LOG" 2>&1 &
-  echo "quickstart: started kerncapd (pid $!), log: $LOG"
+  KERNCAPD_PID=$!
+  echo "quickstart: started kerncapd (pid $KERNCAPD_PID), log: $LOG"
   for _ in $(seq 1 100); do
     "$CTL" status >/dev/null 2>&1 && break
     sleep 0.1
@@ -30,8 +35,13 @@ echo; echo "== kerncapctl arm --kernel=matmul --count=1"
 echo; echo "== a synthetic application launches 'matmul_bf16' 3 times (no GPU needed)"
 "$BIN/synthetic_agent" --kernels=matmul_bf16,softmax --dispatches=3 --region-mib=8,32,4 --mutate
 echo; echo "== kerncapctl captures"; "$CTL" captures
-CAP="$("$CTL" captures --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["captures"][0]["capture_id"])')"
+CAP="$("$CTL" captures -q | head -1)"  # ids only, newest first
 echo; echo "== kerncapctl show $CAP"; "$CTL" show "$CAP"
 echo; echo "== kerncapctl verify $CAP"; "$CTL" verify "$CAP"
 echo
-echo "quickstart: done. kerncapd is still running; stop it with: pkill -TERM kerncapd"
+if [ -n "${KERNCAPD_PID:-}" ]; then
+  # Stops this one daemon (pkill would stop every kerncapd on the host).
+  echo "quickstart: done. kerncapd is still running; stop it with: kill $KERNCAPD_PID"
+else
+  echo "quickstart: done (the kerncapd that was already running keeps running)"
+fi

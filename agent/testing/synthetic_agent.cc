@@ -191,11 +191,44 @@ nlohmann::json Capture(AgentLinkClient& client, const Flags& f, const std::strin
 
 }  // namespace
 
+constexpr char kUsage[] = R"(synthetic_agent: a stand-in for libkerncap_agent.so (no GPU needed).
+Connects to kerncapd's agent socket, "launches" fake kernels and captures the ones kerncapd arms.
+
+Usage: synthetic_agent [--socket=PATH] [--kernels=A,B,...] [--dispatches=N]
+                       [--region-mib=X,Y,...] [--seed=N] [--mutate] [--wait-arm-ms=MS]
+                       [--eager-ring]
+
+  --socket=PATH        kerncapd's agent socket (default: $KERNCAP_AGENT_SOCKET, else
+                       kerncapd's default agent socket)
+  --kernels=A,B        kernel names; dispatch i launches kernels[i % count] (default
+                       synthetic_kernel)
+  --dispatches=N       how many dispatches to launch (default 1)
+  --region-mib=X,Y     one region per size, in MiB (default 1)
+  --seed=N             content seed (default 1)
+  --mutate             the kernel writes its regions (post image differs from pre)
+  --wait-arm-ms=MS     wait up to MS for an arm before the first dispatch (default 0)
+  --eager-ring         take the staging ring at connect time instead of when armed
+
+Prints one JSON line per capture attempt ({"capture_id":...,"kernel":...,"dispatch":...}
+or {"error":...}); exits 0, or 2 on bad flags.
+
+Example (with kerncapd running):
+  kerncapctl arm --kernel=matmul --count=1
+  synthetic_agent --kernels=matmul_bf16,softmax --dispatches=3 --region-mib=8,32,4 --mutate
+)";
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
   Flags flags;
   std::string error;
   if (!ParseFlags(argc, argv, &flags, &error)) {
-    std::fprintf(stderr, "synthetic_agent: %s\n", error.c_str());
+    std::fprintf(stderr, "synthetic_agent: %s (synthetic_agent --help lists the flags)\n",
+                 error.c_str());
     return 2;
   }
   AgentLinkClientOptions options;

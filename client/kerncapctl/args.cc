@@ -4,7 +4,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/control/api_names.h"
 
 namespace kerncap::ctl {
 
@@ -28,6 +30,30 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
   return d;
 }
 
+absl::StatusOr<absl::Time> ParseTimePoint(absl::string_view text, absl::Time now,
+                                          absl::string_view flag) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  if (t.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": empty time"));
+  // Dates and times first: "2026" alone would otherwise read as 2026 seconds.
+  if (t.find('-') != absl::string_view::npos) {
+    const std::string s(t);
+    absl::Time out;
+    std::string err;
+    // With an explicit offset (RFC 3339).
+    if (absl::ParseTime(absl::RFC3339_full, s, &out, &err)) return out;
+    for (const char* f : {"%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M",
+                          "%Y-%m-%dT%H:%M", "%Y-%m-%d"}) {
+      if (absl::ParseTime(f, s, absl::LocalTimeZone(), &out, &err)) return out;
+    }
+  } else {
+    auto ago = ParseDuration(t);
+    if (ago.ok()) return now - *ago;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, ": expected a duration ago (30m, 2h, 1d), a date (2026-11-29), a local time "
+            "(2026-11-29 18:00) or RFC 3339 (2026-11-29T18:00:00Z); got \"", text, "\""));
+}
+
 absl::StatusOr<std::pair<std::string, std::string>> ParseTag(absl::string_view text) {
   size_t eq = text.find('=');
   if (eq == absl::string_view::npos || eq == 0) {
@@ -38,13 +64,12 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseTag(absl::string_view t
 }
 
 absl::StatusOr<v1::NameMatch> ParseNameMatch(absl::string_view text) {
-  std::string t = absl::AsciiStrToLower(text);
-  if (t == "substring") return v1::NAME_SUBSTRING;
-  if (t == "glob") return v1::NAME_GLOB;
-  if (t == "regex") return v1::NAME_REGEX;
-  if (t == "mangled") return v1::NAME_MANGLED;
+  std::optional<v1::NameMatch> m = api::Parse<v1::NameMatch>(absl::AsciiStrToLower(text));
+  if (m) return *m;
   return absl::InvalidArgumentError(
-      absl::StrCat("bad --match \"", text, "\": one of substring, glob, regex, mangled"));
+      absl::StrCat("--match: expected one of ",
+                   absl::StrJoin(api::EnumNames(v1::NameMatch_descriptor()), ", "), "; got \"",
+                   text, "\""));
 }
 
 absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {

@@ -5,6 +5,21 @@
 namespace kerncap::ctl {
 namespace {
 
+TEST(ParseTimePointTest, AgoDatesAndRfc3339) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  EXPECT_EQ(*ParseTimePoint("2h", now, "--since"), now - absl::Hours(2));
+  EXPECT_EQ(*ParseTimePoint("2026-11-29T18:00:05Z", now, "--since"),
+            absl::FromCivil(absl::CivilSecond(2026, 11, 29, 18, 0, 5), absl::UTCTimeZone()));
+  EXPECT_EQ(*ParseTimePoint("2026-11-29", now, "--since"),
+            absl::FromCivil(absl::CivilDay(2026, 11, 29), absl::LocalTimeZone()));
+  EXPECT_EQ(*ParseTimePoint("2026-11-29 18:00", now, "--until"),
+            absl::FromCivil(absl::CivilMinute(2026, 11, 29, 18, 0), absl::LocalTimeZone()));
+  auto bad = ParseTimePoint("yesterday", now, "--since");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--since: expected a duration ago"), std::string::npos);
+  EXPECT_FALSE(ParseTimePoint("2026-13-45", now, "--since").ok());
+}
+
 TEST(ParseDurationTest, Units) {
   EXPECT_EQ(*ParseDuration("30s"), absl::Seconds(30));
   EXPECT_EQ(*ParseDuration("5m"), absl::Minutes(5));

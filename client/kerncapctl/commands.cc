@@ -12,11 +12,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/kerncapctl/args.h"
-#include "client/kerncapctl/json_output.h"
+#include "common/control/api_json.h"
+#include "common/control/api_names.h"
 #include "client/kerncapctl/output.h"
 #include "client/kerncapctl/progress.h"
 #include "common/digest.h"
+#include "common/json_policy.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "format/manifest_util.h"
 
 namespace kerncap::ctl {
@@ -33,94 +36,11 @@ std::string Or(const std::string& s, const char* fallback = "-") {
   return s.empty() ? fallback : s;
 }
 
-std::string PlatformName(v1::Platform p) {
-  switch (p) {
-    case v1::PLATFORM_CUDA:
-      return "cuda";
-    case v1::PLATFORM_HSA:
-      return "hsa";
-    case v1::PLATFORM_SYNTHETIC:
-      return "synthetic";
-    default:
-      return "-";
-  }
-}
-
-std::string MatchName(v1::NameMatch m) {
-  switch (m) {
-    case v1::NAME_GLOB:
-      return "glob";
-    case v1::NAME_REGEX:
-      return "regex";
-    case v1::NAME_MANGLED:
-      return "mangled";
-    default:
-      return "substring";
-  }
-}
-
-std::string ArmStateName(v1::ArmState s) {
-  switch (s) {
-    case v1::ARM_ACTIVE:
-      return "active";
-    case v1::ARM_DONE:
-      return "done";
-    case v1::ARM_EXPIRED:
-      return "expired";
-    case v1::ARM_DISARMED:
-      return "disarmed";
-    default:
-      return "-";
-  }
-}
-
-std::string RegionKindName(v1::RegionKind k) {
-  switch (k) {
-    case v1::REGION_DEVICE:
-      return "device";
-    case v1::REGION_DEVICE_VMM:
-      return "device-vmm";
-    case v1::REGION_MANAGED:
-      return "managed";
-    case v1::REGION_HOST_PINNED:
-      return "host-pinned";
-    case v1::REGION_MODULE_GLOBAL:
-      return "global";
-    case v1::REGION_CONSTANT:
-      return "constant";
-    case v1::REGION_KERNARG:
-      return "kernarg";
-    default:
-      return "-";
-  }
-}
-
-std::string SourceName(v1::CaptureSource s) {
-  switch (s) {
-    case v1::SOURCE_AGENT:
-      return "agent";
-    case v1::SOURCE_REFERENCE_IMPORT:
-      return "reference-import";
-    case v1::SOURCE_IMPORT:
-      return "import";
-    default:
-      return "-";
-  }
-}
-
-std::string CodeObjectFormatName(v1::CodeObjectFormat f) {
-  switch (f) {
-    case v1::CODE_OBJECT_CUBIN:
-      return "cubin";
-    case v1::CODE_OBJECT_FATBIN:
-      return "fatbin";
-    case v1::CODE_OBJECT_PTX:
-      return "ptx";
-    case v1::CODE_OBJECT_HSACO:
-      return "hsaco";
-    default:
-      return "-";
-  }
+// Enum names come from the one table (common/control/api_names.h).
+std::string N(absl::string_view name) { return name.empty() ? "-" : std::string(name); }
+template <typename E>
+std::string Name(E value) {
+  return N(api::Name(value));
 }
 
 std::string Dims(const google::protobuf::RepeatedField<uint32_t>& d) {
@@ -129,7 +49,7 @@ std::string Dims(const google::protobuf::RepeatedField<uint32_t>& d) {
 }
 
 std::string ArmSelector(const v1::Selector& s) {
-  std::string text = absl::StrCat(MatchName(s.match()), " \"", s.kernel(), "\"");
+  std::string text = absl::StrCat(Name(s.match()), " \"", s.kernel(), "\"");
   if (s.pid() != 0) absl::StrAppend(&text, " pid=", s.pid());
   if (!s.process_name().empty()) absl::StrAppend(&text, " process=", s.process_name());
   if (s.has_device()) absl::StrAppend(&text, " device=", s.device());
@@ -155,7 +75,6 @@ std::string ArgValue(const v1::Argument& a, const std::string& blob) {
   return hex;
 }
 
-void PrintJson(Output o, const google::protobuf::Message& m) { o.out << ProtoToJson(m) << "\n"; }
 
 }  // namespace
 
@@ -163,8 +82,8 @@ absl::Status CmdStatus(Connection& c, Output o) {
   v1::DaemonStatus st;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().GetStatus(ctx.get(), v1::GetStatusRequest(), &st)));
-  if (o.json) {
-    PrintJson(o, st);
+  if (o.structured()) {
+    Emit(o, st);
     return absl::OkStatus();
   }
   const v1::StoreStats& s = st.store();
@@ -204,8 +123,14 @@ absl::Status CmdAgents(Connection& c, Output o) {
   v1::ListAgentsResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListAgents(ctx.get(), v1::ListAgentsRequest(), &resp)));
-  if (o.json) {
-    PrintJson(o, resp);
+  if (o.structured()) {
+    Emit(o, resp);
+    return absl::OkStatus();
+  }
+  if (o.ids_only()) {
+    std::vector<std::string> ids;
+    for (const v1::AgentInfo& a : resp.agents()) ids.push_back(a.agent_id());
+    Ids(o, "agent", ids);
     return absl::OkStatus();
   }
   if (resp.agents().empty()) {
@@ -219,11 +144,11 @@ absl::Status CmdAgents(Connection& c, Output o) {
     std::vector<std::string> devs;
     for (const auto& d : a.devices()) devs.push_back(absl::StrCat(d.ordinal(), ":", d.name()));
     t.AddRow({a.agent_id(), absl::StrCat(a.process().pid()), Or(a.process().process_name()),
-              Or(a.process().hostname()), PlatformName(a.platform()),
+              Or(a.process().hostname()), Name(a.platform()),
               devs.empty() ? "-" : absl::StrJoin(devs, ","), FormatTime(a.connected_unix_ms()),
               absl::StrCat(a.captures())});
   }
-  t.Print(o.out);
+  t.Print(o);
   return absl::OkStatus();
 }
 
@@ -253,8 +178,12 @@ absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
   v1::ArmInfo info;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().Arm(ctx.get(), req, &info)));
-  if (o.json) {
-    PrintJson(o, info);
+  if (o.structured()) {
+    Emit(o, info);
+    return absl::OkStatus();
+  }
+  if (o.ids_only()) {
+    Ids(o, "arm", {info.arm_id()});
     return absl::OkStatus();
   }
   o.out << "armed " << info.arm_id() << ": " << ArmSelector(info.selector()) << ", count "
@@ -271,8 +200,8 @@ absl::Status CmdDisarm(Connection& c, Output o, const std::string& arm_id, bool 
   v1::DisarmResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().Disarm(ctx.get(), req, &resp)));
-  if (o.json) {
-    PrintJson(o, resp);
+  if (o.structured()) {
+    Emit(o, resp);
     return absl::OkStatus();
   }
   if (resp.disarmed().empty()) o.out << "no active arms\n";
@@ -286,8 +215,14 @@ absl::Status CmdArms(Connection& c, Output o, bool all) {
   v1::ListArmsResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListArms(ctx.get(), req, &resp)));
-  if (o.json) {
-    PrintJson(o, resp);
+  if (o.structured()) {
+    Emit(o, resp);
+    return absl::OkStatus();
+  }
+  if (o.ids_only()) {
+    std::vector<std::string> ids;
+    for (const v1::ArmInfo& a : resp.arms()) ids.push_back(a.arm_id());
+    Ids(o, "arm", ids);
     return absl::OkStatus();
   }
   if (resp.arms().empty()) {
@@ -299,13 +234,13 @@ absl::Status CmdArms(Connection& c, Output o, bool all) {
   t.AlignRight(3);
   t.AlignRight(4);
   for (const v1::ArmInfo& a : resp.arms()) {
-    t.AddRow({a.arm_id(), ArmStateName(a.state()), ArmSelector(a.selector()),
+    t.AddRow({a.arm_id(), Name(a.state()), ArmSelector(a.selector()),
               absl::StrCat(a.captured(), "/", std::max<uint32_t>(1, a.selector().count())),
               absl::StrCat(a.skipped_count()), FormatTime(a.created_unix_ms()),
               FormatTime(a.expires_unix_ms()), Tags(a.tags()),
               a.capture_ids().empty() ? "-" : absl::StrJoin(a.capture_ids(), ",")});
   }
-  t.Print(o.out);
+  t.Print(o);
   // Why selected dispatches were not captured: the user looks here when an
   // arm stays at 0 captures.
   for (const v1::ArmInfo& a : resp.arms()) {
@@ -326,29 +261,59 @@ absl::Status CmdCaptures(Connection& c, Output o, const CapturesOptions& opts) {
   req.set_tag(opts.tag);
   req.set_limit(opts.limit);
   if (!opts.tag.empty()) KC_RETURN_IF_ERROR(ParseTag(opts.tag).status());
+  const absl::Time now = absl::Now();
+  if (!opts.since.empty()) {
+    KC_ASSIGN_OR_RETURN(absl::Time t, ParseTimePoint(opts.since, now, "--since"));
+    req.set_since_unix_ms(absl::ToUnixMillis(t));
+  }
+  if (!opts.until.empty()) {
+    KC_ASSIGN_OR_RETURN(absl::Time t, ParseTimePoint(opts.until, now, "--until"));
+    req.set_until_unix_ms(absl::ToUnixMillis(t));
+  }
+  if (req.until_unix_ms() != 0 && req.since_unix_ms() >= req.until_unix_ms()) {
+    return absl::InvalidArgumentError("--until must be later than --since");
+  }
   v1::ListCapturesResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListCaptures(ctx.get(), req, &resp)));
-  if (o.json) {
-    PrintJson(o, resp);
+  if (o.structured()) {
+    Emit(o, resp);
+    return absl::OkStatus();
+  }
+  if (o.ids_only()) {
+    std::vector<std::string> ids;
+    for (const v1::CaptureSummary& s : resp.captures()) ids.push_back(s.capture_id());
+    Ids(o, "capture", ids);
     return absl::OkStatus();
   }
   if (resp.captures().empty()) {
     o.out << "no captures\n";
     return absl::OkStatus();
   }
-  Table t({"CAPTURE", "CREATED", "KERNEL", "PID", "PROCESS", "DEVICE", "REGIONS", "LOGICAL",
-           "NEW STORED", "SOURCE", "TAGS"});
+  std::vector<std::string> header = {"CAPTURE", "CREATED", "KERNEL", "PID", "PROCESS", "DEVICE",
+                                     "REGIONS", "LOGICAL", "NEW STORED", "SOURCE", "TAGS"};
+  // -o wide: the whole kernel name, the platform and the host.
+  if (o.wide()) {
+    header.push_back("PLATFORM");
+    header.push_back("HOST");
+  }
+  Table t(header);
   for (size_t col : {3, 6, 7, 8}) t.AlignRight(col);
   for (const v1::CaptureSummary& s : resp.captures()) {
     std::string kernel = s.kernel();
-    if (kernel.size() > 48) kernel = kernel.substr(0, 45) + "...";
-    t.AddRow({s.capture_id(), FormatTime(s.created_unix_ms()), Or(kernel),
-              s.pid() == 0 ? "-" : absl::StrCat(s.pid()), Or(s.process_name()), Or(s.device()),
-              absl::StrCat(s.regions()), HumanBytes(s.logical_bytes()),
-              HumanBytes(s.new_stored_bytes()), SourceName(s.source()), Tags(s.tags())});
+    if (!o.wide() && kernel.size() > 48) kernel = kernel.substr(0, 45) + "...";
+    std::vector<std::string> row = {
+        s.capture_id(), FormatTime(s.created_unix_ms()), Or(kernel),
+        s.pid() == 0 ? "-" : absl::StrCat(s.pid()), Or(s.process_name()), Or(s.device()),
+        absl::StrCat(s.regions()), HumanBytes(s.logical_bytes()),
+        HumanBytes(s.new_stored_bytes()), Name(s.source()), Tags(s.tags())};
+    if (o.wide()) {
+      row.push_back(Name(s.platform()));
+      row.push_back(Or(s.hostname()));
+    }
+    t.AddRow(std::move(row));
   }
-  t.Print(o.out);
+  t.Print(o);
   return absl::OkStatus();
 }
 
@@ -358,8 +323,8 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
   v1::CaptureDetail d;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().GetCapture(ctx.get(), req, &d)));
-  if (o.json) {
-    PrintJson(o, d);
+  if (o.structured()) {
+    Emit(o, d);
     return absl::OkStatus();
   }
   const v1::CaptureManifest& m = d.manifest();
@@ -367,11 +332,11 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
   Table head({"", ""});
   head.AddRow({"capture", m.capture_id()});
   head.AddRow(
-      {"created", absl::StrCat(FormatTime(m.created_unix_ms()), "  source ", SourceName(m.source()),
+      {"created", absl::StrCat(FormatTime(m.created_unix_ms()), "  source ", Name(m.source()),
                                "  arm ", Or(m.arm_id()), "  dispatch #", m.dispatch_index())});
   head.AddRow({"kernel", Or(m.kernel().demangled_name())});
   head.AddRow({"mangled", Or(m.kernel().mangled_name())});
-  head.AddRow({"platform", absl::StrCat(PlatformName(m.kernel().platform()), "  arch ",
+  head.AddRow({"platform", absl::StrCat(Name(m.kernel().platform()), "  arch ",
                                         Or(m.kernel().arch()))});
   head.AddRow(
       {"process", absl::StrCat("pid ", m.process().pid(), "  ", Or(m.process().process_name()),
@@ -408,10 +373,7 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
     args.AlignRight(0);
     args.AlignRight(1);
     for (const v1::Argument& a : m.arguments()) {
-      std::string kind = a.kind() == v1::ARG_POINTER    ? "pointer"
-                         : a.kind() == v1::ARG_BY_VALUE ? "value"
-                         : a.kind() == v1::ARG_HIDDEN   ? "hidden"
-                                                        : "-";
+      std::string kind = Name(a.kind());
       args.AddRow({absl::StrCat(a.offset()), absl::StrCat(a.size()), kind, Or(a.name()),
                    Or(a.type_name().empty() ? a.value_kind() : a.type_name()),
                    ArgValue(a, m.argument_blob())});
@@ -424,7 +386,7 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
         << ", recreated at replay)\n";
     for (const v1::TextureObject& t : m.texture_objects()) {
       const v1::TextureResource& r = t.resource();
-      out << "  " << (t.type() == v1::TextureObject::SURFACE_OBJECT ? "surface" : "texture") << " "
+      out << "  " << Name(t.type()) << " "
           << Hex(t.handle()) << " at argument offset(s) "
           << absl::StrJoin(t.argument_offsets(), ",") << ": "
           << (r.type() == v1::TextureResource::RESOURCE_PITCH2D
@@ -447,7 +409,7 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
     map.AlignRight(4);
     map.AlignRight(5);
     for (auto* r : pre) {
-      map.AddRow({"  " + Hex(r->va()), Hex(r->va() + r->data().size()), RegionKindName(r->kind()),
+      map.AddRow({"  " + Hex(r->va()), Hex(r->va() + r->data().size()), Name(r->kind()),
                   absl::StrCat(r->device()), HumanBytes(r->data().size()),
                   Percent(service::ZeroBytes(*r), r->data().size()), Or(r->name())});
     }
@@ -466,7 +428,7 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
       const uint64_t n = cs == 0 ? 0 : (r->data().size() + cs - 1) / cs;
       std::string changed =
           r->diff() ? absl::StrCat(r->changed_chunks_size(), " of ", n) : absl::StrCat("all ", n);
-      map.AddRow({"  " + Hex(r->va()), RegionKindName(r->kind()), HumanBytes(r->data().size()),
+      map.AddRow({"  " + Hex(r->va()), Name(r->kind()), HumanBytes(r->data().size()),
                   changed, Or(r->name())});
     }
     map.Print(out);
@@ -477,7 +439,7 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
     co.AlignRight(2);
     for (const auto& obj : m.code_objects()) {
       auto dg = Digest::FromBytes(obj.digest());
-      co.AddRow({"  " + Or(obj.name()), CodeObjectFormatName(obj.format()),
+      co.AddRow({"  " + Or(obj.name()), Name(obj.format()),
                  HumanBytes(obj.data().size()), dg.ok() ? dg->ToHex().substr(0, 16) : "-"});
     }
     co.Print(out);
@@ -512,18 +474,41 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
   return absl::OkStatus();
 }
 
-absl::Status CmdRm(Connection& c, Output o, const std::string& capture) {
-  v1::DeleteCaptureRequest req;
-  req.set_capture_id(capture);
-  v1::DeleteCaptureResponse resp;
-  auto ctx = c.NewContext(true);
-  KC_RETURN_IF_ERROR(c.Check(c.stub().DeleteCapture(ctx.get(), req, &resp)));
-  if (o.json) {
-    PrintJson(o, resp);
-  } else {
-    o.out << "deleted " << resp.capture_id() << " (run `kerncapctl gc` to reclaim space)\n";
+absl::Status CmdRm(Connection& c, Output o, const std::vector<std::string>& captures) {
+  // Every id is tried; the first failure is the command's result, and the
+  // others are said on stderr as they happen.
+  absl::Status first = absl::OkStatus();
+  nlohmann::json deleted = nlohmann::json::array();
+  nlohmann::json failed = nlohmann::json::array();
+  std::vector<std::string> ids;
+  for (const std::string& capture : captures) {
+    v1::DeleteCaptureRequest req;
+    req.set_capture_id(capture);
+    v1::DeleteCaptureResponse resp;
+    auto ctx = c.NewContext(true);
+    absl::Status st = c.Check(c.stub().DeleteCapture(ctx.get(), req, &resp));
+    if (!st.ok()) {
+      if (first.ok()) first = st;
+      failed.push_back({{"capture_id", capture},
+                        {"code", json_policy::StatusCodeName(st.code())},
+                        {"message", std::string(st.message())}});
+      if (!o.structured() && captures.size() > 1) {
+        std::cerr << "kerncapctl: rm " << capture << ": " << st.message() << "\n";
+      }
+      continue;
+    }
+    deleted.push_back(resp.capture_id());
+    ids.push_back(resp.capture_id());
+    if (!o.structured() && !o.ids_only()) o.out << "deleted " << resp.capture_id() << "\n";
   }
-  return absl::OkStatus();
+  if (o.structured()) {
+    Emit(o, nlohmann::json{{"deleted", deleted}, {"failed", failed}});
+  } else if (o.ids_only()) {
+    Ids(o, "capture", ids);
+  } else if (!ids.empty()) {
+    o.out << "run `kerncapctl gc` to reclaim their space\n";
+  }
+  return first;
 }
 
 absl::Status CmdGc(Connection& c, Output o, bool dry_run) {
@@ -532,8 +517,8 @@ absl::Status CmdGc(Connection& c, Output o, bool dry_run) {
   v1::GcReport r;
   auto ctx = c.NewContext(false);  // GC of a large store can take a while
   KC_RETURN_IF_ERROR(c.Check(c.stub().RunGc(ctx.get(), req, &r)));
-  if (o.json) {
-    PrintJson(o, r);
+  if (o.structured()) {
+    Emit(o, r);
     return absl::OkStatus();
   }
   o.out << (r.dry_run() ? "gc (dry run): would reclaim " : "gc: reclaimed ")
@@ -571,11 +556,11 @@ absl::Status CmdVerify(Connection& c, Output o, const std::string& capture, bool
   }
   KC_RETURN_IF_ERROR(c.Check(reader->Finish()));
   bar.Finish();
-  if (o.json) {
+  if (o.structured()) {
     nlohmann::json j = {{"chunks_checked", checked},
                         {"chunks_total", total},
                         {"problems", nlohmann::json::array()}};
-    for (const auto& pr : problems) j["problems"].push_back(ProtoToJsonValue(pr));
+    for (const auto& pr : problems) j["problems"].push_back(api::ToJson(pr));
     o.out << j.dump() << "\n";
   } else {
     o.out << "verified " << checked << " chunks" << (rehash ? " (rehashed)" : "") << ": "
@@ -602,8 +587,9 @@ absl::Status CmdWatch(Connection& c, Output o) {
   auto reader = c.stub().WatchEvents(ctx.get(), v1::WatchEventsRequest());
   v1::Event e;
   while (reader->Read(&e)) {
-    if (o.json) {
-      o.out << ProtoToJson(e) << std::endl;
+    if (o.structured()) {
+      Emit(o, e);
+      o.out.flush();  // one event per line, as it happens
       continue;
     }
     std::string when = FormatTime(e.unix_ms());
@@ -639,7 +625,7 @@ absl::Status CmdWatch(Connection& c, Output o) {
         break;
       case v1::Event::kArmChanged:
         line = absl::StrCat("arm.changed      ", e.arm_changed().arm_id(), " ",
-                            ArmStateName(e.arm_changed().state()), " captured ",
+                            Name(e.arm_changed().state()), " captured ",
                             e.arm_changed().captured());
         break;
       default:
@@ -648,6 +634,54 @@ absl::Status CmdWatch(Connection& c, Output o) {
     o.out << when << "  " << line << std::endl;
   }
   return c.Check(reader->Finish());
+}
+
+}  // namespace kerncap::ctl
+
+namespace kerncap::ctl {
+
+absl::Status CmdVersion(const ConnectionOptions& options, Output o) {
+  nlohmann::json doc = {{"client", {{"version", ::kerncap::kVersion},
+                                    {"api_version", api::kApiVersion}}}};
+  // The daemon part is best effort: `version` answers even with no daemon,
+  // and says why the daemon's versions are missing.
+  ConnectionOptions quick = options;
+  if (quick.timeout_s == 0 || quick.timeout_s > 5) quick.timeout_s = 5;
+  absl::Status why = absl::OkStatus();
+  v1::DaemonStatus st;
+  auto conn = Connection::Open(quick);
+  if (conn.ok()) {
+    auto ctx = (*conn)->NewContext(true);
+    why = (*conn)->Check((*conn)->stub().GetStatus(ctx.get(), v1::GetStatusRequest(), &st));
+  } else {
+    why = conn.status();
+  }
+  if (why.ok()) {
+    doc["daemon"] = {{"version", st.version()},
+                     {"api_version", st.api_version()},
+                     {"store_format", st.store_format()},
+                     {"where", (*conn)->where()}};
+  } else {
+    doc["daemon"] = nullptr;
+    doc["daemon_error"] = std::string(why.message());
+  }
+  if (o.structured()) {
+    Emit(o, doc);
+    return absl::OkStatus();
+  }
+  o.out << "client   kerncapctl " << ::kerncap::kVersion << " (API " << api::kApiVersion << ")\n";
+  if (why.ok()) {
+    o.out << "daemon   kerncapd " << st.version() << " (API "
+          << (st.api_version().empty() ? "?" : st.api_version()) << ", store format "
+          << st.store_format() << ") at " << (*conn)->where() << "\n";
+    if (!st.api_version().empty() && st.api_version() != api::kApiVersion) {
+      o.out << "warning: the daemon serves " << st.api_version() << ", this client speaks "
+            << api::kApiVersion << "\n";
+    }
+  } else {
+    o.out << "daemon   not reached: " << why.message() << "\n";
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kerncap::ctl

@@ -11,13 +11,10 @@
 
 #include "absl/status/status.h"
 #include "client/kerncapctl/connection.h"
+#include "client/kerncapctl/output.h"
 
 namespace kerncap::ctl {
 
-struct Output {
-  std::ostream& out;
-  bool json = false;
-};
 
 struct ArmOptions {
   std::string kernel;
@@ -37,6 +34,8 @@ struct CapturesOptions {
   uint32_t pid = 0;
   std::string tag;
   uint32_t limit = 0;
+  std::string since;  // ParseTimePoint forms (args.h)
+  std::string until;
 };
 
 absl::Status CmdStatus(Connection& c, Output o);
@@ -46,7 +45,11 @@ absl::Status CmdDisarm(Connection& c, Output o, const std::string& arm_id, bool 
 absl::Status CmdArms(Connection& c, Output o, bool all);
 absl::Status CmdCaptures(Connection& c, Output o, const CapturesOptions& opts);
 absl::Status CmdShow(Connection& c, Output o, const std::string& capture);
-absl::Status CmdRm(Connection& c, Output o, const std::string& capture);
+// Deletes each id in turn; the result is the first failure (all are tried).
+absl::Status CmdRm(Connection& c, Output o, const std::vector<std::string>& captures);
+// Client, daemon, API and store format versions; the daemon part is left out
+// (with the reason) when no daemon answers.
+absl::Status CmdVersion(const ConnectionOptions& options, Output o);
 absl::Status CmdGc(Connection& c, Output o, bool dry_run);
 absl::Status CmdVerify(Connection& c, Output o, const std::string& capture, bool rehash);
 absl::Status CmdImport(Connection& c, Output o, const std::string& path);

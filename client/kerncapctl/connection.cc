@@ -16,28 +16,6 @@
 
 namespace kerncap::ctl {
 
-int ExitCodeFor(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitOk;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      return kExitUsage;
-    case absl::StatusCode::kNotFound:
-      return kExitNotFound;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return kExitUnavailable;
-    case absl::StatusCode::kDataLoss:
-      return kExitDataLoss;
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-      return kExitPermission;
-    default:
-      return kExitError;
-  }
-}
-
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& options,
                                                              const std::string& endpoint) {
   std::unique_ptr<Connection> c(new Connection());
@@ -98,7 +76,9 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOpt
 
 std::unique_ptr<grpc::ClientContext> Connection::NewContext(bool unary) const {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  if (!token_.empty()) ctx->AddMetadata("authorization", absl::StrCat("Bearer ", token_));
+  if (!token_.empty()) {
+    ctx->AddMetadata(service::kAuthorizationMetadataKey, service::BearerValue(token_));
+  }
   if (unary && timeout_s_ > 0) {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(static_cast<int64_t>(timeout_s_ * 1000)));

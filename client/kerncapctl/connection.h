@@ -14,17 +14,6 @@
 
 namespace kerncap::ctl {
 
-// Exit codes (documented in --help).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitError = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitNotFound = 3;
-inline constexpr int kExitUnavailable = 4;
-inline constexpr int kExitDataLoss = 5;
-inline constexpr int kExitPermission = 6;
-
-int ExitCodeFor(const absl::Status& status);
-
 struct ConnectionOptions {
   std::string socket;    // Unix socket path (used when host is empty)
   std::string host;      // HOST:PORT

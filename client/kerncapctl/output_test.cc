@@ -2,7 +2,6 @@
 
 #include <sstream>
 
-#include "client/kerncapctl/connection.h"
 #include "client/kerncapctl/progress.h"
 #include "gtest/gtest.h"
 
@@ -35,16 +34,48 @@ TEST(ProgressBarTest, Render) {
   EXPECT_EQ(ProgressBar::Render("x", 20, 10, false, 4), "x [####] 100% 10/10");
 }
 
-TEST(ExitCodeTest, Mapping) {
-  EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0);
-  EXPECT_EQ(ExitCodeFor(absl::InternalError("")), 1);
-  EXPECT_EQ(ExitCodeFor(absl::InvalidArgumentError("")), 2);
-  EXPECT_EQ(ExitCodeFor(absl::NotFoundError("")), 3);
-  EXPECT_EQ(ExitCodeFor(absl::UnavailableError("")), 4);
-  EXPECT_EQ(ExitCodeFor(absl::DataLossError("")), 5);
-  EXPECT_EQ(ExitCodeFor(absl::UnauthenticatedError("")), 6);
-  EXPECT_EQ(ExitCodeFor(absl::PermissionDeniedError("")), 6);
-  EXPECT_EQ(ExitCodeFor(absl::UnimplementedError("")), 1);
+TEST(TableTest, NoHeaders) {
+  Table t({"A", "B"});
+  t.AddRow({"x", "y"});
+  std::ostringstream out;
+  t.Print(Output{out, Format::kTable, false, /*no_headers=*/true});
+  EXPECT_EQ(out.str(), "x  y\n");
+}
+
+TEST(OutputTest, FormatsAndIds) {
+  EXPECT_EQ(*ParseFormat("yaml"), Format::kYaml);
+  EXPECT_FALSE(ParseFormat("xml").ok());
+  std::ostringstream name_out;
+  Ids(Output{name_out, Format::kName}, "capture", {"cap-1", "cap-2"});
+  EXPECT_EQ(name_out.str(), "capture/cap-1\ncapture/cap-2\n");
+  std::ostringstream quiet_out;
+  Output q{quiet_out};
+  q.quiet = true;
+  EXPECT_TRUE(q.ids_only());
+  Ids(q, "capture", {"cap-1"});
+  EXPECT_EQ(quiet_out.str(), "cap-1\n");
+}
+
+TEST(OutputTest, YamlKeepsTypes) {
+  nlohmann::json doc = {{"id", "cap-1"},
+                        {"count", 3},
+                        {"va", "0x10"},
+                        {"no", "yes"},
+                        {"empty", nlohmann::json::array()},
+                        {"tags", {{"run", "base"}}},
+                        {"regions", {{{"va", "0x1"}, {"kind", "device"}}, {{"va", "0x2"}}}}};
+  EXPECT_EQ(ToYaml(doc),
+            "count: 3\n"
+            "empty: []\n"
+            "id: \"cap-1\"\n"
+            "\"no\": \"yes\"\n"
+            "regions:\n"
+            "  - kind: \"device\"\n"
+            "    va: \"0x1\"\n"
+            "  - va: \"0x2\"\n"
+            "tags:\n"
+            "  run: \"base\"\n"
+            "va: \"0x10\"\n");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// kerncapctl profile: the real kerncapctl binary with a fake kerncap-replay
+// kerncapctl profile (cli_replay.cc): the real kerncapctl binary with a fake kerncap-replay
 // script: the flags it passes on, the capture source, and the replayer's
 // exit code (77: profiling skipped) coming back unchanged. CPU only.
 #include <sys/wait.h>
@@ -50,7 +50,7 @@ TEST(ProfileCommandTest, PassesTheCaptureAndFlagsToKerncapReplayProfile) {
   EXPECT_EQ(r.exit_code, 77) << r.output;  // "skipped" comes back unchanged
   EXPECT_EQ(r.output, "ARG[profile]\nARG[--daemon=unix:" + sock +
                           "]\nARG[cap-12]\nARG[--code-object=v.cubin]\nARG[--ncu=/opt/ncu]\n"
-                          "ARG[--block=128]\nARG[--json]\nARG[--future-flag]\n");
+                          "ARG[--block=128]\nARG[--future-flag]\nARG[--json]\n");
   // kerncapctl's global --json is passed on; a file capture goes as is.
   const std::string kcap = dir + "/x.kcap";
   std::ofstream(kcap) << "not read by the fake";

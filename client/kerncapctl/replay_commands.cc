@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "client/kerncapctl/commands.h"
+#include "common/exit_codes.h"
 
 extern char** environ;
 
@@ -52,7 +53,7 @@ absl::StatusOr<std::string> ExportToTemp(const ConnectionOptions& connection,
   std::string dir = std::filesystem::temp_directory_path().string();
   std::string path = absl::StrCat(dir, "/kerncapctl-replay-", ::getpid(), ".kcap");
   std::ostringstream discard;  // export's summary line would mix with the replayer's output
-  absl::Status s = CmdExport(**conn, Output{discard, false}, capture, path);
+  absl::Status s = CmdExport(**conn, Output{discard}, capture, path);
   if (!s.ok()) {
     std::filesystem::remove(path);
     return s;
@@ -92,7 +93,7 @@ absl::StatusOr<std::string> FindReplayBinary(const ReplayLookup& lookup) {
   }
   looked.push_back(lookup.path_env.empty() ? "on PATH (empty)"
                                            : absl::StrCat("on PATH (", lookup.path_env, ")"));
-  return absl::FailedPreconditionError(absl::StrCat(
+  return absl::NotFoundError(absl::StrCat(
       "kerncap-replay not found: looked ", absl::StrJoin(looked, " and "),
       ". It is the GPU replayer, built with the CUDA toolkit (target kerncap-replay): install "
       "it next to kerncapctl, put it on PATH, or set KERNCAP_REPLAY=/path/to/kerncap-replay"));
@@ -149,7 +150,7 @@ absl::StatusOr<int> RunReplayCommand(const ReplayRequest& request,
   std::filesystem::remove(temp_kcap);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return kExitError;
+  return exit_code::kError;
 }
 
 }  // namespace kerncap::ctl

@@ -2,8 +2,8 @@
 // drive the replayer, kerncap-replay (reproducer/replay), which needs a GPU
 // and the CUDA driver that kerncapctl itself does without: kerncapctl finds
 // the binary, passes the capture and the flags through, and exits with the
-// replayer's exit code (0 ok/pass, 1 validation failed, 2 usage, 3 replay
-// error, 77 no CUDA driver or device).
+// replayer's exit code (the shared table, docs/EXIT_CODES.md: 0 ok/pass,
+// 8 outputs differ, 2 usage, 1 replay error, 77 no CUDA driver or device).
 //
 // Where the capture comes from:
 //   - CAPTURE names an existing file: a .kcap, given to the replayer as is;
@@ -40,8 +40,9 @@ struct ReplayLookup {
 };
 ReplayLookup ReplayLookupFromProcess();
 
-// The replayer's path, or NotFound/FailedPrecondition with a message that
-// says where it looked and how to fix it.
+// The replayer's path, or NotFound (nowhere to be found) / FailedPrecondition
+// ($KERNCAP_REPLAY is not executable) with a message that says where it
+// looked and how to fix it.
 absl::StatusOr<std::string> FindReplayBinary(const ReplayLookup& lookup);
 
 // The replayer's argv (without argv[0]): MODE [--daemon=ENDPOINT] CAPTURE FLAGS.

@@ -125,9 +125,9 @@ TEST_F(ReplayCommandsTest, KerncapctlForwardsFlagsAndExitCode) {
                      " --atol=0 --json -- --future-flag");
   EXPECT_EQ(v.exit_code, 3) << v.output;  // the replayer's code, unchanged
   EXPECT_EQ(v.output, "ARG[validate]\nARG[--daemon=unix:" + sock +
-                          "]\nARG[cap-12]\nARG[--json]\nARG[--region-dtype=0x10:f32]\n"
+                          "]\nARG[cap-12]\nARG[--region-dtype=0x10:f32]\n"
                           "ARG[--region-dtype=0x20:i32]\nARG[--atol=0]\nARG[--rtol=1e-5]\n"
-                          "ARG[--future-flag]\n");
+                          "ARG[--future-flag]\nARG[--json]\n");
 
   // kerncapctl's own --json is passed on; replay is kerncap-replay's "run".
   Result b = Run(env, KERNCAP_KERNCAPCTL,
@@ -144,11 +144,20 @@ TEST_F(ReplayCommandsTest, KerncapctlForwardsFlagsAndExitCode) {
   Result f = Run(env, KERNCAP_KERNCAPCTL, "validate " + kcap);
   EXPECT_EQ(f.output, "ARG[validate]\nARG[" + kcap + "]\n");
 
-  // Exit code 0 and 1 (validation failed) come through too.
+  // Exit code 0 and 8 (validation ran, outputs differ) come through too.
   const std::string pass = WriteFakeReplay(dir_ + "/pass-replay", 0);
   EXPECT_EQ(Run("KERNCAP_REPLAY=" + pass, KERNCAP_KERNCAPCTL, "validate cap").exit_code, 0);
-  const std::string fail = WriteFakeReplay(dir_ + "/fail-replay", 1);
-  EXPECT_EQ(Run("KERNCAP_REPLAY=" + fail, KERNCAP_KERNCAPCTL, "validate cap").exit_code, 1);
+  const std::string fail = WriteFakeReplay(dir_ + "/fail-replay", 8);
+  EXPECT_EQ(Run("KERNCAP_REPLAY=" + fail, KERNCAP_KERNCAPCTL, "validate cap").exit_code, 8);
+
+  // Values of the replayer's flags are checked here, with what was expected.
+  Result t = Run(env, KERNCAP_KERNCAPCTL, "bench cap --iterations=abc");
+  EXPECT_EQ(t.exit_code, 2) << t.output;
+  EXPECT_TRUE(absl::StrContains(t.output, "--iterations: expected a whole number")) << t.output;
+  Result n = Run(env, KERNCAP_KERNCAPCTL, "validate cap --atol=-1");
+  EXPECT_EQ(n.exit_code, 2) << n.output;
+  EXPECT_TRUE(absl::StrContains(n.output, "--atol: must be 0 or more, got -1")) << n.output;
+  EXPECT_FALSE(absl::StrContains(n.output, "ARG[")) << n.output;
 
   // Other commands still reject unknown arguments.
   Result s = Run(env, KERNCAP_KERNCAPCTL, "status --bogus");
@@ -162,13 +171,13 @@ TEST_F(ReplayCommandsTest, KerncapctlSaysWhenReplayerIsMissing) {
   fs::copy_file(KERNCAP_KERNCAPCTL, ctl);
   fs::permissions(ctl, fs::perms::owner_all);
   Result r = Run("-u KERNCAP_REPLAY PATH=" + dir_ + "/empty", ctl, "validate cap-1 --rtol=1e-3");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 3) << r.output;  // not found
   EXPECT_TRUE(absl::StrContains(r.output, "kerncap-replay not found")) << r.output;
   EXPECT_TRUE(absl::StrContains(r.output, "KERNCAP_REPLAY=/path/to/kerncap-replay")) << r.output;
 
   Result j = Run("-u KERNCAP_REPLAY PATH=" + dir_ + "/empty", ctl, "--json bench cap-1");
-  EXPECT_EQ(j.exit_code, 1) << j.output;
-  EXPECT_TRUE(absl::StrContains(j.output, "\"code\":\"FAILED_PRECONDITION\"")) << j.output;
+  EXPECT_EQ(j.exit_code, 3) << j.output;
+  EXPECT_TRUE(absl::StrContains(j.output, "\"code\":\"not_found\"")) << j.output;
 
   const std::string bad = dir_ + "/not-executable";
   std::ofstream(bad) << "x";

@@ -20,10 +20,10 @@ std::string Absolute(const std::string& path) {
 }
 
 void Print(Output o, const repro::GenerateResult& r) {
-  if (o.json) {
-    o.out
-        << nlohmann::json{{"out_dir", r.out_dir}, {"files", r.files}, {"project", r.project}}.dump()
-        << "\n";
+  if (o.structured()) {
+    Emit(o, nlohmann::json{{"out_dir", r.out_dir}, {"files", r.files}, {"project", r.project}});
+  } else if (o.ids_only()) {
+    o.out << r.out_dir << "\n";
   } else {
     o.out << repro::SummarizeProject(r);
   }

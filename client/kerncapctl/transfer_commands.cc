@@ -8,7 +8,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "client/kerncapctl/commands.h"
-#include "client/kerncapctl/json_output.h"
 #include "format/kcap_file.h"
 #include "client/kerncapctl/output.h"
 #include "client/kerncapctl/progress.h"
@@ -20,8 +19,12 @@ namespace kerncap::ctl {
 namespace {
 
 void PrintImported(Output o, const v1::ImportCaptureResponse& resp, const std::string& from) {
-  if (o.json) {
-    o.out << ProtoToJson(resp) << "\n";
+  if (o.structured()) {
+    Emit(o, resp);
+    return;
+  }
+  if (o.ids_only()) {
+    Ids(o, "capture", {resp.capture_id()});
     return;
   }
   o.out << "imported " << resp.capture_id() << " from " << from << ": " << resp.chunks_received()
@@ -132,14 +135,14 @@ absl::Status CmdExport(Connection& c, Output o, const std::string& capture,
   if (capture_id.empty()) return absl::InternalError("the daemon sent no manifest");
   KC_RETURN_IF_ERROR(writer->Finish());
   if (bar != nullptr) bar->Finish();
-  if (o.json) {
-    o.out << nlohmann::json{{"capture_id", capture_id},
-                            {"file", out_file},
-                            {"chunks", chunks},
-                            {"raw_bytes", done},
-                            {"file_bytes", writer->bytes_written()}}
-                 .dump()
-          << "\n";
+  if (o.structured()) {
+    Emit(o, nlohmann::json{{"capture_id", capture_id},
+                           {"file", out_file},
+                           {"chunks", chunks},
+                           {"raw_bytes", done},
+                           {"file_bytes", writer->bytes_written()}});
+  } else if (o.ids_only()) {
+    Ids(o, "capture", {capture_id});
   } else {
     o.out << "exported " << capture_id << " to " << out_file << ": " << chunks << " chunks, "
           << HumanBytes(writer->bytes_written()) << "\n";

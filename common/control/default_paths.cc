@@ -32,6 +32,8 @@ PathEnv PathEnv::FromProcess() {
     }
   }
   env.kerncap_socket = Env("KERNCAP_SOCKET");
+  env.xdg_config_home = Env("XDG_CONFIG_HOME");
+  env.kerncap_config = Env("KERNCAP_CONFIG");
   return env;
 }
 
@@ -55,6 +57,15 @@ std::string DefaultStoreDir(const PathEnv& env) {
 std::string DefaultClientSocketPath(const PathEnv& env) {
   if (!env.kerncap_socket.empty()) return env.kerncap_socket;
   return DefaultSocketPath(env);
+}
+
+std::string DefaultClientConfigPath(const PathEnv& env) {
+  if (!env.kerncap_config.empty()) return env.kerncap_config;
+  // XDG base directories: a relative $XDG_CONFIG_HOME is invalid and ignored.
+  if (!env.xdg_config_home.empty() && env.xdg_config_home[0] == '/') {
+    return env.xdg_config_home + "/kerncap/config.toml";
+  }
+  return env.home + "/.config/kerncap/config.toml";
 }
 
 }  // namespace kerncap::service

@@ -9,6 +9,7 @@
 //   agent sock    <runtime dir>/agent.sock   (common/agent_link/socket_path.h owns it)
 //   store         /var/lib/kerncap/store      $XDG_DATA_HOME/kerncap/store,
 //                                             else $HOME/.local/share/kerncap/store
+//   client config $XDG_CONFIG_HOME/kerncap/config.toml, else $HOME/.config/kerncap/config.toml
 //
 // kerncapctl additionally honours $KERNCAP_SOCKET (see DefaultClientSocketPath).
 #ifndef KERNCAP_COMMON_CONTROL_DEFAULT_PATHS_H_
@@ -27,6 +28,8 @@ struct PathEnv {
   std::string xdg_data_home;
   std::string home;
   std::string kerncap_socket;  // $KERNCAP_SOCKET
+  std::string xdg_config_home;
+  std::string kerncap_config;  // $KERNCAP_CONFIG
 
   static PathEnv FromProcess();
 };
@@ -36,6 +39,9 @@ std::string DefaultSocketPath(const PathEnv& env);
 std::string DefaultStoreDir(const PathEnv& env);
 // $KERNCAP_SOCKET when set, else DefaultSocketPath.
 std::string DefaultClientSocketPath(const PathEnv& env);
+// kerncapctl's contexts file: $KERNCAP_CONFIG when set, else
+// $XDG_CONFIG_HOME/kerncap/config.toml, else $HOME/.config/kerncap/config.toml.
+std::string DefaultClientConfigPath(const PathEnv& env);
 
 }  // namespace kerncap::service
 

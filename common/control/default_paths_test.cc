@@ -50,5 +50,17 @@ TEST(DefaultPathsTest, ClientHonoursKerncapSocket) {
   EXPECT_EQ(DefaultClientSocketPath(env), "/srv/k.sock");
 }
 
+TEST(DefaultPathsTest, ClientConfigFollowsXdg) {
+  PathEnv env = User();
+  env.home = "/home/ann";
+  EXPECT_EQ(DefaultClientConfigPath(env), "/home/ann/.config/kerncap/config.toml");
+  env.xdg_config_home = "relative/ignored";
+  EXPECT_EQ(DefaultClientConfigPath(env), "/home/ann/.config/kerncap/config.toml");
+  env.xdg_config_home = "/cfg";
+  EXPECT_EQ(DefaultClientConfigPath(env), "/cfg/kerncap/config.toml");
+  env.kerncap_config = "/etc/k.toml";
+  EXPECT_EQ(DefaultClientConfigPath(env), "/etc/k.toml");
+}
+
 }  // namespace
 }  // namespace kerncap::service

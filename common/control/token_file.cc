@@ -18,4 +18,12 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   return std::string(first);
 }
 
+std::string BearerValue(absl::string_view token) { return absl::StrCat(kBearerPrefix, token); }
+
+bool ParseBearerValue(absl::string_view value, absl::string_view* token) {
+  if (!absl::ConsumePrefix(&value, kBearerPrefix)) return false;
+  *token = value;
+  return true;
+}
+
 }  // namespace kerncap::service

@@ -6,8 +6,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kerncap::service {
+
+// How the token travels: gRPC metadata "authorization: Bearer <token>".
+inline constexpr char kAuthorizationMetadataKey[] = "authorization";
+inline constexpr char kBearerPrefix[] = "Bearer ";
+// "Bearer <token>".
+std::string BearerValue(absl::string_view token);
+// The token of a "Bearer <token>" value; false when the value has another form.
+bool ParseBearerValue(absl::string_view value, absl::string_view* token);
 
 // Reads a token file: the first line, surrounding whitespace removed.
 // InvalidArgument when empty.

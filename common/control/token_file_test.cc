@@ -20,5 +20,14 @@ TEST(ReadTokenFileTest, FirstLineTrimmed) {
   EXPECT_FALSE(ReadTokenFile(path).ok());
 }
 
+TEST(TokenFileTest, BearerValueRoundTrips) {
+  EXPECT_EQ(BearerValue("s3cret"), "Bearer s3cret");
+  absl::string_view token;
+  ASSERT_TRUE(ParseBearerValue("Bearer s3cret", &token));
+  EXPECT_EQ(token, "s3cret");
+  EXPECT_FALSE(ParseBearerValue("Basic s3cret", &token));
+  EXPECT_FALSE(ParseBearerValue("bearer s3cret", &token));
+}
+
 }  // namespace
 }  // namespace kerncap::service

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/control/api_names.h"
 #include "common/control/token_file.h"
 #include "common/errno_status.h"
 #include "common/file_util.h"
@@ -205,6 +206,11 @@ absl::Status Daemon::StartGrpc() {
   builder.SetMaxReceiveMessageSize(service::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(service::kMaxMessageBytes);
   builder.RegisterService(service_.get());
+  // Reflection v1 beside the plugin's v1alpha (reflection_v1.h).
+  reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+      api::kControlServiceName, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
+      "grpc.reflection.v1alpha.ServerReflection"});
+  builder.RegisterService(reflection_v1_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot listen on unix:", config_.socket,
@@ -218,6 +224,9 @@ absl::Status Daemon::StartGrpc() {
     return ErrnoError(errno, absl::StrCat("chmod ", config_.socket));
   }
   if (auto* health = server_->GetHealthCheckService(); health != nullptr) {
+    // "" (the whole server) and the control service by name: Kubernetes'
+    // gRPC probes and grpc_health_probe -service name it.
+    health->SetServingStatus(api::kControlServiceName, true);
     health->SetServingStatus(true);
   }
   return absl::OkStatus();

@@ -22,6 +22,7 @@
 #include "daemon/agent_link/agent_link_server.h"
 #include "daemon/event_bus.h"
 #include "daemon/kerncapd/daemon_config.h"
+#include "daemon/kerncapd/reflection_v1.h"
 #include "daemon/service/auth.h"
 #include "daemon/service/control_service.h"
 #include "daemon/store/store.h"
@@ -57,6 +58,7 @@ class Daemon {
   std::unique_ptr<link::AgentLinkServer> agent_link_;
   service::TokenAuthorizer authorizer_;
   std::unique_ptr<service::ControlService> service_;
+  std::unique_ptr<ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
   int tcp_port_ = 0;
 

@@ -31,8 +31,8 @@ Examples:
   kerncapd --listen=0.0.0.0:7443 --tls-cert=node.pem --tls-key=node.key --token-file=/etc/kerncap/token
   kerncapd --config=/etc/kerncap/kerncapd.toml
 
-Exit codes: 0 clean shutdown, 1 could not start, 2 store or socket in use by another kerncapd,
-64 bad flags or config file.
+Exit codes (the table all kerncap binaries share, docs/EXIT_CODES.md): 0 clean shutdown,
+1 could not start, 2 bad flags or config file, 7 store or socket in use by another kerncapd.
 )";
 
 }  // namespace

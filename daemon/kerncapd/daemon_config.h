@@ -9,15 +9,18 @@
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.h"
 #include "common/log.h"
 
 namespace kerncap::kerncapd {
 
 // Exit codes of kerncapd.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;    // could not start (socket, TLS files, ...)
-inline constexpr int kExitStoreBusy = 2;  // the store is locked by another kerncapd
-inline constexpr int kExitUsage = 64;     // bad flags or config file (EX_USAGE)
+// kerncapd's exit codes, from the shared table (common/exit_codes.h,
+// docs/EXIT_CODES.md).
+inline constexpr int kExitOk = exit_code::kOk;
+inline constexpr int kExitFailure = exit_code::kError;       // could not start (socket, TLS files, ...)
+inline constexpr int kExitStoreBusy = exit_code::kConflict;  // the store is locked by another kerncapd
+inline constexpr int kExitUsage = exit_code::kUsage;         // bad flags or config file
 
 struct DaemonConfig {
   std::string store_dir;

@@ -57,6 +57,7 @@ TEST(DaemonConfigTest, RejectsBadValues) {
   EXPECT_NE(err.find("power of two"), std::string::npos) << err;
   EXPECT_EQ(Parse({"--log-level=loud"}).exit_code, kExitUsage);
   EXPECT_EQ(Parse({"--no-such-flag"}).exit_code, kExitUsage);
+  EXPECT_EQ(kExitUsage, 2);  // the shared table (docs/EXIT_CODES.md), no longer EX_USAGE 64
   EXPECT_EQ(Parse({"--socket=/tmp/x", "--agent-socket=/tmp/x"}).exit_code, kExitUsage);
 }
 

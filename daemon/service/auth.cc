@@ -1,5 +1,7 @@
 #include "daemon/service/auth.h"
 
+#include "common/control/token_file.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -44,8 +46,8 @@ absl::Status TokenAuthorizer::CheckPeer(absl::string_view peer,
         "this kerncapd requires a token on TCP: send \"authorization: Bearer <token>\" "
         "(kerncapctl --token-file)");
   }
-  absl::string_view value = *authorization;
-  if (!absl::ConsumePrefix(&value, "Bearer ") || !ConstantTimeEquals(value, token_)) {
+  absl::string_view value;
+  if (!ParseBearerValue(*authorization, &value) || !ConstantTimeEquals(value, token_)) {
     return absl::UnauthenticatedError("invalid bearer token");
   }
   return absl::OkStatus();
@@ -53,7 +55,7 @@ absl::Status TokenAuthorizer::CheckPeer(absl::string_view peer,
 
 absl::Status TokenAuthorizer::Check(const grpc::ServerContext& context) const {
   const auto& md = context.client_metadata();
-  auto it = md.find("authorization");
+  auto it = md.find(kAuthorizationMetadataKey);
   if (it == md.end()) return CheckPeer(context.peer(), nullptr);
   std::string value(it->second.data(), it->second.size());
   return CheckPeer(context.peer(), &value);

@@ -16,12 +16,14 @@
 #include "format/kcap_file.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/control/api_names.h"
 #include "common/control/grpc_status.h"
 #include "common/control/limits.h"
 #include "format/manifest_util.h"
 #include "daemon/service/request_validation.h"
 #include "daemon/store/catalog.h"
 #include "format/manifest_check.h"
+#include "format/store_reader.h"
 #include "reproducer/generator/generator.h"
 #include "reproducer/generator/project_stream.h"
 
@@ -81,6 +83,8 @@ grpc::Status ControlService::GetStatus(grpc::ServerContext* context, const v1::G
     response->set_unix_socket(info.unix_socket);
     response->set_tcp_listen(info.tcp_listen);
     response->set_agent_socket(info.agent_socket);
+    response->set_api_version(api::kApiVersion);
+    response->set_store_format(static_cast<uint32_t>(store::kStoreFormat));
     *response->mutable_store() = store_.Stats();
     response->set_agents(static_cast<uint32_t>(agents_.ListAgents().size()));
     response->set_active_arms(static_cast<uint32_t>(agents_.ListArms(false).size()));

@@ -76,6 +76,14 @@ absl::Status ValidateListCaptures(const v1::ListCapturesRequest& request) {
                                          kMaxListLimit, " (0 means no limit)"));
   }
   if (!request.tag().empty()) KC_RETURN_IF_ERROR(ValidateTagFilter(request.tag()));
+  if (request.since_unix_ms() < 0 || request.until_unix_ms() < 0) {
+    return Invalid("since_unix_ms/until_unix_ms", "must not be negative (0: no bound)");
+  }
+  if (request.until_unix_ms() != 0 && request.since_unix_ms() >= request.until_unix_ms()) {
+    return Invalid("until_unix_ms", absl::StrCat(request.until_unix_ms(),
+                                                 " is not after since_unix_ms ",
+                                                 request.since_unix_ms()));
+  }
   return absl::OkStatus();
 }
 

@@ -269,6 +269,7 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
          "AND (?2 = 0 OR a.pid = ?2) "
          "AND (?3 = '' OR EXISTS (SELECT 1 FROM tags t WHERE t.capture_id = c.id "
          "     AND t.key = ?3 AND (?4 = 0 OR t.value = ?5))) "
+         "AND (?7 = 0 OR c.created_ms >= ?7) AND (?8 = 0 OR c.created_ms < ?8) "
          "ORDER BY c.created_ms DESC, c.id LIMIT ?6");
   KC_RETURN_IF_ERROR(q.status());
   q.Text(1, f.kernel_contains())
@@ -276,7 +277,9 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
       .Text(3, tag_key)
       .Int(4, tag_has_value ? 1 : 0)
       .Text(5, tag_value)
-      .Int(6, f.limit() == 0 ? -1 : static_cast<int64_t>(f.limit()));
+      .Int(6, f.limit() == 0 ? -1 : static_cast<int64_t>(f.limit()))
+      .Int(7, f.since_unix_ms())
+      .Int(8, f.until_unix_ms());
   std::vector<v1::CaptureSummary> out;
   while (true) {
     KC_ASSIGN_OR_RETURN(bool row, q.Step());

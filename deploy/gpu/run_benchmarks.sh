@@ -146,8 +146,7 @@ ctl() { local n=$1; shift; "$BIN"/kerncapctl --socket="$WORK/$n/ctl.sock" "$@"; 
 wait_capture() {  # NAME TIMEOUT_S -> prints the capture id
   local n=$1 t=$2 id=""
   for _ in $(seq $((t * 5))); do
-    id=$(ctl "$n" --json captures 2>/dev/null | grep -o '"capture_id": *"[^"]*"' | head -1 |
-         sed 's/.*: *"//; s/"$//')
+    id=$(ctl "$n" captures -q 2>/dev/null | head -1)  # newest first
     [[ -n $id ]] && break
     sleep 0.2
   done

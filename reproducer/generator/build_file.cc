@@ -318,7 +318,7 @@ std::string BuildMakefile(const MakefileSpec& s) {
   }
   if (cuda) {
     // serve: the server's own pid (nohup execs it) in build/serve.pid; ready
-    // when the socket exists; a server that dies first (77: no GPU, 3: an
+    // when the socket exists; a server that dies first (77: no GPU, 1: an
     // error) is a zombie child until waited for, hence the ps check.
     mk +=
         "serve:\n"
@@ -341,7 +341,7 @@ std::string BuildMakefile(const MakefileSpec& s) {
         "\\\n"
         "\t    wait $$pid; rc=$$?; rm -f $(SERVE_PID); \\\n"
         "\t    echo \"serve: kerncap-replay serve exited with status $$rc before its socket "
-        "appeared (77: no GPU, 3: error); end of $(SERVE_LOG):\" >&2; \\\n"
+        "appeared (77: no GPU, 1: error); end of $(SERVE_LOG):\" >&2; \\\n"
         "\t    tail -n 20 $(SERVE_LOG) >&2; exit 2; fi; \\\n"
         "\t  if test $$(date +%s) -ge $$end; then \\\n"
         "\t    kill $$pid 2>/dev/null; rm -f $(SERVE_PID); \\\n"

@@ -590,11 +590,11 @@ TEST_F(TritonProjectTest, RunReexecutesWithoutAddressRandomisation) {
   ToolResult r = RunPy(out, {"--json"});
   ToolResult keep = RunPy(out, {"--json", "--keep-aslr"});
   unsetenv("KERNCAP_REPLAY_LIB");
-  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // replay error (docs/EXIT_CODES.md)
   json j = json::parse(r.out);
   EXPECT_EQ(j["aslr"], can ? "off" : "on") << r.out;
   EXPECT_TRUE(absl::StrContains(j["error"].get<std::string>(), "replay")) << r.out;
-  EXPECT_EQ(keep.exit_code, 3) << keep.out << keep.err;
+  EXPECT_EQ(keep.exit_code, 1) << keep.out << keep.err;
   EXPECT_EQ(json::parse(keep.out)["aslr"], "on") << keep.out;
 }
 
@@ -1092,7 +1092,7 @@ TEST_F(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
 
   // A replay that compared nothing is no pass.
   j = Run(h, {}, {{"validate_report", {{"regions_compared", 0}, {"pass", true}}}});
-  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 8) << j.dump(1);
   EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "nothing was compared")) << j["notes"];
 
   // Another configuration compiles another binary (and says so).
@@ -1116,7 +1116,7 @@ TEST_F(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
 
   // A variant specialised otherwise than the JIT would from the values (as
   // Inductor compiles): run.py pins it, which here makes another binary from
-  // the unchanged kernel.py: refused (exit 4), nothing validated.
+  // the unchanged kernel.py: refused (exit 9), nothing validated.
   const std::string kj = h.dir + "/kerncap.json";
   const std::string original = Read(kj);
   json pj = json::parse(original);
@@ -1129,7 +1129,7 @@ TEST_F(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
   }
   Write(kj, pj.dump(1));
   j = Run(h, {});
-  EXPECT_EQ(j["harness"]["rc"], 4) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 9) << j.dump(1);
   EXPECT_EQ(j["result"], "refused");
   EXPECT_FALSE(j.contains("validation")) << j["validation"];
   const std::string notes = j["notes"].dump();
@@ -1144,7 +1144,7 @@ TEST_F(TritonCpuHarnessTest, RunPyBuildsTheCapturedBinary) {
   pj["triton"]["variant"]["selected_by"] = "current";
   Write(kj, pj.dump(1));
   j = Run(h, {});
-  EXPECT_EQ(j["harness"]["rc"], 4) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 9) << j.dump(1);
   EXPECT_TRUE(absl::StrContains(j.value("error", ""), "selected by \"current\"") ||
               absl::StrContains(j.value("error", ""), "selected by 'current'"))
       << j;
@@ -1214,7 +1214,7 @@ TEST_F(TritonCpuHarnessTest, BenchTimesBothBinariesThroughTheReplayLibrary) {
                    {"revalidated", {{"variant", "fail"}, {"original", "pass"}}},
                    {"pass", false}}}};
   j = Run(h, {"--bench", "7"}, effect);
-  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 8) << j.dump(1);
   EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "revalidated variant: fail")) << j["notes"];
   // The validations around the timing compare as run.py's did.
   j = Run(h, {"--bench", "7", "--rtol", "0.01"});
@@ -1289,7 +1289,7 @@ TEST_F(TritonCpuHarnessTest, AssertsDebugAndTheApplicationsPtxas) {
   // but it is not the one that built the binary): refused, saying so.
   fs::rename(wrapper, wrapper + ".gone");
   j = Run(h, {});
-  EXPECT_EQ(j["harness"]["rc"], 4) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 9) << j.dump(1);
   EXPECT_TRUE(absl::StrContains(j.value("error", ""), "ptxas")) << j.value("error", "");
   fs::rename(wrapper + ".gone", wrapper);
 }
@@ -1371,7 +1371,7 @@ TEST_F(TritonCpuHarnessTest, GlobalScratchAndBuffersSharingAnAllocation) {
   const uint64_t dst = 0x7f0000010000;
   effect["corrupt"] = json::array({json::array({dst + 100, "ffff"})});
   j = Run(h, {}, effect);
-  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 8) << j.dump(1);
   EXPECT_EQ(j["validation"]["failing"], json({"dst_ptr"})) << j["validation"];
   for (const json& row : j["validation"]["buffers"]) {
     if (row["buffer"] == "src_ptr") {
@@ -1396,7 +1396,7 @@ TEST_F(TritonCpuHarnessTest, GlobalScratchAndBuffersSharingAnAllocation) {
   effect["scratch"]["hex"] = absl::BytesToHexString(std::string(1024, '\xd5'));
   effect["corrupt"] = json::array({json::array({0x7f0000028000ull, "ff"})});
   j = Run(h, {}, effect);
-  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 8) << j.dump(1);
   ASSERT_EQ(j["validation"]["failing"].size(), 1u) << j["validation"];
   EXPECT_TRUE(absl::StrContains(j["validation"]["failing"][0].get<std::string>(),
                                 "outside every argument"))
@@ -1415,7 +1415,7 @@ TEST_F(TritonCpuHarnessTest, BuffersOfMixedTypesInOneAllocation) {
   std::memcpy(bytes.data(), &off, 4);
   json effect = {{"corrupt", json::array({json::array({y + 12, absl::BytesToHexString(bytes)})})}};
   json j = Run(h, {}, effect);
-  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);  // exact: fails, naming y_ptr
+  EXPECT_EQ(j["harness"]["rc"], 8) << j.dump(1);  // exact: fails, naming y_ptr
   EXPECT_EQ(j["validation"]["failing"], json({"y_ptr"})) << j["validation"];
   j = Run(h, {"--atol", "0.01"}, effect);
   EXPECT_EQ(j["harness"]["rc"], 0) << j.dump(1);
@@ -1428,7 +1428,7 @@ TEST_F(TritonCpuHarnessTest, BuffersOfMixedTypesInOneAllocation) {
   // z (fp16) far off: fails, and only z.
   effect["corrupt"].push_back(json::array({z + 2, "0078"}));
   j = Run(h, {"--atol", "0.01"}, effect);
-  EXPECT_EQ(j["harness"]["rc"], 1) << j.dump(1);
+  EXPECT_EQ(j["harness"]["rc"], 8) << j.dump(1);
   EXPECT_EQ(j["validation"]["failing"], json({"z_ptr"})) << j["validation"];
 }
 

@@ -40,6 +40,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "common/exit_codes.h"
+#include "common/json_policy.h"
 #include "reproducer/replay/core/capture_source.h"
 #include "reproducer/replay/core/compare_options.h"
 #include "reproducer/replay/core/daemon_fetch.h"
@@ -53,11 +55,12 @@
 namespace kerncap::replay {
 namespace {
 
-constexpr int kExitPass = 0;
-constexpr int kExitFail = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitError = 3;
-constexpr int kExitNoDevice = 77;
+// The shared exit-code table (common/exit_codes.h, docs/EXIT_CODES.md).
+constexpr int kExitPass = exit_code::kOk;
+constexpr int kExitFail = exit_code::kMismatch;  // validation ran, outputs differ
+constexpr int kExitUsage = exit_code::kUsage;
+constexpr int kExitError = exit_code::kError;
+constexpr int kExitNoDevice = exit_code::kNoDevice;
 
 struct Common {
   std::string source;  // .kcap path, or capture id with --daemon / --store
@@ -151,15 +154,12 @@ int Error(const absl::Status& s, bool json) {
   // No driver / no device is "skipped" for the GPU tests, not a failure.
   const bool no_device =
       IsNoCudaDeviceError(s) || absl::StrContains(s.message(), "no usable HSA runtime");
-  const int code = no_device ? kExitNoDevice : kExitError;
+  const int code = no_device ? kExitNoDevice : exit_code::ForStatus(s);
   if (json) {
-    nlohmann::json j = {{"error",
-                         {{"code", absl::StatusCodeToString(s.code())},
-                          {"message", std::string(s.message())},
-                          {"exit_code", code}}}};
-    std::cout << j.dump(2) << std::endl;
+    json_policy::WriteError(std::cerr, s, code);  // docs/JSON.md: errors on stderr
+  } else {
+    std::cerr << "kerncap-replay: " << s.message() << std::endl;
   }
-  std::cerr << "kerncap-replay: " << s.message() << std::endl;
   return code;
 }
 

@@ -471,7 +471,9 @@ TEST_F(HsaStoreE2eTest, KerncapReplayCliOnExportedKcapWithSimulatedRuntime) {
   EXPECT_EQ(rc, 0) << out;
   const std::string other = std::string(KERNCAP_HSA_TEST_CO_DIR) + "/tensile_like_gfx90a.hsaco";
   if (std::filesystem::exists(other)) {
-    rc = RunCommand(bin + " validate " + kcap + " --json --code-object=" + other + " " + sim,
+    // The error is one JSON object on stderr (docs/JSON.md); 3 is not found.
+    rc = RunCommand(bin + " validate " + kcap + " --json --code-object=" + other + " " + sim +
+                        " 2>&1",
                     &out);
     EXPECT_EQ(rc, 3) << out;
     EXPECT_THAT(out, HasSubstr("has no kernel named scale_inplace"));
@@ -485,12 +487,13 @@ TEST_F(HsaStoreE2eTest, KerncapReplayCliOnExportedKcapWithSimulatedRuntime) {
 
   // Not a runtime at all, and (when installed) Debian's ROCm 5.2.3 runtime,
   // which has no vmem API: clear error, the "no device" exit code.
-  rc = RunCommand(bin + " validate " + kcap + " --json --hsa-runtime=/nonexistent/libhsa.so", &out);
+  rc = RunCommand(bin + " validate " + kcap + " --json --hsa-runtime=/nonexistent/libhsa.so 2>&1",
+                  &out);
   EXPECT_EQ(rc, 77) << out;
   EXPECT_THAT(out, HasSubstr("no usable HSA runtime"));
   if (std::filesystem::exists(KERNCAP_SYSTEM_HSA_RUNTIME)) {
     rc = RunCommand(bin + " validate " + kcap + " --json --hsa-runtime=" +
-                        KERNCAP_SYSTEM_HSA_RUNTIME,
+                        KERNCAP_SYSTEM_HSA_RUNTIME + " 2>&1",
                     &out);
     EXPECT_EQ(rc, 77) << out;
     EXPECT_THAT(out, HasSubstr("hsa_amd_vmem_address_reserve"));

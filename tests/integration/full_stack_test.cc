@@ -85,11 +85,10 @@ std::vector<nlohmann::json> JsonLines(const std::string& text) {
   return out;
 }
 
+// docs/JSON.md: integers are JSON numbers, 64-bit ones too.
 uint64_t U64(const nlohmann::json& j) {
-  // Protobuf JSON writes uint64 as strings.
-  if (j.is_string()) return std::stoull(j.get<std::string>());
-  if (j.is_number()) return j.get<uint64_t>();
-  return 0;
+  EXPECT_TRUE(j.is_number_integer()) << j.dump();
+  return j.is_number() ? j.get<uint64_t>() : 0;
 }
 
 // Reassembles a region's bytes from the store: a pre region is complete; a
@@ -144,7 +143,8 @@ TEST_F(FullStackTest, ArmCaptureShowVerifyAndStoredBytesMatchWhatTheAgentSent) {
   }
   nlohmann::json arms = d.CtlJson({"arms", "--all"});
   ASSERT_EQ(arms["arms"].size(), 1u);
-  EXPECT_EQ(arms["arms"][0]["state"], "ARM_DONE") << arms.dump();
+  EXPECT_EQ(arms["arms"][0]["state"], "done") << arms.dump();
+  EXPECT_EQ(arms["arms"][0]["selector"]["match"], "substring") << arms.dump();
 
   nlohmann::json show = d.CtlJson({"show", capture_by_dispatch[2]});
   const auto& manifest = show["manifest"];

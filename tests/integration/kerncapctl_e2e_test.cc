@@ -41,7 +41,7 @@ TEST(KerncapctlEndToEndTest, StatusShowExportImportPullAndExitCodes) {
   ASSERT_EQ(r.rc, 0) << r.out;
   auto st = nlohmann::json::parse(r.out);
   EXPECT_EQ(st["unix_socket"], a.socket());
-  EXPECT_EQ(st["store"]["captures"], "2");
+  EXPECT_EQ(st["store"]["captures"], 2);  // docs/JSON.md: integers are numbers
 
   r = Sh(a.Ctl("captures --tag run=r1 --json"));
   ASSERT_EQ(r.rc, 0);
@@ -95,28 +95,146 @@ TEST(KerncapctlEndToEndTest, StatusShowExportImportPullAndExitCodes) {
   ASSERT_EQ(r.rc, 0) << r.out;
   auto imported = nlohmann::json::parse(r.out);
   EXPECT_EQ(imported["capture_id"], ids[0]);
-  EXPECT_NE(imported["chunks_received"], "0");
+  EXPECT_GT(imported["chunks_received"].get<uint64_t>(), 0u);
 
   // Pull the second capture: every chunk is already on b.
   r = Sh(b.Ctl("pull " + ids[1] + " --from unix:" + a.socket() + " --json"));
   ASSERT_EQ(r.rc, 0) << r.out;
   auto pulled = nlohmann::json::parse(r.out);
   EXPECT_EQ(pulled["capture_id"], ids[1]);
-  EXPECT_EQ(pulled["chunks_received"], "0");
+  EXPECT_EQ(pulled["chunks_received"], 0);
 
   EXPECT_EQ(Sh(b.Ctl("verify --rehash")).rc, 0);
   EXPECT_EQ(Sh(b.Ctl("rm " + ids[0])).rc, 0);
   EXPECT_EQ(Sh(b.Ctl("gc")).rc, 0);
 
-  // A second daemon on a's store refuses to start (exit 2).
+  // A second daemon on a's store refuses to start (exit 7, conflict).
   r = Sh(absl::StrCat(BinDir(), "/kerncapd --store=", tmp.Sub("a-store"), " --socket=",
                       tmp.Sub("c.sock"), " --agent-socket=", tmp.Sub("c-agent.sock"), " 2>&1"));
-  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.rc, 7);
   EXPECT_TRUE(absl::StrContains(r.out, "locked")) << r.out;
 
   EXPECT_EQ(a.Stop(), 0);
   EXPECT_EQ(b.Stop(), 0);
   EXPECT_FALSE(std::filesystem::exists(a.socket()));
+}
+
+// The output options and the JSON policy, against a real daemon.
+TEST(KerncapctlEndToEndTest, OutputFormatsAndJsonPolicy) {
+  TempDir tmp;
+  std::vector<std::string> ids = SeedStore(tmp.Sub("a-store"));
+  Daemon a(tmp, "a");
+
+  // show -o json: numbers, "0x..." addresses, short enum names, hex digests.
+  Result r = Sh(a.Ctl("show " + ids[0] + " -o json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto d = nlohmann::json::parse(r.out);
+  const auto& m = d["manifest"];
+  EXPECT_TRUE(m["created_unix_ms"].is_number_integer()) << m["created_unix_ms"];
+  EXPECT_TRUE(m["dispatch_index"].is_number_integer());
+  ASSERT_FALSE(m["pre"]["regions"].empty());
+  for (const auto& region : m["pre"]["regions"]) {
+    ASSERT_TRUE(region["va"].is_string());
+    EXPECT_EQ(region["va"].get<std::string>().rfind("0x", 0), 0u) << region["va"];
+    EXPECT_TRUE(region["data"]["size"].is_number_integer());
+    EXPECT_EQ(region["kind"].get<std::string>().find("REGION_"), std::string::npos);
+    for (const auto& dg : region["data"]["chunk_digests"]) {
+      const std::string hex = dg.get<std::string>();
+      EXPECT_TRUE(hex.empty() || hex.size() == 64) << hex;  // hex, not base64
+      EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos) << hex;
+    }
+  }
+  EXPECT_EQ(m["source"], "unspecified");  // the seeded manifests set none
+  EXPECT_EQ(m["texture_objects"][0]["type"], "texture");
+  EXPECT_EQ(m["texture_objects"][0]["handle"], "0x5");
+
+  // -o yaml: the same document.
+  r = Sh(a.Ctl("-o yaml status"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(absl::StartsWith(r.out, "---\n")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "\n  captures: 2\n")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "api_version: \"kerncap.v1\"")) << r.out;
+
+  // -q and -o name: ids only; --no-headers: no header row.
+  r = Sh(a.Ctl("captures -q"));
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, ids[1] + "\n" + ids[0] + "\n");  // newest first
+  r = Sh(a.Ctl("captures -o name"));
+  EXPECT_EQ(r.out, "capture/" + ids[1] + "\ncapture/" + ids[0] + "\n");
+  r = Sh(a.Ctl("captures --no-headers"));
+  EXPECT_FALSE(absl::StrContains(r.out, "CAPTURE")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, ids[0])) << r.out;
+  r = Sh(a.Ctl("captures -o wide"));
+  EXPECT_TRUE(absl::StrContains(r.out, "PLATFORM")) << r.out;
+
+  // --since/--until: the seeded captures are from now.
+  EXPECT_EQ(Sh(a.Ctl("captures --since=1h -q")).out, ids[1] + "\n" + ids[0] + "\n");
+  EXPECT_EQ(Sh(a.Ctl("captures --until=1h -q")).out, "");
+  EXPECT_EQ(Sh(a.Ctl("captures --since=2000-01-01 --until=2000-01-02 -q")).out, "");
+  r = Sh(a.Ctl("captures --since=yesterday 2>&1"));
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "--since: expected a duration ago")) << r.out;
+
+  // version: client and daemon.
+  r = Sh(a.Ctl("version --json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto v = nlohmann::json::parse(r.out);
+  EXPECT_EQ(v["client"]["api_version"], "kerncap.v1");
+  EXPECT_EQ(v["daemon"]["api_version"], "kerncap.v1");
+  EXPECT_EQ(v["daemon"]["store_format"], 1);
+  EXPECT_EQ(v["daemon"]["version"], v["client"]["version"]);
+
+  // Errors with --json: one object on stderr, nothing on stdout.
+  r = Sh(a.Ctl("show cap-000000000000 --json 2>&1 >/dev/null"));
+  EXPECT_EQ(r.rc, 3);
+  auto err = nlohmann::json::parse(r.out);
+  EXPECT_EQ(err["error"]["code"], "not_found");
+  EXPECT_EQ(err["error"]["exit_code"], 3);
+  EXPECT_EQ(Sh(a.Ctl("show cap-000000000000 --json 2>/dev/null")).out, "");
+
+  // rm of several ids: all are tried, the first failure is the exit code.
+  r = Sh(a.Ctl("rm " + ids[0] + " cap-000000000000 " + ids[1] + " -o json 2>/dev/null"));
+  EXPECT_EQ(r.rc, 3) << r.out;
+  auto rm = nlohmann::json::parse(r.out);
+  EXPECT_EQ(rm["deleted"], nlohmann::json::array({ids[0], ids[1]}));
+  EXPECT_EQ(rm["failed"][0]["capture_id"], "cap-000000000000");
+  EXPECT_EQ(Sh(a.Ctl("captures -q")).out, "");
+  EXPECT_EQ(a.Stop(), 0);
+}
+
+// Contexts: a config file names the daemon; flags win over it.
+TEST(KerncapctlEndToEndTest, ContextsReachTheDaemon) {
+  TempDir tmp;
+  std::vector<std::string> ids = SeedStore(tmp.Sub("a-store"));
+  Daemon a(tmp, "a");
+  const std::string ctl = absl::StrCat("KERNCAP_CONFIG=", tmp.Sub("cfg/config.toml"), " ",
+                                       BinDir(), "/kerncapctl --socket=", tmp.Sub("none.sock"));
+  // Without a context the (wrong) --socket is used.
+  EXPECT_EQ(Sh(ctl + " status 2>/dev/null").rc, 4);
+  Result r = Sh(ctl + " config set-context a --socket=" + a.socket() + " --use");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "created context a")) << r.out;
+  // The explicit --socket still wins over the current context...
+  EXPECT_EQ(Sh(ctl + " status 2>/dev/null").rc, 4);
+  // ...and without it the context is used.
+  const std::string ctl_ctx = absl::StrCat("KERNCAP_CONFIG=", tmp.Sub("cfg/config.toml"), " ",
+                                           BinDir(), "/kerncapctl");
+  r = Sh(ctl_ctx + " captures -q");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out, ids[1] + "\n" + ids[0] + "\n");
+  EXPECT_EQ(Sh(ctl_ctx + " --context=a captures -q").out, r.out);
+  r = Sh(ctl_ctx + " --context=nope status 2>&1");
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_TRUE(absl::StrContains(r.out, "no context \"nope\"")) << r.out;
+  r = Sh(ctl_ctx + " config get-contexts");
+  EXPECT_TRUE(absl::StrContains(r.out, "*        a")) << r.out;
+  EXPECT_EQ(Sh(ctl_ctx + " config current-context").out, "a\n");
+  // A broken file stops the commands that read it, naming the file and line.
+  { std::ofstream(tmp.Sub("cfg/config.toml"), std::ios::app) << "bogus = 1\n"; }
+  r = Sh(ctl_ctx + " status 2>&1");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "config.toml:")) << r.out;
+  EXPECT_EQ(a.Stop(), 0);
 }
 
 // repro CAPTURE-ID: kerncapd generates, kerncapctl receives and writes --out.
@@ -216,7 +334,7 @@ TEST(KerncapdTest, RefusesPlainTcpWithoutInsecureFlag) {
   TempDir tmp;
   Result r = Sh(absl::StrCat(BinDir(), "/kerncapd --store=", tmp.Sub("s"),
                              " --socket=", tmp.Sub("s.sock"), " --listen=127.0.0.1:7443 2>&1"));
-  EXPECT_EQ(r.rc, 64);
+  EXPECT_EQ(r.rc, 2);  // usage (docs/EXIT_CODES.md; was 64)
   EXPECT_TRUE(absl::StrContains(r.out, "without TLS")) << r.out;
 }
 

@@ -169,7 +169,8 @@ def write_fake_replayer(directory: str, *, exit_code: int = 0, doc: Optional[dic
                         stderr: str = "") -> str:
     """A stand-in for kerncap-replay: records its argv (and, for a .kcap
     source, that the file existed) and prints `doc` (or a report shaped like
-    reproducer/replay/report.cc's for the mode it is run with)."""
+    reproducer/replay/report.cc's for the mode it is run with; "" prints
+    nothing, as the replayer does on an error) and `stderr`."""
     path = Path(directory) / "fake-kerncap-replay"
     log = Path(directory) / "replay-argv.json"
     script = f"""#!{sys.executable}
@@ -206,7 +207,8 @@ if doc is None:
                     "restore_each": True, "restore_bytes_per_iteration": 327680,
                     "min_ms": 0.040, "median_ms": 0.042, "max_ms": 0.050, "mean_ms": 0.043,
                     "stddev_ms": 0.004, "samples_ms": [0.04, 0.041, 0.042, 0.045, 0.05]}})
-print(json.dumps(doc, indent=2))
+if doc != "":
+    print(json.dumps(doc, indent=2))
 sys.stderr.write({stderr!r})
 sys.exit({exit_code})
 """

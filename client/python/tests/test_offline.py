@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import struct
 
@@ -238,7 +239,7 @@ def test_capture_view_of_a_manifest():
     assert (a.kind, a.value, b.value, n.value) == ("pointer", 0x7F0000000000, 0x7F0100000010,
                                                   0xFFFFFFFD)
     assert cap.region_of(b.value).name == "b"
-    assert cap.region("a").kind == "device" and cap.region(1).kind == "global"
+    assert cap.region("a").kind == "device" and cap.region(1).kind == "module_global"
     ra, rb = cap.regions
     assert (ra.chunks, ra.zero_chunks, ra.written, ra.changed_chunks, ra.changed_bytes) == \
         (3, 1, True, [2], 65536)
@@ -310,20 +311,22 @@ def test_replay_exit_codes(tmp_path, monkeypatch):
     failing = {"command": "validate", "result": "fail", "regions_compared": 1,
                "regions_failing": 1, "region_results": [{"index": 0, "passed": False,
                                                          "va": "0x10", "name": "out"}]}
-    monkeypatch.setenv("KERNCAP_REPLAY", write_fake_replayer(str(tmp_path), exit_code=1,
+    # docs/EXIT_CODES.md: 8 is "validation ran, outputs differ".
+    monkeypatch.setenv("KERNCAP_REPLAY", write_fake_replayer(str(tmp_path), exit_code=8,
                                                              doc=failing))
     v = kerncap.validate(path)
-    assert not v.passed and v.exit_code == 1 and v.failing[0].name == "out"
-    no_gpu = {"error": {"code": "FAILED_PRECONDITION", "exit_code": 77,
+    assert not v.passed and v.exit_code == 8 and v.failing[0].name == "out"
+    # Errors are one JSON object on stderr (docs/JSON.md), nothing on stdout.
+    no_gpu = {"error": {"code": "failed_precondition", "exit_code": 77,
                         "message": "no CUDA driver: dlopen(libcuda.so.1) failed"}}
     monkeypatch.setenv("KERNCAP_REPLAY", write_fake_replayer(str(tmp_path), exit_code=77,
-                                                             doc=no_gpu))
+                                                             doc="", stderr=json.dumps(no_gpu)))
     with pytest.raises(kerncap.NoDevice, match="no CUDA driver") as e:
         kerncap.replay(path)
     assert e.value.exit_code == 77
-    broken = {"error": {"code": "INTERNAL", "exit_code": 3, "message": "cuModuleLoadData failed"}}
-    monkeypatch.setenv("KERNCAP_REPLAY", write_fake_replayer(str(tmp_path), exit_code=3,
-                                                             doc=broken))
+    broken = {"error": {"code": "internal", "exit_code": 1, "message": "cuModuleLoadData failed"}}
+    monkeypatch.setenv("KERNCAP_REPLAY", write_fake_replayer(str(tmp_path), exit_code=1,
+                                                             doc="", stderr=json.dumps(broken)))
     with pytest.raises(kerncap.ReplayError, match="cuModuleLoadData"):
         kerncap.bench(path)
     monkeypatch.setenv("KERNCAP_REPLAY", write_fake_replayer(
@@ -347,7 +350,7 @@ def test_real_replayer_without_gpu_reports_no_device(tmp_path, monkeypatch):
         kerncap.validate(path)
     # No CUDA driver here: exit 77 (NoDevice). A driver without a GPU, or a
     # damaged capture, is a replay error with the replayer's message.
-    assert e.value.exit_code in (3, 77) and e.value.message
+    assert e.value.exit_code in (1, 77) and e.value.message
 
 
 # ---- progress ----
@@ -364,7 +367,7 @@ def test_progress_callback_and_fallbacks(capsys):
     text = _progress._Text("export", 2048, True)
     text.update(1024)
     text.close()
-    assert "export: 1.0 KiB / 2.0 KiB" in capsys.readouterr().err
+    assert "export: 1.00 KiB / 2.00 KiB" in capsys.readouterr().err  # kerncapctl's text
 
 
 def test_memory_map_without_pandas_is_a_list(monkeypatch):

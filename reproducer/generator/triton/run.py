@@ -25,8 +25,9 @@ What it does:
   6. --bench N: N timed launches (inputs restored before each), against the
      captured binary launched by the replay library.
 
-Exit status: 0 pass, 1 validation failed (the buffers are named), 2 usage or
-a configuration that cannot be built, 3 replay/launch error, 4 refused: the
+Exit status (the table every kerncap tool shares, docs/EXIT_CODES.md): 0 pass,
+8 validation failed (the buffers are named), 2 usage or a configuration that
+cannot be built, 1 replay/launch error, 9 refused: the
 unchanged kernel.py with the captured configuration did not rebuild the
 captured binary (another Triton, ptxas or option: a validation would test
 other code than the captured; --allow-other-binary validates it anyway), or
@@ -71,7 +72,8 @@ def grid(captured_grid, config):
 # ---------------------------------------------------------------------------
 # kerncap.json -> the call
 
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR, EXIT_REFUSED = 0, 1, 2, 3, 4
+# The shared exit-code table (common/exit_codes.h, docs/EXIT_CODES.md).
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR, EXIT_REFUSED = 0, 8, 2, 1, 9
 
 # Scalar types of Triton signatures: struct format of the captured bytes.
 SCALARS = {

@@ -35,7 +35,7 @@ LIBRARY_NAME = "libkerncap_replay.so"
 
 # Return codes of the C API (kerncap-replay's exit codes).
 E_USAGE = 2
-E_REPLAY = 3
+E_REPLAY = 1  # the shared exit-code table (docs/EXIT_CODES.md)
 E_NO_DEVICE = 77
 
 _ERR_SIZE = 4096
@@ -44,7 +44,7 @@ _ERR_SIZE = 4096
 class ReplayError(RuntimeError):
     """A failure reported by libkerncap_replay (or finding it).
 
-    ``code`` is the C API's return code: 2 bad argument/options, 3 replay
+    ``code`` is the C API's return code: 2 bad argument/options, 1 replay
     error, 77 no CUDA driver or device (a test may treat it as "skip"),
     0 when the library could not be found or loaded.
     """

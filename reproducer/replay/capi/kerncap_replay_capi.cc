@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/exit_codes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -60,6 +61,9 @@ namespace fs = std::filesystem;
 constexpr int kUsage = KERNCAP_REPLAY_E_USAGE;          // bad arguments or options
 constexpr int kError = KERNCAP_REPLAY_E_REPLAY;         // the replay failed
 constexpr int kNoDevice = KERNCAP_REPLAY_E_NO_DEVICE;   // no CUDA driver or device
+static_assert(kUsage == exit_code::kUsage && kError == exit_code::kError &&
+                  kNoDevice == exit_code::kNoDevice,
+              "the C API's codes are the shared exit-code table's (common/exit_codes.h)");
 
 void SetError(char* err, size_t err_size, absl::string_view msg) {
   if (err == nullptr || err_size == 0) return;

@@ -21,11 +21,12 @@
  *    on failure a one-line message (NUL-terminated, truncated to err_size
  *    bytes including the NUL) is written to err when err is non-NULL and
  *    err_size > 0. kerncap_replay_open returns NULL on failure. The
- *    non-zero codes are kerncap-replay's exit codes:
+ *    non-zero codes are from the exit-code table every kerncap binary
+ *    shares (docs/EXIT_CODES.md, common/exit_codes.h):
  *      KERNCAP_REPLAY_E_USAGE (2)      bad argument or options
- *      KERNCAP_REPLAY_E_REPLAY (3)     anything else that failed
+ *      KERNCAP_REPLAY_E_REPLAY (1)     anything else that failed
  *      KERNCAP_REPLAY_E_NO_DEVICE (77) no CUDA driver or no CUDA device
- *    (kerncap_replay_open reports its failures as 2 or 3 through err only.)
+ *    (kerncap_replay_open reports its failures as 2 or 1 through err only.)
  *  - A handle is not thread-safe: serialize the calls on one handle. Calls
  *    may come from any thread; each call that touches the GPU first makes
  *    the session's context (the device's PRIMARY context, the one the CUDA
@@ -51,10 +52,10 @@ extern "C" {
 
 /* Incremented when a function or a documented JSON key changes meaning
  * (additions do not change it). kerncap_replay_capi_version() returns it. */
-#define KERNCAP_REPLAY_CAPI_VERSION 1
+#define KERNCAP_REPLAY_CAPI_VERSION 2  /* 2: E_REPLAY is 1 (was 3), the shared table */
 
 #define KERNCAP_REPLAY_E_USAGE 2
-#define KERNCAP_REPLAY_E_REPLAY 3
+#define KERNCAP_REPLAY_E_REPLAY 1
 #define KERNCAP_REPLAY_E_NO_DEVICE 77
 
 typedef struct kerncap_replay kerncap_replay;
@@ -131,7 +132,7 @@ KERNCAP_REPLAY_API int kerncap_replay_prepare(kerncap_replay* r, char* err, size
  *   "regions": [{"index" (pre-image index, the one validate's "regions" and
  *                kerncap-replay --region-dtype take), "name" (the module
  *                variable's symbol; "" for allocations: the name reports
- *                use), "captured_va", "size", "kind" ("device", "vmm",
+ *                use), "captured_va", "size", "kind" ("device", "device_vmm",
  *                "managed", "host_pinned", "module_global", "constant",
  *                "kernarg", ...), "device" (captured ordinal),
  *                "host": bool (host memory), "written": bool (the captured

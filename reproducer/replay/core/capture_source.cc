@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/control/api_names.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "format/kcap_file.h"
@@ -375,16 +376,9 @@ const std::string& PostDigest(const v1::Region& pre, const v1::Region* post, uin
 }
 
 const char* RegionKindName(v1::RegionKind kind) {
-  switch (kind) {
-    case v1::REGION_DEVICE: return "device";
-    case v1::REGION_DEVICE_VMM: return "vmm";
-    case v1::REGION_MANAGED: return "managed";
-    case v1::REGION_HOST_PINNED: return "host_pinned";
-    case v1::REGION_MODULE_GLOBAL: return "module_global";
-    case v1::REGION_CONSTANT: return "constant";
-    case v1::REGION_KERNARG: return "kernarg";
-    default: return "unspecified";
-  }
+  // The one spelling of every region kind (common/control/api_names.h).
+  absl::string_view name = api::Name(kind);
+  return name.empty() ? "unspecified" : name.data();
 }
 
 }  // namespace kerncap::replay

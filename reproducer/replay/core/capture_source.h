@@ -143,7 +143,8 @@ absl::Status CheckRegion(const v1::Region& region, absl::string_view where);
 // `post` may be null (region not in the post image: unchanged).
 const std::string& PostDigest(const v1::Region& pre, const v1::Region* post, uint64_t i);
 
-// Human form of a region kind ("device", "vmm", "module_global", ...).
+// Human form of a region kind (the shared names, common/control/api_names.h: "device",
+// "device_vmm", "module_global", ...).
 const char* RegionKindName(v1::RegionKind kind);
 
 }  // namespace kerncap::replay

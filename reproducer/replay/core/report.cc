@@ -9,10 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/json_policy.h"
 
 namespace kerncap::replay {
 
-std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+std::string Hex(uint64_t v) { return json_policy::Address(v); }  // docs/JSON.md
 
 RelocationSeverity ClassifyRelocation(const std::vector<MovedRegion>& moved) {
   if (moved.empty()) return RelocationSeverity::kNone;
@@ -103,12 +104,8 @@ SpeedupStats ComputeSpeedup(const std::vector<double>& original_ms,
 
 namespace {
 
-// JSON has no infinity: report it as a string.
-nlohmann::json Num(double v) {
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (std::isnan(v)) return "nan";
-  return v;
-}
+// JSON has no infinity: "inf", "-inf", "nan" (docs/JSON.md).
+nlohmann::json Num(double v) { return json_policy::Number(v); }
 
 }  // namespace
 

@@ -615,7 +615,7 @@ TEST_F(RelocationTest, MovedDeviceRegionsCountThePointersIntoEach) {
 // kerncap-replay itself on the fake driver (LD_LIBRARY_PATH finds it as
 // libcuda.so.1): a capture with a module variable its code object lacks
 // validates as INCOMPLETE, exit code 1, in the text and the JSON.
-TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsOne) {
+TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsMismatch) {
   testing::KcapBuilder b(4096);
   v1::CaptureManifest m = AddOneCapture(b, 1);
   v1::Region* g = m.mutable_pre()->add_regions();
@@ -637,18 +637,18 @@ TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsOne) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
   std::string text, json;
-  EXPECT_EQ(run("validate", &text), 1) << text;
+  EXPECT_EQ(run("validate", &text), 8) << text;  // docs/EXIT_CODES.md: no pass
   EXPECT_TRUE(absl::StrContains(text, "NOT COMPARED captured region 2")) << text;
   EXPECT_TRUE(absl::StrContains(text, "INCOMPLETE: 2 regions compared, 0 differ, 1 not compared"))
       << text;
-  EXPECT_EQ(run("validate --json", &json), 1) << json;
+  EXPECT_EQ(run("validate --json", &json), 8) << json;
   const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << json;
   EXPECT_EQ(j["result"], "incomplete");
   EXPECT_EQ(j["not_compared"][0]["name"], "kc_scale");
-  // Bench times it, but its verdicts are incomplete: exit 1 too.
+  // Bench times it, but its verdicts are incomplete: exit 8 too.
   std::string bench;
-  EXPECT_EQ(run("bench --iterations=2 --warmup=0 --json", &bench), 1) << bench;
+  EXPECT_EQ(run("bench --iterations=2 --warmup=0 --json", &bench), 8) << bench;
   const nlohmann::json bj = nlohmann::json::parse(bench, nullptr, false);
   ASSERT_FALSE(bj.is_discarded()) << bench;
   EXPECT_EQ(bj["validated"]["kernel"], "incomplete");

@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/exit_codes.h"
 #include "reproducer/replay/core/capture_source.h"
 #include "reproducer/replay/cuda/cuda_driver.h"
 #include "reproducer/replay/core/daemon_fetch.h"
@@ -25,11 +26,12 @@
 namespace kerncap::replay::serve {
 namespace {
 
-constexpr int kExitPass = 0;
-constexpr int kExitFail = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitError = 3;
-constexpr int kExitNoDevice = 77;
+// The shared exit-code table (common/exit_codes.h, docs/EXIT_CODES.md).
+constexpr int kExitPass = exit_code::kOk;
+constexpr int kExitFail = exit_code::kMismatch;  // validation ran, outputs differ
+constexpr int kExitUsage = exit_code::kUsage;
+constexpr int kExitError = exit_code::kError;
+constexpr int kExitNoDevice = exit_code::kNoDevice;
 
 // kerncap-replay's convention (main.cc): no driver or device is a skip.
 int ExitCodeFor(const absl::Status& s) {

@@ -121,7 +121,7 @@ GGML_CUDA_DISABLE_GRAPHS=1 CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_SOCKET=$D/
 note "capture run: $(since "$t") s; application output $(cmp -s "$WORK/captured-run.txt" "$WORK/reference.txt" && echo unchanged || echo CHANGED)"
 cid=""
 for _ in $(seq 300); do
-  cid=$(ctl --json captures 2>/dev/null | grep -o '"capture_id": *"[^"]*"' | head -1 | sed 's/.*"\(cap-[^"]*\)"/\1/')
+  cid=$(ctl captures -q 2>/dev/null | head -1)  # newest first
   [[ -n $cid ]] && break
   sleep 0.2
 done

@@ -15,6 +15,7 @@ kerncap.pb.
 """
 from ._connection import TLS, default_socket_path
 from ._pb import pb
+from ._vocab import EXIT_CODES, message_to_json
 from .capture import Argument, Capture, CaptureStats, CodeObject, KernelInfo, LaunchConfig, Region
 from .client import Client, connect
 from .errors import (Aborted, AlreadyExists, CaptureFailed, Cancelled, DataLoss,
@@ -37,6 +38,8 @@ Timeout = DeadlineExceeded
 __all__ = [
     # connecting
     "connect", "Client", "TLS", "default_socket_path", "pb",
+    # the JSON policy (docs/JSON.md) and the exit-code table (docs/EXIT_CODES.md)
+    "message_to_json", "EXIT_CODES",
     # captures
     "Capture", "Argument", "CaptureStats", "CodeObject", "KernelInfo", "LaunchConfig", "Region",
     # listings and results

@@ -14,14 +14,23 @@ def from_unix_ms(ms: int) -> Optional[_dt.datetime]:
 
 
 def human_bytes(n: Optional[float]) -> str:
+    """The same text as kerncapctl (client/kerncapctl/output.cc HumanBytes):
+    512 B, 1.50 KiB, 10.0 MiB, 300 GiB (3 significant digits), up to PiB."""
     if n is None:
         return "-"
     n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{int(n)} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    if abs(n) < 1024:
+        return f"{int(n)} B"
+    unit = 0
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+    while abs(n) >= 1024 and unit < len(units) - 1:
         n /= 1024
-    return f"{n:.1f} TiB"
+        unit += 1
+    if abs(n) < 10:
+        return f"{n:.2f} {units[unit]}"
+    if abs(n) < 100:
+        return f"{n:.1f} {units[unit]}"
+    return f"{n:.0f} {units[unit]}"
 
 
 def hex_addr(v: Optional[int]) -> str:

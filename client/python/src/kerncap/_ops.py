@@ -437,6 +437,11 @@ class ReproWriter:
                     f"reproducer file {rel} arrived incomplete: {size} of {total} bytes")
         for rel, mode in self.modes.items():
             os.chmod(self.tmp / rel, mode)
+        # mkdtemp made the folder 0700; a project folder gets the mode any
+        # folder made here gets (0777 less the umask), like its subfolders.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o777 & ~umask)
         if self.out.exists():
             shutil.rmtree(self.out) if self.out.is_dir() else self.out.unlink()
         os.replace(self.tmp, self.out)

@@ -2,7 +2,7 @@
 
 `progress` arguments accept:
   None   (default) a tqdm bar when tqdm is installed (tqdm.auto: a widget in
-         notebooks, text in terminals), else nothing
+         notebooks when ipywidgets is installed, text otherwise), else nothing
   True   tqdm when installed, else a plain line on stderr now and then
   False  nothing
   a callable  called as progress(done, total) with byte (or chunk) counts
@@ -85,7 +85,14 @@ class _Text(_Null):
 
 def _tqdm():
     try:
-        from tqdm.auto import tqdm  # type: ignore
+        import importlib.util
+        if importlib.util.find_spec("ipywidgets") is None:
+            # tqdm.auto in Jupyter without ipywidgets prints a warning and
+            # leaves its bar at 0%: text bars instead (the notebook extra
+            # installs ipywidgets for the widget ones).
+            from tqdm.std import tqdm  # type: ignore
+        else:
+            from tqdm.auto import tqdm  # type: ignore
         return tqdm
     except Exception:  # tqdm missing, or its notebook widget support broken
         return None

@@ -10,13 +10,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
+from google.protobuf.message import Message as ProtoMessage
+
 from . import _format as fmt
 from .models import (ARG_KINDS, CODE_FORMATS, PLATFORMS, REGION_KINDS, SOURCES, CaptureSummary,
-                     Device, Driver, Process)
+                     Device, Driver, JsonMixin, Process, json_value)
 
 
 @dataclass
-class KernelInfo:
+class KernelInfo(JsonMixin):
     name: str          # demangled
     mangled_name: str
     platform: Optional[str]
@@ -40,7 +42,7 @@ class KernelInfo:
 
 
 @dataclass
-class LaunchConfig:
+class LaunchConfig(JsonMixin):
     grid: List[int]
     block: List[int]
     shared_mem_bytes: int
@@ -49,6 +51,8 @@ class LaunchConfig:
     cooperative: bool
     stream: int
     attributes: Dict[str, int]
+
+    _addresses = ("stream",)
 
     @classmethod
     def from_pb(cls, m) -> "LaunchConfig":
@@ -67,7 +71,7 @@ class LaunchConfig:
 
 
 @dataclass
-class Argument:
+class Argument(JsonMixin):
     index: int
     offset: int
     size: int
@@ -99,7 +103,7 @@ class Argument:
 
 
 @dataclass
-class Region:
+class Region(JsonMixin):
     """One pre-dispatch region (an allocation or module variable) with what
     the post-dispatch image says about it."""
     index: int
@@ -115,8 +119,10 @@ class Region:
     changed_chunks: List[int]     # chunk indices that differ after the dispatch
     post: bool = True             # the post-dispatch image covers it
     pre: bool = True              # False: only in the post-dispatch image
-    raw: Any = field(default=None, repr=False, compare=False)
-    raw_post: Any = field(default=None, repr=False, compare=False)
+    raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
+    raw_post: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
+
+    _addresses = ("va",)
 
     @property
     def end(self) -> int:
@@ -175,7 +181,7 @@ def _regions(manifest) -> List[Region]:
 
 
 @dataclass
-class CodeObject:
+class CodeObject(JsonMixin):
     name: str
     format: Optional[str]
     size: int
@@ -187,7 +193,7 @@ class CodeObject:
 
 
 @dataclass
-class CaptureStats:
+class CaptureStats(JsonMixin):
     logical_bytes: int
     zero_bytes: int
     new_raw_bytes: int
@@ -202,7 +208,9 @@ class CaptureStats:
                    m.dedup_bytes, m.chunk_count, m.ingest_seconds)
 
 
-MEMORY_MAP_COLUMNS = ("index", "va", "end", "va_hex", "size", "kind", "device", "name",
+# Hex addresses first (what people read), the integer forms (for arithmetic)
+# after the region's facts.
+MEMORY_MAP_COLUMNS = ("va_hex", "end_hex", "size", "kind", "device", "name", "index", "va", "end",
                       "chunks", "zero_chunks", "written", "changed_chunks", "changed_bytes",
                       "image")
 
@@ -292,13 +300,14 @@ class Capture:
         return None
 
     def memory_map(self, *, as_frame: Optional[bool] = None):
-        """One row per region, sorted by address: index, va, end, va_hex, size,
-        kind, device, name, chunks, zero_chunks, written, changed_chunks
-        (count), changed_bytes, image ("pre", or "post-only" for a region
+        """One row per region, sorted by address: va_hex, end_hex ("0x..."),
+        size, kind, device, name, index, va, end (integers), chunks,
+        zero_chunks, written, changed_chunks (count), changed_bytes, image ("pre", or "post-only" for a region
         only the post-dispatch image has). A pandas DataFrame when pandas is
         installed (as_frame=None) or requested (True), else a list of dicts."""
-        rows = [{"index": r.index, "va": r.va, "end": r.end, "va_hex": fmt.hex_addr(r.va),
-                 "size": r.size, "kind": r.kind, "device": r.device, "name": r.name,
+        rows = [{"va_hex": fmt.hex_addr(r.va), "end_hex": fmt.hex_addr(r.end), "size": r.size,
+                 "kind": r.kind, "device": r.device, "name": r.name, "index": r.index,
+                 "va": r.va, "end": r.end,
                  "chunks": r.chunks, "zero_chunks": r.zero_chunks, "written": r.written,
                  "changed_chunks": len(r.changed_chunks), "changed_bytes": r.changed_bytes,
                  "image": "pre" if r.pre else "post-only"}
@@ -351,8 +360,8 @@ class Capture:
                 cursor, prev_end = cursor + r.size, r.end
             else:
                 cursor += prev_end - r.va
-        colors = {"device": "#4c72b0", "device-vmm": "#55a868", "managed": "#8172b2",
-                  "host-pinned": "#937860", "global": "#da8bc3", "constant": "#ccb974",
+        colors = {"device": "#4c72b0", "device_vmm": "#55a868", "managed": "#8172b2",
+                  "host_pinned": "#937860", "module_global": "#da8bc3", "constant": "#ccb974",
                   "kernarg": "#64b5cd"}
         for row, (r, x) in enumerate(zip(regions, x_of)):
             color = colors.get(r.kind or "", "#8c8c8c")
@@ -394,19 +403,32 @@ class Capture:
         return ax
 
     def to_dict(self) -> Dict[str, Any]:
+        """The capture under the JSON policy (docs/JSON.md): json.dumps-ready,
+        addresses as "0x..." strings, times as *_unix_ms integers."""
+        def arg_value(a: Argument) -> Any:
+            v = a.value
+            if a.kind == "pointer" and isinstance(v, int):
+                return fmt.hex_addr(v)
+            return json_value(v)
+        regions = [{"va": fmt.hex_addr(r.va), "end": fmt.hex_addr(r.end), "size": r.size,
+                    "kind": r.kind, "device": r.device, "name": r.name, "index": r.index,
+                    "chunks": r.chunks, "zero_chunks": r.zero_chunks, "written": r.written,
+                    "changed_chunks": list(r.changed_chunks), "pre": r.pre, "post": r.post}
+                   for r in sorted(self.regions, key=lambda r: r.va)]
         return {
-            "capture_id": self.id, "created": self.created, "source": self.source,
+            "capture_id": self.id, "created_unix_ms": json_value(self.created) or 0,
+            "source": self.source,
             "kernel": self.kernel.name, "mangled_name": self.kernel.mangled_name,
             "platform": self.kernel.platform, "arch": self.kernel.arch,
             "pid": self.process.pid, "process_name": self.process.process_name,
             "hostname": self.process.hostname, "device": self.device.name,
-            "grid": self.launch.grid, "block": self.launch.block,
-            "shared_mem_bytes": self.launch.shared_mem_bytes,
+            "launch": self.launch.to_dict(),
             "arguments": [{"offset": a.offset, "size": a.size, "kind": a.kind, "name": a.name,
-                           "type": a.type_name, "value": a.value} for a in self.arguments],
-            "regions": self.memory_map(as_frame=False), "tags": self.tags,
+                           "type": a.type_name, "value": arg_value(a)} for a in self.arguments],
+            "regions": regions, "tags": self.tags,
             "dispatch_index": self.dispatch_index, "arm_id": self.arm_id,
-            "post_complete": self.post_complete, "logical_bytes": self.stats.logical_bytes,
+            "post_complete": self.post_complete, "stats": self.stats.to_dict(),
+            "code_objects": [c.to_dict() for c in self.code_objects],
         }
 
     # ---- display ----

@@ -10,35 +10,91 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Generic, List, Optional, Sequence, TypeVar
+from typing import Any, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
+
+from google.protobuf.message import Message as ProtoMessage
 
 from . import _format as fmt
 from ._pb import pb
+from ._vocab import ENUM_NAMES, json_float, message_to_json
 
-# Enum value -> the name kerncapctl prints (client/kerncapctl/commands.cc).
-PLATFORMS = {pb.PLATFORM_CUDA: "cuda", pb.PLATFORM_HSA: "hsa", pb.PLATFORM_SYNTHETIC: "synthetic"}
-MATCHES = {pb.NAME_MATCH_UNSPECIFIED: "substring", pb.NAME_SUBSTRING: "substring",
-           pb.NAME_GLOB: "glob", pb.NAME_REGEX: "regex", pb.NAME_MANGLED: "mangled"}
-MATCH_VALUES = {"substring": pb.NAME_SUBSTRING, "glob": pb.NAME_GLOB, "regex": pb.NAME_REGEX,
-                "mangled": pb.NAME_MANGLED}
-ARM_STATES = {pb.ARM_ACTIVE: "active", pb.ARM_DONE: "done", pb.ARM_EXPIRED: "expired",
-              pb.ARM_DISARMED: "disarmed"}
-REGION_KINDS = {pb.REGION_DEVICE: "device", pb.REGION_DEVICE_VMM: "device-vmm",
-                pb.REGION_MANAGED: "managed", pb.REGION_HOST_PINNED: "host-pinned",
-                pb.REGION_MODULE_GLOBAL: "global", pb.REGION_CONSTANT: "constant",
-                pb.REGION_KERNARG: "kernarg"}
-SOURCES = {pb.SOURCE_AGENT: "agent", pb.SOURCE_REFERENCE_IMPORT: "reference-import",
-           pb.SOURCE_IMPORT: "import"}
-ARG_KINDS = {pb.ARG_BY_VALUE: "value", pb.ARG_POINTER: "pointer", pb.ARG_HIDDEN: "hidden"}
-CODE_FORMATS = {pb.CODE_OBJECT_CUBIN: "cubin", pb.CODE_OBJECT_FATBIN: "fatbin",
-                pb.CODE_OBJECT_PTX: "ptx", pb.CODE_OBJECT_HSACO: "hsaco"}
-REPRODUCER_KINDS = {"auto": pb.REPRODUCER_KIND_UNSPECIFIED, "cuda": pb.REPRODUCER_CUDA,
-                    "hip": pb.REPRODUCER_HIP, "triton": pb.REPRODUCER_TRITON,
-                    "binary": pb.REPRODUCER_BINARY}
+
+def _names(enum: str) -> Dict[int, str]:
+    """Enum value -> its short name from the one table (_vocab.py)."""
+    wrapper = getattr(pb, enum)
+    return {wrapper.Value(n): short for n, short in ENUM_NAMES["kerncap.v1." + enum].items()}
+
+
+# Enum value -> the name kerncapctl prints and every JSON document uses.
+PLATFORMS = _names("Platform")
+MATCHES = _names("NameMatch")
+# Parsing: "substring" is NAME_SUBSTRING (0, unspecified, also reads as substring).
+MATCH_VALUES = {short: v for v, short in sorted(MATCHES.items()) if v != 0}
+ARM_STATES = _names("ArmState")
+REGION_KINDS = _names("RegionKind")
+SOURCES = _names("CaptureSource")
+ARG_KINDS = _names("ArgumentKind")
+CODE_FORMATS = _names("CodeObjectFormat")
+REPRODUCER_KINDS = {short: v for v, short in _names("ReproducerKind").items()}
 
 
 def _name(table: Dict[int, str], value: int) -> Optional[str]:
     return table.get(value)
+
+
+def _is_time(f) -> bool:
+    return "datetime" in str(f.type)
+
+
+def json_value(v: Any) -> Any:
+    """A value under the JSON policy (docs/JSON.md): bytes as lowercase hex,
+    nested dataclasses through their to_dict, containers element-wise."""
+    if isinstance(v, JsonMixin):
+        return v.to_dict()
+    if hasattr(v, "DESCRIPTOR") and hasattr(v, "ListFields"):  # a protobuf message
+        return message_to_json(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    if isinstance(v, float):
+        return json_float(v)
+    if isinstance(v, _dt.datetime):
+        return int(round(v.timestamp() * 1000))
+    if isinstance(v, dict):
+        return {str(k): json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    return v
+
+
+class JsonMixin:
+    """to_dict() under the JSON policy kerncapctl -o json follows: field
+    names as in the API, integers as numbers, addresses (the class's
+    `_addresses`) as "0x..." strings, datetime fields as NAME_unix_ms integer
+    milliseconds (0 when unset), enums as their short names. json.dumps takes
+    the result as is. Also a default HTML rendering (key/value table)."""
+
+    _addresses: Tuple[str, ...] = ()
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            if f.name.startswith("raw"):
+                continue
+            v = getattr(self, f.name)
+            if _is_time(f):
+                out[f.name + "_unix_ms"] = json_value(v) if v is not None else 0
+            elif f.name in self._addresses and isinstance(v, int):
+                out[f.name] = fmt.hex_addr(v)
+            else:
+                out[f.name] = json_value(v)
+        return out
+
+    def _repr_html_(self) -> str:
+        pairs = [(f.name, getattr(self, f.name)) for f in fields(self)  # type: ignore[arg-type]
+                 if not f.name.startswith("raw")]
+        pairs = [(k, fmt.hex_addr(v) if k in self._addresses and isinstance(v, int) else v)
+                 for k, v in pairs]
+        return fmt.html_kv(pairs, caption=type(self).__name__)
 
 
 def _public_dict(obj: Any) -> Dict[str, Any]:
@@ -58,11 +114,14 @@ class ResultList(List[T], Generic[T]):
         return [getattr(item, c) for c in self.columns]
 
     def to_dicts(self) -> List[Dict[str, Any]]:
-        return [_public_dict(x) for x in self]  # type: ignore[arg-type]
+        """Each item's to_dict() (the JSON policy, json.dumps-ready)."""
+        return [x.to_dict() if isinstance(x, JsonMixin) else _public_dict(x) for x in self]
 
     def to_dataframe(self):
+        """A pandas DataFrame (datetimes as datetimes, for plotting and
+        filtering)."""
         import pandas as pd  # optional dependency
-        return pd.DataFrame(self.to_dicts())
+        return pd.DataFrame([_public_dict(x) for x in self])
 
     def _repr_html_(self) -> str:
         if not self:
@@ -79,7 +138,7 @@ class ResultList(List[T], Generic[T]):
 # ---- daemon ----
 
 @dataclass
-class StoreStats:
+class StoreStats(JsonMixin):
     path: str
     captures: int
     unique_chunks: int
@@ -101,7 +160,7 @@ class StoreStats:
 
 
 @dataclass
-class DaemonStatus:
+class DaemonStatus(JsonMixin):
     version: str
     started: Optional[_dt.datetime]
     pid: int
@@ -113,7 +172,7 @@ class DaemonStatus:
     agents: int
     active_arms: int
     ingests_in_flight: int
-    raw: Any = field(default=None, repr=False, compare=False)
+    raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_pb(cls, m) -> "DaemonStatus":
@@ -144,7 +203,7 @@ class DaemonStatus:
 
 
 @dataclass
-class Device:
+class Device(JsonMixin):
     ordinal: int
     name: str
     arch: str
@@ -161,7 +220,7 @@ class Device:
 
 
 @dataclass
-class Driver:
+class Driver(JsonMixin):
     driver_version: str
     runtime_version: str
     tool_version: str
@@ -172,7 +231,7 @@ class Driver:
 
 
 @dataclass
-class Process:
+class Process(JsonMixin):
     pid: int
     hostname: str
     process_name: str
@@ -184,7 +243,7 @@ class Process:
 
 
 @dataclass
-class Agent:
+class Agent(JsonMixin):
     agent_id: str
     process: Process
     platform: Optional[str]
@@ -193,7 +252,7 @@ class Agent:
     connected: Optional[_dt.datetime]
     agent_version: str
     captures: int
-    raw: Any = field(default=None, repr=False, compare=False)
+    raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_pb(cls, m) -> "Agent":
@@ -220,7 +279,7 @@ class AgentList(ResultList[Agent]):
 # ---- arms ----
 
 @dataclass
-class Selector:
+class Selector(JsonMixin):
     kernel: str = ""
     match: str = "substring"
     pid: int = 0
@@ -246,7 +305,7 @@ class Selector:
 
 
 @dataclass
-class Arm:
+class Arm(JsonMixin):
     arm_id: str
     selector: Selector
     state: Optional[str]
@@ -255,7 +314,7 @@ class Arm:
     captured: int
     capture_ids: List[str]
     tags: Dict[str, str]
-    raw: Any = field(default=None, repr=False, compare=False)
+    raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_pb(cls, m) -> "Arm":
@@ -269,6 +328,14 @@ class Arm:
 
     def __str__(self) -> str:
         return self.arm_id
+
+    def _repr_html_(self) -> str:
+        return fmt.html_kv([("arm", self.arm_id), ("state", self.state),
+                            ("selector", str(self.selector)),
+                            ("captured", f"{self.captured}/{self.selector.count}"),
+                            ("created", self.created), ("expires", self.expires),
+                            ("tags", self.tags), ("captures", self.capture_ids)],
+                           caption=f"arm {self.arm_id}")
 
 
 class ArmList(ResultList[Arm]):
@@ -284,7 +351,7 @@ class ArmList(ResultList[Arm]):
 # ---- captures ----
 
 @dataclass
-class CaptureSummary:
+class CaptureSummary(JsonMixin):
     capture_id: str
     created: Optional[_dt.datetime]
     kernel: str
@@ -299,7 +366,7 @@ class CaptureSummary:
     new_stored_bytes: int
     source: Optional[str]
     tags: Dict[str, str]
-    raw: Any = field(default=None, repr=False, compare=False)
+    raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_pb(cls, m) -> "CaptureSummary":
@@ -335,7 +402,7 @@ class CaptureList(ResultList[CaptureSummary]):
 # ---- maintenance and transfers ----
 
 @dataclass
-class GcReport:
+class GcReport(JsonMixin):
     live_chunks: int
     dead_chunks: int
     reclaimed_bytes: int
@@ -351,7 +418,7 @@ class GcReport:
 
 
 @dataclass
-class VerifyProblem:
+class VerifyProblem(JsonMixin):
     capture_id: str
     chunk_digest: str  # hex
     pack: str
@@ -359,7 +426,7 @@ class VerifyProblem:
 
 
 @dataclass
-class VerifyReport:
+class VerifyReport(JsonMixin):
     chunks_checked: int
     chunks_total: int
     problems: List[VerifyProblem]
@@ -370,7 +437,7 @@ class VerifyReport:
 
 
 @dataclass
-class ExportResult:
+class ExportResult(JsonMixin):
     capture_id: str
     path: str
     chunks: int
@@ -379,7 +446,7 @@ class ExportResult:
 
 
 @dataclass
-class ImportResult:
+class ImportResult(JsonMixin):
     capture_id: str
     chunks_received: int
     chunks_already_present: int
@@ -390,7 +457,7 @@ class ImportResult:
 
 
 @dataclass
-class ReproResult:
+class ReproResult(JsonMixin):
     """A reproducer project: `path` is a local folder (files streamed back) or,
     with on_daemon=True, the folder on the daemon host."""
     capture_id: str
@@ -409,14 +476,14 @@ class ReproResult:
 
 
 @dataclass
-class Event:
+class Event(JsonMixin):
     """One WatchEvents event. `kind` is the oneof case ("capture_committed",
     "arm_changed", ...); `data` its converted payload (CaptureSummary, Arm,
     Agent) or the raw message for the others."""
     time: Optional[_dt.datetime]
     kind: Optional[str]
     data: Any
-    raw: Any = field(default=None, repr=False, compare=False)
+    raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_pb(cls, m) -> "Event":

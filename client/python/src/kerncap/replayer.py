@@ -4,10 +4,11 @@ The replayer needs a GPU and the CUDA driver (or a ROCm >= 6 HSA runtime),
 which this package does not: it is found as $KERNCAP_REPLAY (must then be
 executable) or `kerncap-replay` on PATH, run with --json, and its JSON
 document (reproducer/replay/report.cc) becomes a ReplayResult,
-ValidationResult or BenchResult. Exit codes: 0 ok/pass, 1 validation failed
-(a ValidationResult with passed=False, not an exception), 2 usage
-(InvalidArgument), 3 replay error (ReplayError), 77 no CUDA driver/device or
-HSA runtime (NoDevice).
+ValidationResult or BenchResult. Exit codes (the shared table,
+docs/EXIT_CODES.md): 0 ok/pass, 8 outputs differ (a ValidationResult with
+passed=False, not an exception), 2 usage (InvalidArgument), 77 no CUDA
+driver/device or HSA runtime (NoDevice); any other code with its JSON error
+object on stderr is a ReplayError.
 """
 from __future__ import annotations
 
@@ -21,10 +22,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _format as fmt
 from . import errors
+from ._vocab import EXIT_CODES
+from .models import JsonMixin
 
 REPLAY_ENV = "KERNCAP_REPLAY"
 REPLAY_NAME = "kerncap-replay"
-EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR, EXIT_NO_DEVICE = 0, 1, 2, 3, 77
+EXIT_PASS = EXIT_CODES["ok"]
+EXIT_FAIL = EXIT_CODES["mismatch"]  # validation ran and outputs differ
+EXIT_USAGE = EXIT_CODES["usage"]
+EXIT_ERROR = EXIT_CODES["error"]
+EXIT_NO_DEVICE = EXIT_CODES["no_device"]
 
 
 def find_replayer() -> str:
@@ -61,14 +68,16 @@ def _addr(v: Any) -> int:
 
 
 @dataclass
-class MovedRange:
+class MovedRange(JsonMixin):
     old_va: int
     new_va: int
     size: int
 
+    _addresses = ("old_va", "new_va")
+
 
 @dataclass
-class ReplayResult:
+class ReplayResult(JsonMixin):
     """`kerncap-replay run` (and the part every command reports)."""
     command: str = "run"
     capture_id: str = ""
@@ -139,14 +148,14 @@ class ReplayResult:
 
 
 @dataclass
-class Mismatch:
+class Mismatch(JsonMixin):
     offset: int
     expected: float
     actual: float
 
 
 @dataclass
-class RegionValidation:
+class RegionValidation(JsonMixin):
     index: int
     va: int
     replay_va: int
@@ -169,6 +178,8 @@ class RegionValidation:
     first_diff_offset: int
     first_fail_offset: int
     samples: List[Mismatch] = field(default_factory=list)
+
+    _addresses = ("va", "replay_va")
 
     @classmethod
     def from_json(cls, j: Dict[str, Any]) -> "RegionValidation":
@@ -380,8 +391,18 @@ def parse_output(mode: str, returncode: int, stdout: str, stderr: str) -> Replay
         except ValueError:
             doc = None
     err_text = stderr.strip().replace("kerncap-replay: ", "")
-    if isinstance(doc, dict) and "error" in doc:
-        e = doc["error"] or {}
+    # An error is one JSON object on stderr (docs/JSON.md).
+    err_doc: Optional[Dict[str, Any]] = None
+    for line in reversed(stderr.strip().splitlines()):
+        try:
+            candidate = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(candidate, dict) and "error" in candidate:
+            err_doc = candidate
+            break
+    if err_doc is not None:
+        e = err_doc["error"] or {}
         message = e.get("message") or err_text or "kerncap-replay failed"
         code = int(e.get("exit_code", returncode))
         cls = errors.NoDevice if code == EXIT_NO_DEVICE else errors.ReplayError

@@ -1,0 +1,138 @@
+// The parts of the command line every group shares: help footers, value
+// validators, command suggestions and resolving the connection.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/kerncapctl/cli.h"
+#include "client/kerncapctl/context_config.h"
+#include "common/status_macros.h"
+
+namespace kerncap::ctl {
+
+void SetCommandHelp(CLI::App* sub, Uses uses, const std::vector<std::string>& examples,
+                    const std::string& notes) {
+  std::string text;
+  if (!notes.empty()) absl::StrAppend(&text, "\n", notes, "\n");
+  absl::StrAppend(&text, "\nGlobal options (before or after the command):\n");
+  absl::StrAppend(&text,
+                  "  -o, --output FORMAT  table (default), wide, json, yaml, name; --json = -o json\n"
+                  "  -q, --quiet          ids only, one per line\n"
+                  "  --no-headers         tables without their header row\n");
+  if (uses != Uses::kNone) {
+    absl::StrAppend(
+        &text,
+        "  --context NAME       a context from the contexts file (kerncapctl help contexts)\n"
+        "  --socket PATH        kerncapd's Unix socket (default: $KERNCAP_SOCKET, else the\n"
+        "                       per-user or system socket)\n"
+        "  --host HOST:PORT     a remote kerncapd over TLS, with --tls-ca, --tls-cert/--tls-key,\n"
+        "                       --token-file; --insecure for daemons with --insecure-tcp\n"
+        "  --timeout SECONDS    deadline of each call (default 30; 0: none)\n");
+  }
+  if (!examples.empty()) {
+    absl::StrAppend(&text, "\nExamples:\n");
+    for (const std::string& e : examples) absl::StrAppend(&text, "  ", e, "\n");
+  }
+  absl::StrAppend(&text, "\nExit codes: kerncapctl help exit-codes\n");
+  sub->footer(text);
+}
+
+CLI::Validator WholeNumber(long long min, long long max) {
+  std::string range = max == std::numeric_limits<long long>::max()
+                          ? absl::StrCat(min, " or more")
+                          : absl::StrCat(min, " to ", max);
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        long long v = 0;
+        if (!absl::SimpleAtoi(value, &v)) {
+          return absl::StrCat("expected a whole number (", range, "), got \"", value, "\"");
+        }
+        if (v < min || v > max) return absl::StrCat("must be ", range, ", got ", value);
+        return "";
+      },
+      // No description: the type column stays "INT"; the range is in the
+      // error and, where it matters, in the option's help.
+      "");
+}
+
+CLI::Validator Number(double min) {
+  return CLI::Validator(
+      [min](std::string& value) -> std::string {
+        double v = 0;
+        if (!absl::SimpleAtod(value, &v) || std::isnan(v)) {
+          return absl::StrCat("expected a number, got \"", value, "\"");
+        }
+        if (v < min) return absl::StrCat("must be ", min, " or more, got ", value);
+        return "";
+      },
+      "");
+}
+
+std::string NearestCommand(const std::string& word, const std::vector<std::string>& candidates) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    // Damerau-Levenshtein (optimal string alignment): a swap is one edit.
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    return d[a.size()][b.size()];
+  };
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const std::string& c : candidates) {
+    size_t dist = distance(word, c);
+    // A prefix of a command ("capt") is as good as a near miss.
+    if (word.size() >= 2 && c.compare(0, word.size(), word) == 0) dist = 1;
+    if (dist < best_d) {
+      best_d = dist;
+      best = c;
+    }
+  }
+  const size_t limit = std::max<size_t>(2, word.size() / 3);
+  return best_d <= limit ? best : "";
+}
+
+absl::Status ResolveConnection(GlobalOptions& g) {
+  KC_ASSIGN_OR_RETURN(ContextConfig cfg, LoadContextConfig(g.config_path));
+  std::string name = g.context.empty() ? cfg.current : g.context;
+  if (name.empty()) return absl::OkStatus();
+  const Context* ctx = cfg.Find(name);
+  if (ctx == nullptr) {
+    std::vector<std::string> names;
+    for (const Context& c : cfg.contexts) names.push_back(c.name);
+    return absl::NotFoundError(absl::StrCat(
+        "no context \"", name, "\" in ", g.config_path,
+        names.empty() ? std::string(" (it defines none; see kerncapctl config set-context)")
+                      : absl::StrCat(" (defined: ", absl::StrJoin(names, ", "), ")")));
+  }
+  bool endpoint_given = false;
+  for (CLI::Option* o : g.endpoint_flags) endpoint_given = endpoint_given || o->count() > 0;
+  if (!endpoint_given) {
+    if (!ctx->host.empty()) g.conn.host = ctx->host;
+    if (!ctx->socket.empty()) g.conn.socket = ctx->socket;
+  }
+  auto take = [](CLI::Option* flag, std::string* field, const std::string& v) {
+    if (flag->count() == 0 && !v.empty()) *field = v;
+  };
+  take(g.tls_ca, &g.conn.tls_ca, ctx->tls_ca);
+  take(g.tls_cert, &g.conn.tls_cert, ctx->tls_cert);
+  take(g.tls_key, &g.conn.tls_key, ctx->tls_key);
+  take(g.token_file, &g.conn.token_file, ctx->token_file);
+  if (g.insecure->count() == 0 && ctx->insecure) g.conn.insecure = true;
+  return absl::OkStatus();
+}
+
+}  // namespace kerncap::ctl

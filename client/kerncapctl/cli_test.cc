@@ -1,0 +1,153 @@
+// kerncapctl's command line through the real binary (no daemon needed):
+// per-command help, suggestions for mistyped commands, type and range errors,
+// help topics, completion scripts, version without a daemon, JSON errors.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace kerncap::ctl {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+};
+
+// `kerncapctl ARGS` with the socket pointed at nothing and no contexts file.
+Result Ctl(const std::string& args, const std::string& redirect = "2>&1") {
+  std::string cmd = absl::StrCat("env KERNCAP_CONFIG=/nonexistent/kerncap.toml ",
+                                 "KERNCAP_SOCKET=/nonexistent/kerncapd.sock ", KERNCAP_KERNCAPCTL,
+                                 " ", args, " ", redirect);
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(CliTest, CommandHelpHasOptionsDefaultsGlobalsAndExamplesWithoutAbsolutePaths) {
+  Result r = Ctl("arm --help");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(absl::StartsWith(r.out, "capture the next dispatch(es) of a kernel\nUsage: kerncapctl arm"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--match TEXT=substring")) << r.out;  // default shown
+  EXPECT_TRUE(absl::StrContains(r.out, "--count UINT=1")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "Global options")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--context NAME")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "Examples:\n  kerncapctl arm --kernel=matmul")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, KERNCAP_KERNCAPCTL)) << r.out;
+  // Not the whole program's footer.
+  EXPECT_FALSE(absl::StrContains(r.out, "kerncapctl export cap-7f3a")) << r.out;
+  // Local-only commands do not list the connection options.
+  Result c = Ctl("config set-context --help");
+  EXPECT_EQ(c.exit_code, 0);
+  EXPECT_FALSE(absl::StrContains(c.out, "--timeout SECONDS")) << c.out;
+  EXPECT_EQ(Ctl("help arm").out, r.out);
+}
+
+TEST(CliTest, UnknownCommandsSuggestTheNearest) {
+  Result r = Ctl("captrues");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "unknown command \"captrues\"; did you mean \"captures\"?"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(Ctl("--socket /x stauts").out, "did you mean \"status\"?"));
+  r = Ctl("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(absl::StrContains(r.out, "did you mean")) << r.out;
+  r = Ctl("help selectros");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "did you mean \"selectors\"?")) << r.out;
+}
+
+TEST(CliTest, TypeAndRangeErrorsSayWhatWasExpected) {
+  Result r = Ctl("arm --kernel=x --device=-3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "--device: must be 0 to 2147483647, got -3")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "e+308")) << r.out;
+  r = Ctl("arm --kernel=x --count=abc");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "--count: expected a whole number (1 to 1000000), got \"abc\""))
+      << r.out;
+  r = Ctl("bench cap-1 --iterations=abc");
+  EXPECT_TRUE(absl::StrContains(r.out, "--iterations: expected a whole number")) << r.out;
+  r = Ctl("--timeout=soon status");
+  EXPECT_TRUE(absl::StrContains(r.out, "--timeout: expected a number, got \"soon\"")) << r.out;
+  r = Ctl("-o xml status");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.out, "xml")) << r.out;
+}
+
+TEST(CliTest, ErrorsWithJsonAreOneObjectOnStderr) {
+  Result r = Ctl("status --json", "2>&1 >/dev/null");
+  EXPECT_EQ(r.exit_code, 4);  // no daemon at the socket
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["error"]["code"], "unavailable");
+  EXPECT_EQ(j["error"]["exit_code"], 4);
+  EXPECT_EQ(Ctl("status --json", "2>/dev/null").out, "");
+  // A bad command line too.
+  r = Ctl("--json captrues", "2>&1 >/dev/null");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["code"], "invalid_argument");
+}
+
+TEST(CliTest, VersionWithoutADaemonStillAnswers) {
+  Result r = Ctl("version -o json", "2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["client"]["api_version"], "kerncap.v1");
+  EXPECT_TRUE(j["daemon"].is_null());
+  EXPECT_TRUE(absl::StrContains(j["daemon_error"].get<std::string>(), "no kerncapd socket"));
+}
+
+TEST(CliTest, HelpTopicsPrintTheTables) {
+  Result r = Ctl("help exit-codes");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.out, "8   mismatch")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "77  no_device")) << r.out;
+  r = Ctl("help json");
+  EXPECT_TRUE(absl::StrContains(r.out, "RegionKind: device, device_vmm, managed, host_pinned"))
+      << r.out;
+  auto v = nlohmann::json::parse(Ctl("help json -o json", "2>/dev/null").out);
+  EXPECT_EQ(v["enums"]["kerncap.v1.NameMatch"]["NAME_GLOB"], "glob");
+  EXPECT_EQ(v["exit_codes"][0]["name"], "ok");
+  for (const char* t : {"selectors", "output", "contexts"}) {
+    EXPECT_EQ(Ctl(absl::StrCat("help ", t)).exit_code, 0) << t;
+  }
+}
+
+TEST(CliTest, CompletionScriptsCoverTheCommands) {
+  const std::string dir = ::testing::TempDir() + "/kc_completion";
+  std::filesystem::create_directories(dir);
+  Result bash = Ctl("completion bash", "2>/dev/null");
+  ASSERT_EQ(bash.exit_code, 0);
+  for (const char* w : {"captures", "set-context", "--kernel", "--since", "complete -o default -F _kerncapctl kerncapctl"}) {
+    EXPECT_TRUE(absl::StrContains(bash.out, w)) << w;
+  }
+  // The bash script parses, and completes "capt" to "captures".
+  Result run = Ctl(absl::StrCat("completion bash > ", dir, "/k.bash && bash -c 'source ", dir,
+                                "/k.bash && COMP_WORDS=(kerncapctl capt) COMP_CWORD=1 "
+                                "_kerncapctl && echo \"${COMPREPLY[*]}\"'"));
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_TRUE(absl::StrContains(run.out, "captures")) << run.out;
+  Result zsh = Ctl("completion zsh", "2>/dev/null");
+  EXPECT_TRUE(absl::StartsWith(zsh.out, "#compdef kerncapctl")) << zsh.out;
+  Result fish = Ctl("completion fish", "2>/dev/null");
+  EXPECT_TRUE(absl::StrContains(fish.out, "complete -c kerncapctl -n '__fish_use_subcommand' -a captures"))
+      << fish.out;
+  EXPECT_EQ(Ctl("completion tcsh").exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kerncap::ctl

@@ -1,0 +1,51 @@
+#include "common/exit_codes.h"
+
+#include <array>
+
+namespace kerncap::exit_code {
+namespace {
+
+constexpr std::array<ExitCodeInfo, 11> kTable = {{
+    {kOk, "ok", "success (validate: every compared region matched)"},
+    {kError, "error", "failed for a reason not listed here (replay error, I/O, internal)"},
+    {kUsage, "usage", "bad command line: unknown command or flag, malformed or out-of-range value"},
+    {kNotFound, "not_found", "no such capture, arm, file or context"},
+    {kUnavailable, "unavailable", "kerncapd not reachable or not answering in time"},
+    {kDataLoss, "data_loss", "stored data failed verification (verify, chunk digests)"},
+    {kPermission, "permission", "permission denied or authentication failed"},
+    {kConflict, "conflict", "already exists or in use (store locked by another kerncapd, "
+                            "repro --out exists without --force)"},
+    {kMismatch, "mismatch", "validation ran and the outputs differ from the captured ones"},
+    {kRefused, "refused", "not done because the result would not be faithful (e.g. run.py: the "
+                          "rebuilt kernel is another binary); nothing was validated"},
+    {kNoDevice, "no_device", "no GPU driver or device on this machine (tests report skipped)"},
+}};
+
+}  // namespace
+
+std::span<const ExitCodeInfo> AllExitCodes() { return kTable; }
+
+const char* ExitCodeName(int code) {
+  for (const ExitCodeInfo& e : kTable) {
+    if (e.code == code) return e.name;
+  }
+  return "unknown";
+}
+
+int ForStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk: return kOk;
+    case absl::StatusCode::kNotFound: return kNotFound;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded: return kUnavailable;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated: return kPermission;
+    case absl::StatusCode::kDataLoss: return kDataLoss;
+    case absl::StatusCode::kAlreadyExists: return kConflict;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange: return kUsage;
+    default: return kError;
+  }
+}
+
+}  // namespace kerncap::exit_code
