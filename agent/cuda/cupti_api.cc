@@ -22,7 +22,14 @@ constexpr const char* kTargetLib = "targets/sbsa-linux/lib";
 constexpr const char* kTargetLib = "targets/x86_64-linux/lib";
 #endif
 
-CuptiApi g_cupti;
+// Built on first use and leaked: the library constructor (injection.cc) fills
+// it before this file's dynamic initializers are guaranteed to have run, and a
+// namespace-scope table with a non-trivial member would be initialized again
+// (emptied) after it: every call through it would then jump to null.
+CuptiApi& CuptiTable() {
+  static CuptiApi* table = new CuptiApi();
+  return *table;
+}
 
 std::string Basename(const std::string& p) {
   size_t s = p.rfind('/');
@@ -196,7 +203,7 @@ bool TryLoad(const std::string& path, int major, std::string* why) {
     api.path = real;
   }
   api.major = major != 0 ? major : CuptiMajorOf(api.path);
-  g_cupti = api;
+  CuptiTable() = api;
   return true;
 }
 
@@ -261,6 +268,6 @@ bool LoadCuptiApi(int driver_major, std::string* why) {
   return error == nullptr;
 }
 
-const CuptiApi& Cupti() { return g_cupti; }
+const CuptiApi& Cupti() { return CuptiTable(); }
 
 }  // namespace kerncap::agent::cuda

@@ -7,13 +7,20 @@
 namespace kerncap::agent::cuda {
 namespace {
 
-DriverApi g_api;
+// Built on first use and leaked: the library constructor (injection.cc) fills
+// it before this file's dynamic initializers are guaranteed to have run, and a
+// namespace-scope table with a non-trivial member would be initialized again
+// (emptied) after it: every call through it would then jump to null.
+DriverApi& DriverTable() {
+  static DriverApi* table = new DriverApi();
+  return *table;
+}
 
 template <typename Fn>
 void ResolveOptional(const char* name, Fn* fn) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult status;
-  if (g_api.cuGetProcAddress(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
+  if (DriverTable().cuGetProcAddress(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
           CUDA_SUCCESS &&
       status == CU_GET_PROC_ADDRESS_SUCCESS) {
     *fn = reinterpret_cast<Fn>(p);
@@ -43,7 +50,7 @@ bool LoadDriverApi(std::string* why) {
       return;
     }
     api.version = lib->version();
-    g_api = api;
+    DriverTable() = api;
     ok = true;
   });
   if (!ok && why != nullptr && error != nullptr) *why = *error;
@@ -56,25 +63,25 @@ const DriverApi& Driver() {
   // driver's own cuInit, under CUDA_INJECTION64_PATH).
   static std::once_flag optional_once;
   std::call_once(optional_once, [] {
-    if (g_api.cuGetProcAddress == nullptr) return;  // no driver: nothing calls through it
-    ResolveOptional("cuFuncGetName", &g_api.FuncGetName);
-    ResolveOptional("cuKernelGetName", &g_api.KernelGetName);
-    ResolveOptional("cuFuncGetParamInfo", &g_api.FuncGetParamInfo);
-    ResolveOptional("cuKernelGetParamInfo", &g_api.KernelGetParamInfo);
-    ResolveOptional("cuFuncLoad", &g_api.FuncLoad);
-    ResolveOptional("cuKernelGetFunction", &g_api.KernelGetFunction);
-    ResolveOptional("cuKernelGetAttribute", &g_api.KernelGetAttribute);
-    ResolveOptional("cuKernelGetLibrary", &g_api.KernelGetLibrary);
-    ResolveOptional("cuLibraryGetGlobal", &g_api.LibraryGetGlobal);
+    if (DriverTable().cuGetProcAddress == nullptr) return;  // no driver: nothing calls through it
+    ResolveOptional("cuFuncGetName", &DriverTable().FuncGetName);
+    ResolveOptional("cuKernelGetName", &DriverTable().KernelGetName);
+    ResolveOptional("cuFuncGetParamInfo", &DriverTable().FuncGetParamInfo);
+    ResolveOptional("cuKernelGetParamInfo", &DriverTable().KernelGetParamInfo);
+    ResolveOptional("cuFuncLoad", &DriverTable().FuncLoad);
+    ResolveOptional("cuKernelGetFunction", &DriverTable().KernelGetFunction);
+    ResolveOptional("cuKernelGetAttribute", &DriverTable().KernelGetAttribute);
+    ResolveOptional("cuKernelGetLibrary", &DriverTable().KernelGetLibrary);
+    ResolveOptional("cuLibraryGetGlobal", &DriverTable().LibraryGetGlobal);
   });
-  return g_api;
+  return DriverTable();
 }
 
-int DriverVersion() { return g_api.version; }
+int DriverVersion() { return DriverTable().version; }
 
 std::string CuErrorString(CUresult r) {
   const char* name = nullptr;
-  if (g_api.cuGetErrorName == nullptr || g_api.cuGetErrorName(r, &name) != CUDA_SUCCESS ||
+  if (DriverTable().cuGetErrorName == nullptr || DriverTable().cuGetErrorName(r, &name) != CUDA_SUCCESS ||
       name == nullptr) {
     name = "CUDA_ERROR_?";
   }
