@@ -144,7 +144,7 @@ ServeCommands::ServeCommands(CLI::App* app) {
 
   submit_ = app->add_subcommand(
       "submit", "send one candidate to a running `kerncap-replay serve` and print the answer "
-                "(exit 0 passed, 1 failed validation, 3 error)");
+                "(exit 0 passed, 8 failed validation, 1 error: common/exit_codes.h)");
   SubmitArgs& s = submit_args_;
   submit_->add_option("--socket", s.socket, "the server's Unix socket")->required();
   submit_->add_option("CODE_OBJECT", s.code_object, "candidate cubin, fatbin or PTX");
