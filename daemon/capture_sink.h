@@ -56,6 +56,18 @@ class CaptureIngest {
   virtual absl::Status WriteRegion(int handle, uint64_t offset, const void* data, size_t size,
                                    std::function<void()> on_consumed) = 0;
 
+  // Declares chunks [first_chunk, first_chunk+count) of post region `handle`
+  // equal to the same chunks of the pre region at the same va and device
+  // (declared before, of the same size): they are recorded with the digests
+  // the ingest computes for the pre region's bytes, never with anything the
+  // caller says. Fails (InvalidArgument) for a pre region, a post region
+  // without such a pre region, a range outside the region, or chunks already
+  // written or marked. Ingests that do not support it return Unimplemented.
+  virtual absl::Status MarkUnchanged(int handle, uint64_t first_chunk, uint64_t count) {
+    (void)handle, (void)first_chunk, (void)count;
+    return absl::UnimplementedError("this ingest takes every post chunk's bytes");
+  }
+
   // Stores a code object image (cubin, hsaco, ...). meta.digest is filled in
   // if empty; if set, it must match the bytes (InvalidArgument otherwise).
   virtual absl::Status AddCodeObject(const v1::CodeObject& meta, const void* data,

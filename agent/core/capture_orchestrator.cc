@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "agent/core/log.h"
 
@@ -12,14 +13,33 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string Where(const RegionDesc& region, uint64_t offset) {
+  char where[96];
+  snprintf(where, sizeof(where), "region 0x%llx+%llu: ",
+           static_cast<unsigned long long>(region.va), static_cast<unsigned long long>(offset));
+  return where;
+}
+
 }  // namespace
+
+PendingCapture::~PendingCapture() { FreeSnapshots(); }
+
+void PendingCapture::FreeSnapshots() {
+  if (ops_ == nullptr) return;
+  if (pre_buffer_ != 0) ops_->Free(pre_buffer_);
+  if (post_buffer_ != 0) ops_->Free(post_buffer_);
+  pre_buffer_ = post_buffer_ = 0;
+}
 
 Result<std::unique_ptr<PendingCapture>> CaptureOrchestrator::Before(
     std::unique_ptr<DispatchSource> source, const CaptureHeader& header,
-    std::string_view arg_blob) {
+    std::string_view arg_blob, std::chrono::steady_clock::time_point gate_taken) {
   auto p = std::make_unique<PendingCapture>();
   p->header_ = header;
   p->source_ = std::move(source);
+  p->gate_taken_ = gate_taken;
 
   auto t0 = std::chrono::steady_clock::now();
   Status s = p->source_->Quiesce();
@@ -42,25 +62,14 @@ Result<std::unique_ptr<PendingCapture>> CaptureOrchestrator::Before(
   p->session_ = std::move(session.value());
 
   t0 = std::chrono::steady_clock::now();
-  s = SendImage(*p, ImageKind::kPre, &p->stats_.pre_bytes);
-  if (s.ok()) {
-    // Each distinct image once per capture, even if several modules share it.
-    std::vector<const CodeObjectRef*> sent;
-    for (const CodeObjectRef& code : codes.value()) {
-      if (!code.bytes || code.bytes->empty()) continue;
-      bool dup = std::any_of(sent.begin(), sent.end(), [&](const CodeObjectRef* o) {
-        return o->key == code.key && *o->bytes == *code.bytes;
-      });
-      if (dup) continue;
-      s = p->session_->AddCodeObject(code);
-      if (!s.ok()) {
-        s = Error("sending code object " + code.name + " failed: " + s.message());
-        break;
-      }
-      sent.push_back(&code);
-      ++p->stats_.code_objects;
-    }
+  TrySnapshot(*p, codes.value());
+  if (p->ops_ != nullptr) {
+    p->stats_.pre_seconds = SecondsSince(t0);
+    return p;
   }
+  s = SendImage(*p, ImageKind::kPre, &p->stats_.pre_bytes);
+  p->stats_.pcie_bytes += p->stats_.pre_bytes;
+  if (s.ok()) s = SendCodeObjects(*p, codes.value());
   p->stats_.pre_seconds = SecondsSince(t0);
   if (!s.ok()) {
     std::string reason = "pre-dispatch snapshot failed: " + s.message();
@@ -70,8 +79,73 @@ Result<std::unique_ptr<PendingCapture>> CaptureOrchestrator::Before(
   return p;
 }
 
+void CaptureOrchestrator::TrySnapshot(PendingCapture& p, std::vector<CodeObjectRef> codes) {
+  DeviceSnapshotOps* ops = p.source_->snapshot_ops();
+  CaptureStatsSummary& st = p.stats_;
+  st.path = "host";
+  if (ops == nullptr) {
+    st.path_reason = "the backend offers no device snapshots";
+    return;
+  }
+  if (!policy_.enabled) {
+    st.path_reason = "device snapshots disabled (KERNCAP_AGENT_SNAPSHOT=0)";
+    return;
+  }
+  const uint64_t chunk = p.session_->UnchangedChunkSize();
+  if (chunk == 0) {
+    st.path_reason = "kerncapd does not take unchanged chunks (post_unchanged)";
+    return;
+  }
+  std::vector<uint64_t> at;
+  uint64_t needed = 0;
+  for (const RegionDesc& r : p.regions_) {
+    at.push_back(needed);
+    needed += AlignUp(r.size, kSnapshotAlign);
+  }
+  uint64_t free_bytes = 0, total_bytes = 0;
+  Status s = ops->FreeMemory(&free_bytes, &total_bytes);
+  if (!s.ok()) {
+    st.path_reason = "querying free device memory failed: " + s.message();
+    return;
+  }
+  std::string why;
+  if (!policy_.Fits(needed, free_bytes, total_bytes, &why)) {
+    st.path_reason = why;
+    return;
+  }
+  uint64_t buffer = 0;
+  if (needed > 0) {
+    auto b = ops->Allocate(needed);
+    if (!b.ok()) {
+      st.path_reason = "allocating the snapshot failed: " + b.error();
+      return;
+    }
+    buffer = b.value();
+  }
+  for (size_t i = 0; i < p.regions_.size() && s.ok(); ++i) {
+    at[i] += buffer;
+    s = ops->Copy(at[i], p.regions_[i].va, p.regions_[i].size);
+    if (!s.ok()) s = Error(Where(p.regions_[i], 0) + s.message());
+  }
+  if (s.ok()) s = ops->Sync();
+  if (!s.ok()) {
+    if (buffer != 0) ops->Free(buffer);
+    st.path_reason = "device-to-device snapshot failed (" + s.message() + ")";
+    return;
+  }
+  p.ops_ = ops;
+  p.pre_buffer_ = buffer;
+  p.pre_at_ = std::move(at);
+  p.chunk_ = chunk;
+  p.codes_ = std::move(codes);
+  st.path = "device_snapshot";
+  st.path_reason = why;
+  st.snapshot_bytes = needed;
+}
+
 Result<CaptureStatsSummary> CaptureOrchestrator::After(std::unique_ptr<PendingCapture> p,
-                                                       bool launch_ok) {
+                                                       bool launch_ok,
+                                                       std::unique_ptr<PendingCapture>* drain) {
   if (!launch_ok) {
     p->session_->Abort("the application's launch failed");
     return Error("the launch failed; capture aborted");
@@ -83,44 +157,252 @@ Result<CaptureStatsSummary> CaptureOrchestrator::After(std::unique_ptr<PendingCa
     return Error(reason);
   }
   auto t0 = std::chrono::steady_clock::now();
+  if (p->ops_ != nullptr) {
+    s = SnapshotPost(*p);
+    p->stats_.post_seconds = SecondsSince(t0);
+    if (!s.ok()) {
+      std::string reason = "post-dispatch snapshot failed: " + s.message();
+      p->session_->Abort(reason);
+      return Error(reason);
+    }
+    const double held = SecondsSince(p->gate_taken_);
+    CaptureStatsSummary stats = p->stats_;
+    if (drain != nullptr) {
+      p->needs_drain_ = true;
+      *drain = std::move(p);
+      return stats;
+    }
+    return Drain(std::move(p), held, /*bind_thread=*/false);
+  }
   s = SendImage(*p, ImageKind::kPost, &p->stats_.post_bytes);
+  p->stats_.pcie_bytes += p->stats_.post_bytes;
   p->stats_.post_seconds = SecondsSince(t0);
   if (!s.ok()) {
     std::string reason = "post-dispatch snapshot failed: " + s.message();
     p->session_->Abort(reason);
     return Error(reason);
   }
+  FillTiming(*p, SecondsSince(p->gate_taken_));
   s = p->session_->End(/*post_complete=*/true);
   if (!s.ok()) return Error("ending the capture failed: " + s.message());
   return p->stats_;
+}
+
+Status CaptureOrchestrator::SnapshotPost(PendingCapture& p) {
+  DeviceSnapshotOps* ops = p.ops_;
+  const uint64_t chunk = p.chunk_;
+  p.changed_.resize(p.regions_.size());
+  p.runs_.assign(p.regions_.size(), {});
+  uint64_t post_bytes = 0;
+  for (size_t i = 0; i < p.regions_.size(); ++i) {
+    const RegionDesc& r = p.regions_[i];
+    std::vector<uint8_t>& changed = p.changed_[i];
+    KC_AGENT_RETURN_IF_ERROR(ops->DiffChunks(r.va, p.pre_at_[i], r.size, chunk, &changed));
+    const uint64_t n = (r.size + chunk - 1) / chunk;
+    if (changed.size() != n) return Error(Where(r, 0) + "device compare gave a wrong chunk count");
+    // Runs of consecutive changed chunks.
+    for (uint64_t c = 0; c < n;) {
+      if (!changed[c]) {
+        ++c;
+        continue;
+      }
+      uint64_t e = c;
+      while (e < n && changed[e]) ++e;
+      PendingCapture::ChangedRun run;
+      run.offset = c * chunk;
+      run.size = std::min(r.size, e * chunk) - run.offset;
+      run.buffer_at = post_bytes;
+      post_bytes += AlignUp(run.size, kSnapshotAlign);
+      p.runs_[i].push_back(run);
+      c = e;
+    }
+  }
+  if (post_bytes > 0) {
+    auto b = ops->Allocate(post_bytes);
+    if (!b.ok()) {
+      // No room for the changed chunks: the pre image goes to the ring now
+      // and the changed chunks straight from live memory (all in the gate).
+      KC_ALOG(kInfo, "no device memory for %.1f MiB of changed chunks (%s): sending them from "
+              "live memory", post_bytes / 1048576.0, b.error().c_str());
+      p.stats_.path_reason += "; post chunks read from live memory (no room on the device)";
+      KC_AGENT_RETURN_IF_ERROR(SendPreFromSnapshot(p));
+      KC_AGENT_RETURN_IF_ERROR(SendPostChanged(p, /*from_live=*/true));
+      return OkStatus();
+    }
+    p.post_buffer_ = b.value();
+    p.stats_.snapshot_bytes += post_bytes;
+    for (size_t i = 0; i < p.regions_.size(); ++i) {
+      for (PendingCapture::ChangedRun& run : p.runs_[i]) {
+        run.buffer_at += p.post_buffer_;
+        KC_AGENT_RETURN_IF_ERROR(ops->Copy(run.buffer_at, p.regions_[i].va + run.offset, run.size));
+      }
+    }
+    KC_AGENT_RETURN_IF_ERROR(ops->Sync());
+  }
+  return OkStatus();
+}
+
+Result<CaptureStatsSummary> CaptureOrchestrator::Drain(std::unique_ptr<PendingCapture> p,
+                                                       double held_seconds, bool bind_thread) {
+  p->needs_drain_ = false;
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = bind_thread ? p->ops_->BindDrainThread() : OkStatus();
+  if (s.ok() && !p->pre_sent_) s = SendPreFromSnapshot(*p);
+  if (s.ok() && !p->post_sent_) s = SendPostChanged(*p, /*from_live=*/false);
+  p->FreeSnapshots();
+  p->stats_.drain_seconds = SecondsSince(t0);
+  if (!s.ok()) {
+    std::string reason = "draining the device snapshot failed: " + s.message();
+    p->session_->Abort(reason);
+    return Error(reason);
+  }
+  FillTiming(*p, held_seconds);
+  s = p->session_->End(/*post_complete=*/true);
+  if (!s.ok()) return Error("ending the capture failed: " + s.message());
+  return p->stats_;
+}
+
+Status CaptureOrchestrator::SendPreFromSnapshot(PendingCapture& p) {
+  DeviceSnapshotOps* ops = p.ops_;
+  for (size_t i = 0; i < p.regions_.size(); ++i) {
+    const RegionDesc& r = p.regions_[i];
+    auto handle = p.session_->AddRegion(ImageKind::kPre, r);
+    if (!handle.ok()) return Error("declaring region failed: " + handle.error());
+    const uint64_t base = p.pre_at_[i];
+    KC_AGENT_RETURN_IF_ERROR(Stream(p, handle.value(), 0, r.size, &p.stats_.pre_bytes,
+                                    [&](void* dst, uint64_t off, size_t n) {
+                                      return ops->ReadToHost(base + off, dst, n);
+                                    }));
+  }
+  p.stats_.pcie_bytes += p.stats_.pre_bytes;
+  // Every pre chunk is in the ring: its snapshot is no longer needed.
+  if (p.pre_buffer_ != 0) ops->Free(p.pre_buffer_);
+  p.pre_buffer_ = 0;
+  KC_AGENT_RETURN_IF_ERROR(SendCodeObjects(p, p.codes_));
+  p.pre_sent_ = true;
+  return OkStatus();
+}
+
+Status CaptureOrchestrator::SendPostChanged(PendingCapture& p, bool from_live) {
+  DeviceSnapshotOps* ops = p.ops_;
+  const uint64_t chunk = p.chunk_;
+  for (size_t i = 0; i < p.regions_.size(); ++i) {
+    const RegionDesc& r = p.regions_[i];
+    auto handle = p.session_->AddRegion(ImageKind::kPost, r);
+    if (!handle.ok()) return Error("declaring region failed: " + handle.error());
+    const std::vector<uint8_t>& changed = p.changed_[i];
+    const uint64_t n = changed.size();
+    // Unchanged runs.
+    for (uint64_t c = 0; c < n;) {
+      if (changed[c]) {
+        ++c;
+        continue;
+      }
+      uint64_t e = c;
+      while (e < n && !changed[e]) ++e;
+      KC_AGENT_RETURN_IF_ERROR(p.session_->MarkUnchanged(handle.value(), c, e - c));
+      p.stats_.unchanged_post_bytes += std::min(r.size, e * chunk) - c * chunk;
+      c = e;
+    }
+    for (const PendingCapture::ChangedRun& run : p.runs_[i]) {
+      uint64_t sent = 0;
+      Status s;
+      if (from_live) {
+        s = Stream(p, handle.value(), run.offset, run.size, &sent,
+                   [&](void* dst, uint64_t off, size_t len) {
+                     return p.source_->ReadRegion(r, off, dst, len);
+                   });
+      } else {
+        const uint64_t base = run.buffer_at - run.offset;
+        s = Stream(p, handle.value(), run.offset, run.size, &sent,
+                   [&](void* dst, uint64_t off, size_t len) {
+                     return ops->ReadToHost(base + off, dst, len);
+                   });
+      }
+      KC_AGENT_RETURN_IF_ERROR(s);
+      p.stats_.post_bytes += sent;
+      p.stats_.pcie_bytes += sent;
+    }
+  }
+  if (p.post_buffer_ != 0) ops->Free(p.post_buffer_);
+  p.post_buffer_ = 0;
+  p.post_sent_ = true;
+  return OkStatus();
+}
+
+template <typename Read>
+Status CaptureOrchestrator::Stream(PendingCapture& p, int handle, uint64_t offset0, uint64_t size,
+                                   uint64_t* bytes, const Read& read) {
+  uint64_t offset = offset0;
+  const uint64_t end = offset0 + size;
+  while (offset < end) {
+    Slot slot;
+    KC_AGENT_RETURN_IF_ERROR(p.session_->AcquireSlot(&slot));
+    if (slot.data == nullptr || slot.capacity == 0) return Error("transport gave an empty slot");
+    p.source_->OnSlot(slot.data, slot.capacity);
+    // Whole chunks per slot, so every submission but a region's last stays
+    // chunk-aligned (p.chunk_ is 0 on the host path: whole slots).
+    uint64_t cap = slot.capacity;
+    if (p.chunk_ != 0 && cap >= p.chunk_) cap -= cap % p.chunk_;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(cap, end - offset));
+    Status s = read(slot.data, offset, n);
+    if (!s.ok()) {
+      p.session_->ReturnSlot(slot);
+      char where[64];
+      snprintf(where, sizeof(where), "+%llu: ", static_cast<unsigned long long>(offset));
+      return Error(where + s.message());
+    }
+    KC_AGENT_RETURN_IF_ERROR(p.session_->SubmitSlot(slot, handle, offset, n));
+    offset += n;
+    *bytes += n;
+  }
+  return OkStatus();
 }
 
 Status CaptureOrchestrator::SendImage(PendingCapture& p, ImageKind image, uint64_t* bytes) {
   for (const RegionDesc& region : p.regions_) {
     auto handle = p.session_->AddRegion(image, region);
     if (!handle.ok()) return Error("declaring region failed: " + handle.error());
-    uint64_t offset = 0;
-    while (offset < region.size) {
-      Slot slot;
-      KC_AGENT_RETURN_IF_ERROR(p.session_->AcquireSlot(&slot));
-      if (slot.data == nullptr || slot.capacity == 0) return Error("transport gave an empty slot");
-      p.source_->OnSlot(slot.data, slot.capacity);
-      size_t n = static_cast<size_t>(std::min<uint64_t>(slot.capacity, region.size - offset));
-      Status s = p.source_->ReadRegion(region, offset, slot.data, n);
-      if (!s.ok()) {
-        p.session_->ReturnSlot(slot);
-        char where[96];
-        snprintf(where, sizeof(where), "reading region 0x%llx+%llu: ",
-                 static_cast<unsigned long long>(region.va),
-                 static_cast<unsigned long long>(offset));
-        return Error(where + s.message());
-      }
-      KC_AGENT_RETURN_IF_ERROR(p.session_->SubmitSlot(slot, handle.value(), offset, n));
-      offset += n;
-      *bytes += n;
-    }
+    Status s = Stream(p, handle.value(), 0, region.size, bytes,
+                      [&](void* dst, uint64_t off, size_t n) {
+                        return p.source_->ReadRegion(region, off, dst, n);
+                      });
+    if (!s.ok()) return Error("reading " + Where(region, 0) + s.message());
   }
   return OkStatus();
+}
+
+Status CaptureOrchestrator::SendCodeObjects(PendingCapture& p,
+                                            const std::vector<CodeObjectRef>& codes) {
+  // Each distinct image once per capture, even if several modules share it.
+  std::vector<const CodeObjectRef*> sent;
+  for (const CodeObjectRef& code : codes) {
+    if (!code.bytes || code.bytes->empty()) continue;
+    bool dup = std::any_of(sent.begin(), sent.end(), [&](const CodeObjectRef* o) {
+      return o->key == code.key && *o->bytes == *code.bytes;
+    });
+    if (dup) continue;
+    Status s = p.session_->AddCodeObject(code);
+    if (!s.ok()) return Error("sending code object " + code.name + " failed: " + s.message());
+    sent.push_back(&code);
+    ++p.stats_.code_objects;
+  }
+  return OkStatus();
+}
+
+void CaptureOrchestrator::FillTiming(PendingCapture& p, double held_seconds) {
+  const CaptureStatsSummary& st = p.stats_;
+  CaptureTiming t;
+  t.path = st.path;
+  t.path_reason = st.path_reason;
+  t.quiesce_seconds = st.quiesce_seconds;
+  t.pre_seconds = st.pre_seconds;
+  t.post_seconds = st.post_seconds;
+  t.held_seconds = held_seconds;
+  t.drain_seconds = st.drain_seconds;
+  t.pcie_bytes = st.pcie_bytes;
+  t.unchanged_post_bytes = st.unchanged_post_bytes;
+  p.session_->SetTiming(t);
 }
 
 }  // namespace kerncap::agent

@@ -13,6 +13,11 @@
 //   verdicts        with an asynchronous transport End returns once every byte
 //                   is in the ring; the daemon's verdict is counted later
 //                   (OnVerdict, called by the link)
+//   drains          a device_snapshot capture (capture_orchestrator.h) with an
+//                   asynchronous transport is drained on a thread of its own
+//                   after the application is released; the next capture's
+//                   Begin (inside its gate) waits for it, and so does the exit
+//                   flush (WaitForDrain)
 //
 // What stays in a backend is what is vendor specific: how calls are
 // intercepted and gated, how a dispatch is described (CaptureHeader) and read
@@ -22,6 +27,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,6 +53,9 @@ struct LastCaptureFigures {
   double post_seconds = 0;
   double held_seconds = 0;  // from the gate taken to the application released
   uint64_t ring_bytes = 0;  // host staging mapped for captures
+  std::string path;         // "host" | "device_snapshot"
+  double drain_seconds = 0;  // device_snapshot: after the release
+  uint64_t pcie_bytes = 0;
 };
 
 // A capture between its pre image and its post image.
@@ -67,6 +76,12 @@ class CaptureService {
   CaptureService& operator=(const CaptureService&) = delete;
 
   CaptureGate& gate() { return gate_; }
+
+  // When captures keep their images on the device (device_snapshot.h);
+  // from the environment by default.
+  void SetSnapshotPolicy(const SnapshotPolicy& policy) { policy_ = policy; }
+  // Waits until no drain runs (timeout_ms < 0: no limit); false on timeout.
+  bool WaitForDrain(int timeout_ms = -1);
 
   // The transport captures go to (null: none yet, nothing is captured).
   CaptureTransport* transport() const { return transport_.load(std::memory_order_acquire); }
@@ -120,6 +135,14 @@ class CaptureService {
   std::atomic<uint64_t> captures_failed_{0};
   mutable std::mutex last_mu_;
   LastCaptureFigures last_;
+  SnapshotPolicy policy_ = SnapshotPolicy::FromEnv();
+  std::mutex drain_mu_;
+  std::condition_variable drain_cv_;
+  bool draining_ = false;  // guarded by drain_mu_
+
+  void Record(const CaptureStatsSummary& stats, double held);
+  void StartDrain(std::unique_ptr<PendingCapture> pending, const CaptureHeader& header,
+                  double held);
 };
 
 }  // namespace kerncap::agent

@@ -28,6 +28,20 @@
 
 namespace kerncap::agent {
 
+// How a capture read the memory and how long each part took (sent with
+// the End; the manifest's agent_timing). path: "host" or "device_snapshot".
+struct CaptureTiming {
+  std::string path;
+  std::string path_reason;
+  double quiesce_seconds = 0;
+  double pre_seconds = 0;
+  double post_seconds = 0;
+  double held_seconds = 0;
+  double drain_seconds = 0;
+  uint64_t pcie_bytes = 0;
+  uint64_t unchanged_post_bytes = 0;
+};
+
 // A ring slot the capturer fills. `data` stays valid until submitted.
 struct Slot {
   int index = -1;
@@ -46,6 +60,16 @@ class TransportSession {
   // Gives back a slot that was acquired but will not be submitted.
   virtual void ReturnSlot(const Slot& slot) = 0;
   virtual Status AddCodeObject(const CodeObjectRef& code) = 0;
+  // The daemon's chunk size when it takes MarkUnchanged, else 0.
+  virtual uint64_t UnchangedChunkSize() const { return 0; }
+  // Chunks [first_chunk, +count) (of UnchangedChunkSize() bytes) of post
+  // region `region` equal the pre image's at the same va: the daemon takes
+  // them from the pre image it holds instead of receiving them again.
+  virtual Status MarkUnchanged(int /*region*/, uint64_t /*first_chunk*/, uint64_t /*count*/) {
+    return Error("this transport takes every post chunk's bytes");
+  }
+  // Sent with End (informational).
+  virtual void SetTiming(const CaptureTiming& /*timing*/) {}
   // Commits the capture. post_complete=false: the post image was not taken.
   // An asynchronous transport returns as soon as the end is queued (every
   // byte is already in the ring) and reports the daemon's verdict later; a

@@ -911,6 +911,7 @@ Result<ActiveCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   target.module_record = modules_.FindForKernel(reinterpret_cast<uint64_t>(module), info->mangled_name);
   target.host_regions = config_.host_regions;
   target.pinned = &pinned_rings_;
+  target.enter_agent_thread = [] { ++t_agent_depth; };  // a snapshot's drain thread
 
   // Texture and surface handles in the arguments: recorded with their
   // descriptors so replay can recreate them, or the dispatch is refused.

@@ -106,6 +106,10 @@ class CudaAgent {
   // Figures of the last capture that released the application (for the C API
   // and the benchmarks).
   LastCaptureFigures last_capture() const { return service_.last_capture(); }
+  // Device snapshot policy (tests; default from the environment) and the
+  // wait for a device snapshot draining after its release (tests, exit).
+  void SetSnapshotPolicy(const SnapshotPolicy& policy) { service_.SetSnapshotPolicy(policy); }
+  bool WaitForCaptureDrain(int timeout_ms) { return service_.WaitForDrain(timeout_ms); }
 
   AllocationTable& allocations() { return allocations_; }
   // Metadata of JIT kernels (python_shim), attached to their captures.

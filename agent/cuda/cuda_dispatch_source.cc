@@ -28,7 +28,18 @@ bool PinnedRanges::Contains(const void* p, uint64_t size) const {
 }
 
 CudaDispatchSource::~CudaDispatchSource() {
+  snapshot_.reset();
   for (void* p : pinned_) Driver().cuMemHostUnregister(p);
+}
+
+DeviceSnapshotOps* CudaDispatchSource::snapshot_ops() {
+  if (target_.enter_agent_thread == nullptr) return nullptr;
+  if (snapshot_ == nullptr) {
+    CUcontext ctx = nullptr;
+    if (Driver().cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+    snapshot_ = std::make_unique<CudaSnapshotOps>(ctx, target_.enter_agent_thread);
+  }
+  return snapshot_.get();
 }
 
 Status CudaDispatchSource::Quiesce() {

@@ -20,6 +20,7 @@
 
 #include "agent/core/allocation_table.h"
 #include "agent/core/capture_orchestrator.h"
+#include "agent/cuda/cuda_snapshot.h"
 #include "agent/cuda/module_registry.h"
 
 namespace kerncap::agent::cuda {
@@ -44,6 +45,9 @@ struct DispatchTarget {
   std::shared_ptr<ModuleRecord> module_record;  // its image, if known
   bool host_regions = true;
   const PinnedRanges* pinned = nullptr;  // ranges already registered (the ring)
+  // Marks the calling thread's driver calls as the agent's own (a snapshot's
+  // drain thread); null: no device snapshots for this capture.
+  void (*enter_agent_thread)() = nullptr;
 };
 
 class CudaDispatchSource : public DispatchSource {
@@ -58,8 +62,10 @@ class CudaDispatchSource : public DispatchSource {
   Status ReadRegion(const RegionDesc& region, uint64_t offset, void* dst, size_t size) override;
   Status WaitForDispatch() override;
   void OnSlot(void* data, size_t capacity) override;
+  DeviceSnapshotOps* snapshot_ops() override;
 
  private:
+  std::unique_ptr<CudaSnapshotOps> snapshot_;
   const AllocationTable* allocations_;
   DispatchTarget target_;
   std::set<void*> pinned_;      // slots registered by this capture

@@ -52,7 +52,11 @@ namespace kerncap::agent::cuda {
   X(cuGraphEventWaitNodeSetEvent) X(cuGraphNodeSetParams) X(cuGraphInstantiate)            \
   X(cuGraphLaunch) X(cuLaunchKernelEx) X(cuLaunchHostFunc) X(cuMemcpy3DAsync)              \
   X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async)          \
-  X(cuMemsetD2D16Async) X(cuMemsetD2D32Async)
+  X(cuMemsetD2D16Async) X(cuMemsetD2D32Async)                                              \
+  /* device snapshots (cuda_snapshot.h) */                                                 \
+  X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyAsync) X(cuMemcpyDtoHAsync)         \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuModuleLoadData) X(cuModuleGetFunction)          \
+  X(cuLaunchKernel) X(cuCtxSetCurrent)
 
 struct DriverApi {
 #define KC_AGENT_CUDA_DECLARE(name) decltype(&::name) name = nullptr;

@@ -339,6 +339,7 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
     hello.features.push_back(link::kFeatureRingRelease);
   }
   hello.features.push_back(link::kFeatureDispatchSkipped);
+  hello.features.push_back(link::kFeaturePostUnchanged);
   if (options_.list_kernels) hello.features.push_back(link::kFeatureKernelCensus);
   LinkStatus status = link->SendNow(hello);
   if (!status.ok()) {
@@ -1053,6 +1054,24 @@ LinkStatus CaptureSession::SubmitSlot(const Slot& slot, uint32_t region, uint64_
   return link_->Send(msg);
 }
 
+bool CaptureSession::unchanged_supported() const {
+  return link_->HasFeature(link::kFeaturePostUnchanged);
+}
+
+LinkStatus CaptureSession::MarkUnchanged(uint32_t region, uint64_t first_chunk, uint64_t count) {
+  LinkStatus status = CheckUsable();
+  if (!status.ok()) return status;
+  if (!unchanged_supported()) {
+    return LinkStatus::Error("kerncapd does not take unchanged chunks (post_unchanged)");
+  }
+  link::ChunksUnchangedMsg msg;
+  msg.token = token_;
+  msg.region = region;
+  msg.first_chunk = first_chunk;
+  msg.chunk_count = count;
+  return link_->Send(msg);
+}
+
 LinkStatus CaptureSession::WriteRegion(uint32_t region, const void* data, uint64_t size) {
   const uint8_t* bytes = static_cast<const uint8_t*>(data);
   uint64_t step = slot_size();
@@ -1088,6 +1107,7 @@ LinkResult<std::string> CaptureSession::End(bool post_complete, int timeout_ms) 
   link::CaptureEndMsg msg;
   msg.token = token_;
   msg.post_complete = post_complete;
+  msg.timing = timing_;
   LinkStatus status = link_->Send(msg);
   std::optional<link::CaptureResultMsg> result;
   {
@@ -1112,6 +1132,7 @@ LinkStatus CaptureSession::EndAsync(bool post_complete) {
   link::CaptureEndMsg msg;
   msg.token = token_;
   msg.post_complete = post_complete;
+  msg.timing = timing_;
   std::optional<CaptureOutcome> outcome;
   LinkStatus status;
   bool queued = false;

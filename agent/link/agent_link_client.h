@@ -153,6 +153,14 @@ class CaptureSession {
   LinkStatus SubmitSlot(const Slot& slot, uint32_t region, uint64_t offset, uint64_t length);
   // Gives back a slot that was acquired but not submitted.
   void ReturnSlot(const Slot& slot);
+  // True when the daemon takes MarkUnchanged ("post_unchanged").
+  bool unchanged_supported() const;
+  // Chunks [first_chunk, +count) of post `region` are the same as the pre
+  // image's (ChunksUnchanged, messages.h); fails when the daemon does not
+  // speak "post_unchanged".
+  LinkStatus MarkUnchanged(uint32_t region, uint64_t first_chunk, uint64_t count);
+  // Sent with the CaptureEnd (the manifest's agent_timing).
+  void SetTiming(const link::CaptureTimingInfo& timing) { timing_ = timing; }
   // Convenience for host-resident data: copies `size` bytes into slots and
   // submits them as the whole of `region`.
   LinkStatus WriteRegion(uint32_t region, const void* data, uint64_t size);
@@ -180,6 +188,7 @@ class CaptureSession {
   uint64_t token_;
   uint32_t regions_ = 0;
   bool finished_ = false;
+  link::CaptureTimingInfo timing_;
 };
 
 class AgentLinkClient {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "agent/core/agent_env.h"
+#include "agent/core/log.h"
 
 namespace kerncap::agent {
 namespace {
@@ -61,7 +62,12 @@ DaemonLink* DaemonLink::Start(CaptureService* service, link::HelloMsg identity,
 void DaemonLink::FlushAtExit() {
   std::lock_guard lock(mu_);
   if (stopped_) return;
-  client_.FlushOutgoing(EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000));
+  const int ms = EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000);
+  // A device snapshot still draining goes to the ring first.
+  if (!service_->WaitForDrain(ms)) {
+    KC_ALOG(kWarn, "exit: a capture's device snapshot did not drain within %d ms", ms);
+  }
+  client_.FlushOutgoing(ms);
 }
 
 void DaemonLink::Stop() {

@@ -96,6 +96,25 @@ class LinkSession final : public TransportSession {
     return s_->AddCodeObject(CodeObjectFormatName(code.format), code.name, code.bytes->data(),
                              code.bytes->size());
   }
+  uint64_t UnchangedChunkSize() const override {
+    return s_->unchanged_supported() ? s_->chunk_size() : 0;
+  }
+  Status MarkUnchanged(int region, uint64_t first_chunk, uint64_t count) override {
+    return s_->MarkUnchanged(static_cast<uint32_t>(region), first_chunk, count);
+  }
+  void SetTiming(const CaptureTiming& t) override {
+    link::CaptureTimingInfo w;
+    w.path = t.path;
+    w.path_reason = t.path_reason;
+    w.quiesce_seconds = t.quiesce_seconds;
+    w.pre_seconds = t.pre_seconds;
+    w.post_seconds = t.post_seconds;
+    w.held_seconds = t.held_seconds;
+    w.drain_seconds = t.drain_seconds;
+    w.pcie_bytes = t.pcie_bytes;
+    w.unchanged_post_bytes = t.unchanged_post_bytes;
+    s_->SetTiming(w);
+  }
   Status End(bool post_complete) override {
     if (async_end_) {
       Status st = s_->EndAsync(post_complete);

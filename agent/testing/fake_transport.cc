@@ -1,5 +1,6 @@
 #include "agent/testing/fake_transport.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kerncap::agent {
@@ -39,7 +40,9 @@ class FakeSession : public TransportSession {
         !t_->slot_busy_[slot.index]) {
       return Error("submitting a slot that is not held");
     }
-    if (offset % t_->slot_size_ != 0) return Error("unaligned offset");
+    if (offset % (t_->chunk_size_ != 0 ? t_->chunk_size_ : t_->slot_size_) != 0) {
+      return Error("unaligned offset");
+    }
     FakeRegion* r = nullptr;
     if (region >= 0 && static_cast<size_t>(region) < c_.pre.size()) {
       r = &c_.pre[region];
@@ -63,6 +66,34 @@ class FakeSession : public TransportSession {
     c_.code_objects.push_back(code);
     return OkStatus();
   }
+
+  uint64_t UnchangedChunkSize() const override { return t_->chunk_size_; }
+  // Like the daemon's ingest: only post chunks whose pre region (same va and
+  // size) this capture declared, each once; the bytes come from that pre.
+  Status MarkUnchanged(int region, uint64_t first_chunk, uint64_t count) override {
+    const uint64_t cs = t_->chunk_size_;
+    if (cs == 0) return Error("fake transport: MarkUnchanged not enabled");
+    const size_t npre = c_.pre.size();
+    if (region < static_cast<int>(npre) || static_cast<size_t>(region) >= npre + c_.post.size()) {
+      return Error("MarkUnchanged: not a post region");
+    }
+    FakeRegion& post = c_.post[region - npre];
+    const FakeRegion* pre = nullptr;
+    for (const FakeRegion& r : c_.pre) {
+      if (r.desc.va == post.desc.va && r.desc.size == post.desc.size) pre = &r;
+    }
+    if (pre == nullptr) return Error("MarkUnchanged: no pre region of that va and size");
+    const uint64_t chunks = (post.desc.size + cs - 1) / cs;
+    if (count == 0 || first_chunk >= chunks || count > chunks - first_chunk) {
+      return Error("MarkUnchanged: range outside the region");
+    }
+    const uint64_t begin = first_chunk * cs;
+    const uint64_t end = std::min(post.desc.size, (first_chunk + count) * cs);
+    std::memcpy(post.bytes.data() + begin, pre->bytes.data() + begin, end - begin);
+    c_.unchanged_chunks += count;
+    return OkStatus();
+  }
+  void SetTiming(const CaptureTiming& timing) override { c_.timing = timing; }
 
   Status End(bool post_complete) override {
     done_ = true;

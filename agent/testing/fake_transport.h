@@ -30,6 +30,8 @@ struct FakeCapture {
   std::vector<CodeObjectRef> code_objects;
   bool post_complete = false;
   std::string abort_reason;  // non-empty: aborted
+  CaptureTiming timing;
+  uint64_t unchanged_chunks = 0;  // post chunks taken from the pre image (MarkUnchanged)
 };
 
 class FakeTransport : public CaptureTransport {
@@ -53,6 +55,9 @@ class FakeTransport : public CaptureTransport {
   void FailSubmitAt(int n) { fail_submit_at_ = n; }
   void FailCodeObject(bool fail) { fail_code_object_ = fail; }
   void RefuseBegin(bool refuse) { refuse_begin_ = refuse; }
+  // Takes MarkUnchanged in chunks of `bytes` (0: refuses it, the default);
+  // SubmitSlot offsets then need only be multiples of it.
+  void set_chunk_size(uint64_t bytes) { chunk_size_ = bytes; }
 
   // Dispatches reported as not captured, in order.
   struct Skipped {
@@ -94,6 +99,7 @@ class FakeTransport : public CaptureTransport {
   int fail_submit_at_ = 0;
   bool fail_code_object_ = false;
   bool refuse_begin_ = false;
+  uint64_t chunk_size_ = 0;
   std::vector<FakeCapture> committed_;
   std::vector<FakeCapture> aborted_;
 };

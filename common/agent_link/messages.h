@@ -58,6 +58,18 @@
 //     body under kMaxKernelsReportBytes; names are printable ASCII of at most
 //     kMaxKernelNameBytes (selector.h), others are left out and counted in
 //     left_out. The daemon must bound what it reads too.
+//   "post_unchanged": A: ChunksUnchanged{token, region, first_chunk,
+//     chunk_count} instead of SlotFilled for post-image chunks the agent knows
+//     the dispatch left as they were (it compared them on the device against
+//     its snapshot of the pre image). `region` must be a post region whose pre
+//     region (same va and device, declared earlier in this capture) has the
+//     same size; the chunks must lie inside it and not have been written or
+//     marked before. The daemon records them with the digests it computed
+//     itself for the pre image's bytes, so an agent can only ever point at
+//     chunks it sent in this same capture; anything else fails the capture.
+//
+// CaptureEnd.timing says how the agent read the memory and how long each
+// part took (CaptureTimingInfo; the manifest's agent_timing).
 //
 // Hello.rank: the process's rank in a parallel job, read by the agent from
 // its launcher's environment (MPI, PMI/PMIx, torchrun, Slurm; source names
@@ -90,6 +102,10 @@ inline constexpr char kFeatureLazyRing[] = "lazy_ring";
 inline constexpr char kFeatureDispatchSkipped[] = "dispatch_skipped";
 inline constexpr char kFeatureRingRelease[] = "ring_release";
 inline constexpr char kFeatureKernelCensus[] = "kernel_census";
+inline constexpr char kFeaturePostUnchanged[] = "post_unchanged";
+// CaptureTimingInfo.path
+inline constexpr char kCapturePathHost[] = "host";
+inline constexpr char kCapturePathDeviceSnapshot[] = "device_snapshot";
 // KernelsReport bounds (see "kernel_census"; names: kMaxKernelNameBytes, selector.h).
 inline constexpr size_t kMaxReportedKernels = 10000;
 inline constexpr size_t kMaxKernelsReportBytes = 768 * 1024;
@@ -308,10 +324,37 @@ struct CodeObjectMsg {
   std::string name;
 };
 
+// How the agent read a capture's memory and how long each part took
+// (kerncap.v1.CaptureTiming). path: kCapturePathHost (device-to-host copies
+// inside the gate) or kCapturePathDeviceSnapshot (device-to-device copies
+// inside the gate, drained to the ring after the application was released);
+// path_reason says why (e.g. why the snapshot did not fit). Figures from the
+// agent: informational, never trusted for anything the store decides.
+struct CaptureTimingInfo {
+  std::string path;
+  std::string path_reason;
+  double quiesce_seconds = 0;
+  double pre_seconds = 0;    // pre image: D2H (host) or D2D (snapshot)
+  double post_seconds = 0;   // post image incl. the on-device compare
+  double held_seconds = 0;   // the application's pause (gate taken -> released)
+  double drain_seconds = 0;  // snapshot -> ring after the release (0: host path)
+  uint64_t pcie_bytes = 0;   // bytes the agent copied device -> host
+  uint64_t unchanged_post_bytes = 0;  // post bytes sent as ChunksUnchanged
+};
+
 struct CaptureEndMsg {
   static constexpr MessageType kType = MessageType::kCaptureEnd;
   uint64_t token = 0;
   bool post_complete = true;
+  CaptureTimingInfo timing;
+};
+
+struct ChunksUnchangedMsg {
+  static constexpr MessageType kType = MessageType::kChunksUnchanged;
+  uint64_t token = 0;
+  uint32_t region = 0;       // a post region
+  uint64_t first_chunk = 0;  // in Welcome.chunk_size units
+  uint64_t chunk_count = 0;
 };
 
 struct CaptureAbortMsg {
@@ -431,7 +474,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFilledMsg, token, slot, regi
                                                 length)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFreeMsg, slot)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CodeObjectMsg, token, format, name)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureEndMsg, token, post_complete)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureTimingInfo, path, path_reason,
+                                                quiesce_seconds, pre_seconds, post_seconds,
+                                                held_seconds, drain_seconds, pcie_bytes,
+                                                unchanged_post_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureEndMsg, token, post_complete, timing)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunksUnchangedMsg, token, region, first_chunk,
+                                                chunk_count)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureAbortMsg, token, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureResultMsg, token, capture_id, error)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequestMsg, reason)

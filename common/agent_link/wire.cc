@@ -66,6 +66,7 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kRingRelease: return "RingRelease";
     case MessageType::kKernelsRequest: return "KernelsRequest";
     case MessageType::kKernelsReport: return "KernelsReport";
+    case MessageType::kChunksUnchanged: return "ChunksUnchanged";
   }
   return "Unknown";
 }

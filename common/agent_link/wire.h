@@ -68,8 +68,9 @@ enum class MessageType : uint16_t {
   kRingRelease = 18,     // agent -> daemon: my ring is unmapped, uncount it
   kKernelsRequest = 19,  // daemon -> agent: which kernels have you loaded?
   kKernelsReport = 20,   // agent -> daemon: the kernels of its loaded code objects
+  kChunksUnchanged = 21, // agent -> daemon: post chunks equal to the pre image's
 };
-inline constexpr uint16_t kMaxMessageType = 20;
+inline constexpr uint16_t kMaxMessageType = 21;
 
 const char* MessageTypeName(MessageType type);
 

@@ -166,6 +166,7 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   LinkStatus OnCaptureBegin(const Frame& frame);
   LinkStatus OnRegionBegin(const Frame& frame);
   LinkStatus OnSlotFilled(const Frame& frame);
+  LinkStatus OnChunksUnchanged(const Frame& frame);
   LinkStatus OnCodeObject(const Frame& frame);
   LinkStatus OnCaptureEnd(const Frame& frame);
   LinkStatus OnCaptureAbort(const Frame& frame);
@@ -195,6 +196,7 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   RingLayout layout_{0, 0};  // slot_count 0 until the ring exists
   uint64_t ring_charged_ = 0;  // bytes counted in server_->ring_bytes_in_use_
   bool lazy_ring_ = false;
+  bool post_unchanged_ = false;  // both sides speak "post_unchanged"
   bool release_capable_ = false;  // lazy_ring + ring_release; set before registration
   bool registered_ = false;
   // Mirrors of reader-thread state for other threads (ring reclaim).
@@ -281,6 +283,8 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
   if (lazy_ring_) welcome.features.push_back(kFeatureLazyRing);
   if (release_capable_) welcome.features.push_back(kFeatureRingRelease);
   welcome.features.push_back(kFeatureDispatchSkipped);
+  post_unchanged_ = HasFeature(hello_.features, kFeaturePostUnchanged);
+  if (post_unchanged_) welcome.features.push_back(kFeaturePostUnchanged);
   // Registration and the Welcome's arm snapshot happen under send_mu_, so an
   // Arm() racing with this handshake is either in the snapshot or pushed
   // after the Welcome, never lost and never before it.
@@ -459,6 +463,7 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
       case MessageType::kCaptureBegin: status = OnCaptureBegin(*frame); break;
       case MessageType::kRegionBegin: status = OnRegionBegin(*frame); break;
       case MessageType::kSlotFilled: status = OnSlotFilled(*frame); break;
+      case MessageType::kChunksUnchanged: status = OnChunksUnchanged(*frame); break;
       case MessageType::kCodeObject: status = OnCodeObject(*frame); break;
       case MessageType::kCaptureEnd: status = OnCaptureEnd(*frame); break;
       case MessageType::kCaptureAbort: status = OnCaptureAbort(*frame); break;
@@ -751,6 +756,37 @@ LinkStatus AgentLinkServer::Connection::OnSlotFilled(const Frame& frame) {
   return LinkStatus::Ok();
 }
 
+LinkStatus AgentLinkServer::Connection::OnChunksUnchanged(const Frame& frame) {
+  if (!post_unchanged_) {
+    return LinkStatus::Error("ChunksUnchanged from an agent that did not announce post_unchanged");
+  }
+  ChunksUnchangedMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "ChunksUnchanged");
+  if (!status.ok()) return status;
+  Capture& c = *capture_;
+  if (msg.region >= c.region_count) {
+    return LinkStatus::Error("ChunksUnchanged for undeclared region " +
+                             std::to_string(msg.region));
+  }
+  if (c.failed) return LinkStatus::Ok();
+  const RegionState& region = c.regions[msg.region];
+  // The ingest checks the rest (a post region, a pre region of the same size
+  // at its va, the range, nothing twice) and takes the digests of the bytes
+  // it hashed itself for that pre region.
+  absl::Status mark = c.ingest->MarkUnchanged(region.handle, msg.first_chunk, msg.chunk_count);
+  if (!mark.ok()) {
+    FailCapture(absl::StrCat("unchanged chunks of region ", msg.region, ": ", mark.ToString()));
+    return LinkStatus::Ok();
+  }
+  const uint64_t chunk = server_->options_.chunk_size;
+  const uint64_t begin = msg.first_chunk * chunk;
+  c.received += std::min(region.size, begin + msg.chunk_count * chunk) - begin;
+  PublishProgress(false);
+  return LinkStatus::Ok();
+}
+
 void AgentLinkServer::Connection::PublishProgress(bool force) {
   Capture& c = *capture_;
   absl::Time now = absl::Now();
@@ -807,6 +843,18 @@ LinkStatus AgentLinkServer::Connection::OnCaptureEnd(const Frame& frame) {
   if (!c.failed) {
     PublishProgress(true);
     c.manifest.set_post_complete(msg.post_complete);
+    if (!msg.timing.path.empty()) {
+      v1::CaptureTiming* t = c.manifest.mutable_agent_timing();
+      t->set_path(msg.timing.path.substr(0, 64));
+      t->set_path_reason(msg.timing.path_reason.substr(0, 512));
+      t->set_quiesce_seconds(msg.timing.quiesce_seconds);
+      t->set_pre_seconds(msg.timing.pre_seconds);
+      t->set_post_seconds(msg.timing.post_seconds);
+      t->set_held_seconds(msg.timing.held_seconds);
+      t->set_drain_seconds(msg.timing.drain_seconds);
+      t->set_pcie_bytes(msg.timing.pcie_bytes);
+      t->set_unchanged_post_bytes(msg.timing.unchanged_post_bytes);
+    }
     v1::CaptureManifest manifest = c.manifest;
     absl::StatusOr<std::string> id = c.ingest->Commit(std::move(manifest));
     if (!id.ok()) {

@@ -41,6 +41,10 @@ struct RecordedRegion {
   v1::Region region;
   std::string bytes;
   uint64_t written = 0;
+  // MarkUnchanged ranges (byte offset, size): taken from the pre region at
+  // Commit, like the store does.
+  std::vector<std::pair<uint64_t, uint64_t>> unchanged;
+  int same_as = -1;
 };
 
 struct RecordedCapture {
@@ -142,7 +146,7 @@ class RecordingIngest : public CaptureIngest {
     if (fail_regions_) return absl::ResourceExhaustedError("disk full (test)");
     absl::MutexLock lock(&sink_->mu_);
     RecordedCapture& c = sink_->captures_[index_];
-    c.regions.push_back({image, region, std::string(region.data().size(), '\0'), 0});
+    c.regions.push_back({image, region, std::string(region.data().size(), '\0'), 0, {}, -1});
     return static_cast<int>(c.regions.size() - 1);
   }
   absl::Status WriteRegion(int handle, uint64_t offset, const void* data, size_t size,
@@ -176,6 +180,36 @@ class RecordingIngest : public CaptureIngest {
     }
     return absl::OkStatus();
   }
+  // The checks of the store's ingest (store/ingest.cc), on recorded bytes.
+  absl::Status MarkUnchanged(int handle, uint64_t first_chunk, uint64_t count) override {
+    absl::MutexLock lock(&sink_->mu_);
+    RecordedCapture& c = sink_->captures_[index_];
+    if (handle < 0 || handle >= static_cast<int>(c.regions.size())) {
+      return absl::InvalidArgumentError("bad handle");
+    }
+    RecordedRegion& post = c.regions[handle];
+    if (post.image != ImageKind::kPost) return absl::InvalidArgumentError("not a post region");
+    for (size_t i = 0; i < c.regions.size() && post.same_as < 0; ++i) {
+      const RecordedRegion& pre = c.regions[i];
+      if (pre.image == ImageKind::kPre && pre.region.va() == post.region.va() &&
+          pre.bytes.size() == post.bytes.size()) {
+        post.same_as = static_cast<int>(i);
+      }
+    }
+    if (post.same_as < 0) return absl::InvalidArgumentError("no pre-image region");
+    const uint64_t chunks = (post.bytes.size() + kChunk - 1) / kChunk;
+    if (count == 0 || first_chunk >= chunks || count > chunks - first_chunk) {
+      return absl::InvalidArgumentError("outside the region");
+    }
+    const uint64_t begin = first_chunk * kChunk;
+    const uint64_t end = std::min<uint64_t>(post.bytes.size(), (first_chunk + count) * kChunk);
+    for (const auto& [o, n] : post.unchanged) {
+      if (begin < o + n && o < end) return absl::InvalidArgumentError("twice");
+    }
+    post.unchanged.emplace_back(begin, end - begin);
+    post.written += end - begin;
+    return absl::OkStatus();
+  }
   absl::Status AddCodeObject(const v1::CodeObject& meta, const void* data,
                              size_t size) override {
     absl::MutexLock lock(&sink_->mu_);
@@ -195,6 +229,11 @@ class RecordingIngest : public CaptureIngest {
       return absl::FailedPreconditionError("region not fully written");
     }
     RecordedCapture& c = sink_->captures_[index_];
+    for (RecordedRegion& r : c.regions) {
+      for (const auto& [o, n] : r.unchanged) {
+        std::memcpy(r.bytes.data() + o, c.regions[r.same_as].bytes.data() + o, n);
+      }
+    }
     c.manifest = manifest;
     c.committed = true;
     return manifest.capture_id();

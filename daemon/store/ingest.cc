@@ -395,6 +395,55 @@ absl::Status IngestImpl::WriteRegion(int handle, uint64_t offset, const void* da
   return absl::OkStatus();
 }
 
+absl::Status IngestImpl::MarkUnchanged(int handle, uint64_t first_chunk, uint64_t count) {
+  absl::MutexLock l(&mu_);
+  KC_RETURN_IF_ERROR(Usable());
+  if (handle < 0 || static_cast<size_t>(handle) >= slots_.size() || slots_[handle]->is_code) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown region handle ", handle));
+  }
+  Slot* s = slots_[handle].get();
+  if (s->image != ImageKind::kPost) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region at va 0x%x: only post-image chunks can be declared unchanged", s->region.va()));
+  }
+  if (s->same_as < 0) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& pre = *slots_[i];
+      if (pre.is_code || pre.image != ImageKind::kPre || pre.region.va() != s->region.va() ||
+          pre.region.device() != s->region.device()) {
+        continue;
+      }
+      if (pre.size != s->size) break;
+      s->same_as = static_cast<int>(i);
+    }
+    if (s->same_as < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "region at va 0x%x: chunks declared unchanged, but this capture has no pre-image "
+          "region of %d bytes at that va and device",
+          s->region.va(), s->size));
+    }
+    s->unchanged.assign(s->digests.size(), 0);
+  }
+  const uint64_t total = s->digests.size();
+  if (count == 0 || first_chunk >= total || count > total - first_chunk) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region at va 0x%x: unchanged chunks [%d, +%d) outside its %d chunks", s->region.va(),
+        first_chunk, count, total));
+  }
+  for (uint64_t i = first_chunk; i < first_chunk + count; ++i) {
+    if (s->received[i]) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "region at va 0x%x: chunk %d written or declared unchanged twice", s->region.va(), i));
+    }
+  }
+  for (uint64_t i = first_chunk; i < first_chunk + count; ++i) {
+    s->received[i] = 1;
+    s->unchanged[i] = 1;
+  }
+  s->received_count += static_cast<uint32_t>(count);
+  return absl::OkStatus();
+}
+
 void IngestImpl::SubmitChunks(int slot, uint64_t offset, const char* data, size_t size,
                               std::function<void()> on_consumed) {
   const uint32_t n = NumChunks(size);
@@ -497,6 +546,15 @@ absl::StatusOr<std::string> IngestImpl::Commit(v1::CaptureManifest manifest) {
             absl::StrFormat("region at va 0x%x: only %d of %d chunks were written", s->region.va(),
                             s->received_count, s->digests.size()));
         return error_;
+      }
+    }
+    // Chunks declared unchanged take the digests this ingest computed for
+    // the pre image (all its writes are done: outstanding_ is 0).
+    for (const auto& s : slots_) {
+      if (s->same_as < 0) continue;
+      const Slot& pre = *slots_[s->same_as];
+      for (size_t i = 0; i < s->unchanged.size(); ++i) {
+        if (s->unchanged[i]) s->digests[i] = pre.digests[i];
       }
     }
     deps = pack_deps_;

@@ -35,6 +35,7 @@ class IngestImpl : public CaptureIngest {
   absl::StatusOr<int> AddRegion(ImageKind image, const v1::Region& region) override;
   absl::Status WriteRegion(int handle, uint64_t offset, const void* data, size_t size,
                            std::function<void()> on_consumed) override;
+  absl::Status MarkUnchanged(int handle, uint64_t first_chunk, uint64_t count) override;
   absl::Status AddCodeObject(const v1::CodeObject& meta, const void* data, size_t size) override;
   absl::StatusOr<std::string> Commit(v1::CaptureManifest manifest) override;
   void Abort(absl::string_view reason) override;
@@ -59,6 +60,10 @@ class IngestImpl : public CaptureIngest {
     std::vector<Digest> digests;  // all-zero digest = zero chunk
     std::vector<uint8_t> received;
     uint32_t received_count = 0;
+    // Post regions: chunks MarkUnchanged declared equal to pre slot `same_as`
+    // (their digests are copied from it at Commit).
+    std::vector<uint8_t> unchanged;
+    int same_as = -1;
   };
   struct Written {
     uint32_t raw = 0;

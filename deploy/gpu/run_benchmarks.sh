@@ -32,6 +32,21 @@
 #       KERNCAP_BENCH_P8_EXPORT=1 also times the export path (--via-export).
 #   Mem peak RSS (VmHWM; RssAnon/RssShmem sampled) of the application and of
 #       kerncapd during the 32 GiB capture.
+#   P1d P1-default (issue 15): --gib (KERNCAP_BENCH_P1D_GIB, default 24) of
+#       live memory, the kernel writes 1% of it, kerncapd at its default
+#       settings (no --staging-gib, no --ring-slot-mib), first capture:
+#       launch-call pause vs a pinned D2H of the live bytes measured in the
+#       same process. Run twice: "snapshot" (the device snapshot path; target
+#       <= 0.1 x live D2H) and "host" (KERNCAP_AGENT_SNAPSHOT_MARGIN_MIB so
+#       large the snapshot never fits: the host path; target <= 1.2 x the D2H
+#       of pre + changed bytes). Prints the capture path, the sub-phase times
+#       (quiesce, pre = D2D or D2H, post = compare + changed copies, drain
+#       after the release) and the bytes over PCIe from each capture's
+#       manifest (agent_timing), and peak RSS of the app and of kerncapd.
+#   P2  the second capture of the same process (same run as P1d): pause vs
+#       the first capture's (target <= 0.05; bytes over PCIe <= changed + 1%).
+#       The pre image of the second capture still crosses PCIe in full (the
+#       store's earlier chunks are not yet used to skip it: issue 15, 3rd bullet).
 #   P5b/serve  kerncap-replay serve (resident mode): median overhead per
 #       candidate evaluation (server wall time minus device time of its
 #       launches) with 1 GiB of state, 20 evaluations of the same cubin
@@ -49,6 +64,8 @@
 #        KERNCAP_BENCH_P5_MODES="label ..."  only these P5 modes (plus no_agent)
 #        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
 #        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
+#        KERNCAP_BENCH_ONLY=p1d  run P1-default and P2 only (both variants, ~3 min)
+#        KERNCAP_BENCH_P1D_GIB   P1d/P2 live GiB (default 24)
 #        KERNCAP_BENCH_P8_EXPORT=1  P8 also through the export stream (--via-export)
 #        KERNCAP_BENCH_SERVE_GIB        P5b state size (default 1)
 #        KERNCAP_BENCH_SERVE_CANDIDATES P5b evaluations (default 20)
@@ -64,6 +81,8 @@ P5_CPU=${KERNCAP_BENCH_P5_CPU:-2}
 P5_PRELOAD=${KERNCAP_BENCH_P5_PRELOAD:-0}
 ONLY=${KERNCAP_BENCH_ONLY:-}
 SERVE_GIB=${KERNCAP_BENCH_SERVE_GIB:-1}
+P1D_GIB=${KERNCAP_BENCH_P1D_GIB:-24}
+[[ $ONLY == p1d ]] && P5_REPS=0
 SERVE_CANDIDATES=${KERNCAP_BENCH_SERVE_CANDIDATES:-20}
 mkdir -p "$LOGS"
 RESULTS=$LOGS/results.jsonl
@@ -153,6 +172,67 @@ wait_capture() {  # NAME TIMEOUT_S -> prints the capture id
   echo "$id"
 }
 avail_gib() { awk '/MemAvailable/ {printf "%d", $2 / 1048576}' /proc/meminfo; }
+start_daemon_default() {  # NAME: kerncapd at its default staging and ring settings
+  local d=$WORK/$1
+  mkdir -p "$d"
+  "$BIN"/kerncapd --store="$d/store" --socket="$d/ctl.sock" --agent-socket="$d/agent.sock" \
+    --log-level=info > "$LOGS/kerncapd-$1.log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 200); do [[ -S $d/ctl.sock ]] && return 0; sleep 0.1; done
+  note "kerncapd $1 did not start"; tail -5 "$LOGS/kerncapd-$1.log"; return 1
+}
+
+# ---------------------------------------------------------------- P1-default / P2
+if [[ -z $ONLY || $ONLY == p1d ]] && [[ -x $GB/snapshot_pause_bench ]]; then
+  for variant in snapshot host; do
+    name=p1d_$variant
+    (( $(left) < 60 )) && { note "budget exhausted before P1d $variant"; break; }
+    note "P1d/P2 ($variant path): $P1D_GIB GiB live, kernel writes 1%, kerncapd at defaults"
+    start_daemon_default "$name" || break
+    arm="$BIN/kerncapctl --socket=$WORK/$name/ctl.sock arm --kernel=kc_snap_touch --count=1"
+    force=()
+    [[ $variant == host ]] && force=(KERNCAP_AGENT_SNAPSHOT_MARGIN_MIB=100000000)
+    t0=$SECONDS
+    timeout "$(cap 400)" env CUDA_INJECTION64_PATH="$AGENT" KERNCAP_AGENT_SOCKET="$WORK/$name/agent.sock" \
+      KERNCAP_AGENT_EXIT_FLUSH_MS=120000 "${force[@]}" "$GB"/snapshot_pause_bench --gib="$P1D_GIB" \
+      --arm-cmd="$arm" --host-path=$([[ $variant == host ]] && echo 1 || echo 0) --second=1 \
+      > "$LOGS/$name.log" 2>&1
+    note "snapshot_pause_bench ($variant) exit $? after $((SECONDS - t0)) s"
+    grep -v '^BENCH_JSON' "$LOGS/$name.log" | grep -E "baseline|capture [12]|FAIL|SKIP" | tee -a "$LOGS/run.log"
+    d_hwm=$(mem_kib "$DPID" VmHWM)
+    # Both captures' manifests: path and sub-phase times (agent_timing).
+    ctl "$name" --json captures > "$LOGS/$name-captures.json" 2>/dev/null
+    for cid in $(grep -o '"capture_id": *"[^"]*"' "$LOGS/$name-captures.json" | sed 's/.*: *"//; s/"$//'); do
+      ctl "$name" --json show "$cid" > "$LOGS/$name-show-$cid.json" 2>&1
+    done
+    python3 - "$LOGS" "$name" "$variant" "${d_hwm:-0}" >> "$RESULTS" <<'PY'
+import glob, json, sys
+logs, name, variant, d_hwm = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+rows = [json.loads(l[len("BENCH_JSON "):]) for l in open("%s/%s.log" % (logs, name))
+        if l.startswith("BENCH_JSON ")]
+timings = []
+for f in glob.glob("%s/%s-show-*.json" % (logs, name)):
+    try:
+        m = json.load(open(f))
+    except Exception:
+        continue
+    m = m.get("manifest", m)
+    t = m.get("agent_timing") or m.get("agentTiming") or {}
+    timings.append((m.get("created_unix_ms") or m.get("createdUnixMs") or 0, t))
+timings = [t for _, t in sorted(timings, key=lambda x: int(x[0]))]
+for r in rows:
+    r["variant"] = variant
+    r["daemon_vmhwm_kib"] = d_hwm
+    i = 0 if r["bench"] == "p1_default" else 1
+    if i < len(timings):
+        r["agent_timing"] = timings[i]
+    print(json.dumps(r))
+PY
+    stop_daemon
+    rm -rf "${WORK:?}/$name"
+  done
+fi
+[[ $ONLY == p1d ]] && SIZES=""
 
 # ---------------------------------------------------------------- P5
 note "P5: launch rate, $LAUNCHES launches per run"
@@ -238,7 +318,7 @@ stop_daemon
 grep -h "launches/s" "$LOGS/p5.log" "$LOGS/p5g.log" 2>/dev/null | tee -a "$LOGS/run.log"
 
 # ---------------------------------------------------------------- P5b/serve
-if [[ $ONLY != p5 && -x $GB/serve_bench ]]; then
+if [[ $ONLY != p5 && $ONLY != p1d && -x $GB/serve_bench ]]; then
   note "P5b/serve: resident-mode overhead, $SERVE_GIB GiB of state, $SERVE_CANDIDATES candidates"
   if (( $(left) < 40 )); then
     note "budget exhausted before P5b"
@@ -440,6 +520,30 @@ for r in rows:
         if r.get("export_wall_seconds") is not None:
             print("%-44s %14s" % ("   --via-export: wall s, restore GB/s",
                   "%s, %s" % (r["export_wall_seconds"], r.get("export_restore_gbps"))))
+    if r.get("bench") in ("p1_default", "p2_second_capture"):
+        t = r.get("agent_timing", {})
+        v = r.get("variant", "?")
+        if r["bench"] == "p1_default":
+            host = v == "host"
+            ratio = r["ratio_vs_pre_changed_d2h"] if host else r["ratio_vs_live_d2h"]
+            base = r["baseline_pre_changed_seconds"] if host else r["baseline_live_seconds"]
+            print("%-44s %14s %10.3f %8s" % ("P1d pause %g GiB, %s path (/ pinned D2H%s)" % (
+                  r["gib"], t.get("path", v), " pre+changed" if host else " live"),
+                  "%.3f/%.3f s" % (r["pause_seconds"], base), ratio, "<=1.2" if host else "<=0.1"))
+            print("%-44s %14s" % ("   app VmHWM / kerncapd VmHWM (GiB)", "%.2f / %.2f" % (
+                  r.get("app_vmhwm_kib", 0) / 2**20, r.get("daemon_vmhwm_kib", 0) / 2**20)))
+        else:
+            print("%-44s %14s %10.3f %8s" % ("P2 second capture pause / first (%s)" % v,
+                  "%.3f/%.3f s" % (r["pause_seconds"], r["first_pause_seconds"]),
+                  r["ratio_vs_first"], "<=0.05"))
+        if t:
+            print("%-44s %14s" % ("   quiesce/pre/post/drain s, held s", "%.3f/%.3f/%.3f/%.3f, %.3f" % (
+                  t.get("quiesce_seconds", 0), t.get("pre_seconds", 0), t.get("post_seconds", 0),
+                  t.get("drain_seconds", 0), t.get("held_seconds", 0))))
+            print("%-44s %14s" % ("   PCIe GiB / unchanged post GiB", "%.3f / %.3f" % (
+                  int(t.get("pcie_bytes", 0)) / 2**30, int(t.get("unchanged_post_bytes", 0)) / 2**30)))
+            if t.get("path_reason"):
+                print("%-44s %s" % ("   path reason", t["path_reason"]))
     if r.get("bench") == "p5b_serve":
         print("%-44s %14s %10s %8s" % ("P5b serve overhead per candidate, %.2g GiB" % r["state_gib"],
               "%.3f ms" % r["overhead_ms_median"], "-", "<=5 ms"))
