@@ -108,7 +108,8 @@ def test_agent_arm_capture_show_and_reproducer_through_mcp(daemon, tmpdir_short)
     cap = structured(out["arm"])["capture"]
     assert "softmax" in cap["kernel"] and cap["regions"]
     show = structured(out["show"])
-    assert show["capture_id"] == cap["capture_id"] and show["grid"] == cap["grid"]
+    assert show["capture_id"] == cap["capture_id"] and show["kernel"] == cap["kernel"]
+    assert show["launch"]["grid"], show["launch"]  # the capture's launch, under the JSON policy
     assert any(c["capture_id"] == cap["capture_id"] for c in structured(out["list"])["captures"])
     mine = [x for x in out["agents_after"]["agents"] if x["pid"] == agent.pid]
     if mine:  # the agent may have exited after its dispatches
