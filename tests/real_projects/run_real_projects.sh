@@ -34,7 +34,7 @@ repo="$(cd "$here/../.." && pwd)"
 list="$here/projects.list"
 work="${TMPDIR:-/tmp}/kerncap-real-projects"
 kbuild="${KERNCAP_BUILD_DIR:-$repo/build}"
-mirrors="${KC_MIRRORS:-/work/.mirror}"
+mirrors="${KC_MIRRORS:-}"  # folder of fetched mirrors (OWNER+NAME/repo); none: git clone
 only=""
 while (($#)); do
   case "$1" in
@@ -89,7 +89,7 @@ get_source() {  # source ref paths dest -> prints how
   fi
   local slug="${source#github:}"
   local mirror="$mirrors/${slug/\//+}/repo"
-  if [[ -d "$mirror" ]]; then
+  if [[ -n "$mirrors" && -d "$mirror" ]]; then
     local rev="$ref"
     git --git-dir="$mirror" rev-parse -q --verify "$rev^{commit}" >/dev/null || rev=HEAD
     local p=(); [[ "$paths" == "." ]] || read -r -a p <<<"$paths"
