@@ -1,9 +1,15 @@
 #include "common/exit_codes.h"
 
 #include <array>
+#include <string>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 
 namespace kerncap::exit_code {
 namespace {
+
+constexpr char kExitCodePayload[] = "kerncap.dev/exit_code";
 
 constexpr std::array<ExitCodeInfo, 11> kTable = {{
     {kOk, "ok", "success (validate: every compared region matched)"},
@@ -32,7 +38,16 @@ const char* ExitCodeName(int code) {
   return "unknown";
 }
 
+absl::Status WithExitCode(absl::Status status, int code) {
+  if (!status.ok()) status.SetPayload(kExitCodePayload, absl::Cord(std::to_string(code)));
+  return status;
+}
+
 int ForStatus(const absl::Status& status) {
+  if (auto p = status.GetPayload(kExitCodePayload)) {
+    int code = 0;
+    if (absl::SimpleAtoi(std::string(*p), &code)) return code;
+  }
   switch (status.code()) {
     case absl::StatusCode::kOk: return kOk;
     case absl::StatusCode::kNotFound: return kNotFound;

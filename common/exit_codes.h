@@ -43,7 +43,11 @@ const char* ExitCodeName(int code);
 // DeadlineExceeded -> kUnavailable, PermissionDenied and Unauthenticated ->
 // kPermission, DataLoss -> kDataLoss, AlreadyExists -> kConflict,
 // InvalidArgument and OutOfRange -> kUsage, the rest -> kError.
+// A status whose exit code is set explicitly (e.g. a preflight that ran a
+// validation which found differences: kMismatch) rides in a payload, so it
+// survives being returned through layers that only pass statuses on.
 int ForStatus(const absl::Status& status);
+absl::Status WithExitCode(absl::Status status, int code);
 
 }  // namespace kerncap::exit_code
 

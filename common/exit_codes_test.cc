@@ -38,5 +38,14 @@ TEST(ExitCodesTest, StatusesMapByMeaning) {
   EXPECT_NE(kNotFound, kError);
 }
 
+TEST(ExitCodesTest, AnExplicitCodeWinsAndSurvivesCopies) {
+  absl::Status s = WithExitCode(absl::FailedPreconditionError("preflight: outputs differ"), kMismatch);
+  absl::Status copy = s;
+  EXPECT_EQ(ForStatus(copy), kMismatch);
+  EXPECT_EQ(copy.message(), "preflight: outputs differ");
+  // OK stays OK: an exit code is never attached to success.
+  EXPECT_EQ(ForStatus(WithExitCode(absl::OkStatus(), kRefused)), kOk);
+}
+
 }  // namespace
 }  // namespace kerncap::exit_code

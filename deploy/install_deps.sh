@@ -19,8 +19,9 @@ PACKAGES=(
   # ELF + msgpack static libraries, libFuzzer).
   libhsa-runtime-dev libamdhip64-dev rocm-device-libs clang-15 lld-15 llvm-15-dev
   # CUDA reproducers' minimal unit (kerncap-cuda-slice): clang 15's AST
-  # library and headers (reproducer/generator/slicer).
-  libclang-15-dev
+  # library, headers and static archives (reproducer/generator/slicer), and
+  # the zlib and terminfo archives its static link takes (libz.a, libtinfo.a).
+  libclang-15-dev zlib1g-dev libncurses-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

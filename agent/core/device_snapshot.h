@@ -13,7 +13,8 @@
 //                     buffer is drained
 //
 // The snapshot is exact (a copy taken while nothing else runs), so the
-// capture means what a host-path capture means (DESIGN.md): the daemon
+// capture means what a host-path capture means (the same pre and post
+// images, byte for byte): the daemon
 // cannot tell the paths apart except by CaptureEnd.timing.path.
 #ifndef KERNCAP_AGENT_CORE_DEVICE_SNAPSHOT_H_
 #define KERNCAP_AGENT_CORE_DEVICE_SNAPSHOT_H_

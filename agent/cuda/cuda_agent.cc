@@ -19,6 +19,7 @@
 #include "agent/cuda/param_blob.h"
 #include "agent/cuda/texture_params.h"
 #ifdef KERNCAP_AGENT_HAVE_LINK
+#include "agent/cuda/cuda_substitution.h"
 #include "agent/link/daemon_link.h"
 #include "common/version.h"
 #endif
@@ -64,6 +65,36 @@ uint64_t PopHeld(const CUpti_CallbackData* cb, CUpti_CallbackId cbid) {
     const uint64_t v = t_held[i].value;
     for (int j = i; j + 1 < t_held_n; ++j) t_held[j] = t_held[j + 1];
     --t_held_n;
+    return v;
+  }
+  return 0;
+}
+
+#ifdef KERNCAP_AGENT_HAVE_LINK
+// The process name as the link reports it (/proc/self/comm, one line).
+std::string ReadProcComm() {
+  std::ifstream in("/proc/self/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+#endif
+
+// Launches the substituter decided about, until their EXIT (correlation id,
+// cookie); separate from t_held so the capture path's contract is unchanged.
+struct SubstitutedCall {
+  uint32_t correlation_id;
+  uint64_t cookie;
+};
+thread_local SubstitutedCall t_substituted[kMaxHeld];
+thread_local int t_substituted_n = 0;
+
+uint64_t PopSubstituted(const CUpti_CallbackData* cb) {
+  for (int i = t_substituted_n - 1; i >= 0; --i) {
+    if (t_substituted[i].correlation_id != cb->correlationId) continue;
+    const uint64_t v = t_substituted[i].cookie;
+    for (int j = i; j + 1 < t_substituted_n; ++j) t_substituted[j] = t_substituted[j + 1];
+    --t_substituted_n;
     return v;
   }
   return 0;
@@ -408,6 +439,16 @@ void CudaAgent::StopArmedPath() {
   toggle_.SetSource(config_.callback_toggle ? &armed_path_refs_ : &g_callbacks_always_wanted);
 }
 
+void CudaAgent::HoldForSubstitution(bool on) {
+  // Launch callbacks on while a substitution lives (as an arm holds them).
+  if (on) {
+    armed_path_refs_.fetch_add(1);
+    toggle_.Update();
+  } else if (armed_path_refs_.fetch_sub(1) == 1) {
+    toggle_.Update();
+  }
+}
+
 void CudaAgent::AcquireCaptureRef() {
   armed_path_refs_.fetch_add(1);
   captures_in_flight_.fetch_add(1);
@@ -430,6 +471,10 @@ void CudaAgent::ResetAfterFork() {
   graphs_.ResetAfterFork();
   empty_execs_.ResetAfterFork();
   t_held_n = 0;
+  t_substituted_n = 0;
+#ifdef KERNCAP_AGENT_HAVE_LINK
+  if (CudaSubstituter* sub = substituter_.load()) sub->ResetAfterFork();
+#endif
   // Fresh gate; the transport resets itself; the counters carry on.
   service_.ResetAfterFork(/*zero_counters=*/false);
   // No capture runs in the child; the arm's reference follows the
@@ -494,6 +539,18 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     }
     // The unarmed path: one atomic load, nothing else.
     if (armed_path_refs_.load(std::memory_order_acquire) == 0) return;
+#ifdef KERNCAP_AGENT_HAVE_LINK
+    // Live substitution decides first: a capture of a substituted dispatch
+    // is a capture of the variant (what ran).
+    if (launch && t_substituted_n < kMaxHeld) {
+      CudaSubstituter* sub = substituter_.load(std::memory_order_acquire);
+      if (sub != nullptr && sub->live()) {
+        AgentScope scope;
+        const uint64_t cookie = sub->OnLaunchEnter(cbid, cb);
+        if (cookie != 0) t_substituted[t_substituted_n++] = SubstitutedCall{cb->correlationId, cookie};
+      }
+    }
+#endif
     CaptureTransport* t = service_.transport();
     if (t == nullptr) {
       // No CU_INIT_FINISHED seen (agent attached late): connect on first launch.
@@ -525,6 +582,16 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     return;
   }
   // EXIT: only what this thread's ENTER recorded is trusted.
+#ifdef KERNCAP_AGENT_HAVE_LINK
+  if (launch && t_substituted_n > 0) {
+    const uint64_t cookie = PopSubstituted(cb);
+    CudaSubstituter* sub = substituter_.load(std::memory_order_acquire);
+    if (cookie != 0 && sub != nullptr) {
+      AgentScope scope;
+      sub->OnLaunchExit(cookie, cb);
+    }
+  }
+#endif
   const uint64_t corr = t_held_n > 0 ? PopHeld(cb, cbid) : 0;
   if (launch && corr > kGateShared) {
     OnLaunchExit(cb, corr);  // completes even if disarmed meanwhile
@@ -1086,7 +1153,27 @@ void CudaAgent::StartLink() {
       }
       return out;
     };
+    // Live substitution: the link's hooks go to the substituter, which sends
+    // its reports through the client once the link exists.
+    std::string comm = ReadProcComm();
+    auto* daemon_slot = new std::atomic<DaemonLink*>(nullptr);  // leaked with the link
+    CudaSubstituter::Hooks sub_hooks;
+    sub_hooks.send_report = [daemon_slot](const link::SubstitutionReportMsg& r) {
+      if (DaemonLink* d = daemon_slot->load()) d->client()->SendSubstitutionReport(r);
+    };
+    sub_hooks.hold_launch_callbacks = [this](bool on) { HoldForSubstitution(on); };
+    sub_hooks.enter_agent_scope = [] { ++t_agent_depth; };
+    sub_hooks.exit_agent_scope = [] { --t_agent_depth; };
+    auto* sub = new CudaSubstituter(&kernels_, std::move(sub_hooks),
+                                    static_cast<uint32_t>(::getpid()), comm);
+    substituter_.store(sub, std::memory_order_release);
+    hooks.on_substitute = [sub](const link::SubstituteMsg& m, std::string code) {
+      return sub->OnSubstitute(m, std::move(code));
+    };
+    hooks.on_unsubstitute = [sub](const link::UnsubstituteMsg& m) { sub->OnUnsubstitute(m); };
+    hooks.on_link_lost = [sub] { sub->OnLinkLost(); };
     DaemonLink* daemon = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
+    daemon_slot->store(daemon);
     SetTransport(daemon->transport(), /*notifies_arming=*/true);
 #else
     StopArmedPath();

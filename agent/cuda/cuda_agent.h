@@ -58,6 +58,8 @@
 
 namespace kerncap::agent::cuda {
 
+class CudaSubstituter;  // cuda_substitution.h (built with the agent link)
+
 // Settings from the environment (read once at initialization).
 // Backend-independent settings come from agent/core/agent_env.h.
 struct AgentConfig : CommonAgentConfig {
@@ -214,6 +216,12 @@ class CudaAgent {
   };
   std::mutex vmm_mu_;
   std::map<uint64_t, VmmHandle> vmm_handles_;
+
+  // Live substitution (cuda_substitution.h); created with the daemon link,
+  // never destroyed (its thread may outlive static destruction).
+  std::atomic<CudaSubstituter*> substituter_{nullptr};
+  // The substituter's hold on the launch callbacks (see HoldForSubstitution).
+  void HoldForSubstitution(bool on);
 };
 
 }  // namespace kerncap::agent::cuda

@@ -73,6 +73,7 @@ const DriverApi& Driver() {
     ResolveOptional("cuKernelGetAttribute", &DriverTable().KernelGetAttribute);
     ResolveOptional("cuKernelGetLibrary", &DriverTable().KernelGetLibrary);
     ResolveOptional("cuLibraryGetGlobal", &DriverTable().LibraryGetGlobal);
+    ResolveOptional("cuEventElapsedTime", &DriverTable().EventElapsedTime);
   });
   return DriverTable();
 }

@@ -20,6 +20,7 @@
 //                cuFuncLoad, cuFuncIsLoaded                 12.4
 //                cuKernelGetLibrary                         12.5
 //                cuKernelGetFunction, cuLibraryGetGlobal    12.0
+//                cuEventElapsedTime (newest ABI)            any
 #ifndef KERNCAP_AGENT_CUDA_DRIVER_API_H_
 #define KERNCAP_AGENT_CUDA_DRIVER_API_H_
 
@@ -56,7 +57,9 @@ namespace kerncap::agent::cuda {
   /* device snapshots (cuda_snapshot.h) */                                                 \
   X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyAsync) X(cuMemcpyDtoHAsync)         \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuModuleLoadData) X(cuModuleGetFunction)          \
-  X(cuLaunchKernel) X(cuCtxSetCurrent)
+  X(cuLaunchKernel) X(cuCtxSetCurrent)                                                     \
+  /* live substitution (cuda_substitution.h) */                                            \
+  X(cuEventCreate) X(cuEventQuery) X(cuEventSynchronize) X(cuEventDestroy)
 
 struct DriverApi {
 #define KC_AGENT_CUDA_DECLARE(name) decltype(&::name) name = nullptr;
@@ -73,6 +76,9 @@ struct DriverApi {
   CUresult (*KernelGetAttribute)(int*, CUfunction_attribute, CUkernel, CUdevice) = nullptr;
   CUresult (*KernelGetLibrary)(CUlibrary*, CUkernel) = nullptr;
   CUresult (*LibraryGetGlobal)(CUdeviceptr*, size_t*, CUlibrary, const char*) = nullptr;
+  // cuda.h 13 maps cuEventElapsedTime to _v2 (driver 12.8+); through
+  // cuGetProcAddress an older driver gives its own (same signature).
+  CUresult (*EventElapsedTime)(float*, CUevent, CUevent) = nullptr;
 
   int version = 0;  // the CUDA version the driver supports (cuDriverGetVersion), e.g. 13000
 };

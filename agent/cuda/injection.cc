@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "agent/api/kerncap_agent.h"
+#include "agent/core/agent_c_api.h"
 #include "agent/cuda/cuda_agent.h"
 #include "common/version.h"
 
@@ -75,15 +76,5 @@ KC_EXPORT int kerncap_agent_set_jit_metadata(const char* kernel_name, const char
 }
 
 KC_EXPORT int kerncap_agent_get_last_capture(kerncap_agent_capture_info_t* out) {
-  if (out == nullptr) return 1;
-  const kerncap::agent::LastCaptureFigures c = CudaAgent::Instance().last_capture();
-  out->pre_bytes = c.pre_bytes;
-  out->post_bytes = c.post_bytes;
-  out->regions = c.regions;
-  out->ring_bytes = c.ring_bytes;
-  out->quiesce_seconds = c.quiesce_seconds;
-  out->pre_seconds = c.pre_seconds;
-  out->post_seconds = c.post_seconds;
-  out->held_seconds = c.held_seconds;
-  return 0;
+  return kerncap::agent::FillCaptureInfo(CudaAgent::Instance().last_capture(), out);
 }

@@ -123,4 +123,24 @@ std::optional<LaunchCall> DecodeLaunch(CUpti_CallbackId cbid, const void* params
   return call;
 }
 
+bool SetLaunchFunction(CUpti_CallbackId cbid, void* params, CUfunction f) {
+  if (params == nullptr) return false;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      static_cast<cuLaunchKernel_params*>(params)->f = f;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+      static_cast<cuLaunchKernelEx_params*>(params)->f = f;
+      return true;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      static_cast<cuLaunchCooperativeKernel_params*>(params)->f = f;
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace kerncap::agent::cuda

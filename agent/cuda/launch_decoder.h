@@ -30,6 +30,11 @@ bool IsGraphLaunch(CUpti_CallbackId cbid);
 // nullopt when cbid is not a kernel launch.
 std::optional<LaunchCall> DecodeLaunch(CUpti_CallbackId cbid, const void* params);
 
+// Overwrites the function of a launch's parameter struct in its ENTER
+// callback, so the driver launches `f` instead (live substitution; the same
+// way the graph path swaps hGraph). False when cbid is not a kernel launch.
+bool SetLaunchFunction(CUpti_CallbackId cbid, void* params, CUfunction f);
+
 }  // namespace kerncap::agent::cuda
 
 #endif  // KERNCAP_AGENT_CUDA_LAUNCH_DECODER_H_

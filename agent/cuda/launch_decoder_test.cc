@@ -58,6 +58,30 @@ TEST(LaunchDecoderTest, ExWithClusterAndCooperativeAttributes) {
   EXPECT_EQ(call->desc.shared_mem_bytes, 1024u);
 }
 
+TEST(LaunchDecoderTest, SetLaunchFunctionSwapsOnlyTheFunction) {
+  const CUfunction variant = reinterpret_cast<CUfunction>(0x9999);
+  cuLaunchKernel_params classic{};
+  classic.f = reinterpret_cast<CUfunction>(0x1234);
+  classic.gridDimX = 7;
+  ASSERT_TRUE(SetLaunchFunction(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, &classic, variant));
+  auto call = DecodeLaunch(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &classic);
+  EXPECT_EQ(call->function, variant);
+  EXPECT_EQ(call->desc.grid[0], 7u);
+  CUlaunchConfig config{};
+  config.gridDimX = 3;
+  cuLaunchKernelEx_params ex{};
+  ex.config = &config;
+  ex.f = reinterpret_cast<CUfunction>(0x1234);
+  ASSERT_TRUE(SetLaunchFunction(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &ex, variant));
+  EXPECT_EQ(ex.f, variant);
+  EXPECT_EQ(ex.config, &config);
+  cuLaunchCooperativeKernel_params coop{};
+  ASSERT_TRUE(SetLaunchFunction(CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, &coop, variant));
+  EXPECT_EQ(coop.f, variant);
+  EXPECT_FALSE(SetLaunchFunction(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &classic, variant));
+  EXPECT_FALSE(SetLaunchFunction(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, nullptr, variant));
+}
+
 TEST(LaunchDecoderTest, CooperativeAndNonLaunches) {
   cuLaunchCooperativeKernel_params p{};
   p.gridDimX = p.gridDimY = p.gridDimZ = 1;

@@ -52,4 +52,22 @@ Result<std::string> AssembleParamBlob(void* const* kernel_params, void* const* e
   return BlobFromExtra(extra);
 }
 
+std::string CompareParamLayouts(const std::vector<ParamInfo>& original,
+                                const std::vector<ParamInfo>& variant) {
+  if (original.size() != variant.size()) {
+    return "the original takes " + std::to_string(original.size()) +
+           " parameters, the variant " + std::to_string(variant.size());
+  }
+  for (size_t i = 0; i < original.size(); ++i) {
+    const ParamInfo& a = original[i];
+    const ParamInfo& b = variant[i];
+    if (a.offset != b.offset || a.size != b.size) {
+      return "parameter " + std::to_string(i) + ": the original's is " + std::to_string(a.size) +
+             " bytes at offset " + std::to_string(a.offset) + ", the variant's " +
+             std::to_string(b.size) + " bytes at offset " + std::to_string(b.offset);
+    }
+  }
+  return "";
+}
+
 }  // namespace kerncap::agent::cuda

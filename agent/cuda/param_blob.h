@@ -43,6 +43,13 @@ Result<std::string> BlobFromExtra(void* const* extra);
 Result<std::string> AssembleParamBlob(void* const* kernel_params, void* const* extra,
                                       const std::vector<ParamInfo>& layout);
 
+// Live substitution's safety check: the variant must take exactly the
+// original's parameters (same count, and each at the same offset with the
+// same size), so the application's kernelParams / extra buffer mean the same
+// to it. Empty when they match, else what differs first.
+std::string CompareParamLayouts(const std::vector<ParamInfo>& original,
+                                const std::vector<ParamInfo>& variant);
+
 }  // namespace kerncap::agent::cuda
 
 #endif  // KERNCAP_AGENT_CUDA_PARAM_BLOB_H_

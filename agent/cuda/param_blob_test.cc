@@ -43,6 +43,17 @@ TEST(ParamBlobTest, LargeByValueStruct) {
   EXPECT_EQ(*blob, s);
 }
 
+TEST(ParamBlobTest, CompareParamLayouts) {
+  const std::vector<ParamInfo> a = {{0, 8}, {8, 4}};
+  EXPECT_EQ(CompareParamLayouts(a, a), "");
+  EXPECT_EQ(CompareParamLayouts({}, {}), "");
+  EXPECT_NE(CompareParamLayouts(a, {{0, 8}}).find("takes 2 parameters, the variant 1"),
+            std::string::npos);
+  const std::string why = CompareParamLayouts(a, {{0, 8}, {8, 8}});
+  EXPECT_NE(why.find("parameter 1"), std::string::npos) << why;
+  EXPECT_NE(CompareParamLayouts(a, {{0, 8}, {12, 4}}), "");
+}
+
 TEST(ParamBlobTest, NoParams) {
   auto blob = AssembleParamBlob(nullptr, nullptr, {});
   ASSERT_TRUE(blob.ok());

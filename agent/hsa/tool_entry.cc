@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "agent/api/kerncap_agent.h"
+#include "agent/core/agent_c_api.h"
 #include "agent/hsa/hsa_agent.h"
 #include "common/version.h"
 
@@ -61,17 +62,7 @@ KC_EXPORT int kerncap_agent_get_stats(kerncap_agent_stats_t* out) {
 }
 
 KC_EXPORT int kerncap_agent_get_last_capture(kerncap_agent_capture_info_t* out) {
-  if (out == nullptr) return 1;
-  const kerncap::agent::LastCaptureFigures c = HsaAgent::Instance().last_capture();
-  out->pre_bytes = c.pre_bytes;
-  out->post_bytes = c.post_bytes;
-  out->regions = c.regions;
-  out->ring_bytes = c.ring_bytes;
-  out->quiesce_seconds = c.quiesce_seconds;
-  out->pre_seconds = c.pre_seconds;
-  out->post_seconds = c.post_seconds;
-  out->held_seconds = c.held_seconds;
-  return 0;
+  return kerncap::agent::FillCaptureInfo(HsaAgent::Instance().last_capture(), out);
 }
 
 KC_EXPORT int kerncap_agent_hsa_get_stats(kerncap_agent_hsa_stats_t* out) {

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "agent/link/client_link.h"
 #include "agent/link/kernel_census.h"
 #include "agent/link/launcher_rank.h"
 #include "common/agent_link/ring.h"
@@ -28,139 +29,6 @@ using link::Frame;
 using link::MessageType;
 using link::UniqueFd;
 using Clock = std::chrono::steady_clock;
-
-namespace internal {
-
-enum class RingState { kNone, kRequested, kReady, kFailed };
-
-// One handshaken connection to the daemon. Shared by the reader thread and
-// capture sessions, so a session keeps valid slot memory even if the link
-// dies under it. Mutable state is guarded by the owning client's mu_ unless
-// noted.
-struct ClientLink {
-  UniqueFd fd;
-  std::string agent_id;
-  link::RingLayout layout;  // set before ring_state turns kReady
-  uint64_t chunk_size = 0;
-  uint64_t max_payload = 0;  // 0: unknown (no check)
-  std::vector<std::string> daemon_features;
-  link::RingMapping ring;
-  std::mutex send_mu;  // serializes frame writers (sender thread, SendNow)
-
-  // Guarded by AgentLinkClient::mu_.
-  bool alive = true;
-  RingState ring_state = RingState::kReady;
-  std::string ring_error;
-  bool ring_revoked = false;  // the daemon asked for the ring back
-  std::deque<uint32_t> free_slots;
-  std::vector<bool> daemon_owns;
-  uint64_t current_token = 0;  // capture in flight, 0 when none
-  std::optional<link::CaptureResultMsg> result;
-  bool ending_async = false;   // current_token ended with EndAsync
-  Clock::time_point ended_at;
-
-  // Outgoing frames, written in order by the sender thread (guarded by
-  // out_mu, a leaf lock).
-  struct OutFrame {
-    MessageType type;
-    std::string json;
-    std::string payload;
-    // Runs on the sender thread just before the frame is written (a ring
-    // release unmaps there, off the application's threads).
-    std::function<void()> before;
-  };
-  std::mutex out_mu;
-  std::condition_variable out_cv;
-  std::deque<OutFrame> outq;
-  bool writing = false;
-  bool out_closed = false;
-  std::thread sender;
-
-  std::function<void(uint8_t*, uint64_t)> on_unmap;
-  ~ClientLink() {
-    CloseSender();
-    if (on_unmap && ring.base() != nullptr) on_unmap(ring.base(), ring.layout().bytes());
-  }
-
-  bool HasFeature(std::string_view f) const { return link::HasFeature(daemon_features, f); }
-
-  void StartSender() {
-    sender = std::thread([this] { SenderLoop(); });
-  }
-  void CloseSender() {
-    {
-      std::lock_guard<std::mutex> lock(out_mu);
-      out_closed = true;
-      outq.clear();
-      out_cv.notify_all();
-    }
-    if (sender.joinable() && sender.get_id() != std::this_thread::get_id()) sender.join();
-  }
-  void SenderLoop() {
-    std::unique_lock<std::mutex> lock(out_mu);
-    while (true) {
-      out_cv.wait(lock, [this] { return out_closed || !outq.empty(); });
-      if (out_closed) return;
-      OutFrame f = std::move(outq.front());
-      outq.pop_front();
-      writing = true;
-      lock.unlock();
-      if (f.before) f.before();
-      LinkStatus status;
-      {
-        std::lock_guard<std::mutex> send_lock(send_mu);
-        status = link::SendFrame(fd.get(), f.type, f.json, f.payload);
-      }
-      // A half-written frame desynchronizes the stream: drop the link (the
-      // reader thread then sees EOF and cleans up).
-      if (!status.ok()) ::shutdown(fd.get(), SHUT_RDWR);
-      lock.lock();
-      writing = false;
-      if (!status.ok()) {
-        out_closed = true;
-        outq.clear();
-      }
-      out_cv.notify_all();
-    }
-  }
-  // Waits until everything queued so far is written (or the link closed).
-  bool Flush(int timeout_ms) {
-    std::unique_lock<std::mutex> lock(out_mu);
-    return out_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                           [this] { return out_closed || (outq.empty() && !writing); });
-  }
-
-  // Queues a frame for the sender thread. Fails only when the link is gone.
-  template <typename M>
-  LinkStatus Send(const M& msg, std::string_view payload = {},
-                  std::function<void()> before = nullptr) {
-    OutFrame f;
-    f.type = M::kType;
-    f.before = std::move(before);
-    try {
-      f.json = link::EncodeBody(msg);
-      f.payload.assign(payload.data(), payload.size());
-    } catch (const std::exception& e) {
-      return LinkStatus::Error(std::string("encoding ") + link::MessageTypeName(M::kType) + ": " +
-                               e.what());
-    }
-    std::lock_guard<std::mutex> lock(out_mu);
-    if (out_closed) return LinkStatus::Error("connection to kerncapd lost");
-    outq.push_back(std::move(f));
-    out_cv.notify_all();
-    return LinkStatus::Ok();
-  }
-  // Writes a frame directly (handshake, before the sender runs; last words).
-  template <typename M>
-  LinkStatus SendNow(const M& msg) {
-    std::lock_guard<std::mutex> lock(send_mu);
-    LinkStatus status = link::SendMessage(fd.get(), msg);
-    if (!status.ok()) ::shutdown(fd.get(), SHUT_RDWR);
-    return status;
-  }
-};
-
-}  // namespace internal
 
 namespace {
 
@@ -341,6 +209,7 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
   hello.features.push_back(link::kFeatureDispatchSkipped);
   hello.features.push_back(link::kFeaturePostUnchanged);
   if (options_.list_kernels) hello.features.push_back(link::kFeatureKernelCensus);
+  if (options_.on_substitute) hello.features.push_back(link::kFeatureSubstitution);
   LinkStatus status = link->SendNow(hello);
   if (!status.ok()) {
     *error = "sending Hello: " + status.message();
@@ -457,6 +326,17 @@ void AgentLinkClient::ReadLoop(const std::shared_ptr<Link>& link) {
     cv_.notify_all();
   }
   if (outcome && options_.on_capture_result) options_.on_capture_result(*outcome);
+  // No daemon, no substitution: nobody would see its results or end it.
+  if (options_.on_link_lost) options_.on_link_lost();
+}
+
+void AgentLinkClient::SendSubstitutionReport(const link::SubstitutionReportMsg& msg) {
+  std::shared_ptr<Link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    link = link_;
+  }
+  if (link != nullptr && link->HasFeature(link::kFeatureSubstitution)) (void)link->Send(msg);
 }
 
 void AgentLinkClient::MaybeRequestRingLocked(const std::shared_ptr<Link>& link, bool force) {
@@ -665,6 +545,40 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
         last_error_ = std::string("listing kernels: ") + e.what();
       }
       return link->Send(KernelsReportPage(msg, std::move(kernels)));
+    }
+    case MessageType::kSubstitute: {
+      if (!options_.on_substitute) {
+        return LinkStatus::Error("Substitute, but this agent did not offer substitution");
+      }
+      link::SubstituteMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      if (frame.payload.size() > link::kMaxSubstituteCodeObjectBytes) {
+        status = LinkStatus::Error("the code object has " + std::to_string(frame.payload.size()) +
+                                   " bytes, more than the " +
+                                   std::to_string(link::kMaxSubstituteCodeObjectBytes) +
+                                   " an agent accepts");
+      } else {
+        status = options_.on_substitute(msg, std::move(frame.payload));
+      }
+      if (!status.ok()) {
+        link::SubstitutionReportMsg report;
+        report.sub_id = msg.sub_id;
+        report.state = link::kSubRefused;
+        report.reason = status.message();
+        return link->Send(report);
+      }
+      return LinkStatus::Ok();
+    }
+    case MessageType::kUnsubstitute: {
+      if (!options_.on_substitute) {
+        return LinkStatus::Error("Unsubstitute, but this agent did not offer substitution");
+      }
+      link::UnsubstituteMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      if (options_.on_unsubstitute) options_.on_unsubstitute(msg);
+      return LinkStatus::Ok();
     }
     case MessageType::kError: {
       link::ErrorMsg msg;
@@ -964,223 +878,6 @@ void AgentLinkClient::ResetInChild() {
   capture_active_ = false;
   first_attempt_done_ = false;
   if (started_ && !stop_) StartThreadLocked();
-}
-
-// ---------------------------------------------------------------------------
-// CaptureSession
-
-CaptureSession::CaptureSession(AgentLinkClient* client,
-                               std::shared_ptr<internal::ClientLink> link, uint64_t token)
-    : client_(client), link_(std::move(link)), token_(token) {}
-
-CaptureSession::~CaptureSession() {
-  if (!finished_) Abort("capture session dropped");
-}
-
-uint64_t CaptureSession::chunk_size() const { return link_->chunk_size; }
-uint64_t CaptureSession::slot_size() const { return link_->layout.slot_size; }
-
-LinkStatus CaptureSession::CheckUsable() {
-  if (finished_) return LinkStatus::Error("capture session already ended");
-  std::lock_guard<std::mutex> lock(client_->mu_);
-  if (!link_->alive) return LinkStatus::Error("connection to kerncapd lost");
-  if (link_->result.has_value() && !link_->result->error.empty()) {
-    return LinkStatus::Error("daemon failed the capture: " + link_->result->error);
-  }
-  return LinkStatus::Ok();
-}
-
-LinkResult<uint32_t> CaptureSession::AddRegion(link::RegionBeginMsg region) {
-  LinkStatus status = CheckUsable();
-  if (!status.ok()) return status;
-  region.token = token_;
-  region.region = regions_;
-  status = link_->Send(region);
-  if (!status.ok()) return status;
-  return regions_++;
-}
-
-LinkResult<CaptureSession::Slot> CaptureSession::AcquireSlot(int timeout_ms) {
-  if (finished_) return LinkStatus::Error("capture session already ended");
-  std::unique_lock<std::mutex> lock(client_->mu_);
-  auto ready = [this] {
-    return !link_->free_slots.empty() || !link_->alive ||
-           (link_->result.has_value() && !link_->result->error.empty());
-  };
-  if (timeout_ms < 0) {
-    client_->cv_.wait(lock, ready);
-  } else if (!client_->cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
-    return LinkStatus::Error("timed out waiting for a free ring slot");
-  }
-  if (!link_->alive) return LinkStatus::Error("connection to kerncapd lost");
-  if (link_->result.has_value() && !link_->result->error.empty()) {
-    return LinkStatus::Error("daemon failed the capture: " + link_->result->error);
-  }
-  Slot slot;
-  slot.index = link_->free_slots.front();
-  link_->free_slots.pop_front();
-  slot.data = link_->ring.slot(slot.index);
-  slot.capacity = link_->layout.slot_size;
-  return slot;
-}
-
-void CaptureSession::ReturnSlot(const Slot& slot) {
-  std::lock_guard<std::mutex> lock(client_->mu_);
-  link_->free_slots.push_front(slot.index);
-  client_->cv_.notify_all();
-}
-
-LinkStatus CaptureSession::SubmitSlot(const Slot& slot, uint32_t region, uint64_t offset,
-                                      uint64_t length) {
-  LinkStatus status = CheckUsable();
-  if (!status.ok()) {
-    ReturnSlot(slot);
-    return status;
-  }
-  if (slot.index >= link_->layout.slot_count || length == 0 || length > slot.capacity) {
-    ReturnSlot(slot);
-    return LinkStatus::Error("invalid slot submission");
-  }
-  {
-    std::lock_guard<std::mutex> lock(client_->mu_);
-    link_->daemon_owns[slot.index] = true;
-  }
-  link::SlotFilledMsg msg;
-  msg.token = token_;
-  msg.slot = slot.index;
-  msg.region = region;
-  msg.offset = offset;
-  msg.length = length;
-  return link_->Send(msg);
-}
-
-bool CaptureSession::unchanged_supported() const {
-  return link_->HasFeature(link::kFeaturePostUnchanged);
-}
-
-LinkStatus CaptureSession::MarkUnchanged(uint32_t region, uint64_t first_chunk, uint64_t count) {
-  LinkStatus status = CheckUsable();
-  if (!status.ok()) return status;
-  if (!unchanged_supported()) {
-    return LinkStatus::Error("kerncapd does not take unchanged chunks (post_unchanged)");
-  }
-  link::ChunksUnchangedMsg msg;
-  msg.token = token_;
-  msg.region = region;
-  msg.first_chunk = first_chunk;
-  msg.chunk_count = count;
-  return link_->Send(msg);
-}
-
-LinkStatus CaptureSession::WriteRegion(uint32_t region, const void* data, uint64_t size) {
-  const uint8_t* bytes = static_cast<const uint8_t*>(data);
-  uint64_t step = slot_size();
-  for (uint64_t offset = 0; offset < size; offset += step) {
-    LinkResult<Slot> slot = AcquireSlot();
-    if (!slot.ok()) return slot.status();
-    uint64_t n = std::min(step, size - offset);
-    std::memcpy(slot->data, bytes + offset, n);
-    LinkStatus status = SubmitSlot(*slot, region, offset, n);
-    if (!status.ok()) return status;
-  }
-  return LinkStatus::Ok();
-}
-
-LinkStatus CaptureSession::AddCodeObject(const std::string& format, const std::string& name,
-                                         const void* data, size_t size) {
-  LinkStatus status = CheckUsable();
-  if (!status.ok()) return status;
-  if (link_->max_payload != 0 && size > link_->max_payload) {
-    return LinkStatus::Error("code object of " + std::to_string(size) +
-                             " bytes exceeds the daemon's limit of " +
-                             std::to_string(link_->max_payload));
-  }
-  link::CodeObjectMsg msg;
-  msg.token = token_;
-  msg.format = format;
-  msg.name = name;
-  return link_->Send(msg, std::string_view(static_cast<const char*>(data), size));
-}
-
-LinkResult<std::string> CaptureSession::End(bool post_complete, int timeout_ms) {
-  if (finished_) return LinkStatus::Error("capture session already ended");
-  link::CaptureEndMsg msg;
-  msg.token = token_;
-  msg.post_complete = post_complete;
-  msg.timing = timing_;
-  LinkStatus status = link_->Send(msg);
-  std::optional<link::CaptureResultMsg> result;
-  {
-    std::unique_lock<std::mutex> lock(client_->mu_);
-    client_->cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                          [this] { return link_->result.has_value() || !link_->alive; });
-    result = link_->result;
-  }
-  finished_ = true;
-  Finish();
-  if (result.has_value()) {
-    if (!result->error.empty()) return LinkStatus::Error(result->error);
-    return result->capture_id;
-  }
-  if (!status.ok()) return LinkStatus::Error("sending CaptureEnd: " + status.message());
-  return LinkStatus::Error("no capture result from kerncapd (connection lost or timed out)");
-}
-
-LinkStatus CaptureSession::EndAsync(bool post_complete) {
-  if (finished_) return LinkStatus::Error("capture session already ended");
-  finished_ = true;
-  link::CaptureEndMsg msg;
-  msg.token = token_;
-  msg.post_complete = post_complete;
-  msg.timing = timing_;
-  std::optional<CaptureOutcome> outcome;
-  LinkStatus status;
-  bool queued = false;
-  {
-    std::lock_guard<std::mutex> lock(client_->mu_);
-    status = link_->Send(msg);
-    queued = status.ok() && link_->alive && link_->current_token == token_;
-    if (queued) {
-      link_->ending_async = true;
-      link_->ended_at = Clock::now();
-      if (link_->result.has_value()) {
-        // The daemon failed the capture early; its verdict is already here.
-        outcome = client_->SettleAsyncLocked(link_, link_->result->capture_id,
-                                             link_->result->error);
-      }
-    }
-  }
-  if (outcome) {
-    if (client_->options_.on_capture_result) client_->options_.on_capture_result(*outcome);
-    if (!outcome->error.empty()) return LinkStatus::Error(outcome->error);
-    return LinkStatus::Ok();
-  }
-  if (!queued) {
-    // Nothing will settle it: free the client for the next capture.
-    Finish();
-    if (!status.ok()) return LinkStatus::Error("sending CaptureEnd: " + status.message());
-    return LinkStatus::Error("connection to kerncapd lost");
-  }
-  return LinkStatus::Ok();
-}
-
-void CaptureSession::Abort(const std::string& reason) {
-  if (finished_) return;
-  finished_ = true;
-  link::CaptureAbortMsg msg;
-  msg.token = token_;
-  msg.reason = reason;
-  (void)link_->Send(msg);
-  Finish();
-}
-
-void CaptureSession::Finish() {
-  std::lock_guard<std::mutex> lock(client_->mu_);
-  link_->current_token = 0;
-  link_->result.reset();
-  client_->capture_active_ = false;
-  client_->MaybeReleaseRingLocked(link_);
-  client_->cv_.notify_all();
 }
 
 }  // namespace kerncap::agent

@@ -38,6 +38,9 @@ DaemonLink* DaemonLink::Start(CaptureService* service, link::HelloMsg identity,
   };
   options.on_armed_changed = std::move(hooks.on_armed_changed);
   options.list_kernels = std::move(hooks.list_kernels);
+  options.on_substitute = std::move(hooks.on_substitute);
+  options.on_unsubstitute = std::move(hooks.on_unsubstitute);
+  options.on_link_lost = std::move(hooks.on_link_lost);
   auto* link = new DaemonLink(service, std::move(options));  // never destroyed (see header)
   {
     std::lock_guard lock(g_links_mu);

@@ -40,6 +40,11 @@ struct DaemonLinkHooks {
   // The kernels of the process's loaded code objects (kernel census, in a
   // stable order; link thread). Unset: the agent offers no census.
   std::function<std::vector<link::LoadedKernelInfo>()> list_kernels;
+  // Live substitution (agent_link_client.h; unset: not offered).
+  std::function<link::LinkStatus(const link::SubstituteMsg&, std::string code_object)>
+      on_substitute;
+  std::function<void(const link::UnsubstituteMsg&)> on_unsubstitute;
+  std::function<void()> on_link_lost;
 };
 
 class DaemonLink {

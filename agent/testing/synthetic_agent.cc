@@ -5,7 +5,8 @@
 //
 //   synthetic_agent --socket=PATH --kernels=matmul,softmax --dispatches=10
 //                   --region-mib=4,0.5 --seed=7 --mutate --wait-arm-ms=2000
-//                   [--eager-ring]
+//                   [--eager-ring] [--substitution --wait-substitution-ms=2000
+//                   --dispatch-interval-ms=1]
 //
 // Like the CUDA agent it asks for its staging ring only when an arm applies
 // and gives it back when none does ("lazy_ring" + "ring_release");
@@ -16,14 +17,26 @@
 // --mutate (an in-place kernel), else version i. Prints one JSON line per
 // capture attempt: {"capture_id":...,"kernel":...,"dispatch":...,"arm_id":...}
 // or {"error":...,"kernel":...,"dispatch":...}, and exits 0 (2 on bad flags).
+//
+// --substitution offers live substitution (SubstitutionTable, as the CUDA
+// agent): a code object that starts with "SYNTHETIC-VARIANT" "loads", any
+// other is refused ("not a synthetic variant"). Each substituted dispatch
+// prints {"kernel":...,"dispatch":...,"substituted":true|false}; with A/B the
+// variant "takes" 1 us of device time and the original 2 us, so the figures
+// that come back are known exactly.
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/link/agent_link_client.h"
+#include "agent/link/substitution_table.h"
 #include "agent/testing/synthetic_content.h"
 #include "nlohmann/json.hpp"
 
@@ -44,6 +57,9 @@ struct Flags {
   bool mutate = false;
   int wait_arm_ms = 0;
   bool eager_ring = false;
+  bool substitution = false;
+  int wait_substitution_ms = 0;
+  int dispatch_interval_ms = 0;
 };
 
 std::vector<std::string> Split(const std::string& s) {
@@ -102,6 +118,12 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* error) {
       f->mutate = value.empty() || value == "true" || value == "1";
     } else if (key == "--eager-ring") {
       f->eager_ring = value.empty() || value == "true" || value == "1";
+    } else if (key == "--substitution") {
+      f->substitution = value.empty() || value == "true" || value == "1";
+    } else if (key == "--wait-substitution-ms") {
+      f->wait_substitution_ms = std::atoi(value.c_str());
+    } else if (key == "--dispatch-interval-ms") {
+      f->dispatch_interval_ms = std::atoi(value.c_str());
     } else if (key == "--wait-arm-ms") {
       f->wait_arm_ms = std::atoi(value.c_str());
     } else {
@@ -242,19 +264,69 @@ int main(int argc, char** argv) {
   options.identity.devices.push_back(device);
   options.initial_wait_ms = 5000;
   options.lazy_ring = !flags.eager_ring;
+  using kerncap::agent::SubstitutionTable;
+  SubstitutionTable table(static_cast<uint32_t>(::getpid()), "synthetic_agent");
+  if (flags.substitution) {
+    options.on_substitute = [&table](const link::SubstituteMsg& m, std::string code) {
+      return table.Add(m, std::move(code), SubstitutionTable::Clock::now());
+    };
+    options.on_unsubstitute = [&table](const link::UnsubstituteMsg& m) {
+      table.Remove(m.sub_id, m.reason);
+    };
+    options.on_link_lost = [&table] { table.DropAll(); };
+  }
   AgentLinkClient client(options);
   client.Start();
+  auto send_reports = [&](bool force) {
+    for (const auto& r : table.TakeReports(SubstitutionTable::Clock::now(), force)) {
+      client.SendSubstitutionReport(r);
+    }
+  };
+  if (flags.substitution && flags.wait_substitution_ms > 0) {
+    for (int waited = 0; !table.live() && waited < flags.wait_substitution_ms; waited += 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   if (flags.wait_arm_ms > 0 && !client.WaitArms(1, flags.wait_arm_ms)) {
     std::fprintf(stderr, "synthetic_agent: no arm within %d ms (%s)\n", flags.wait_arm_ms,
                  client.last_error().c_str());
   }
   for (uint64_t i = 0; i < flags.dispatches; ++i) {
     const std::string& kernel = flags.kernels[i % flags.kernels.size()];
+    if (flags.dispatch_interval_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(flags.dispatch_interval_ms));
+    }
+    if (table.live()) {
+      auto prepare = [](const link::SubstituteMsg&, const std::string& image, std::string_view)
+          -> link::LinkResult<SubstitutionTable::Prepared> {
+        if (image.rfind("SYNTHETIC-VARIANT", 0) != 0) {
+          return link::LinkStatus::Error("not a synthetic variant");
+        }
+        SubstitutionTable::Prepared p;
+        p.variant = std::make_shared<kerncap::agent::SubstitutionVariant>();
+        p.checks = {"synthetic: the image starts with SYNTHETIC-VARIANT"};
+        return p;
+      };
+      auto d = table.Decide(kernel, st::SyntheticMangled(kernel), 0,
+                            SubstitutionTable::Clock::now(), prepare, {});
+      if (d) {
+        if (d->timed) table.AddTiming(d->sub_id, d->use_variant, d->use_variant ? 1.0 : 2.0);
+        nlohmann::json line = {{"kernel", kernel}, {"dispatch", i},
+                               {"substituted", d->use_variant}};
+        std::printf("%s\n", line.dump().c_str());
+        std::fflush(stdout);
+      }
+      send_reports(false);
+    }
     auto arm = client.ShouldCapture(kernel, st::SyntheticMangled(kernel), 0);
     if (!arm.has_value()) continue;
     nlohmann::json line = Capture(client, flags, kernel, i, *arm);
     std::printf("%s\n", line.dump().c_str());
     std::fflush(stdout);
+  }
+  if (flags.substitution) {
+    send_reports(true);
+    client.FlushOutgoing(2000);
   }
   client.Stop();
   return 0;

@@ -60,6 +60,7 @@ void AddArmCommands(Cli& cli);       // arm, disarm, arms
 void AddCaptureCommands(Cli& cli);   // captures, show, rm, gc, verify
 void AddTransferCommands(Cli& cli);  // import, export, pull, repro
 void AddReplayCommands(Cli& cli);    // replay, validate, bench (kerncap-replay)
+void AddSubstituteCommands(Cli& cli);  // substitute, unsubstitute, substitutions
 void AddConfigCommands(Cli& cli);    // config get-contexts|use-context|set-context|...
 void AddHelpCommands(Cli& cli);      // help TOPIC, completion SHELL
 

@@ -48,15 +48,6 @@ std::string Dims(const google::protobuf::RepeatedField<uint32_t>& d) {
   return absl::StrJoin(d, "x");
 }
 
-std::string ArmSelector(const v1::Selector& s) {
-  std::string text = absl::StrCat(Name(s.match()), " \"", s.kernel(), "\"");
-  if (s.pid() != 0) absl::StrAppend(&text, " pid=", s.pid());
-  if (!s.process_name().empty()) absl::StrAppend(&text, " process=", s.process_name());
-  if (s.has_device()) absl::StrAppend(&text, " device=", s.device());
-  if (s.skip() != 0) absl::StrAppend(&text, " skip=", s.skip());
-  if (s.nth() != 0) absl::StrAppend(&text, " nth=", s.nth());
-  return text;
-}
 
 std::string ArgValue(const v1::Argument& a, const std::string& blob) {
   if (a.size() == 0 || static_cast<uint64_t>(a.offset()) + a.size() > blob.size()) return "-";
@@ -77,6 +68,16 @@ std::string ArgValue(const v1::Argument& a, const std::string& blob) {
 
 
 }  // namespace
+
+std::string SelectorText(const v1::Selector& s) {
+  std::string text = absl::StrCat(Name(s.match()), " \"", s.kernel(), "\"");
+  if (s.pid() != 0) absl::StrAppend(&text, " pid=", s.pid());
+  if (!s.process_name().empty()) absl::StrAppend(&text, " process=", s.process_name());
+  if (s.has_device()) absl::StrAppend(&text, " device=", s.device());
+  if (s.skip() != 0) absl::StrAppend(&text, " skip=", s.skip());
+  if (s.nth() != 0) absl::StrAppend(&text, " nth=", s.nth());
+  return text;
+}
 
 absl::Status CmdStatus(Connection& c, Output o) {
   v1::DaemonStatus st;
@@ -186,7 +187,7 @@ absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
     Ids(o, "arm", {info.arm_id()});
     return absl::OkStatus();
   }
-  o.out << "armed " << info.arm_id() << ": " << ArmSelector(info.selector()) << ", count "
+  o.out << "armed " << info.arm_id() << ": " << SelectorText(info.selector()) << ", count "
         << std::max<uint32_t>(1, info.selector().count());
   if (info.expires_unix_ms() != 0) o.out << ", expires " << FormatTime(info.expires_unix_ms());
   o.out << "\n";
@@ -234,7 +235,7 @@ absl::Status CmdArms(Connection& c, Output o, bool all) {
   t.AlignRight(3);
   t.AlignRight(4);
   for (const v1::ArmInfo& a : resp.arms()) {
-    t.AddRow({a.arm_id(), Name(a.state()), ArmSelector(a.selector()),
+    t.AddRow({a.arm_id(), Name(a.state()), SelectorText(a.selector()),
               absl::StrCat(a.captured(), "/", std::max<uint32_t>(1, a.selector().count())),
               absl::StrCat(a.skipped_count()), FormatTime(a.created_unix_ms()),
               FormatTime(a.expires_unix_ms()), Tags(a.tags()),

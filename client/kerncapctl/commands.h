@@ -38,6 +38,9 @@ struct CapturesOptions {
   std::string until;
 };
 
+// One line for a selector (arms, substitutions): match kind, kernel, filters.
+std::string SelectorText(const v1::Selector& s);
+
 absl::Status CmdStatus(Connection& c, Output o);
 absl::Status CmdAgents(Connection& c, Output o);
 absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts);

@@ -122,6 +122,7 @@ int Main(int argc, char** argv) {
   AddCaptureCommands(cli);
   AddTransferCommands(cli);
   AddReplayCommands(cli);
+  AddSubstituteCommands(cli);
   AddConfigCommands(cli);
   AddHelpCommands(cli);
 

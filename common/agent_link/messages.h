@@ -70,6 +70,22 @@
 //
 // CaptureEnd.timing says how the agent read the memory and how long each
 // part took (CaptureTimingInfo; the manifest's agent_timing).
+//   "substitution": D: Substitute{sub_id, kernel, match, pid, process_name,
+//     device, count, ttl_ms, ab, format, name} + the variant's code object as
+//     payload (at most kMaxSubstituteCodeObjectBytes): for matching
+//     dispatches the agent launches the variant's function of the same
+//     mangled name instead of the original (every dispatch, or every second
+//     one with ab). count: substituted dispatches before it ends (0: no
+//     limit); ttl_ms: it ends that long after the agent received it (0: no
+//     limit). The agent loads the code object at the first matching
+//     dispatch (in that dispatch's context) and checks the variant's
+//     parameter layout against the original's; a variant that fails either
+//     is reported (state "refused") and nothing is substituted.
+//     D: Unsubstitute{sub_id, reason}. A: SubstitutionReport{...} when the
+//     state changes ("pending" -> "active" | "refused"; "active" -> "ended")
+//     and at most every kSubstitutionReportIntervalMs while counts change.
+//     The link dropping ends every substitution of the agent (nothing is
+//     substituted while no daemon watches).
 //
 // Hello.rank: the process's rank in a parallel job, read by the agent from
 // its launcher's environment (MPI, PMI/PMIx, torchrun, Slurm; source names
@@ -106,6 +122,16 @@ inline constexpr char kFeaturePostUnchanged[] = "post_unchanged";
 // CaptureTimingInfo.path
 inline constexpr char kCapturePathHost[] = "host";
 inline constexpr char kCapturePathDeviceSnapshot[] = "device_snapshot";
+inline constexpr char kFeatureSubstitution[] = "substitution";
+// Substitute bounds.
+// (below the control API's 128 MiB gRPC message bound, common/control/limits.h)
+inline constexpr uint64_t kMaxSubstituteCodeObjectBytes = 96ull << 20;
+inline constexpr int kSubstitutionReportIntervalMs = 250;
+// SubstitutionReport.state
+inline constexpr char kSubPending[] = "pending";  // received, no matching dispatch yet
+inline constexpr char kSubActive[] = "active";    // loaded, layout checked, substituting
+inline constexpr char kSubRefused[] = "refused";  // load or layout check failed: never substituted
+inline constexpr char kSubEnded[] = "ended";      // count, ttl, unsubstitute or a launch failure
 // KernelsReport bounds (see "kernel_census"; names: kMaxKernelNameBytes, selector.h).
 inline constexpr size_t kMaxReportedKernels = 10000;
 inline constexpr size_t kMaxKernelsReportBytes = 768 * 1024;
@@ -425,6 +451,52 @@ struct KernelsReportMsg {
   uint64_t left_out = 0;     // kernels whose names could not be sent
 };
 
+struct SubstituteMsg {
+  static constexpr MessageType kType = MessageType::kSubstitute;
+  std::string sub_id;
+  std::string kernel;
+  std::string match = "substring";  // substring | glob | regex | mangled
+  uint32_t pid = 0;
+  std::string process_name;
+  int32_t device = -1;
+  uint64_t count = 0;   // substituted dispatches before it ends; 0: no limit
+  uint64_t ttl_ms = 0;  // 0: no limit
+  bool ab = false;      // alternate original and variant, timing both
+  std::string format;   // "cubin" | "fatbin" | "ptx"
+  std::string name;     // the file's name, for messages
+};
+
+struct UnsubstituteMsg {
+  static constexpr MessageType kType = MessageType::kUnsubstitute;
+  std::string sub_id;
+  std::string reason;  // "unsubstituted" | "expired"
+};
+
+// Device time of one side of a substitution, from events recorded around the
+// launch on the application's stream (microseconds).
+struct DeviceTimingInfo {
+  uint64_t samples = 0;
+  double mean_us = 0;
+  double stddev_us = 0;  // sample standard deviation (0 with fewer than 2)
+  double min_us = 0;
+  double max_us = 0;
+};
+
+struct SubstitutionReportMsg {
+  static constexpr MessageType kType = MessageType::kSubstitutionReport;
+  std::string sub_id;
+  std::string state = kSubPending;  // pending | active | refused | ended
+  std::string reason;               // refused / ended: why
+  std::string kernel;               // mangled name of the substituted kernel
+  std::vector<std::string> checks;  // what the agent checked before substituting
+  uint64_t variant_launches = 0;
+  uint64_t original_launches = 0;   // matching dispatches left to the original (ab)
+  DeviceTimingInfo variant;
+  DeviceTimingInfo original;
+  double launch_rate_hz = 0;        // matching dispatches per second while active
+  uint64_t timing_failures = 0;     // dispatches whose events could not be read
+};
+
 struct ErrorMsg {
   static constexpr MessageType kType = MessageType::kError;
   std::string message;
@@ -494,6 +566,16 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedKernelInfo, mangled_name, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsRequestMsg, request_id, offset)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsReportMsg, request_id, offset, kernels,
                                                 total, next_offset, left_out)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SubstituteMsg, sub_id, kernel, match, pid,
+                                                process_name, device, count, ttl_ms, ab, format,
+                                                name)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(UnsubstituteMsg, sub_id, reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceTimingInfo, samples, mean_us, stddev_us,
+                                                min_us, max_us)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SubstitutionReportMsg, sub_id, state, reason,
+                                                kernel, checks, variant_launches,
+                                                original_launches, variant, original,
+                                                launch_rate_hz, timing_failures)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
 
 // True when `features` lists `feature`.

@@ -67,6 +67,9 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kKernelsRequest: return "KernelsRequest";
     case MessageType::kKernelsReport: return "KernelsReport";
     case MessageType::kChunksUnchanged: return "ChunksUnchanged";
+    case MessageType::kSubstitute: return "Substitute";
+    case MessageType::kUnsubstitute: return "Unsubstitute";
+    case MessageType::kSubstitutionReport: return "SubstitutionReport";
   }
   return "Unknown";
 }
@@ -101,7 +104,7 @@ LinkStatus DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], const FrameLimi
   }
   const MessageType type = static_cast<MessageType>(h->type);
   if (h->payload_length > 0 && type != MessageType::kCaptureBegin &&
-      type != MessageType::kCodeObject) {
+      type != MessageType::kCodeObject && type != MessageType::kSubstitute) {
     return LinkStatus::Error(std::string(MessageTypeName(type)) + " frames carry no payload (" +
                              std::to_string(h->payload_length) + " bytes declared)");
   }

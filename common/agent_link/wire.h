@@ -13,9 +13,10 @@
 //   12     4     fd_count        file descriptors attached (0..kMaxFdsPerFrame)
 //   16     8     payload_length  bytes of the binary payload, 0..limits.max_payload
 //   24     json_length     JSON object (UTF-8), the message fields (messages.h)
-//   ...    payload_length  opaque bytes: the argument blob of a CaptureBegin or
-//                          the image of a CodeObject; every other type
-//                          carries none (payload_length 0)
+//   ...    payload_length  opaque bytes: the argument blob of a CaptureBegin,
+//                          the image of a CodeObject or the variant of a
+//                          Substitute; every other type carries none
+//                          (payload_length 0)
 //
 // File descriptors travel as SCM_RIGHTS ancillary data attached to the first
 // byte of the frame's header, so a reader gets them with the header. A frame
@@ -68,9 +69,12 @@ enum class MessageType : uint16_t {
   kRingRelease = 18,     // agent -> daemon: my ring is unmapped, uncount it
   kKernelsRequest = 19,  // daemon -> agent: which kernels have you loaded?
   kKernelsReport = 20,   // agent -> daemon: the kernels of its loaded code objects
-  kChunksUnchanged = 21, // agent -> daemon: post chunks equal to the pre image's
+  kChunksUnchanged = 21,     // agent -> daemon: post chunks equal to the pre image's
+  kSubstitute = 22,          // daemon -> agent, payload: the variant's code object
+  kUnsubstitute = 23,        // daemon -> agent
+  kSubstitutionReport = 24,  // agent -> daemon: a substitution's state, counts and timings
 };
-inline constexpr uint16_t kMaxMessageType = 21;
+inline constexpr uint16_t kMaxMessageType = 24;
 
 const char* MessageTypeName(MessageType type);
 

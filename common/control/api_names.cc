@@ -33,6 +33,7 @@ std::vector<Entry> BuildTable() {
   const EnumDescriptor* source = v1::CaptureSource_descriptor();
   const EnumDescriptor* tex = v1::TextureObject::Type_descriptor();
   const EnumDescriptor* res = v1::TextureResource::Type_descriptor();
+  const EnumDescriptor* sub = v1::SubstitutionState_descriptor();
   return {
       {match, v1::NAME_MATCH_UNSPECIFIED, "substring"},
       {match, v1::NAME_SUBSTRING, "substring"},
@@ -44,6 +45,9 @@ std::vector<Entry> BuildTable() {
       {arm, v1::ARM_DONE, "done"},
       {arm, v1::ARM_EXPIRED, "expired"},
       {arm, v1::ARM_DISARMED, "disarmed"},
+      {sub, v1::SUBSTITUTION_STATE_UNSPECIFIED, "unspecified"},
+      {sub, v1::SUBSTITUTION_ACTIVE, "active"},
+      {sub, v1::SUBSTITUTION_ENDED, "ended"},
       {repro, v1::REPRODUCER_KIND_UNSPECIFIED, "auto"},
       {repro, v1::REPRODUCER_CUDA, "cuda"},
       {repro, v1::REPRODUCER_HIP, "hip"},

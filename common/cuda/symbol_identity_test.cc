@@ -19,7 +19,7 @@ struct Pair {
   const char* stable;
 };
 constexpr Pair kSameVariable[] = {
-    // anonymous namespace (the shape: a hash suffix ending in a digit
+    // anonymous namespace (the hard shape: a hash suffix ending in a digit
     // runs into the next component's length)
     {"_ZN34_INTERNAL_2b208ee9_4_k_cu_7ddce4e636_GLOBAL__N__2b208ee9_4_k_cu_7ddce4e67scale_vE",
      "_ZN34_INTERNAL_93c1f0aa_4_k_cu_7ddce4e636_GLOBAL__N__93c1f0aa_4_k_cu_7ddce4e67scale_vE",

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kerncap/v1/control.pb.h"
 
@@ -27,6 +28,19 @@ class AgentControl {
   virtual std::vector<v1::ArmInfo> ListArms(bool include_finished) = 0;
 
   virtual int IngestsInFlight() = 0;
+
+  // Live substitution (control.proto SubstituteRequest). Defaults: not
+  // offered (implementations without agents).
+  virtual absl::StatusOr<v1::SubstitutionInfo> Substitute(const v1::SubstituteRequest&) {
+    return absl::UnimplementedError("this daemon does not substitute kernels");
+  }
+  // NotFound for an unknown id.
+  virtual absl::StatusOr<v1::SubstitutionInfo> Unsubstitute(const std::string&) {
+    return absl::UnimplementedError("this daemon does not substitute kernels");
+  }
+  virtual std::vector<v1::SubstitutionInfo> ListSubstitutions(bool /*include_finished*/) {
+    return {};
+  }
 };
 
 }  // namespace kerncap

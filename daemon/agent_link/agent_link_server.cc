@@ -173,6 +173,7 @@ class AgentLinkServer::Connection : public std::enable_shared_from_this<Connecti
   LinkStatus OnRingRequest(const Frame& frame);
   LinkStatus OnRingRelease(const Frame& frame);
   LinkStatus OnDispatchSkipped(const Frame& frame);
+  LinkStatus OnSubstitutionReport(const Frame& frame);
   // Creates, maps and charges this connection's ring; the memfd to send.
   // With may_reclaim (a capture is waiting for it), idle rings of other
   // agents may be asked back to make room.
@@ -285,6 +286,9 @@ LinkStatus AgentLinkServer::Connection::Handshake() {
   welcome.features.push_back(kFeatureDispatchSkipped);
   post_unchanged_ = HasFeature(hello_.features, kFeaturePostUnchanged);
   if (post_unchanged_) welcome.features.push_back(kFeaturePostUnchanged);
+  if (HasFeature(hello_.features, kFeatureSubstitution)) {
+    welcome.features.push_back(kFeatureSubstitution);
+  }
   // Registration and the Welcome's arm snapshot happen under send_mu_, so an
   // Arm() racing with this handshake is either in the snapshot or pushed
   // after the Welcome, never lost and never before it.
@@ -408,6 +412,23 @@ LinkStatus AgentLinkServer::Connection::OnRingRelease(const Frame& frame) {
   return LinkStatus::Ok();
 }
 
+LinkStatus AgentLinkServer::Connection::OnSubstitutionReport(const Frame& frame) {
+  if (!HasFeature(hello_.features, kFeatureSubstitution)) {
+    return LinkStatus::Error("SubstitutionReport from an agent that did not offer substitution");
+  }
+  SubstitutionReportMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  if (msg.state == kSubRefused || msg.state == kSubEnded) {
+    log::Info("substitution.agent_" + msg.state, {{"agent", agent_id_},
+                                                  {"substitution", msg.sub_id},
+                                                  {"variant_launches", msg.variant_launches},
+                                                  {"reason", msg.reason}});
+  }
+  server_->substitutions_.OnReport(agent_id_, msg, NowMs());
+  return LinkStatus::Ok();
+}
+
 LinkStatus AgentLinkServer::Connection::OnDispatchSkipped(const Frame& frame) {
   DispatchSkippedMsg msg;
   LinkStatus status = DecodeBody(frame, &msg);
@@ -470,6 +491,7 @@ LinkStatus AgentLinkServer::Connection::ServeFrames() {
       case MessageType::kRingRequest: status = OnRingRequest(*frame); break;
       case MessageType::kRingRelease: status = OnRingRelease(*frame); break;
       case MessageType::kDispatchSkipped: status = OnDispatchSkipped(*frame); break;
+      case MessageType::kSubstitutionReport: status = OnSubstitutionReport(*frame); break;
       case MessageType::kError: {
         ErrorMsg err;
         (void)DecodeBody(*frame, &err);
@@ -1103,6 +1125,7 @@ void AgentLinkServer::Serve(std::shared_ptr<Connection> conn) {
     finished_.push_back(conn);
   }
   if (was_registered) {
+    substitutions_.OnAgentGone(conn->agent_id(), NowMs());
     v1::Event left;
     *left.mutable_agent_left() = conn->info();
     events_->Publish(std::move(left));
@@ -1192,6 +1215,135 @@ std::vector<v1::AgentInfo> AgentLinkServer::ListAgents() {
 }
 
 int AgentLinkServer::IngestsInFlight() { return ingests_in_flight_.load(); }
+
+absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
+    const v1::SubstituteRequest& request) {
+  const v1::Selector& sel = request.selector();
+  if (sel.kernel().empty()) {
+    return absl::InvalidArgumentError("selector.kernel: a substitution names its kernel");
+  }
+  if (sel.skip() != 0 || sel.nth() != 0 || sel.count() != 0) {
+    return absl::InvalidArgumentError(
+        "selector.skip/nth/count do not apply to a substitution (use SubstituteRequest.count)");
+  }
+  const std::string& format = request.format();
+  if (format != "cubin" && format != "fatbin" && format != "ptx") {
+    return absl::InvalidArgumentError("format must be cubin, fatbin or ptx, not '" + format + "'");
+  }
+  if (request.code_object().empty()) return absl::InvalidArgumentError("code_object is empty");
+  if (request.code_object().size() > kMaxSubstituteCodeObjectBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("code_object has ", request.code_object().size(),
+                                                   " bytes, more than the ",
+                                                   kMaxSubstituteCodeObjectBytes, " allowed"));
+  }
+  if (request.name().size() > options_.capture_limits.max_name_bytes ||
+      request.preflight().size() > 64 * 1024) {
+    return absl::InvalidArgumentError("name or preflight too long");
+  }
+  Selector selector = SelectorFromProto(sel, 0);
+  std::string bad = ValidateSelector(selector);
+  if (!bad.empty()) return absl::InvalidArgumentError(bad);
+  LinkResult<NameMatcher> matcher = NameMatcher::Compile(selector.kernel, selector.match);
+  if (!matcher.ok()) return absl::InvalidArgumentError("selector.kernel: " + matcher.error());
+
+  v1::SubstitutionInfo info;
+  info.set_substitution_id(RandomId("sub-"));
+  *info.mutable_selector() = sel;
+  info.set_created_unix_ms(NowMs());
+  info.set_count(request.count());
+  info.set_ttl_ms(request.ttl_ms());
+  info.set_ab(request.ab());
+  info.set_name(request.name());
+  info.set_format(format);
+  info.set_code_object_bytes(request.code_object().size());
+  info.set_preflight(request.preflight());
+
+  SubstituteMsg push;
+  push.sub_id = info.substitution_id();
+  push.kernel = selector.kernel;
+  push.match = NameMatchToString(selector.match);
+  push.pid = selector.pid;
+  push.process_name = selector.process_name;
+  push.device = selector.device;
+  push.count = request.count();
+  push.ttl_ms = request.ttl_ms();
+  push.ab = request.ab();
+  push.format = format;
+  push.name = request.name();
+
+  std::vector<std::shared_ptr<Connection>> targets;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
+    for (auto& [id, c] : agents_) {
+      if (!HasFeature(c->hello_.features, kFeatureSubstitution)) continue;
+      if (MatchesProcess(selector, c->hello_.pid, c->hello_.process_name)) targets.push_back(c);
+    }
+  }
+  if (targets.empty()) {
+    return absl::FailedPreconditionError(
+        "no connected agent matches the selector's process and offers substitution");
+  }
+  // Recorded before the push, so a report that comes back at once finds it.
+  std::vector<v1::SubstitutionAgentResult> results;
+  for (auto& c : targets) {
+    v1::SubstitutionAgentResult r;
+    r.set_agent_id(c->agent_id());
+    r.set_pid(c->hello_.pid);
+    r.set_process_name(c->hello_.process_name);
+    r.set_state(kSubPending);
+    r.set_updated_unix_ms(NowMs());
+    results.push_back(std::move(r));
+  }
+  substitutions_.Add(info, results);
+  size_t sent = 0;
+  for (auto& c : targets) {
+    LinkStatus st = c->Send(push, request.code_object());
+    if (st.ok()) {
+      ++sent;
+    } else {
+      SubstitutionReportMsg failed;
+      failed.sub_id = push.sub_id;
+      failed.state = kSubRefused;
+      failed.reason = "sending the code object to the agent failed: " + st.message();
+      substitutions_.OnReport(c->agent_id(), failed, NowMs());
+    }
+  }
+  log::Info("substitution.created", {{"substitution", push.sub_id},
+                                     {"kernel", selector.kernel},
+                                     {"code_object", request.name()},
+                                     {"bytes", request.code_object().size()},
+                                     {"ab", request.ab()},
+                                     {"agents", sent}});
+  std::optional<v1::SubstitutionInfo> now = substitutions_.Get(push.sub_id);
+  return now ? *now : info;
+}
+
+absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Unsubstitute(const std::string& id) {
+  std::optional<std::vector<std::string>> holders =
+      substitutions_.End(id, "unsubstituted", NowMs());
+  if (!holders) return absl::NotFoundError("no substitution " + id);
+  UnsubstituteMsg msg;
+  msg.sub_id = id;
+  msg.reason = "unsubstituted";
+  std::vector<std::shared_ptr<Connection>> targets;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& agent : *holders) {
+      auto it = agents_.find(agent);
+      if (it != agents_.end()) targets.push_back(it->second);
+    }
+  }
+  for (auto& c : targets) (void)c->Send(msg);
+  log::Info("substitution.ended", {{"substitution", id}, {"agents", targets.size()}});
+  std::optional<v1::SubstitutionInfo> info = substitutions_.Get(id);
+  if (!info) return absl::NotFoundError("no substitution " + id);
+  return *info;
+}
+
+std::vector<v1::SubstitutionInfo> AgentLinkServer::ListSubstitutions(bool include_finished) {
+  return substitutions_.List(include_finished);
+}
 
 absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) {
   int64_t now = NowMs();

@@ -38,6 +38,7 @@
 #include "common/agent_link/selector.h"
 #include "common/agent_link/wire.h"
 #include "daemon/agent_link/agent_control.h"
+#include "daemon/agent_link/substitution_registry.h"
 #include "daemon/capture_sink.h"
 #include "daemon/event_bus.h"
 #include "kerncap/v1/control.pb.h"
@@ -119,6 +120,9 @@ class AgentLinkServer : public AgentControl {
   absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
   std::vector<v1::ArmInfo> ListArms(bool include_finished) override;
   int IngestsInFlight() override;
+  absl::StatusOr<v1::SubstitutionInfo> Substitute(const v1::SubstituteRequest& request) override;
+  absl::StatusOr<v1::SubstitutionInfo> Unsubstitute(const std::string& id) override;
+  std::vector<v1::SubstitutionInfo> ListSubstitutions(bool include_finished) override;
   // Chunks declared by all captures in flight (CaptureLimits::max_inflight_chunks).
   uint64_t DeclaredChunksInFlight() const { return declared_chunks_in_flight_.load(); }
   // Bytes of all agent rings now allocated.
@@ -219,6 +223,7 @@ class AgentLinkServer : public AgentControl {
   std::map<std::string, ArmEntry> arms_ ABSL_GUARDED_BY(mu_);
   uint64_t next_arm_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::string> finished_arm_order_ ABSL_GUARDED_BY(mu_);
+  SubstitutionRegistry substitutions_;  // thread-safe on its own
 };
 
 }  // namespace kerncap::link

@@ -143,6 +143,57 @@ grpc::Status ControlService::ListArms(grpc::ServerContext* context,
   return Finish("ListArms", *context, status);
 }
 
+// ---- live substitution ----
+
+grpc::Status ControlService::Substitute(grpc::ServerContext* context,
+                                        const v1::SubstituteRequest* request,
+                                        v1::SubstitutionInfo* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(*response, agents_.Substitute(*request));
+    log::Info("substitution.requested", {{"substitution", response->substitution_id()},
+                                         {"kernel", request->selector().kernel()},
+                                         {"peer", context->peer()}});
+    return absl::OkStatus();
+  }();
+  return Finish("Substitute", *context, status);
+}
+
+grpc::Status ControlService::Unsubstitute(grpc::ServerContext* context,
+                                          const v1::UnsubstituteRequest* request,
+                                          v1::SubstitutionInfo* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    if (request->substitution_id().empty()) {
+      return absl::InvalidArgumentError("substitution_id is empty");
+    }
+    KC_ASSIGN_OR_RETURN(*response, agents_.Unsubstitute(request->substitution_id()));
+    return absl::OkStatus();
+  }();
+  return Finish("Unsubstitute", *context, status);
+}
+
+grpc::Status ControlService::ListSubstitutions(grpc::ServerContext* context,
+                                               const v1::ListSubstitutionsRequest* request,
+                                               v1::ListSubstitutionsResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    bool found = request->substitution_id().empty();
+    for (v1::SubstitutionInfo& s :
+         agents_.ListSubstitutions(request->include_finished() || !found)) {
+      if (!request->substitution_id().empty() &&
+          s.substitution_id() != request->substitution_id()) {
+        continue;
+      }
+      found = true;
+      *response->add_substitutions() = std::move(s);
+    }
+    if (!found) return absl::NotFoundError("no substitution " + request->substitution_id());
+    return absl::OkStatus();
+  }();
+  return Finish("ListSubstitutions", *context, status);
+}
+
 // ---- captures ----
 
 grpc::Status ControlService::ListCaptures(grpc::ServerContext* context,

@@ -71,6 +71,13 @@ class ControlService final : public v1::KerncapControl::Service {
                       v1::DisarmResponse* response) override;
   grpc::Status ListArms(grpc::ServerContext* context, const v1::ListArmsRequest* request,
                         v1::ListArmsResponse* response) override;
+  grpc::Status Substitute(grpc::ServerContext* context, const v1::SubstituteRequest* request,
+                          v1::SubstitutionInfo* response) override;
+  grpc::Status Unsubstitute(grpc::ServerContext* context, const v1::UnsubstituteRequest* request,
+                            v1::SubstitutionInfo* response) override;
+  grpc::Status ListSubstitutions(grpc::ServerContext* context,
+                                 const v1::ListSubstitutionsRequest* request,
+                                 v1::ListSubstitutionsResponse* response) override;
   grpc::Status ListCaptures(grpc::ServerContext* context, const v1::ListCapturesRequest* request,
                             v1::ListCapturesResponse* response) override;
   grpc::Status GetCapture(grpc::ServerContext* context, const v1::GetCaptureRequest* request,

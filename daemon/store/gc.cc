@@ -1,12 +1,12 @@
 // gc.cc: mark and sweep over the chunk index.
 //
 // Mark: every chunk named by a committed manifest. Live also: every chunk an
-// in-flight ingest references or wrote (ingest_refs_), and everything
-// referenced or written after the mark began (gc_seen_). The sweep decision
-// and the removal of dead chunks from the index happen under live_mu_, and
-// workers pin a digest (NoteReference, also under live_mu_) *before* they
-// look it up: so a chunk an ingest dedups against is either pinned before the
-// sweep (kept) or looked up after it (missed, and written again).
+// in-flight ingest references or wrote, and everything referenced or
+// written after the mark began (gc_pins.h). The sweep decision and the
+// removal of dead chunks from the index happen inside GcPins::Sweep, and
+// workers pin a digest (GcPins::Note) *before* they look it up: so a chunk an
+// ingest dedups against is either pinned before the sweep (kept) or looked
+// up after it (missed, and written again).
 //
 // Then packs with no live chunk are deleted, and packs whose dead fraction
 // exceeds gc_rewrite_threshold are rewritten: the new pack is durable and the
@@ -30,16 +30,7 @@ namespace kerncap::store {
 absl::StatusOr<v1::GcReport> Store::Impl::RunGc(bool dry_run) {
   absl::MutexLock gc_lock(&gc_mu_);
   const absl::Time start = absl::Now();
-  {
-    absl::MutexLock l(&live_mu_);
-    gc_active_ = true;
-    gc_seen_.clear();
-  }
-  auto end_marking = [&] {
-    absl::MutexLock l(&live_mu_);
-    gc_active_ = false;
-    gc_seen_.clear();
-  };
+  pins_.BeginMark();
 
   // Mark.
   std::vector<std::string> ids;
@@ -52,7 +43,7 @@ absl::StatusOr<v1::GcReport> Store::Impl::RunGc(bool dry_run) {
     auto m = LoadManifest(id);
     if (absl::IsNotFound(m.status())) continue;  // deleted since we listed it
     if (!m.ok()) {
-      end_marking();
+      pins_.EndMark();
       // Sweeping without knowing what this capture references could free
       // its chunks; refuse instead.
       return absl::Status(m.status().code(), absl::StrCat("GC aborted: ", m.status().message()));
@@ -63,10 +54,7 @@ absl::StatusOr<v1::GcReport> Store::Impl::RunGc(bool dry_run) {
   // Sweep decision (and, for a real run, removal from the index).
   std::vector<std::pair<Digest, uint32_t>> dead;
   absl::flat_hash_set<Digest> dead_set;
-  {
-    absl::MutexLock l(&live_mu_);
-    for (const auto& [owner, refs] : ingest_refs_) live.insert(refs.begin(), refs.end());
-    live.insert(gc_seen_.begin(), gc_seen_.end());
+  pins_.Sweep(live, [&] {
     index_.ForEach([&](const Digest& d, const ChunkLocation& loc) {
       if (!live.contains(d)) dead.emplace_back(d, loc.pack_id);
     });
@@ -74,21 +62,18 @@ absl::StatusOr<v1::GcReport> Store::Impl::RunGc(bool dry_run) {
       dead_set.insert(d);
       if (!dry_run) index_.EraseIfIn(d, pack);
     }
-    gc_active_ = false;
-    gc_seen_.clear();
-  }
+  });
 
   // Packs to consider: listed before counting their live chunks, so a pack
   // sealed meanwhile (all live, not in this list) is never judged empty.
-  // write_mu_ makes a seal's AddPack and index inserts atomic to us.
+  // WithoutSeals makes a seal's AddPack and index inserts atomic to us.
   std::vector<std::pair<uint32_t, std::shared_ptr<PackReader>>> packs;
-  {
-    absl::MutexLock w(&write_mu_);
+  appender_->WithoutSeals([&] {
     absl::MutexLock l(&packs_mu_);
     for (uint32_t id = 0; id < packs_.size(); ++id) {
       if (packs_[id]) packs.emplace_back(id, packs_[id]);
     }
-  }
+  });
 
   // What each pack still holds that the index points at.
   struct Use {

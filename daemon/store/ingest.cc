@@ -29,54 +29,14 @@ bool IsZeroDigest(const Digest& d) { return d == Digest{}; }
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// Worker pool and pack appends (Store::Impl).
-
-void Store::Impl::Submit(ChunkTask task) {
-  absl::MutexLock l(&queue_mu_);
-  // Admit at least one chunk even when it alone exceeds the budget.
-  while (!stopping_ && queued_bytes_ > 0 && queued_bytes_ + task.size > opts_.max_inflight_bytes) {
-    queue_cv_.Wait(&queue_mu_);
-  }
-  queued_bytes_ += task.size;
-  queue_.push_back(std::move(task));
-  queue_cv_.SignalAll();
-}
-
-void Store::Impl::WorkerLoop() {
-  ChunkCompressor compressor(opts_.zstd_level);
-  std::string scratch;
-  std::string private_copy;
-  while (true) {
-    ChunkTask task;
-    {
-      absl::MutexLock l(&queue_mu_);
-      while (queue_.empty() && !stopping_) queue_cv_.Wait(&queue_mu_);
-      if (queue_.empty()) return;
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    ProcessChunk(task, compressor, scratch, private_copy);
-    {
-      absl::MutexLock l(&queue_mu_);
-      queued_bytes_ -= task.size;
-      queue_cv_.SignalAll();
-    }
-  }
-}
+// Per-chunk work (Store::Impl).
 
 bool Store::Impl::FindStored(const Digest& d, uint64_t* pending_seq) {
   *pending_seq = 0;
   if (index_.Contains(d)) return true;
-  {
-    absl::MutexLock l(&write_mu_);
-    auto it = pending_.find(d);
-    if (it != pending_.end()) {
-      *pending_seq = it->second;
-      return true;
-    }
-  }
+  if (appender_->FindPending(d, pending_seq)) return true;
   // A seal may have moved it from pending to the index between the checks
-  // (seals insert into the index before erasing from pending_).
+  // (seals insert into the index before they stop being pending).
   return index_.Contains(d);
 }
 
@@ -103,21 +63,17 @@ void Store::Impl::ProcessChunk(const ChunkTask& t, ChunkCompressor& compressor,
       r.digest = Sha256(data, t.size);
       // Pin before looking up: a GC sweep that runs after this cannot free
       // it, and one that ran before has already removed it from the index.
-      NoteReference(in, r.digest);
+      pins_.Note(in, r.digest);
       if (!FindStored(r.digest, &r.pack_seq)) {
-        {
-          absl::MutexLock l(&inflight_mu_);
-          while (inflight_.contains(r.digest)) inflight_cv_.Wait(&inflight_mu_);
-          inflight_.insert(r.digest);
-        }
+        DigestClaims::Claim claim(claims_, r.digest);
         // Someone may have finished writing it while we waited for the claim.
         if (!FindStored(r.digest, &r.pack_seq)) {
           auto codec = compressor.Encode(absl::string_view(data, t.size), &scratch);
           if (!codec.ok()) {
             r.status = codec.status();
           } else {
-            auto seq = AppendChunk(r.digest, *codec, scratch, t.size,
-                                   Xxh3(scratch.data(), scratch.size()));
+            auto seq = appender_->Append(r.digest, *codec, scratch, t.size,
+                                         Xxh3(scratch.data(), scratch.size()));
             if (seq.ok()) {
               r.pack_seq = *seq;
               r.new_stored = static_cast<uint32_t>(scratch.size());
@@ -126,9 +82,6 @@ void Store::Impl::ProcessChunk(const ChunkTask& t, ChunkCompressor& compressor,
             }
           }
         }
-        absl::MutexLock l(&inflight_mu_);
-        inflight_.erase(r.digest);
-        inflight_cv_.SignalAll();
       }
     }
   }
@@ -137,149 +90,13 @@ void Store::Impl::ProcessChunk(const ChunkTask& t, ChunkCompressor& compressor,
   in->ChunkDone(t.slot, t.chunk, r.digest, t.size, r.new_stored, r.pack_seq, r.status);
 }
 
-absl::StatusOr<uint64_t> Store::Impl::AppendChunk(const Digest& d, uint8_t codec,
-                                                  absl::string_view stored, uint32_t raw_len,
-                                                  uint64_t xxh3) {
-  absl::MutexLock l(&write_mu_);
-  if (!open_pack_) {
-    // Called from Append, i.e. with write_mu_ held.
-    auto writeback = [this](int fd, uint64_t off, uint64_t len)
-                         ABSL_NO_THREAD_SAFETY_ANALYSIS { QueueWritebackLocked(fd, off, len); };
-    KC_ASSIGN_OR_RETURN(open_pack_, PackWriter::Create(packs_dir_, opts_.test_hook, writeback));
+void Store::Impl::PublishPack(std::unique_ptr<PackReader> reader,
+                              const std::vector<PackEntry>& entries) {
+  const uint32_t id = AddPack(std::move(reader));
+  for (const PackEntry& e : entries) {
+    index_.InsertIfAbsent(e.digest,
+                          ChunkLocation{id, e.stored_len, e.offset, e.raw_len, e.codec, e.xxh3});
   }
-  auto entry = open_pack_->Append(d, codec, stored, raw_len, xxh3);
-  if (!entry.ok()) {
-    FailOpenPackLocked(entry.status());
-    return entry.status();
-  }
-  const uint64_t seq = open_seq_;
-  pending_[d] = seq;
-  if (open_pack_->bytes() >= opts_.pack_target_bytes) {
-    uint64_t sealing_seq;
-    auto pack = DetachOpenPackLocked(&sealing_seq);
-    SealJob job;
-    job.seq = sealing_seq;
-    job.pack = std::move(pack);
-    seal_queue_.push_back(std::move(job));
-    sealed_cv_.SignalAll();  // wakes the sealer
-  }
-  return seq;
-}
-
-void Store::Impl::FailOpenPackLocked(const absl::Status& why) {
-  if (!open_pack_) return;
-  log::Error("store.pack_failed", {{"pack", open_pack_->name()}, {"error", why.ToString()}});
-  failed_packs_[open_seq_] = why;
-  for (const PackEntry& e : open_pack_->entries()) pending_.erase(e.digest);
-  open_pack_.reset();  // unlinks the temp file
-  ++open_seq_;
-}
-
-std::unique_ptr<PackWriter> Store::Impl::DetachOpenPackLocked(uint64_t* seq) {
-  *seq = open_seq_++;
-  sealing_.insert(*seq);
-  return std::move(open_pack_);
-}
-
-absl::Status Store::Impl::SealDetached(std::unique_ptr<PackWriter> pack, uint64_t seq) {
-  absl::Status st = pack->Finish();
-  std::unique_ptr<PackReader> reader;
-  if (st.ok()) {
-    auto r = PackReader::Open(pack->path(), pack->name());
-    if (r.ok()) {
-      reader = std::move(*r);
-    } else {
-      st = r.status();
-    }
-  }
-  absl::MutexLock l(&write_mu_);
-  if (!st.ok()) {
-    log::Error("store.pack_failed", {{"pack", pack->name()}, {"error", st.ToString()}});
-    failed_packs_[seq] = st;
-    for (const PackEntry& e : pack->entries()) pending_.erase(e.digest);
-  } else {
-    // Durable now: publish to the index, then drop from pending (in that
-    // order, see FindStored).
-    const uint32_t id = AddPack(std::move(reader));
-    for (const PackEntry& e : pack->entries()) {
-      index_.InsertIfAbsent(e.digest,
-                            ChunkLocation{id, e.stored_len, e.offset, e.raw_len, e.codec, e.xxh3});
-      pending_.erase(e.digest);
-    }
-    log::Debug(
-        "store.pack_sealed",
-        {{"pack", pack->name()}, {"bytes", pack->bytes()}, {"chunks", pack->entries().size()}});
-  }
-  sealing_.erase(seq);
-  sealed_cv_.SignalAll();
-  return st;
-}
-
-void Store::Impl::QueueWritebackLocked(int fd, uint64_t offset, uint64_t len) {
-  SealJob job;
-  job.wb_fd = ::dup(fd);
-  if (job.wb_fd < 0) return;  // best effort: fdatasync at seal still syncs it
-  job.wb_offset = offset;
-  job.wb_len = len;
-  seal_queue_.push_back(std::move(job));
-  sealed_cv_.SignalAll();
-}
-
-void Store::Impl::SealerLoop() {
-  while (true) {
-    SealJob job;
-    {
-      absl::MutexLock l(&write_mu_);
-      while (seal_queue_.empty() && !sealer_stop_) sealed_cv_.Wait(&write_mu_);
-      if (seal_queue_.empty()) return;
-      job = std::move(seal_queue_.front());
-      seal_queue_.pop_front();
-    }
-    if (job.wb_fd >= 0) {
-      // Best effort: a write error here resurfaces in the seal's fdatasync.
-      (void)::sync_file_range(job.wb_fd, static_cast<off64_t>(job.wb_offset),
-                              static_cast<off64_t>(job.wb_len), SYNC_FILE_RANGE_WRITE);
-      ::close(job.wb_fd);
-      continue;
-    }
-    // Failures are recorded in failed_packs_ and reach the ingests that
-    // depend on the pack through EnsureDurable.
-    (void)SealDetached(std::move(job.pack), job.seq);
-  }
-}
-
-absl::Status Store::Impl::EnsureDurable(uint64_t seq) {
-  std::unique_ptr<PackWriter> pack;
-  {
-    absl::MutexLock l(&write_mu_);
-    while (sealing_.contains(seq)) sealed_cv_.Wait(&write_mu_);
-    if (auto it = failed_packs_.find(seq); it != failed_packs_.end()) return it->second;
-    if (seq != open_seq_ || !open_pack_) return absl::OkStatus();  // sealed already
-    uint64_t detached;
-    pack = DetachOpenPackLocked(&detached);
-  }
-  return SealDetached(std::move(pack), seq);
-}
-
-void Store::Impl::NoteReference(const void* ingest, const Digest& d) {
-  absl::MutexLock l(&live_mu_);
-  if (ingest != nullptr) ingest_refs_[ingest].insert(d);
-  if (gc_active_) gc_seen_.insert(d);
-}
-
-void Store::Impl::RegisterIngest(const void* ingest) {
-  absl::MutexLock l(&live_mu_);
-  ingest_refs_[ingest];
-}
-
-void Store::Impl::UnregisterIngest(const void* ingest) {
-  absl::MutexLock l(&live_mu_);
-  auto it = ingest_refs_.find(ingest);
-  if (it == ingest_refs_.end()) return;
-  // A GC that is marking may not have seen this capture's manifest; keep
-  // what it referenced alive for that GC.
-  if (gc_active_) gc_seen_.insert(it->second.begin(), it->second.end());
-  ingest_refs_.erase(it);
 }
 
 // ---------------------------------------------------------------------------
@@ -287,7 +104,7 @@ void Store::Impl::UnregisterIngest(const void* ingest) {
 
 IngestImpl::IngestImpl(Store::Impl* store)
     : store_(store), chunk_size_(store->opts_.chunk_size), start_(absl::Now()) {
-  store_->RegisterIngest(this);
+  store_->pins_.Register(this);
 }
 
 IngestImpl::~IngestImpl() {
@@ -296,7 +113,7 @@ IngestImpl::~IngestImpl() {
     if (!committed_ && error_.ok()) error_ = absl::AbortedError("capture dropped without Commit");
     while (outstanding_ > 0) done_cv_.Wait(&mu_);
   }
-  store_->UnregisterIngest(this);
+  store_->pins_.Unregister(this);
 }
 
 uint32_t IngestImpl::NumChunks(uint64_t size) const {
@@ -458,7 +275,7 @@ void IngestImpl::SubmitChunks(int slot, uint64_t offset, const char* data, size_
     t.data = data + off;
     t.size = static_cast<uint32_t>(std::min<uint64_t>(chunk_size_, size - off));
     t.group = group;
-    store_->Submit(std::move(t));
+    store_->pipeline_->Submit(std::move(t));
   }
 }
 
@@ -561,7 +378,7 @@ absl::StatusOr<std::string> IngestImpl::Commit(v1::CaptureManifest manifest) {
   }
   // Every chunk this capture names must be durable before its manifest.
   for (uint64_t seq : deps) {
-    absl::Status st = store_->EnsureDurable(seq);
+    absl::Status st = store_->appender_->EnsureDurable(seq);
     if (!st.ok()) {
       absl::MutexLock l(&mu_);
       error_ = st;
@@ -648,7 +465,7 @@ absl::StatusOr<std::string> IngestImpl::Commit(v1::CaptureManifest manifest) {
   }
   committed_ = true;
   // The ref now keeps the chunks alive; stop pinning them.
-  store_->UnregisterIngest(this);
+  store_->pins_.Unregister(this);
   return id;
 }
 

@@ -62,27 +62,25 @@ Store::Impl::Impl(StoreOptions options)
     : opts_(std::move(options)),
       packs_dir_(opts_.dir + "/packs"),
       manifests_(opts_.dir),
-      catalog_path_(opts_.dir + "/catalog.sqlite") {}
+      catalog_path_(opts_.dir + "/catalog.sqlite"),
+      appender_(std::make_unique<PackAppender>(
+          packs_dir_, opts_.pack_target_bytes, opts_.test_hook,
+          [this](std::unique_ptr<PackReader> reader, const std::vector<PackEntry>& entries) {
+            PublishPack(std::move(reader), entries);
+          })),
+      pipeline_(std::make_unique<ChunkPipeline>(
+          opts_.max_inflight_bytes, opts_.zstd_level,
+          [this](const ChunkTask& t, ChunkCompressor& c, std::string& scratch,
+                 std::string& private_copy) { ProcessChunk(t, c, scratch, private_copy); })) {}
 
 Store::Impl::~Impl() {
   refs_stop_ = true;
   if (refs_builder_.joinable()) refs_builder_.join();
-  {
-    absl::MutexLock l(&queue_mu_);
-    stopping_ = true;
-    queue_cv_.SignalAll();
-  }
-  for (std::thread& t : workers_) t.join();
-  {
-    // Only chunks of uncommitted ingests can be in the open pack (Commit
-    // seals what it needs), so it is dropped, not published. Packs already
-    // queued for sealing are finished by the sealer before it stops.
-    absl::MutexLock l(&write_mu_);
-    open_pack_.reset();
-    sealer_stop_ = true;
-    sealed_cv_.SignalAll();
-  }
-  if (sealer_.joinable()) sealer_.join();
+  pipeline_->Stop();
+  // Only chunks of uncommitted ingests can be in the open pack (Commit
+  // seals what it needs), so it is dropped, not published. Packs already
+  // queued for sealing are finished by the sealer before it stops.
+  appender_->Stop();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -230,8 +228,8 @@ absl::Status Store::Impl::Open() {
 
   int n = opts_.workers > 0 ? opts_.workers
                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-  sealer_ = std::thread([this] { SealerLoop(); });
+  pipeline_->Start(n);
+  appender_->Start();
   refs_builder_ = std::thread([this] { RefCountBuilder(); });
   log::Info("store.opened", {{"dir", opts_.dir},
                              {"packs", pack_files.size()},
@@ -596,23 +594,14 @@ absl::Status Store::PutStoredChunk(const Digest& digest, const StoredChunk& chun
     return absl::DataLossError(
         absl::StrCat(what, ": content does not match its digest (got ", Hex(actual), ")"));
   }
-  impl_->NoteReference(nullptr, digest);
-  {
-    absl::MutexLock l(&impl_->inflight_mu_);
-    while (impl_->inflight_.contains(digest)) impl_->inflight_cv_.Wait(&impl_->inflight_mu_);
-    impl_->inflight_.insert(digest);
-  }
+  impl_->pins_.Note(nullptr, digest);
+  DigestClaims::Claim claim(impl_->claims_, digest);
   uint64_t seq;
-  absl::Status st;
-  if (!impl_->FindStored(digest, &seq)) {
-    auto r = impl_->AppendChunk(digest, static_cast<uint8_t>(chunk.codec), chunk.data,
-                                chunk.raw_size, Xxh3(chunk.data.data(), chunk.data.size()));
-    st = r.status();
-  }
-  absl::MutexLock l(&impl_->inflight_mu_);
-  impl_->inflight_.erase(digest);
-  impl_->inflight_cv_.SignalAll();
-  return st;
+  if (impl_->FindStored(digest, &seq)) return absl::OkStatus();
+  return impl_->appender_
+      ->Append(digest, static_cast<uint8_t>(chunk.codec), chunk.data, chunk.raw_size,
+               Xxh3(chunk.data.data(), chunk.data.size()))
+      .status();
 }
 
 absl::Status Store::ReadChunkList(const v1::ChunkList& list, void* out, size_t out_size) {
@@ -670,13 +659,13 @@ absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest ma
   // Registered like an ingest for the duration of the commit, so a GC that
   // starts before the ref is written still sees these chunks as live.
   const int token = 0;
-  impl_->RegisterIngest(&token);
+  impl_->pins_.Register(&token);
   struct Unregister {
     Store::Impl* impl;
     const void* token;
-    ~Unregister() { impl->UnregisterIngest(token); }
+    ~Unregister() { impl->pins_.Unregister(token); }
   } unregister{impl_.get(), &token};
-  for (const Digest& d : digests) impl_->NoteReference(&token, d);
+  for (const Digest& d : digests) impl_->pins_.Note(&token, d);
   // Every pack holding one of its chunks must be durable first: the open
   // one, and full ones the sealer thread may still be writing.
   std::set<uint64_t> packs;
@@ -684,7 +673,7 @@ absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest ma
     uint64_t seq = 0;
     if (impl_->FindStored(d, &seq) && seq > 0) packs.insert(seq);
   }
-  for (uint64_t seq : packs) KC_RETURN_IF_ERROR(impl_->EnsureDurable(seq));
+  for (uint64_t seq : packs) KC_RETURN_IF_ERROR(impl_->appender_->EnsureDurable(seq));
   for (const Digest& d : digests) {
     if (!impl_->index_.Contains(d)) {
       return absl::FailedPreconditionError(
@@ -694,12 +683,12 @@ absl::StatusOr<std::string> Store::CommitImportedManifest(v1::CaptureManifest ma
   return impl_->PublishManifest(std::move(manifest));
 }
 
-Store::ImportPin::~ImportPin() { impl_->UnregisterIngest(this); }
+Store::ImportPin::~ImportPin() { impl_->pins_.Unregister(this); }
 
 std::unique_ptr<Store::ImportPin> Store::PinForImport(const v1::CaptureManifest& manifest) {
   std::unique_ptr<ImportPin> pin(new ImportPin(impl_.get()));
-  impl_->RegisterIngest(pin.get());
-  ForEachManifestChunk(manifest, [&](const Digest& d) { impl_->NoteReference(pin.get(), d); });
+  impl_->pins_.Register(pin.get());
+  ForEachManifestChunk(manifest, [&](const Digest& d) { impl_->pins_.Note(pin.get(), d); });
   return pin;
 }
 
@@ -745,9 +734,6 @@ v1::StoreStats Store::Stats() {
 
 uint32_t Store::chunk_size() const { return impl_->opts_.chunk_size; }
 
-int Store::ingests_in_flight() const {
-  absl::MutexLock l(&impl_->live_mu_);
-  return static_cast<int>(impl_->ingest_refs_.size());
-}
+int Store::ingests_in_flight() const { return impl_->pins_.owners(); }
 
 }  // namespace kerncap::store

@@ -2,12 +2,16 @@
 # bundle.sh: builds kerncap here (Debian 12) and packs everything the GPU
 # tests need on the GPU machine (Ubuntu 24.04, CUDA 13 driver) into .bundle/:
 #
-#   .bundle/bin/         kerncapd kerncapctl kerncap-replay
+#   .bundle/bin/         kerncapd kerncapctl kerncap-replay, and kerncap-cuda-slice
+#                        (the CUDA reproducers' minimal unit; statically linked,
+#                        reproducer/generator/slicer/stage_slicer.sh)
 #   .bundle/lib/         libkerncap_agent.so, libkerncap_replay.so (the replay
 #                        library the Triton reproducers' run.py loads) + every
 #                        shared library the binaries need that the GPU machine
 #                        may lack
 #   .bundle/lib/cupti/   our libcupti.so.13, used only when the machine has none
+#   .bundle/lib/kerncap-clang/include/  clang 15's resource headers, which
+#                        kerncap-cuda-slice reads from ../lib/kerncap-clang
 #   .bundle/gpu_tests/   the CUDA test programs (agent/cuda/gpu_tests)
 #   .bundle/tests/       gpu_e2e_test, replay_gpu_test, serve_gpu_test, repro_gpu_test
 #   .bundle/python_shim/ the Triton shim and its GPU cases
@@ -51,6 +55,9 @@ fi
 # The reproducer projects' GPU test (reproducer/generator), when configured.
 [[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^repro_gpu_test:') ]] &&
   TARGETS+=(repro_gpu_test)
+# The CUDA reproducers' minimal-unit slicer, when configured (libclang-15-dev).
+[[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^kerncap-cuda-slice:') ]] &&
+  TARGETS+=(kerncap-cuda-slice)
 # The replay library behind the Triton reproducers' run.py (reproducer/replay/capi);
 # the shim's GPU cases run those reproducers.
 [[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^kerncap_replay_capi:') ]] &&
@@ -64,6 +71,16 @@ rm -rf "$OUT"
 mkdir -p "$OUT"/{bin,lib/cupti,gpu_tests,gpu_bench,tests,python}
 cp "$BUILD"/bin/{kerncapd,kerncapctl,kerncap-replay} "$OUT"/bin/
 cp "$BUILD"/lib/libkerncap_agent.so "$OUT"/lib/
+# The slicer beside kerncapd/kerncapctl, where the generator looks for it, and
+# clang's headers where the slicer looks for them. Without it (not built, or
+# linked against clang's shared libraries) every CUDA reproducer made on the
+# GPU machine recompiles the whole unit and says why.
+if [[ -x $BUILD/bin/kerncap-cuda-slice ]]; then
+  bash "$ROOT"/reproducer/generator/slicer/stage_slicer.sh "$BUILD" "$OUT" ||
+    echo "bundle.sh: warning: kerncap-cuda-slice not bundled; reproducers on the GPU machine get no minimal unit" >&2
+else
+  echo "bundle.sh: warning: no kerncap-cuda-slice in $BUILD (needs libclang-15-dev); reproducers on the GPU machine get no minimal unit" >&2
+fi
 [[ -f $BUILD/lib/libkerncap_replay.so ]] && cp "$BUILD"/lib/libkerncap_replay.so "$OUT"/lib/
 if [[ -x $BUILD/tests/replay_capi_gpu_test ]]; then
   cp "$BUILD"/tests/{replay_capi_gpu_test,replay_capi_fixture} "$OUT"/tests/
@@ -73,6 +90,13 @@ fi
 find "$BUILD"/gpu_tests -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_tests/ \;
 find "$BUILD"/gpu_bench -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_bench/ \;
 cp "$BUILD"/tests/{gpu_e2e_test,replay_gpu_test} "$OUT"/tests/
+# Live substitution's GPU test and its variant cubins (not under gpu_tests/:
+# strip would damage them).
+if [[ -x $BUILD/tests/substitute_gpu_test ]]; then
+  cp "$BUILD"/tests/substitute_gpu_test "$OUT"/tests/
+  mkdir -p "$OUT"/substitute
+  cp "$BUILD"/gpu_tests/substitute_*.cubin "$OUT"/substitute/
+fi
 [[ -x $BUILD/tests/serve_gpu_test ]] && cp "$BUILD"/tests/serve_gpu_test "$OUT"/tests/
 [[ -x $BUILD/tests/repro_gpu_test ]] && cp "$BUILD"/tests/repro_gpu_test "$OUT"/tests/
 cp "$ROOT"/tests/gpu/python/*.py "$OUT"/python/
@@ -87,6 +111,8 @@ find "$OUT"/python_shim -name __pycache__ -prune -exec rm -rf {} +
 mkdir -p "$OUT"/python_client/tests
 cp -r "$ROOT"/client/python/src "$ROOT"/client/python/examples "$OUT"/python_client/
 cp -r "$ROOT"/client/python/tests/gpu "$OUT"/python_client/tests/
+# tune_gpu_test.py reads the replay tests' kernel from its one source.
+cp "$ROOT"/reproducer/replay/testing/add_one_ptx.h "$OUT"/python_client/tests/gpu/
 find "$OUT"/python_client -name __pycache__ -prune -exec rm -rf {} +
 find "$OUT"/python_client -name '*.egg-info' -prune -exec rm -rf {} +
 rm -rf "$OUT"/python_client/src/kerncap/_generated/*.binpb
@@ -148,6 +174,8 @@ chmod +x "$OUT"/run_gpu_tests.sh
 cp "$ROOT"/deploy/gpu/run_benchmarks.sh "$OUT"/run_benchmarks.sh
 chmod +x "$OUT"/run_benchmarks.sh
 echo "bundle.sh: $(find "$OUT"/lib -maxdepth 1 -name '*.so*' | wc -l) libraries, $(du -sh "$OUT" | cut -f1) in $OUT"
+[[ -x $OUT/bin/kerncap-cuda-slice ]] &&
+  echo "bundle.sh: kerncap-cuda-slice $(du -k "$OUT"/bin/kerncap-cuda-slice | cut -f1) KiB + clang headers $(du -sk "$OUT"/lib/kerncap-clang | cut -f1) KiB"
 # What travels to the GPU machine: one gzip'd tar (binaries compress ~3x), so
 # the bundle may exceed the device tool's 64 MiB carry limit unpacked. On the
 # GPU machine: tar xzf .bundle-carry/bundle.tgz (it unpacks to .bundle/).

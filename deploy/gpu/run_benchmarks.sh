@@ -32,7 +32,7 @@
 #       KERNCAP_BENCH_P8_EXPORT=1 also times the export path (--via-export).
 #   Mem peak RSS (VmHWM; RssAnon/RssShmem sampled) of the application and of
 #       kerncapd during the 32 GiB capture.
-#   P1d P1-default (issue 15): --gib (KERNCAP_BENCH_P1D_GIB, default 24) of
+#   P1d P1-default: --gib (KERNCAP_BENCH_P1D_GIB, default 24) of
 #       live memory, the kernel writes 1% of it, kerncapd at its default
 #       settings (no --staging-gib, no --ring-slot-mib), first capture:
 #       launch-call pause vs a pinned D2H of the live bytes measured in the
@@ -46,11 +46,18 @@
 #   P2  the second capture of the same process (same run as P1d): pause vs
 #       the first capture's (target <= 0.05; bytes over PCIe <= changed + 1%).
 #       The pre image of the second capture still crosses PCIe in full (the
-#       store's earlier chunks are not yet used to skip it: issue 15, 3rd bullet).
+#       store's earlier chunks are not yet used to skip it).
 #   P5b/serve  kerncap-replay serve (resident mode): median overhead per
 #       candidate evaluation (server wall time minus device time of its
 #       launches) with 1 GiB of state, 20 evaluations of the same cubin
 #       (gpu_bench/serve_bench). <= 5 ms
+#   P8v validate time / restore time of one large capture (issue 15):
+#       gpu_bench/validate_bench builds a KERNCAP_BENCH_VALIDATE_GIB capture
+#       (default 8; incompressible, the kernel writes 1%) and runs
+#       `kerncap-replay validate --json` with --compare-on=host and
+#       --compare-on=device on it in the same run; per path validate_seconds
+#       (restore + expected image + launch + comparison) / restore_seconds
+#       and the sub-phases. Target: device path <= 2.
 #
 # Usage: run_benchmarks.sh [LOG_DIR]     (default $OUT, else ./bench-logs)
 # Env:   KERNCAP_BENCH_BUDGET_S  hard limit for everything (default 420 s)
@@ -67,6 +74,8 @@
 #        KERNCAP_BENCH_ONLY=p1d  run P1-default and P2 only (both variants, ~3 min)
 #        KERNCAP_BENCH_P1D_GIB   P1d/P2 live GiB (default 24)
 #        KERNCAP_BENCH_P8_EXPORT=1  P8 also through the export stream (--via-export)
+#        KERNCAP_BENCH_ONLY=p8v  run P8v only (validate / restore, both paths)
+#        KERNCAP_BENCH_VALIDATE_GIB  P8v capture size in GiB (default 8; needs ~2x in RAM, 1x on disk)
 #        KERNCAP_BENCH_SERVE_GIB        P5b state size (default 1)
 #        KERNCAP_BENCH_SERVE_CANDIDATES P5b evaluations (default 20)
 set -uo pipefail
@@ -82,7 +91,8 @@ P5_PRELOAD=${KERNCAP_BENCH_P5_PRELOAD:-0}
 ONLY=${KERNCAP_BENCH_ONLY:-}
 SERVE_GIB=${KERNCAP_BENCH_SERVE_GIB:-1}
 P1D_GIB=${KERNCAP_BENCH_P1D_GIB:-24}
-[[ $ONLY == p1d ]] && P5_REPS=0
+VALIDATE_GIB=${KERNCAP_BENCH_VALIDATE_GIB:-8}
+[[ $ONLY == p1d || $ONLY == p8v ]] && P5_REPS=0
 SERVE_CANDIDATES=${KERNCAP_BENCH_SERVE_CANDIDATES:-20}
 mkdir -p "$LOGS"
 RESULTS=$LOGS/results.jsonl
@@ -182,6 +192,21 @@ start_daemon_default() {  # NAME: kerncapd at its default staging and ring setti
   note "kerncapd $1 did not start"; tail -5 "$LOGS/kerncapd-$1.log"; return 1
 }
 
+# ---------------------------------------------------------------- P8v
+if [[ -z $ONLY || $ONLY == p8v ]] && [[ -x $GB/validate_bench ]]; then
+  if (( $(left) < 60 )); then
+    note "budget exhausted before P8v"
+  else
+    note "P8v: validate / restore, $VALIDATE_GIB GiB capture, host and device comparison paths"
+    timeout "$(cap 300)" "$GB"/validate_bench --gib="$VALIDATE_GIB" --replay="$BIN"/kerncap-replay \
+      --dir="$WORK/tmp" > "$LOGS/p8v_validate.log" 2>&1
+    note "validate_bench exit $?"
+    grep -v '^BENCH_JSON' "$LOGS/p8v_validate.log" | tee -a "$LOGS/run.log"
+    grep -h '^BENCH_JSON' "$LOGS/p8v_validate.log" | sed 's/^BENCH_JSON //' >> "$RESULTS"
+  fi
+fi
+[[ $ONLY == p8v ]] && SIZES=""
+
 # ---------------------------------------------------------------- P1-default / P2
 if [[ -z $ONLY || $ONLY == p1d ]] && [[ -x $GB/snapshot_pause_bench ]]; then
   for variant in snapshot host; do
@@ -235,6 +260,7 @@ fi
 [[ $ONLY == p1d ]] && SIZES=""
 
 # ---------------------------------------------------------------- P5
+if [[ $ONLY != p8v ]]; then
 note "P5: launch rate, $LAUNCHES launches per run"
 start_daemon p5 1 || exit 1
 P5_MODES=("no_agent:"
@@ -316,9 +342,10 @@ done
 rm -f "$LOGS/p5g-run.tmp"
 stop_daemon
 grep -h "launches/s" "$LOGS/p5.log" "$LOGS/p5g.log" 2>/dev/null | tee -a "$LOGS/run.log"
+fi  # ONLY != p8v
 
 # ---------------------------------------------------------------- P5b/serve
-if [[ $ONLY != p5 && $ONLY != p1d && -x $GB/serve_bench ]]; then
+if [[ $ONLY != p5 && $ONLY != p1d && $ONLY != p8v && -x $GB/serve_bench ]]; then
   note "P5b/serve: resident-mode overhead, $SERVE_GIB GiB of state, $SERVE_CANDIDATES candidates"
   if (( $(left) < 40 )); then
     note "budget exhausted before P5b"
@@ -544,6 +571,18 @@ for r in rows:
                   int(t.get("pcie_bytes", 0)) / 2**30, int(t.get("unchanged_post_bytes", 0)) / 2**30)))
             if t.get("path_reason"):
                 print("%-44s %s" % ("   path reason", t["path_reason"]))
+    if r.get("bench") == "p8v_validate":
+        for path in ("device", "host"):
+            p = r.get(path)
+            if not p:
+                continue
+            c = p.get("comparison", {})
+            print("%-44s %14s %10.3f %8s" % ("P8v validate / restore %g GiB, %s path" % (r["gib"], path),
+                  "%.3f/%.3f s" % (p["validate_seconds"], p["restore_seconds"]), p["ratio"],
+                  "<=2" if path == "device" else "-"))
+            print("%-44s %14s" % ("   expect/launch/compare s, ran on, result", "%.3f/%.4f/%.3f, %s, %s" % (
+                  c.get("expectation_seconds", 0), p.get("launch_ms", 0) / 1000.0,
+                  c.get("compare_seconds", 0), c.get("path"), p.get("result"))))
     if r.get("bench") == "p5b_serve":
         print("%-44s %14s %10s %8s" % ("P5b serve overhead per candidate, %.2g GiB" % r["state_gib"],
               "%.3f ms" % r["overhead_ms_median"], "-", "<=5 ms"))

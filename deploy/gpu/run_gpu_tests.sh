@@ -113,10 +113,16 @@ fi
 if [[ -x $HERE/gpu_tests/agent_capture_gpu_test ]]; then
   run agent_capture_gpu_test timeout "${KC_T_AGENT:-60}" "$HERE"/gpu_tests/agent_capture_gpu_test
 fi
-# The device snapshot capture path (issue 15): exact images while the
+# The device snapshot capture path: exact images while the
 # application scribbles after its release, and the host-path fallbacks.
 if [[ -x $HERE/gpu_tests/snapshot_capture_gpu_test ]]; then
   run snapshot_capture_gpu_test timeout "${KC_T_SNAPSHOT:-60}" "$HERE"/gpu_tests/snapshot_capture_gpu_test
+fi
+
+# Live substitution into a running application (kerncapctl substitute --ab).
+if [[ -x $HERE/tests/substitute_gpu_test ]]; then
+  run substitute_gpu_test timeout "${KC_T_SUBSTITUTE:-120}" "$HERE"/tests/substitute_gpu_test \
+    --gtest_output=xml:"$LOGS"/substitute_gpu_test.xml
 fi
 run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
   --gtest_filter="${KERNCAP_GPU_E2E_FILTER:--*torch*:*triton*}" --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml

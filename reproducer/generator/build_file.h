@@ -1,4 +1,8 @@
-// build_file.h: the reproducer's Makefile. Every path in it is relative to
+// build_file.h: the reproducer's Makefile, rendered from
+// templates/Makefile.in (and templates/cuda_compile.mk.in, nvcc's compile
+// recipe) by text_template.h; this file prepares the values (quoted and
+// escaped for Make) and the flags that pick the template's sections; the
+// text itself lives in the template. Every path in it is relative to
 // the project folder; tools are variables with defaults looked up on PATH
 // (make NVCC=/opt/cuda/bin/nvcc ...). Targets:
 //   help       lists the targets
@@ -6,8 +10,8 @@
 //              alone (the kernel and the declarations it needs), same flags,
 //              -> build/kernel.cubin; its first line says so, and every
 //              make recompile prints a notice while files under src/ are
-//              newer than kernel.cu (edits there need recompile-full). Otherwise the kernel's translation unit,
-//              device code for the captured architecture, original flags ->
+//              newer than kernel.cu (edits there need recompile-full). Otherwise the kernel's
+//              translation unit, device code for the captured architecture, original flags ->
 //              build/kernel.cubin (nvcc -cubin; CUDA: its first line says why
 //              there is no minimal unit) / build/kernel.hsaco (clang -x hip
 //              --cuda-device-only ... -ivfsoverlay vfs.yaml). CUDA, when the
@@ -59,6 +63,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "reproducer/generator/command_rewriter.h"
 
 namespace kerncap::repro {
@@ -94,7 +99,11 @@ struct MakefileSpec {
   std::string llvm_objdump_default = "llvm-objdump";
 };
 
-std::string BuildMakefile(const MakefileSpec& spec);
+// InvalidArgument when spec.arch (from the capture) is not an architecture
+// name (letters, digits, '_'): it stands bare in recipes. Internal when the
+// embedded templates are missing or malformed (a build defect: the golden
+// test renders every section). Newlines in spec.title become spaces.
+absl::StatusOr<std::string> BuildMakefile(const MakefileSpec& spec);
 
 // A word for a Makefile recipe: shell-quoted, '$' doubled except in $(VAR)
 // references, '#' escaped.

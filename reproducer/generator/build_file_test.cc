@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -50,7 +52,7 @@ TEST(BuildFileTest, MakeWordEscapes) {
 }
 
 TEST(BuildFileTest, CudaSourceProject) {
-  std::string mk = BuildMakefile(CudaSpec());
+  std::string mk = BuildMakefile(CudaSpec()).value();
   for (const char* needle :
        {"NVCC ?= nvcc", "KERNCAP_REPLAY ?= kerncap-replay", "EXT_1 ?= /opt/x", "ARCH := sm_90",
         "$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(SRC)", "FLAGS := -O3 -Isrc --x=$(EXT_1)",
@@ -67,7 +69,7 @@ TEST(BuildFileTest, BinaryOnlyAndHip) {
   s.captured_code = "code/kernel.hsaco";
   s.no_source_reason = "no line table";
   s.clang_default = "clang-15";
-  std::string mk = BuildMakefile(s);
+  std::string mk = BuildMakefile(s).value();
   EXPECT_TRUE(absl::StrContains(mk, "recompile: no line table")) << mk;
   EXPECT_TRUE(absl::StrContains(mk, "CLANG ?= clang-15"));
   EXPECT_TRUE(absl::StrContains(mk, "--mcpu=$(ARCH)"));
@@ -79,7 +81,7 @@ TEST(BuildFileTest, BinaryOnlyAndHip) {
   s.has_source = true;
   s.source = "src/k.hip";
   s.vfs_overlay = true;
-  mk = BuildMakefile(s);
+  mk = BuildMakefile(s).value();
   EXPECT_TRUE(
       absl::StrContains(mk, "--offload-arch=$(ARCH) $(FLAGS) -ivfsoverlay vfs.yaml -o $@ $(SRC)"))
       << mk;
@@ -93,6 +95,34 @@ TEST(BuildFileTest, BinaryOnlyAndHip) {
       << mk;
   EXPECT_TRUE(absl::StrContains(mk, "clean:\n\trm -rf $(BUILD)\n")) << mk;
   ExpectNoAbsolutePaths(mk);
+}
+
+// Text from the capture cannot add Makefile lines: a title with newlines
+// stays one comment line, and an architecture that is not a name is refused.
+TEST(BuildFileTest, CaptureTextCannotAddMakefileLines) {
+  MakefileSpec s = CudaSpec();
+  s.title = "Reproducer of k\nall:\n\ttouch /tmp/kc-owned\r\n";
+  const std::string mk = BuildMakefile(s).value();
+  EXPECT_TRUE(absl::StartsWith(mk, "# Reproducer of k all: \ttouch /tmp/kc-owned  \n# Generated"))
+      << mk.substr(0, 200);
+  for (absl::string_view line : absl::StrSplit(mk, '\n')) {
+    EXPECT_NE(line, "all:") << "the title added a rule";
+  }
+  for (const char* arch :
+       {"sm_90; touch /tmp/kc-owned", "sm_90\nall:", "$(shell id)", "", "sm 90", "gfx90a:xnack-"}) {
+    s = CudaSpec();
+    s.arch = arch;
+    absl::StatusOr<std::string> r = BuildMakefile(s);
+    ASSERT_FALSE(r.ok()) << "arch '" << arch << "' accepted:\n" << *r;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "is not an architecture name"))
+        << r.status();
+  }
+  for (const char* arch : {"sm_90", "sm_90a", "gfx90a", "gfx1100"}) {
+    s = CudaSpec();
+    s.arch = arch;
+    EXPECT_TRUE(BuildMakefile(s).ok()) << arch;
+  }
 }
 
 MakefileSpec HipSpec() {
@@ -112,7 +142,7 @@ MakefileSpec HipSpec() {
 }
 
 TEST(BuildFileTest, HipAsmLoopText) {
-  const std::string mk = BuildMakefile(HipSpec());
+  const std::string mk = BuildMakefile(HipSpec()).value();
   ExpectNoAbsolutePaths(mk);
   for (const char* needle : {
            "KERNEL := scale\n",
@@ -156,7 +186,7 @@ class HipAsmMakeTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     fs::create_directories(dir_ + "/src");
-    Write("Makefile", BuildMakefile(HipSpec()));
+    Write("Makefile", BuildMakefile(HipSpec()).value());
     Write("src/k.hip", "kernel");
     Write("src/k.h", "header");
     Write("vfs.yaml", "overlay");
@@ -307,7 +337,7 @@ TEST_F(HipAsmMakeTest, AsmCutsTheKernelAndAsmBuildLinksIt) {
 }
 
 TEST(BuildFileTest, CudaResidentModeText) {
-  std::string mk = BuildMakefile(CudaSpec());
+  std::string mk = BuildMakefile(CudaSpec()).value();
   ExpectNoAbsolutePaths(mk);
   for (const char* needle : {
            "SERVE_SOCKET ?= $(BUILD)/serve.sock",
@@ -348,7 +378,7 @@ class ResidentMakeTest : public ::testing::Test {
     char tmpl[] = "/tmp/kc_build_file_XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    Write("Makefile", BuildMakefile(CudaSpec()));
+    Write("Makefile", BuildMakefile(CudaSpec()).value());
     Write("capture.kcap", "kcap");
     Write("server.py",
           "import os, signal, socket, sys, time\n"
@@ -513,7 +543,7 @@ TEST_F(ResidentMakeTest, HipBenchTimesTheRebuiltCodeObjectAlone) {
   hip.arch = "gfx90a";
   hip.captured_code = "code/kernel.hsaco";
   hip.kernel_symbol = "_Z5scalePfi";
-  Write("Makefile", BuildMakefile(hip));
+  Write("Makefile", BuildMakefile(hip).value());
   ToolResult r = Make({"bench"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(LastCall(), "bench capture.kcap");
@@ -523,7 +553,7 @@ TEST_F(ResidentMakeTest, HipBenchTimesTheRebuiltCodeObjectAlone) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(LastCall(),
             "bench capture.kcap --code-object=build/kernel.hsaco --no-compare-original");
-  Write("Makefile", BuildMakefile(CudaSpec()));  // TearDown's serve-stop
+  Write("Makefile", BuildMakefile(CudaSpec()).value());  // TearDown's serve-stop
 }
 
 TEST_F(ResidentMakeTest, ServerThatExitsEarlyFails) {
@@ -545,14 +575,14 @@ namespace {
 TEST(BuildFileTest, RelocatableDeviceCodeIsDeviceLinked) {
   MakefileSpec s = CudaSpec();
   s.relocatable_device_code = true;
-  const std::string mk = BuildMakefile(s);
+  const std::string mk = BuildMakefile(s).value();
   EXPECT_NE(mk.find("\t$(NVCC) -cubin -arch=$(ARCH) -rdc=true $(FLAGS) -o "
                     "$(BUILD)/kernel.rdc.cubin $(SRC)\n"
                     "\t$(NVCC) -dlink -cubin -arch=$(ARCH) -o $@ $(BUILD)/kernel.rdc.cubin\n"),
             std::string::npos)
       << mk;
   s.relocatable_device_code = false;
-  EXPECT_EQ(BuildMakefile(s).find("-dlink"), std::string::npos);
+  EXPECT_EQ(BuildMakefile(s).value().find("-dlink"), std::string::npos);
 }
 
 // The toolkit check: only a version made of digits and dots reaches the
@@ -561,14 +591,150 @@ TEST(BuildFileTest, ToolkitNoticeOnlyForAPlainVersion) {
   MakefileSpec s = CudaSpec();
   s.app_cuda_version = "13.0.88";
   s.app_cuda_version_line = "Cuda compilation tools, release 13.0, V13.0.88\\\n$(shell rm -rf /)";
-  std::string mk = BuildMakefile(s);
+  std::string mk = BuildMakefile(s).value();
   EXPECT_NE(mk.find("APP_CUDA_VERSION := 13.0.88\n"), std::string::npos) << mk;
   EXPECT_NE(mk.find("\t@$(call TOOLKIT_NOTICE,$(NVCC))\n\t$(NVCC) -cubin"), std::string::npos);
   EXPECT_EQ(mk.find("$(shell rm"), std::string::npos) << mk;
   s.app_cuda_version = "13.0; rm -rf /";
-  mk = BuildMakefile(s);
+  mk = BuildMakefile(s).value();
   EXPECT_EQ(mk.find("APP_CUDA_VERSION"), std::string::npos);
   EXPECT_EQ(mk.find("TOOLKIT_NOTICE"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// Goldens: the generated Makefile, byte for byte, for a grid
+// of project shapes (CUDA/HIP; binary-only, whole unit, minimal unit;
+// toolkit check, relocatable device code, external paths, a VFS overlay,
+// hostile text from the capture). The goldens in testdata/makefiles/ were
+// written by the string-concatenating generator this template replaced, so
+// a template edit that changes any byte fails here.
+// KERNCAP_UPDATE_GOLDEN=1 rewrites them (review the diff before committing).
+
+// The golden grid's bases: the specs above with more of what a real
+// capture brings (a header with a space, flags with '$' and '#', a second
+// external path, a mangled HIP symbol).
+MakefileSpec Cuda() {
+  MakefileSpec s = CudaSpec();
+  s.title = "Reproducer of scale(float*, int) (capture 0123abcd, sm_90)";
+  s.headers.push_back("src/dir with space/b.h");
+  s.flags.insert(s.flags.end(), {"-DC=$HOME", "-DN=#x"});
+  s.external.emplace_back("EXT_2", "/usr/local/cuda 12/include");
+  return s;
+}
+
+MakefileSpec Hip() {
+  MakefileSpec s = HipSpec();
+  s.title = "Reproducer of scale (capture 0123abcd, gfx90a)";
+  s.kernel_symbol = "_Z5scalePfi";
+  s.llvm_objdump_default = "llvm-objdump-15";
+  return s;
+}
+
+std::map<std::string, MakefileSpec> GoldenGrid() {
+  std::map<std::string, MakefileSpec> g;
+  {
+    MakefileSpec s = Cuda();
+    s.minimal_unit_reason = "kerncap-cuda-slice not found";
+    g["cuda_whole_unit"] = s;
+  }
+  {
+    MakefileSpec s = Cuda();
+    s.headers.clear();
+    s.external.clear();
+    g["cuda_whole_unit_no_reason"] = s;
+  }
+  {
+    MakefileSpec s = Cuda();
+    s.minimal_unit_reason = std::string("it's $HOME\\path #1\nline two\r") + std::string(400, 'x');
+    s.app_cuda_version = "13.0.88";
+    s.app_cuda_version_line = "Cuda compilation tools, release 13.0, V13.0.88 $x\\y\n#z";
+    s.captured_ptx = "code/kernel.ptx";
+    g["cuda_whole_unit_toolkit_ptx"] = s;
+  }
+  {
+    MakefileSpec s = Cuda();
+    s.minimal_unit = "kernel.cu";
+    g["cuda_minimal"] = s;
+  }
+  {
+    MakefileSpec s = Cuda();
+    s.minimal_unit = "kernel.cu";
+    s.relocatable_device_code = true;
+    s.app_cuda_version = "12.4.131";
+    s.app_cuda_version_line = "Cuda compilation tools, release 12.4, V12.4.131";
+    g["cuda_minimal_rdc_toolkit"] = s;
+  }
+  {
+    MakefileSpec s = Cuda();
+    s.relocatable_device_code = true;
+    s.app_cuda_version = "13.0;rm -rf";  // not digits and dots: no check
+    g["cuda_whole_unit_rdc_bad_version"] = s;
+  }
+  {
+    MakefileSpec s;
+    s.title = "Reproducer of k";
+    s.arch = "sm_80";
+    s.captured_code = "code/kernel.cubin";
+    s.captured_ptx = "code/kernel.ptx";
+    s.no_source_reason =
+        "no line table: the code object has no 'debug_line' ($x)\nrebuild with -lineinfo";
+    s.app_cuda_version = "12.2.140";
+    s.app_cuda_version_line = "V12.2.140";
+    s.minimal_unit = "kernel.cu";  // ignored without sources
+    g["cuda_binary_only"] = s;
+  }
+  {
+    MakefileSpec s = Hip();
+    g["hip_source_vfs"] = s;
+  }
+  {
+    MakefileSpec s = Hip();
+    s.vfs_overlay = false;
+    s.headers.clear();
+    s.external = {{"EXT_1", "/opt/rocm/include"}};
+    s.flags = {"-O3", "-I$(EXT_1)"};
+    g["hip_source_external"] = s;
+  }
+  {
+    MakefileSpec s;
+    s.lang = Language::kHip;
+    s.arch = "gfx942";
+    s.captured_code = "code/kernel.hsaco";
+    s.no_source_reason = "binary-only reproducer requested: sources were not looked for";
+    s.app_cuda_version = "13.0.88";  // CUDA only: ignored
+    g["hip_binary_only"] = s;
+  }
+  return g;
+}
+
+fs::path GoldenDir() {
+  return fs::path(KERNCAP_SOURCE_DIR) / "reproducer/generator/testdata/makefiles";
+}
+
+TEST(BuildFileGoldenTest, MakefilesMatchTheGoldens) {
+  const bool update = std::getenv("KERNCAP_UPDATE_GOLDEN") != nullptr &&
+                      std::string(std::getenv("KERNCAP_UPDATE_GOLDEN")) == "1";
+  for (const auto& [name, spec] : GoldenGrid()) {
+    const std::string mk = BuildMakefile(spec).value();
+    const fs::path golden = GoldenDir() / (name + ".golden");
+    if (update) {
+      std::ofstream(golden, std::ios::binary) << mk;
+      continue;
+    }
+    std::ifstream in(golden, std::ios::binary);
+    ASSERT_TRUE(in) << "missing golden " << golden << " (KERNCAP_UPDATE_GOLDEN=1 writes it)";
+    std::stringstream want;
+    want << in.rdbuf();
+    EXPECT_EQ(mk, want.str()) << name << ": the generated Makefile differs from " << golden;
+  }
+}
+
+// Every golden belongs to a grid entry (a renamed entry leaves no stale file).
+TEST(BuildFileGoldenTest, NoStaleGoldens) {
+  const std::map<std::string, MakefileSpec> grid = GoldenGrid();
+  for (const fs::directory_entry& e : fs::directory_iterator(GoldenDir())) {
+    EXPECT_TRUE(grid.count(e.path().stem().string())) << "stale golden " << e.path();
+  }
 }
 
 }  // namespace

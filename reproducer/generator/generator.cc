@@ -24,7 +24,7 @@
 #include "reproducer/generator/toolkit_notes.h"
 #include "reproducer/generator/triton_project.h"
 #include "reproducer/generator/vfs_overlay.h"
-#include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/core/capture_source.h"
 
 namespace kerncap::repro {
 namespace {
@@ -537,7 +537,8 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
     facts.compile.origin = CompileOrigin::kNone;
     facts.compile.reason = loc.message;
   }
-  KC_RETURN_IF_ERROR(stage->WriteFile("Makefile", BuildMakefile(mk)));
+  KC_ASSIGN_OR_RETURN(std::string makefile, BuildMakefile(mk));
+  KC_RETURN_IF_ERROR(stage->WriteFile("Makefile", makefile));
   return Finish(*stage, facts, /*triton=*/false);
 }
 

@@ -21,7 +21,7 @@
 #include "reproducer/generator/generator.h"
 #include "reproducer/generator/path_util.h"
 #include "reproducer/generator/tool_runner.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/core/replay_test_util.h"
 
 namespace kerncap::repro {
 namespace {

@@ -13,28 +13,10 @@
 #include "common/file_util.h"
 #include "reproducer/generator/tool_runner.h"
 
-#ifdef KERNCAP_GENERATOR_HAVE_LLVM
-#include "llvm/Object/ELFObjectFile.h"
-#include "llvm/Object/ObjectFile.h"
-#include "llvm/Support/MemoryBuffer.h"
-#endif
-
 namespace kerncap::repro {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "kerncap-minimal-XXXXXX").string();
-    if (::mkdtemp(t.data()) != nullptr) path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-  std::string path;
-};
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -65,6 +47,27 @@ std::vector<std::string> Expand(const std::vector<std::string>& flags,
   std::vector<std::string> out;
   for (const std::string& f : flags) out.push_back(absl::StrReplaceAll(f, subs));
   return out;
+}
+
+// nvcc's compile of `src` (relative to the project folder) as make recompile
+// runs it (templates/cuda_compile.mk.in) into <out_stem>.cubin; relocatable
+// device code is compiled to <out_stem>.rdc.cubin and device-linked. The
+// result of the last step that ran.
+absl::StatusOr<ToolResult> CompileCubin(const MinimalUnitQuery& q,
+                                        const std::vector<std::string>& flags,
+                                        const std::string& src, const std::string& out_stem) {
+  const std::string cubin = out_stem + ".cubin";
+  const std::string rdc = out_stem + ".rdc.cubin";
+  std::vector<std::string> cc = {q.nvcc, "-cubin", "-arch=" + q.arch};
+  if (q.relocatable_device_code) cc.push_back("-rdc=true");
+  cc.insert(cc.end(), flags.begin(), flags.end());
+  cc.insert(cc.end(), {"-o", q.relocatable_device_code ? rdc : cubin, src});
+  auto r = RunTool(cc, q.project_dir, q.timeout_s);
+  if (r.ok() && r->exit_code == 0 && q.relocatable_device_code) {
+    r = RunTool({q.nvcc, "-dlink", "-cubin", "-arch=" + q.arch, "-o", cubin, rdc}, q.project_dir,
+                q.timeout_s);
+  }
+  return r;
 }
 
 }  // namespace
@@ -137,116 +140,6 @@ std::vector<std::string> SlicerArgs(const std::vector<std::string>& flags) {
   return out;
 }
 
-#ifdef KERNCAP_GENERATOR_HAVE_LLVM
-absl::StatusOr<KernelPrint> KernelFingerprint(std::string_view elf, const std::string& symbol) {
-  using namespace llvm::object;  // NOLINT: local to this function
-  auto buffer = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(elf.data(), elf.size()),
-                                                 "code-object", /*RequiresNullTerminator=*/false);
-  auto obj = ObjectFile::createObjectFile(buffer->getMemBufferRef());
-  if (!obj) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not an object file: ", llvm::toString(obj.takeError())));
-  }
-  const auto* elf64 = llvm::dyn_cast<ELF64LEObjectFile>(obj->get());
-  if (elf64 == nullptr) return absl::InvalidArgumentError("not a 64-bit little-endian ELF file");
-  KernelPrint fp;
-  bool found = false;
-  for (const ELFSymbolRef sym : elf64->symbols()) {
-    auto name = sym.getName();
-    if (!name) {
-      llvm::consumeError(name.takeError());
-      continue;
-    }
-    if (*name != symbol) continue;
-    auto section = sym.getSection();
-    auto value = sym.getValue();
-    if (!section || !value || *section == elf64->section_end()) {
-      if (!section) llvm::consumeError(section.takeError());
-      if (!value) llvm::consumeError(value.takeError());
-      continue;
-    }
-    auto contents = (*section)->getContents();
-    if (!contents) {
-      llvm::consumeError(contents.takeError());
-      continue;
-    }
-    const uint64_t base = (*section)->getAddress(), size = sym.getSize();
-    if (*value < base || *value - base > contents->size() ||
-        size > contents->size() - (*value - base)) {
-      return absl::InvalidArgumentError(absl::StrCat("symbol ", symbol, " lies outside its section"));
-    }
-    const auto* shdr = elf64->getSection((*section)->getRawDataRefImpl());
-    // sh_info of a cubin's .text.<kernel>: the register count in its top
-    // byte, above the index of the kernel's symbol (which depends on what
-    // else the unit defines, so it is not compared).
-    fp.code = contents->substr(*value - base, size).str();
-    fp.flags = shdr->sh_flags;
-    fp.registers = static_cast<uint64_t>(shdr->sh_info) >> 24;
-    found = true;
-    break;
-  }
-  if (!found) return absl::NotFoundError(absl::StrCat("no symbol ", symbol));
-  for (const SectionRef s : elf64->sections()) {
-    auto name = s.getName();
-    if (!name) {
-      llvm::consumeError(name.takeError());
-      continue;
-    }
-    if (*name == ".nv.shared." + symbol) fp.shared_bytes = static_cast<int64_t>(s.getSize());
-    if (*name == ".nv.constant0." + symbol) {
-      fp.constant0_bytes = static_cast<int64_t>(s.getSize());
-    }
-    if (*name != ".rel.text." + symbol && *name != ".rela.text." + symbol) continue;
-    for (const RelocationRef r : s.relocations()) {
-      std::string target;
-      auto sym = r.getSymbol();
-      if (sym != elf64->symbol_end()) {
-        auto n = sym->getName();
-        if (n) {
-          target = n->str();
-        } else {
-          llvm::consumeError(n.takeError());
-        }
-      }
-      fp.relocations.push_back(absl::StrCat(r.getOffset(), ":", r.getType(), ":", target));
-    }
-  }
-  return fp;
-}
-#else
-absl::StatusOr<KernelPrint> KernelFingerprint(std::string_view, const std::string&) {
-  return absl::UnimplementedError("this build has no ELF reader (LLVM 15 missing at build time)");
-}
-#endif
-
-std::string DescribeDifference(const KernelPrint& a, const KernelPrint& b) {
-  std::vector<std::string> parts;
-  auto bytes = [](int64_t n) { return n < 0 ? std::string("none") : absl::StrCat(n, " bytes"); };
-  if (a.code != b.code) {
-    parts.push_back(a.code.size() == b.code.size()
-                        ? absl::StrCat("the code (", a.code.size(), " bytes each, different)")
-                        : absl::StrCat("the code (", a.code.size(), " vs ", b.code.size(),
-                                       " bytes)"));
-  }
-  if (a.registers != b.registers) {
-    parts.push_back(absl::StrCat("the register count (", a.registers, " vs ", b.registers, ")"));
-  }
-  if (a.flags != b.flags) parts.push_back("the code section's flags");
-  if (a.shared_bytes != b.shared_bytes) {
-    parts.push_back(absl::StrCat("the kernel's static shared memory (", bytes(a.shared_bytes),
-                                 " vs ", bytes(b.shared_bytes), ")"));
-  }
-  if (a.constant0_bytes != b.constant0_bytes) {
-    parts.push_back(absl::StrCat("its constant bank 0 (", bytes(a.constant0_bytes), " vs ",
-                                 bytes(b.constant0_bytes), ")"));
-  }
-  if (a.relocations != b.relocations) {
-    parts.push_back(absl::StrCat("its relocations (", a.relocations.size(), " vs ",
-                                 b.relocations.size(), ")"));
-  }
-  return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
-}
-
 MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
   MinimalUnit mu;
   if (q.slicer.empty()) {
@@ -264,16 +157,19 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
     mu.reason = absl::StrCat("the captured code cannot be compared: ", captured.status().message());
     return mu;
   }
-  TempDir tmp;
-  if (tmp.path.empty()) {
+  ScratchDir tmp("kerncap-minimal-");
+  if (tmp.path().empty()) {
     mu.reason = "cannot create a temporary folder";
     return mu;
   }
   const std::vector<std::string> flags = Expand(q.flags, q.external);
   // 1. The slice, from the project's copy of the sources.
   std::vector<std::string> argv = {
-      q.slicer, "--symbol=" + q.kernel_symbol, "--root=" + q.project_dir + "/" + q.source_root,
-      "--out=" + tmp.path + "/kernel.cu", "--report=" + tmp.path + "/slice.json",
+      q.slicer,
+      "--symbol=" + q.kernel_symbol,
+      "--root=" + q.project_dir + "/" + q.source_root,
+      "--out=" + tmp.path() + "/kernel.cu",
+      "--report=" + tmp.path() + "/slice.json",
       "--cuda-path=" + fs::path(q.nvcc).parent_path().parent_path().string()};
   if (const std::string m = CudaArchMacro(q.arch); !m.empty()) {
     argv.push_back("--cuda-arch-macro=" + m);
@@ -301,8 +197,8 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
     }
     return mu;
   }
-  auto text = ReadFile(tmp.path + "/kernel.cu");
-  auto report = ReadFile(tmp.path + "/slice.json");
+  auto text = ReadFile(tmp.path() + "/kernel.cu");
+  auto report = ReadFile(tmp.path() + "/slice.json");
   if (!text.ok()) {
     mu.outcome = "slice_failed";
     mu.reason = "kerncap-cuda-slice wrote no unit";
@@ -322,18 +218,8 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
     mu.reason = absl::StrCat("cannot write ", kMinimalUnitFile, ": ", w.message());
     return mu;
   }
-  const std::string out = tmp.path + (q.relocatable_device_code ? "/kernel.rdc.cubin" : "/kernel.cubin");
-  std::vector<std::string> cc = {q.nvcc, "-cubin", "-arch=" + q.arch};
-  if (q.relocatable_device_code) cc.push_back("-rdc=true");
-  cc.insert(cc.end(), flags.begin(), flags.end());
-  cc.insert(cc.end(), {"-o", out, kMinimalUnitFile});
   t0 = std::chrono::steady_clock::now();
-  auto compiled = RunTool(cc, q.project_dir, q.timeout_s);
-  if (compiled.ok() && compiled->exit_code == 0 && q.relocatable_device_code) {
-    compiled = RunTool({q.nvcc, "-dlink", "-cubin", "-arch=" + q.arch, "-o",
-                        tmp.path + "/kernel.cubin", out},
-                       q.project_dir, q.timeout_s);
-  }
+  auto compiled = CompileCubin(q, flags, kMinimalUnitFile, tmp.path() + "/kernel");
   mu.compile_seconds = SecondsSince(t0);
   std::error_code ec;
   if (!compiled.ok() || compiled->exit_code != 0) {
@@ -348,7 +234,7 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
   // toolkit than the application's builds even the whole unit differently),
   // with the whole unit compiled here, which is what the minimal unit
   // replaces.
-  auto built = ReadFile(tmp.path + "/kernel.cubin");
+  auto built = ReadFile(tmp.path() + "/kernel.cubin");
   absl::StatusOr<KernelPrint> fp = built.ok() ? KernelFingerprint(*built, q.kernel_symbol)
                                               : absl::StatusOr<KernelPrint>(built.status());
   fs::remove(unit_path, ec);  // the caller writes it into the project when verified
@@ -363,21 +249,10 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
     mu.text = std::move(*text);
     return mu;
   }
-  std::vector<std::string> whole = {q.nvcc, "-cubin", "-arch=" + q.arch};
-  if (q.relocatable_device_code) whole.push_back("-rdc=true");
-  whole.insert(whole.end(), flags.begin(), flags.end());
-  whole.insert(whole.end(), {"-o", tmp.path + "/whole.o", q.unit});
   t0 = std::chrono::steady_clock::now();
-  auto w = RunTool(whole, q.project_dir, q.timeout_s);
-  if (w.ok() && w->exit_code == 0 && q.relocatable_device_code) {
-    w = RunTool({q.nvcc, "-dlink", "-cubin", "-arch=" + q.arch, "-o", tmp.path + "/whole.cubin",
-                 tmp.path + "/whole.o"},
-                q.project_dir, q.timeout_s);
-  } else if (w.ok() && w->exit_code == 0) {
-    fs::rename(tmp.path + "/whole.o", tmp.path + "/whole.cubin", ec);
-  }
+  auto w = CompileCubin(q, flags, q.unit, tmp.path() + "/whole");
   mu.whole_compile_seconds = SecondsSince(t0);
-  auto whole_bytes = ReadFile(tmp.path + "/whole.cubin");
+  auto whole_bytes = ReadFile(tmp.path() + "/whole.cubin");
   absl::StatusOr<KernelPrint> whole_fp =
       w.ok() && w->exit_code == 0 && whole_bytes.ok()
           ? KernelFingerprint(*whole_bytes, q.kernel_symbol)

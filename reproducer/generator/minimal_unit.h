@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "reproducer/generator/kernel_code.h"
 
 namespace kerncap::repro {
 
@@ -73,30 +74,6 @@ struct MinimalUnit {
 
 // Never fails: every problem is an outcome with a reason.
 MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& query);
-
-// What must be identical for two builds of a kernel to be the same code: the
-// function's bytes, its section's flags and register count, the sizes of its
-// shared and constant-bank sections, and its relocations (offset, type,
-// target symbol name: the same globals at the same places).
-struct KernelPrint {
-  std::string code;
-  uint64_t flags = 0;
-  uint64_t registers = 0;
-  int64_t shared_bytes = -1;     // .nv.shared.<kernel>; -1: none
-  int64_t constant0_bytes = -1;  // .nv.constant0.<kernel>; -1: none
-  std::vector<std::string> relocations;  // "offset:type:symbol"
-  bool operator==(const KernelPrint& o) const {
-    return code == o.code && flags == o.flags && registers == o.registers &&
-           shared_bytes == o.shared_bytes && constant0_bytes == o.constant0_bytes &&
-           relocations == o.relocations;
-  }
-  bool operator!=(const KernelPrint& o) const { return !(*this == o); }
-};
-// NotFound without the symbol; Unimplemented without an ELF reader.
-absl::StatusOr<KernelPrint> KernelFingerprint(std::string_view elf, const std::string& symbol);
-// What differs, for the user: "static shared memory (1024 bytes captured,
-// none rebuilt)", "the code (4352 vs 4368 bytes)"...
-std::string DescribeDifference(const KernelPrint& captured, const KernelPrint& rebuilt);
 
 // The slicer's preprocessor arguments from nvcc flags: -D/-U/-I/-isystem/
 // -include/-std (nvcc's long and '=' spellings too); everything else only

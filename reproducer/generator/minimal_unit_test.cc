@@ -296,7 +296,7 @@ MakefileSpec CudaSpec() {
 TEST(MinimalUnitMakefile, RecompileCompilesTheMinimalUnitAndFullTheWholeOne) {
   MakefileSpec s = CudaSpec();
   s.minimal_unit = "kernel.cu";
-  const std::string mk = BuildMakefile(s);
+  const std::string mk = BuildMakefile(s).value();
   EXPECT_THAT(mk, HasSubstr("MINIMAL_SRC := kernel.cu\n"));
   EXPECT_THAT(mk, HasSubstr("$(BUILT_CODE): $(MINIMAL_SRC)\n"));
   EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(MINIMAL_SRC)"));
@@ -310,7 +310,7 @@ TEST(MinimalUnitMakefile, RecompileCompilesTheMinimalUnitAndFullTheWholeOne) {
 TEST(MinimalUnitMakefile, FallbackSaysWhyAndQuotesSafely) {
   MakefileSpec s = CudaSpec();
   s.minimal_unit_reason = "differs: it's $(HOME) # not\nsafe \\";
-  const std::string mk = BuildMakefile(s);
+  const std::string mk = BuildMakefile(s).value();
   EXPECT_THAT(mk, Not(HasSubstr("MINIMAL_SRC")));
   EXPECT_THAT(mk, HasSubstr("$(BUILT_CODE): $(SRC) $(HEADERS)\n"));
   EXPECT_THAT(mk, HasSubstr("@echo 'recompile: the whole unit $(SRC) (no minimal unit: differs: "

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/version.h"
-#include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/core/capture_source.h"
 
 namespace kerncap::repro {
 namespace {

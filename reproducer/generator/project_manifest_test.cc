@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
-#include "reproducer/replay/capture_source.h"
+#include "reproducer/replay/core/capture_source.h"
 
 namespace kerncap::repro {
 namespace {

@@ -148,4 +148,14 @@ absl::StatusOr<ToolResult> RunTool(const std::vector<std::string>& argv, const s
   return r;
 }
 
+ScratchDir::ScratchDir(const std::string& prefix) {
+  std::string t = (std::filesystem::temp_directory_path() / (prefix + "XXXXXX")).string();
+  if (::mkdtemp(t.data()) != nullptr) path_ = t;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
 }  // namespace kerncap::repro

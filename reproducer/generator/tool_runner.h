@@ -46,6 +46,21 @@ struct ToolResult {
 absl::StatusOr<ToolResult> RunTool(const std::vector<std::string>& argv,
                                    const std::string& cwd = "", int timeout_s = 120);
 
+// A fresh folder under the system's temporary directory for tools' outputs
+// ("<tmp>/<prefix>XXXXXX"), removed with everything in it when this goes
+// out of scope. path() is empty when it could not be created.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace kerncap::repro
 
 #endif  // KERNCAP_REPRODUCER_GENERATOR_TOOL_RUNNER_H_

@@ -24,7 +24,7 @@
 namespace kerncap::repro {
 
 namespace embedded {
-// Generated at build time (embed_files.cmake).
+// Generated at build time (common/cmake/embed_files.cmake).
 extern const char kSliceKernelPy[];
 extern const unsigned long long kSliceKernelPySize;
 extern const char kRunPy[];

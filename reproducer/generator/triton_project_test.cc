@@ -28,7 +28,7 @@
 #include "reproducer/generator/line_table.h"
 #include "reproducer/generator/tool_runner.h"
 #include "reproducer/generator/toolkit_notes_fixture.h"
-#include "reproducer/replay/replay_test_util.h"
+#include "reproducer/replay/core/replay_test_util.h"
 
 namespace kerncap::repro {
 namespace {

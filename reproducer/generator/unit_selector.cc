@@ -13,12 +13,6 @@
 #include "reproducer/generator/path_util.h"
 #include "reproducer/generator/tool_runner.h"
 
-#ifdef KERNCAP_GENERATOR_HAVE_LLVM
-#include "llvm/Object/ELFObjectFile.h"
-#include "llvm/Object/ObjectFile.h"
-#include "llvm/Support/MemoryBuffer.h"
-#endif
-
 namespace kerncap::repro {
 namespace {
 
@@ -50,66 +44,7 @@ std::vector<int> Best(const std::vector<std::pair<int, size_t>>& scored) {
   return out;
 }
 
-struct TempDir {
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "kerncap-unit-XXXXXX").string();
-    if (::mkdtemp(t.data()) != nullptr) path = t;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove_all(path, ec);
-  }
-  std::string path;
-};
-
 }  // namespace
-
-#ifdef KERNCAP_GENERATOR_HAVE_LLVM
-absl::StatusOr<std::string> KernelCodeBytes(std::string_view elf, const std::string& symbol) {
-  auto buffer = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(elf.data(), elf.size()),
-                                                 "code-object", /*RequiresNullTerminator=*/false);
-  auto obj = llvm::object::ObjectFile::createObjectFile(buffer->getMemBufferRef());
-  if (!obj) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not an object file: ", llvm::toString(obj.takeError())));
-  }
-  const auto* elf_obj = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(obj->get());
-  if (elf_obj == nullptr) return absl::InvalidArgumentError("not an ELF file");
-  for (const llvm::object::ELFSymbolRef sym : elf_obj->symbols()) {
-    auto name = sym.getName();
-    if (!name) {
-      llvm::consumeError(name.takeError());
-      continue;
-    }
-    if (*name != symbol) continue;
-    auto section = sym.getSection();
-    auto value = sym.getValue();
-    if (!section || !value || *section == elf_obj->section_end()) {
-      if (!section) llvm::consumeError(section.takeError());
-      if (!value) llvm::consumeError(value.takeError());
-      continue;
-    }
-    auto contents = (*section)->getContents();
-    if (!contents) {
-      llvm::consumeError(contents.takeError());
-      continue;
-    }
-    const uint64_t base = (*section)->getAddress();
-    const uint64_t size = sym.getSize();
-    if (*value < base || *value - base > contents->size() ||
-        size > contents->size() - (*value - base)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("symbol ", symbol, " lies outside its section"));
-    }
-    return std::string(contents->substr(*value - base, size));
-  }
-  return absl::NotFoundError(absl::StrCat("no symbol ", symbol));
-}
-#else
-absl::StatusOr<std::string> KernelCodeBytes(std::string_view, const std::string&) {
-  return absl::UnimplementedError("this build has no ELF reader (LLVM 15 missing at build time)");
-}
-#endif
 
 UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q) {
   UnitChoice choice;
@@ -182,18 +117,18 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
   // 4. Device compiles: which candidate produces the captured kernel.
   if (picks.size() > 1 && !q.compiler.empty() && !q.kernel_symbol.empty()) {
     auto captured = KernelCodeBytes(q.code_object, q.kernel_symbol);
-    TempDir tmp;
+    ScratchDir tmp("kerncap-unit-");
     std::vector<int> with_symbol;
     int exact = -1;
     size_t compiled = 0;
     for (int i : picks) {
-      if (compiled >= q.max_compile || tmp.path.empty()) break;
+      if (compiled >= q.max_compile || tmp.path().empty()) break;
       ++compiled;
       CoreFlags core = ExtractCoreFlags(db[i], db[i].file, q.lang);
       std::vector<std::string> argv = {q.compiler};
       for (const std::string& f : DeviceCompileMode(q.lang, q.arch)) argv.push_back(f);
       argv.insert(argv.end(), core.flags.begin(), core.flags.end());
-      const std::string out = absl::StrCat(tmp.path, "/", compiled, ".o");
+      const std::string out = absl::StrCat(tmp.path(), "/", compiled, ".o");
       argv.insert(argv.end(), {"-o", out, db[i].file});
       auto r = RunTool(argv, db[i].directory, q.compile_timeout_s);
       if (!r.ok() || r->exit_code != 0) continue;

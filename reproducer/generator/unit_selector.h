@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "reproducer/generator/command_rewriter.h"
 #include "reproducer/generator/compile_db.h"
+#include "reproducer/generator/kernel_code.h"
 
 namespace kerncap::repro {
 
@@ -57,10 +58,6 @@ struct UnitChoice {
 };
 
 UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& query);
-
-// The bytes of `symbol`'s function in an ELF code object (its section's
-// contents over the symbol's value and size). NotFound without it.
-absl::StatusOr<std::string> KernelCodeBytes(std::string_view elf, const std::string& symbol);
 
 }  // namespace kerncap::repro
 

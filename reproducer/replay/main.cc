@@ -110,9 +110,10 @@ absl::StatusOr<LaunchOverride> ParseLaunchFlags(const Common& c) {
 }
 
 // How validate (and bench's validations) compare: --dtype, --region-dtype,
-// --atol, --rtol, --ulp, --nan-unequal.
+// --atol, --rtol, --ulp, --nan-unequal, --compare-on.
 struct CompareFlags {
   std::string dtype;
+  std::string compare_on = "auto";
   std::vector<std::string> region_dtypes;
   CompareOptions options;
   bool nan_unequal = false;
@@ -131,6 +132,11 @@ void AddCompareFlags(CLI::App* app, CompareFlags* f) {
   app->add_option("--ulp", f->options.tolerance.ulp,
                   "tolerance in units in the last place (floats)");
   app->add_flag("--nan-unequal", f->nan_unequal, "a NaN never matches (default: NaN matches NaN)");
+  app->add_option("--compare-on", f->compare_on,
+                  "where device regions are compared (CUDA): auto (the GPU from 64 MiB of "
+                  "device regions), device (the GPU) or host; the verdict is the same")
+      ->check(CLI::IsMember({"auto", "device", "host"}))
+      ->capture_default_str();
 }
 
 // The options the flags say; a bad dtype is a usage error.
@@ -147,6 +153,9 @@ absl::StatusOr<CompareOptions> ParseCompareFlags(const CompareFlags& f) {
     cmp.rules.push_back(*r);
   }
   cmp.tolerance.nan_equal = !f.nan_unequal;
+  auto place = ParseComparePlace(f.compare_on);
+  if (!place.ok()) return place.status();
+  cmp.place = *place;
   return cmp;
 }
 

@@ -76,16 +76,9 @@ class HsaE2eTest : public link::testing::AgentLinkTest {
   // to the daemon at its first queue creation, so create a queue first.
   void Arm(const std::string& kernel) {
     ArmKernel(kernel);
-    auto wait = reinterpret_cast<int (*)(int, int)>(
-        dlsym(RTLD_DEFAULT, "kerncap_agent_hsa_wait_arms"));
-    if (wait == nullptr) {
-      void* h = dlopen(KERNCAP_HSA_AGENT_SO, RTLD_NOW | RTLD_NOLOAD);
-      ASSERT_NE(h, nullptr);
-      wait = reinterpret_cast<int (*)(int, int)>(dlsym(h, "kerncap_agent_hsa_wait_arms"));
-      dlclose(h);
-    }
-    ASSERT_NE(wait, nullptr);
-    ASSERT_EQ(wait(1, 10000), 1) << "the agent never received the arm";
+    const int held = WaitAgentArms(KERNCAP_HSA_AGENT_SO, 1, 10000);
+    ASSERT_NE(held, -1) << "no kerncap_agent_hsa_wait_arms in the loaded agent";
+    ASSERT_EQ(held, 1) << "the agent never received the arm";
   }
 
   link::testing::RecordedCapture WaitCapture(size_t n = 1) {
@@ -230,10 +223,7 @@ TEST_F(HsaE2eTest, InPlaceKernelReplaysFromPreState) {
   float three = 3.0f;
   uint32_t bits;
   std::memcpy(&bits, &three, 4);
-  hsa_signal_t s = app_->NewSignal(1);
-  auto d = app_->Dispatch(exe, "scale_inplace", {reinterpret_cast<uint64_t>(x), bits, n}, n, s);
-  app_->SubmitOne(q, &d);
-  ASSERT_TRUE(app_->Wait(s));
+  ASSERT_TRUE(app_->Run(exe, q, "scale_inplace", {reinterpret_cast<uint64_t>(x), bits, n}, n));
   EXPECT_FLOAT_EQ(x[4], 15);
   auto cap = WaitCapture();
   auto pre = AsFloats(RegionBytes(cap, kerncap::ImageKind::kPre, reinterpret_cast<uint64_t>(x)));
@@ -254,12 +244,9 @@ TEST_F(HsaE2eTest, PointerArray) {
   auto** table = static_cast<float**>(app_->DeviceAlloc(rows * sizeof(float*)));
   for (int r = 0; r < rows; ++r) table[r] = Floats(cols, static_cast<float>(r), 1);
   float* out = Floats(rows, 0, 0);
-  hsa_signal_t s = app_->NewSignal(1);
-  auto d = app_->Dispatch(exe, "sum_rows",
-                          {reinterpret_cast<uint64_t>(table), reinterpret_cast<uint64_t>(out),
-                           rows, cols}, rows, s);
-  app_->SubmitOne(q, &d);
-  ASSERT_TRUE(app_->Wait(s));
+  ASSERT_TRUE(app_->Run(
+      exe, q, "sum_rows",
+      {reinterpret_cast<uint64_t>(table), reinterpret_cast<uint64_t>(out), rows, cols}, rows));
   EXPECT_FLOAT_EQ(out[1], 8 * 1 + 28);
   auto cap = WaitCapture();
   auto report = Replay(cap);
@@ -277,11 +264,8 @@ TEST_F(HsaE2eTest, ConstantVariableIsCapturedAndRestoredByName) {
   const int n = 64;
   float* x = Floats(n, 1, 1);
   float* y = Floats(n, 0, 0);
-  hsa_signal_t s = app_->NewSignal(1);
-  auto d = app_->Dispatch(exe, "affine_const",
-                          {reinterpret_cast<uint64_t>(x), reinterpret_cast<uint64_t>(y), n}, n, s);
-  app_->SubmitOne(q, &d);
-  ASSERT_TRUE(app_->Wait(s));
+  ASSERT_TRUE(app_->Run(exe, q, "affine_const",
+                        {reinterpret_cast<uint64_t>(x), reinterpret_cast<uint64_t>(y), n}, n));
   EXPECT_FLOAT_EQ(y[3], 4 * 2.0f + 0.5f);
   auto cap = WaitCapture();
   bool found = false;
@@ -348,12 +332,10 @@ TEST_F(HsaE2eTest, HiddenArgumentsRecordedAndPatched) {
   float* a = Floats(n, 1, 0);
   float* b = Floats(n, 1, 0);
   float* c = Floats(n, 0, 0);
-  hsa_signal_t s = app_->NewSignal(1);
-  auto d = app_->Dispatch(exe, "vector_add",
-                          {reinterpret_cast<uint64_t>(a), reinterpret_cast<uint64_t>(b),
-                           reinterpret_cast<uint64_t>(c), n}, n, s);
-  app_->SubmitOne(q, &d);
-  ASSERT_TRUE(app_->Wait(s));
+  ASSERT_TRUE(app_->Run(exe, q, "vector_add",
+                        {reinterpret_cast<uint64_t>(a), reinterpret_cast<uint64_t>(b),
+                         reinterpret_cast<uint64_t>(c), n},
+                        n));
   auto cap = WaitCapture();
   std::vector<std::string> hidden;
   for (const auto& arg : cap.manifest.arguments()) {
@@ -379,11 +361,8 @@ TEST_F(HsaE2eTest, KernargSizeMissingFromSymbolAndMetadata) {
   const int n = 100;
   float* in = Floats(n, 1, 1);
   float* out = Floats(n, 0, 0);
-  hsa_signal_t s = app_->NewSignal(1);
-  auto d = app_->Dispatch(exe, "tensile_like",
-                          {reinterpret_cast<uint64_t>(in), reinterpret_cast<uint64_t>(out), n}, n, s);
-  app_->SubmitOne(q, &d);
-  ASSERT_TRUE(app_->Wait(s));
+  ASSERT_TRUE(app_->Run(exe, q, "tensile_like",
+                        {reinterpret_cast<uint64_t>(in), reinterpret_cast<uint64_t>(out), n}, n));
   EXPECT_FLOAT_EQ(out[2], 7);
   auto cap = WaitCapture();
   // From the kernel descriptor: in(8) out(8) n(4) = 20 explicit bytes.

@@ -109,12 +109,9 @@ class HsaStoreE2eTest : public ::testing::Test {
     req.mutable_selector()->set_count(1);
     auto arm = server_->Arm(req);
     ASSERT_TRUE(arm.ok()) << arm.status();
-    void* h = dlopen(KERNCAP_HSA_AGENT_SO, RTLD_NOW | RTLD_NOLOAD);
-    ASSERT_NE(h, nullptr);
-    auto wait = reinterpret_cast<int (*)(int, int)>(dlsym(h, "kerncap_agent_hsa_wait_arms"));
-    dlclose(h);
-    ASSERT_NE(wait, nullptr);
-    ASSERT_EQ(wait(1, 10000), 1) << "the agent never received the arm";
+    const int held = WaitAgentArms(KERNCAP_HSA_AGENT_SO, 1, 10000);
+    ASSERT_NE(held, -1) << "no kerncap_agent_hsa_wait_arms in the loaded agent";
+    ASSERT_EQ(held, 1) << "the agent never received the arm";
   }
 
   // The id of the next committed capture ("" with a failure recorded).
@@ -393,11 +390,8 @@ TEST_F(HsaStoreE2eTest, InPlaceKernelAndConstantVariableFromTheStore) {
   const int n = 20000;
   float* x = Floats(n, 1, 1);
   float* y = Floats(n, 0, 0);
-  hsa_signal_t s = app_->NewSignal(1);
-  auto d = app_->Dispatch(exe, "affine_const",
-                          {reinterpret_cast<uint64_t>(x), reinterpret_cast<uint64_t>(y), n}, n, s);
-  app_->SubmitOne(q, &d);
-  ASSERT_TRUE(app_->Wait(s));
+  ASSERT_TRUE(app_->Run(exe, q, "affine_const",
+                        {reinterpret_cast<uint64_t>(x), reinterpret_cast<uint64_t>(y), n}, n));
   std::string id = WaitCommitted();
   ASSERT_FALSE(id.empty());
   auto m = store_->GetManifest(id);

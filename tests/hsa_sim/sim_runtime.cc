@@ -1113,6 +1113,14 @@ hsa_signal_t SimHostProgram::NewSignal(int64_t value) {
   return s;
 }
 
+bool SimHostProgram::Run(hsa_executable_t exe, hsa_queue_t* q, const std::string& kernel,
+                         const std::vector<uint64_t>& explicit_args, uint32_t n, int timeout_ms) {
+  hsa_signal_t s = NewSignal(1);
+  hsa_kernel_dispatch_packet_t d = Dispatch(exe, kernel, explicit_args, n, s);
+  SubmitOne(q, &d);
+  return Wait(s, timeout_ms);
+}
+
 bool SimHostProgram::Wait(hsa_signal_t s, int timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (core_->hsa_signal_wait_scacquire_fn(s, HSA_SIGNAL_CONDITION_EQ, 0, 10000000,

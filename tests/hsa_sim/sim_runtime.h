@@ -167,6 +167,10 @@ class SimHostProgram {
   void SubmitOne(hsa_queue_t* q, const void* packet);
   hsa_signal_t NewSignal(int64_t value);
   bool Wait(hsa_signal_t s, int timeout_ms = 10000);
+  // Dispatch + SubmitOne on `q` with a fresh completion signal, then Wait:
+  // true once the kernel completed.
+  bool Run(hsa_executable_t exe, hsa_queue_t* q, const std::string& kernel,
+           const std::vector<uint64_t>& explicit_args, uint32_t n, int timeout_ms = 10000);
 
   const CoreApiTable* core() const { return core_; }
   const AmdExtTable* amd() const { return amd_; }

@@ -3,6 +3,8 @@
 #ifndef KERNCAP_TESTS_HSA_SIM_SIM_TEST_UTIL_H_
 #define KERNCAP_TESTS_HSA_SIM_SIM_TEST_UTIL_H_
 
+#include <dlfcn.h>
+
 #include <cstddef>
 #include <fstream>
 #include <sstream>
@@ -29,6 +31,21 @@ float* DeviceFloats(App& app, size_t n, float base, float step) {
   auto* p = static_cast<float*>(app.DeviceAlloc(n * sizeof(float)));
   for (size_t i = 0; i < n; ++i) p[i] = base + step * static_cast<float>(i);
   return p;
+}
+
+// kerncap_agent_hsa_wait_arms of the HSA agent library the simulated
+// runtime loaded (`agent_so`): 1 once the agent holds `n` arms, 0 on
+// timeout, -1 when the function cannot be found.
+inline int WaitAgentArms(const char* agent_so, int n, int timeout_ms) {
+  using WaitFn = int (*)(int, int);
+  auto wait = reinterpret_cast<WaitFn>(dlsym(RTLD_DEFAULT, "kerncap_agent_hsa_wait_arms"));
+  if (wait == nullptr) {
+    void* h = dlopen(agent_so, RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) return -1;
+    wait = reinterpret_cast<WaitFn>(dlsym(h, "kerncap_agent_hsa_wait_arms"));
+    dlclose(h);  // the runtime's own handle keeps it loaded
+  }
+  return wait == nullptr ? -1 : wait(n, timeout_ms);
 }
 
 }  // namespace kerncap::hsa_sim

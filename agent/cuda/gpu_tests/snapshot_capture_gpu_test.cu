@@ -1,4 +1,4 @@
-// snapshot_capture_gpu_test: the device_snapshot capture path (issue 15) on a
+// snapshot_capture_gpu_test: the device_snapshot capture path on a
 // real GPU, the CUDA agent in process with an asynchronous FakeTransport that
 // takes MarkUnchanged (like kerncapd's link):
 //   1. device_snapshot: the captured pre and post images equal the memory

@@ -5,6 +5,12 @@
 //       [--cuda-path=DIR] [--cuda-arch-macro=900] [--resource-dir=DIR]
 //       -- <-D/-U/-I/-isystem/-include/-std arguments> UNIT
 //
+// clang's resource headers (its CUDA wrappers, stddef.h, intrinsics) are read
+// from --resource-dir=DIR/include, else from <this binary's folder>/../lib/
+// kerncap-clang/include (the build tree links it to clang 15's own folder; the
+// GPU bundle and `cmake --install` copy it there), so the binary works
+// wherever that layout is unpacked.
+//
 // Clang parses the unit in CUDA device mode; the kernel is the __global__
 // function (or template specialization) whose Itanium name is --symbol. From
 // it, every declaration it transitively refers to is collected: functions,
@@ -27,7 +33,8 @@
 // KERNCAP_SLICE_DEBUG=1 lists the name clang gives every kernel it sees.
 // Exit status: 0 written; 1 the kernel is not in the unit or a declaration's
 // text could not be taken (the reason on stderr's last line, after
-// "kerncap-cuda-slice: "); 2 bad usage.
+// "kerncap-cuda-slice: "); 2 bad usage; 3 clang's resource headers are not
+// where they must be (the installation is incomplete; the path is named).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -70,7 +77,7 @@ struct Options {
   std::string report;
   std::string cuda_path;     // the toolkit (nvcc's folder's parent)
   std::string arch_macro;    // "900": __CUDA_ARCH__ as the captured GPU has it
-  std::string resource_dir = KERNCAP_CLANG_RESOURCE_DIR;
+  std::string resource_dir;  // clang's: holds include/ (see ResourceDir)
   std::vector<std::string> clang_args;
 };
 
@@ -912,6 +919,33 @@ class SliceAction : public ASTFrontendAction {
   std::unique_ptr<FileKinds> kinds_;
 };
 
+// clang's resource folder: --resource-dir, else ../lib/kerncap-clang beside
+// this binary. Empty (and *why set) when it lacks clang's CUDA wrapper
+// header: without it clang cannot set up CUDA mode (it -includes that
+// wrapper) and every slice would fail with parse errors far from the cause.
+std::string ResourceDir(const std::string& given, const char* argv0, std::string* why) {
+  std::string dir = given;
+  if (dir.empty()) {
+    static int anchor;
+    const std::string self = llvm::sys::fs::getMainExecutable(argv0, &anchor);
+    if (self.empty()) {
+      *why = "cannot locate this binary to find clang's resource headers (give --resource-dir=DIR)";
+      return "";
+    }
+    llvm::SmallString<256> d(llvm::sys::path::parent_path(self));
+    llvm::sys::path::append(d, "..", "lib", "kerncap-clang");
+    dir = std::string(d.str());
+  }
+  const std::string wrapper = dir + "/include/__clang_cuda_runtime_wrapper.h";
+  if (!llvm::sys::fs::exists(wrapper)) {
+    *why = "clang's resource headers are missing: no " + wrapper +
+           " (the installation is incomplete: copy clang 15's lib/clang/15.*/include there, or "
+           "give --resource-dir=DIR)";
+    return "";
+  }
+  return dir;
+}
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "kerncap-cuda-slice: %s\nusage: kerncap-cuda-slice --symbol=MANGLED --root=DIR "
@@ -962,6 +996,14 @@ int main(int argc, char** argv) {
   if (llvm::sys::fs::real_path(opt.root, root)) return Usage("--root does not exist");
   opt.root = std::string(root.str());
   while (opt.root.size() > 1 && opt.root.back() == '/') opt.root.pop_back();
+  {
+    std::string why;
+    opt.resource_dir = ResourceDir(opt.resource_dir, argv[0], &why);
+    if (opt.resource_dir.empty()) {
+      std::fprintf(stderr, "kerncap-cuda-slice: %s\n", why.c_str());
+      return 3;
+    }
+  }
 
   // Clang 15 and a newer CUDA: it knows GPUs up to sm_86 (the kernel's own
   // __CUDA_ARCH__ is given with --cuda-arch-macro, so the kernel's #if

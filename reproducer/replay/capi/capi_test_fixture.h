@@ -43,50 +43,16 @@ struct CapiFixtureOptions {
 
 inline absl::Status WriteCapiFixture(const std::string& path, const CapiFixtureOptions& o) {
   KcapBuilder b(64 << 10);
-  std::string table(8, '\0');
-  std::memcpy(table.data(), &kCapiDataVa, 8);
-  std::string data(kCapiN * 8, '\0'), post(kCapiN * 8, '\0');
-  for (uint64_t i = 0; i < kCapiN; ++i) {
-    const uint64_t v = i * 3, w = v + o.golden_delta;
-    std::memcpy(data.data() + i * 8, &v, 8);
-    std::memcpy(post.data() + i * 8, &w, 8);
-  }
-  v1::CaptureManifest m;
-  m.set_capture_id("cap-capi-selftest");
-  m.set_post_complete(true);
-  m.mutable_kernel()->set_mangled_name("add_one");
-  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
-  v1::Region* t = m.mutable_pre()->add_regions();
-  t->set_va(kCapiTableVa);
-  t->set_kind(v1::REGION_DEVICE);
-  *t->mutable_data() = b.Add(table);
-  v1::Region* d = m.mutable_pre()->add_regions();
-  d->set_va(kCapiDataVa);
-  d->set_kind(v1::REGION_DEVICE);
-  *d->mutable_data() = b.Add(data);
-  *m.mutable_post()->add_regions() = b.Diff(*t, table, table);  // unchanged
-  *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
-  v1::CodeObject* c = m.add_code_objects();
-  c->set_format(v1::CODE_OBJECT_PTX);
-  c->set_name("add_one.ptx");
-  *c->mutable_data() = b.Add(kAddOnePtx);
+  AddOneCaptureSpec spec;
+  spec.capture_id = "cap-capi-selftest";
+  spec.table_va = kCapiTableVa;
+  spec.data_va = kCapiDataVa;
+  spec.n = kCapiN;
+  spec.golden_delta = o.golden_delta;
+  spec.typed_arguments = true;
+  v1::CaptureManifest m = AddOneCapture(b, spec);
   v1::LaunchConfig* l = m.mutable_launch();
-  l->add_grid((kCapiN + 255) / 256);
-  l->add_block(256);
-  // Exactly the kernel's parameter size (8 + 4), as the agent records it.
-  std::string blob(12, '\0');
-  std::memcpy(blob.data(), &kCapiTableVa, 8);
-  std::memcpy(blob.data() + 8, &kCapiN, 4);
-  v1::Argument* a0 = m.add_arguments();
-  a0->set_offset(0);
-  a0->set_size(8);
-  a0->set_kind(v1::ARG_POINTER);
-  a0->set_name("table");
-  v1::Argument* a1 = m.add_arguments();
-  a1->set_offset(8);
-  a1->set_size(4);
-  a1->set_kind(v1::ARG_BY_VALUE);
-  a1->set_name("n");
+  std::string blob = m.argument_blob();
   if (o.rich) {
     m.mutable_kernel()->set_demangled_name("add_one(unsigned long long**, unsigned int)");
     m.mutable_kernel()->set_arch("sm_90");

@@ -141,16 +141,21 @@ void RegionComparator::Fail(uint64_t offset, double e, double a) {
   if (stats_.samples.size() < kMaxSamples) stats_.samples.push_back(Mismatch{offset, e, a});
 }
 
+void RegionComparator::CountEqual(uint64_t /*offset*/, size_t size) {
+  stats_.bytes_compared += size;
+  stats_.elements_compared += (size + DTypeSize(dtype_) - 1) / DTypeSize(dtype_);
+}
+
 void RegionComparator::Compare(uint64_t offset, const void* expected, const void* actual,
                                size_t size) {
   const unsigned char* ep = static_cast<const unsigned char*>(expected);
   const unsigned char* ap = static_cast<const unsigned char*>(actual);
-  stats_.bytes_compared += size;
   // Fast path: identical chunks (the overwhelmingly common case).
   if (std::memcmp(ep, ap, size) == 0) {
-    stats_.elements_compared += (size + DTypeSize(dtype_) - 1) / DTypeSize(dtype_);
+    CountEqual(offset, size);
     return;
   }
+  stats_.bytes_compared += size;
   for (size_t i = 0; i < size; ++i) stats_.bytes_differing += ep[i] != ap[i];
 
   const size_t es = DTypeSize(dtype_);

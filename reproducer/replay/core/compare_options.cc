@@ -32,6 +32,23 @@ absl::StatusOr<RegionDTypeRule> ParseRegionDType(absl::string_view text) {
   return rule;
 }
 
+absl::StatusOr<ComparePlace> ParseComparePlace(absl::string_view name) {
+  if (name == "auto") return ComparePlace::kAuto;
+  if (name == "device") return ComparePlace::kDevice;
+  if (name == "host") return ComparePlace::kHost;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--compare-on '", name, "': expected auto, device or host"));
+}
+
+const char* ComparePlaceName(ComparePlace p) {
+  switch (p) {
+    case ComparePlace::kDevice: return "device";
+    case ComparePlace::kHost: return "host";
+    case ComparePlace::kAuto: break;
+  }
+  return "auto";
+}
+
 std::pair<DType, Tolerance> CompareOptions::For(size_t index, uint64_t va,
                                                 absl::string_view name) const {
   std::optional<DType> t = dtype;

@@ -7,7 +7,10 @@
 //   Run()       restore the pre image at the captured addresses, one launch;
 //   Validate()  Run() and compare with the captured post image (report.h's
 //               verdicts; with a launch override that changes the shape, a
-//               failure is probed: launch_override.h);
+//               failure is probed: launch_override.h); where device regions
+//               are compared is CompareOptions::place (the CUDA engine's
+//               device path: cuda/device_expectation.h; the verdict is the
+//               same on either), said in ValidationReport::comparison;
 //   Bench()     a validated launch, warm-up, timed launches (device time),
 //               validated again after the timing.
 // An option an engine cannot honour is refused (Unimplemented, naming it),

@@ -276,6 +276,7 @@ std::vector<VariableMatch> MatchModuleVariables(const std::vector<CapturedVariab
                                       ? absl::StrCat(" (neither by name nor by its stable name '",
                                                      stable, "')")
                                       : "");
+    out[i].absent = loaded.listed;
     if (!loaded.listed) {
       absl::StrAppend(&out[i].problem, "; the ", loaded.format,
                       " image's symbols cannot be listed here, so a variable renamed by "

@@ -61,6 +61,11 @@ struct VariableMatch {
   // How it was matched: "exact", "stable name", "stable name (-rdc independent)".
   std::string how;
   std::string problem;   // unmatched: why (for the verdict)
+  // Unmatched because the loaded module does not define it at all (its
+  // symbols were listed and neither the name nor the stable name is there):
+  // the loaded kernel cannot name it, so only a pointer can reach it
+  // (pointer_scan.h). False for ambiguous and size problems.
+  bool absent = false;
   bool matched() const { return !symbol.empty(); }
 };
 

@@ -1,19 +1,22 @@
 // replay_test_util.h: builds synthetic captures (.kcap files) for the replay
 // tests: chunk lists with real SHA-256 addresses, zero chunks left out,
-// chunks stored zstd-compressed or raw.
+// chunks stored zstd-compressed or raw; and the add_one capture the CUDA
+// replay tests (fake driver, GPU, C API) share.
 #ifndef KERNCAP_REPRODUCER_REPLAY_CORE_REPLAY_TEST_UTIL_H_
 #define KERNCAP_REPRODUCER_REPLAY_CORE_REPLAY_TEST_UTIL_H_
 
 #include <zstd.h>
 
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "format/kcap_file.h"
 #include "common/digest.h"
 #include "common/status_macros.h"
+#include "format/kcap_file.h"
 #include "kerncap/v1/control.pb.h"
 #include "reproducer/replay/testing/add_one_ptx.h"
 
@@ -95,6 +98,79 @@ class KcapBuilder {
   uint32_t chunk_size_;
   std::map<std::string, std::string> chunks_;
 };
+
+// The arguments of a kernel (T* p, unsigned n): exactly its parameter size
+// (8 + 4), as the agent records it, and the two arguments' places.
+inline void SetPointerAndCountArguments(v1::CaptureManifest& m, uint64_t pointer, uint32_t n) {
+  std::string blob(12, '\0');
+  std::memcpy(blob.data(), &pointer, 8);
+  std::memcpy(blob.data() + 8, &n, 4);
+  m.set_argument_blob(blob);
+  v1::Argument* a0 = m.add_arguments();
+  a0->set_offset(0);
+  a0->set_size(8);
+  v1::Argument* a1 = m.add_arguments();
+  a1->set_offset(8);
+  a1->set_size(4);
+}
+
+// The add_one capture (kAddOnePtx): pre region 0 at table_va holds one
+// pointer to region 1 at data_va (n u64 values, value i = i * 3 + first);
+// the post image says each value gained golden_delta (1 is right) and the
+// table is unchanged. One PTX code object (code_name), launch
+// ((n + 255) / 256) x 256, and the kernel's exact parameters: the 12-byte
+// argument blob (table, n) and its two arguments (with typed_arguments
+// also their kinds and names, as the agent records them from the cubin).
+struct AddOneCaptureSpec {
+  std::string capture_id;
+  std::string code_name = "add_one.ptx";
+  uint64_t table_va = 0;
+  uint64_t data_va = 0;
+  uint32_t n = 0;
+  uint64_t first = 0;
+  uint64_t golden_delta = 1;
+  bool typed_arguments = false;
+};
+
+inline v1::CaptureManifest AddOneCapture(KcapBuilder& b, const AddOneCaptureSpec& s) {
+  std::string table(8, '\0');
+  std::memcpy(table.data(), &s.data_va, 8);
+  std::string data(uint64_t{s.n} * 8, '\0'), post(uint64_t{s.n} * 8, '\0');
+  for (uint64_t i = 0; i < s.n; ++i) {
+    const uint64_t v = i * 3 + s.first, w = v + s.golden_delta;
+    std::memcpy(data.data() + i * 8, &v, 8);
+    std::memcpy(post.data() + i * 8, &w, 8);
+  }
+  v1::CaptureManifest m;
+  m.set_capture_id(s.capture_id);
+  m.set_post_complete(true);
+  m.mutable_kernel()->set_mangled_name("add_one");
+  m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+  v1::Region* t = m.mutable_pre()->add_regions();
+  t->set_va(s.table_va);
+  t->set_kind(v1::REGION_DEVICE);
+  *t->mutable_data() = b.Add(table);
+  v1::Region* d = m.mutable_pre()->add_regions();
+  d->set_va(s.data_va);
+  d->set_kind(v1::REGION_DEVICE);
+  *d->mutable_data() = b.Add(data);
+  *m.mutable_post()->add_regions() = b.Diff(*t, table, table);  // unchanged
+  *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
+  v1::CodeObject* c = m.add_code_objects();
+  c->set_format(v1::CODE_OBJECT_PTX);
+  c->set_name(s.code_name);
+  *c->mutable_data() = b.Add(kAddOnePtx);
+  m.mutable_launch()->add_grid((s.n + 255) / 256);
+  m.mutable_launch()->add_block(256);
+  SetPointerAndCountArguments(m, s.table_va, s.n);
+  if (s.typed_arguments) {
+    m.mutable_arguments(0)->set_kind(v1::ARG_POINTER);
+    m.mutable_arguments(0)->set_name("table");
+    m.mutable_arguments(1)->set_kind(v1::ARG_BY_VALUE);
+    m.mutable_arguments(1)->set_name("n");
+  }
+  return m;
+}
 
 }  // namespace kerncap::replay::testing
 

@@ -190,12 +190,32 @@ nlohmann::json VerdictJson(const ValidationReport& report) {
                        {"first_fail_offset", r.stats.first_fail_offset}});
   }
   for (const NotCompared& n : report.not_compared) missing.push_back(NotComparedJson(n));
+  nlohmann::json unreachable = nlohmann::json::array();
+  for (const NotCompared& n : report.unreachable) unreachable.push_back(NotComparedJson(n));
   nlohmann::json j = {{"result", report.verdict()},
                       {"regions_compared", report.regions.size()},
                       {"regions_failing", report.failing()},
                       {"failing", failing},
-                      {"not_compared", missing}};
+                      {"not_compared", missing},
+                      {"unreachable", unreachable}};
   if (!report.shape_probe.is_null()) j["shape_probe"] = report.shape_probe;
+  return j;
+}
+
+nlohmann::json ComparisonJson(const ComparisonInfo& c) {
+  nlohmann::json j = {{"path", c.path},
+                      {"requested", c.requested},
+                      {"device_regions", c.device_regions},
+                      {"device_bytes", c.device_bytes},
+                      {"host_regions", c.host_regions},
+                      {"host_bytes", c.host_bytes},
+                      {"rechecked_bytes", c.rechecked_bytes},
+                      {"expectation_bytes", c.expectation_bytes},
+                      {"golden_upload_bytes", c.golden_upload_bytes},
+                      {"expectation_seconds", c.expectation_seconds},
+                      {"compare_seconds", c.compare_seconds},
+                      {"device_compare_seconds", c.device_compare_seconds}};
+  if (!c.host_reason.empty()) j["host_reason"] = c.host_reason;
   return j;
 }
 
@@ -210,6 +230,11 @@ nlohmann::json ValidationJson(const ValidationReport& report) {
   nlohmann::json missing = nlohmann::json::array();
   for (const NotCompared& n : report.not_compared) missing.push_back(NotComparedJson(n));
   j["not_compared"] = missing;
+  nlohmann::json unreachable = nlohmann::json::array();
+  for (const NotCompared& n : report.unreachable) unreachable.push_back(NotComparedJson(n));
+  j["unreachable"] = unreachable;
+  j["comparison"] = ComparisonJson(report.comparison);
+  j["validate_seconds"] = report.validate_seconds;
   nlohmann::json regions = nlohmann::json::array();
   for (const RegionResult& r : report.regions) {
     const CompareStats& s = r.stats;
@@ -224,6 +249,7 @@ nlohmann::json ValidationJson(const ValidationReport& report) {
                          {"rtol", r.tolerance.rtol},
                          {"ulp", r.tolerance.ulp},
                          {"passed", r.passed},
+                         {"compared_on", r.on_device ? "device" : "host"},
                          {"bytes_differing", s.bytes_differing},
                          {"elements", s.elements_compared},
                          {"elements_differing", s.elements_differing},
@@ -392,9 +418,40 @@ std::string FormatReplayInfo(const ReplayInfo& info) {
   return out;
 }
 
+std::string FormatComparison(const ComparisonInfo& c) {
+  constexpr double kMiB = 1048576.0;
+  std::string out;
+  if (c.device_regions > 0) {
+    absl::StrAppendFormat(&out,
+                          "compare: %u region(s), %.1f MiB on the GPU (expected image built in "
+                          "%.3f s: %.1f MiB device copy, %.1f MiB of changed chunks uploaded); "
+                          "%.1f MiB rechecked on the host\n",
+                          c.device_regions, c.device_bytes / kMiB, c.expectation_seconds,
+                          c.expectation_bytes / kMiB, c.golden_upload_bytes / kMiB,
+                          c.rechecked_bytes / kMiB);
+  }
+  if (c.host_regions > 0 || c.device_regions == 0) {
+    absl::StrAppendFormat(&out, "compare: %u device region(s), %.1f MiB on the host%s\n",
+                          c.host_regions, c.host_bytes / kMiB,
+                          c.host_reason.empty() ? "" : absl::StrCat(" (", c.host_reason, ")"));
+  }
+  absl::StrAppendFormat(&out, "compare: path %s, %.3f s (GPU %.3f s)\n", c.path,
+                        c.compare_seconds, c.device_compare_seconds);
+  return out;
+}
+
 std::string FormatValidation(const ValidationReport& report) {
   std::string out = FormatReplayInfo(report.info);
   absl::StrAppendFormat(&out, "launch: %.3f ms\n", report.info.launch_ms);
+  out += FormatComparison(report.comparison);
+  if (report.validate_seconds > 0) {
+    absl::StrAppendFormat(&out,
+                          "validate: %.3f s (restore %.3f s, expected image %.3f s, launch %.3f "
+                          "ms, compare %.3f s)\n",
+                          report.validate_seconds, report.info.restore_seconds,
+                          report.comparison.expectation_seconds, report.info.launch_ms,
+                          report.comparison.compare_seconds);
+  }
   for (const RegionResult& r : report.regions) {
     if (r.passed && r.stats.elements_differing == 0) continue;
     const CompareStats& s = r.stats;
@@ -416,6 +473,21 @@ std::string FormatValidation(const ValidationReport& report) {
     absl::StrAppendFormat(&out, "NOT COMPARED %s region %u %s %s%s%s (%u bytes): %s\n",
                           n.post_only ? "post-image" : "captured", n.index, Hex(n.va), n.kind,
                           n.name.empty() ? "" : " ", n.name, n.size, n.reason);
+  }
+  if (!report.unreachable.empty()) {
+    std::vector<std::string> names;
+    for (const NotCompared& n : report.unreachable) {
+      if (names.size() == 4) {
+        names.push_back("...");
+        break;
+      }
+      names.push_back(n.name.empty() ? Hex(n.va) : n.name);
+    }
+    absl::StrAppendFormat(&out,
+                          "note: %u captured module variable(s) not in the loaded code object "
+                          "(%s): the captured dispatch left them unchanged and no captured "
+                          "pointer points into them, so the loaded kernel cannot reach them\n",
+                          report.unreachable.size(), absl::StrJoin(names, ", "));
   }
   const std::string verdict = report.verdict();
   if (verdict == "launch_shape_dependent") {

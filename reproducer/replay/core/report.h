@@ -108,6 +108,33 @@ struct RegionResult {
   Tolerance tolerance;
   CompareStats stats;
   bool passed = true;
+  // Compared by validate's device path (the GPU prefilter, then the host
+  // comparator for the units that differ); false: on the host.
+  bool on_device = false;
+};
+
+// Where and how fast a validation compared (the CUDA engine's device path:
+// cuda/device_expectation.h; the HSA engine: always the host).
+struct ComparisonInfo {
+  // "device": every compared device region on the GPU; "host": none;
+  // "mixed": some on each (a region whose copy did not fit in device memory).
+  std::string path = "host";
+  std::string requested = "auto";  // --compare-on
+  // Why some or all device regions were compared on the host; empty when
+  // none was.
+  std::string host_reason;
+  uint64_t device_regions = 0;      // compared on the GPU
+  uint64_t device_bytes = 0;
+  uint64_t host_regions = 0;        // device regions compared on the host
+  uint64_t host_bytes = 0;
+  // Of device_bytes: in compare units the GPU found not bitwise equal,
+  // compared again on the host.
+  uint64_t rechecked_bytes = 0;
+  uint64_t expectation_bytes = 0;   // device memory holding the expected image
+  uint64_t golden_upload_bytes = 0; // post-image chunks the kernel changed, uploaded
+  double expectation_seconds = 0;   // device copy + upload, before the launch
+  double compare_seconds = 0;       // the comparison after the launch, all of it
+  double device_compare_seconds = 0;  // of it: the comparison kernel and its counters
 };
 
 // Captured state the verdict does not cover: a module variable the loaded
@@ -121,12 +148,27 @@ struct NotCompared {
   std::string name;
   uint64_t size = 0;
   std::string reason;
+  // A module variable the loaded code object cannot reach (pointer_scan.h):
+  // unchanged by the captured dispatch, not defined by the loaded module,
+  // no captured pointer into it. Verdicts list it as a note
+  // (ValidationReport::unreachable), not as a gap.
+  bool unreachable = false;
 };
 
 struct ValidationReport {
   ReplayInfo info;
   std::vector<RegionResult> regions;      // every compared region
   std::vector<NotCompared> not_compared;  // captured state left out of the comparison
+  // Captured module variables the loaded code object does not define, which
+  // the captured dispatch left unchanged and into which no captured word
+  // (memory or arguments) points: the loaded kernel cannot reach them, so
+  // they are unchanged by it too. A note, not a gap in the verdict (a
+  // minimal unit drops the unused tables of a whole unit's module).
+  std::vector<NotCompared> unreachable;
+  ComparisonInfo comparison;
+  // Wall time of the whole command's work: restore (when it ran in this
+  // call) + expectation + launch + comparison; 0 when not measured.
+  double validate_seconds = 0;
   // "pass": something was compared, every compared region is within
   // tolerance and nothing was left out; "fail": a compared region is not;
   // "incomplete": none fails but part of the captured state (or all of it)
@@ -231,11 +273,14 @@ nlohmann::json ValidationJson(const ValidationReport& report);
 // "not_compared": [...]}: a verdict without the per-region statistics.
 nlohmann::json VerdictJson(const ValidationReport& report);
 nlohmann::json NotComparedJson(const NotCompared& n);
+nlohmann::json ComparisonJson(const ComparisonInfo& c);
 nlohmann::json BenchStatsJson(const BenchStats& s);
 nlohmann::json PersistingL2Json(const PersistingL2State& l2);
 nlohmann::json BenchJson(const BenchReport& report, bool include_samples);
 
 std::string FormatReplayInfo(const ReplayInfo& info);
+// The "compare:" lines of the human report: where, how much, how long.
+std::string FormatComparison(const ComparisonInfo& c);
 std::string FormatValidation(const ValidationReport& report);
 std::string FormatBench(const BenchReport& report);
 

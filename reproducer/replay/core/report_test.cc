@@ -81,6 +81,45 @@ TEST(ReportTest, TextReportListsOnlyDifferingRegionsAndVerdict) {
   EXPECT_TRUE(absl::StrContains(text, "every region at its original virtual address"));
 }
 
+TEST(ReportTest, TheComparisonPathAndItsTimesAreReported) {
+  ValidationReport r;
+  RegionResult rr;
+  rr.index = 0;
+  rr.size = 1 << 20;
+  rr.on_device = true;
+  r.regions.push_back(rr);
+  r.comparison.path = "mixed";
+  r.comparison.requested = "auto";
+  r.comparison.device_regions = 1;
+  r.comparison.device_bytes = 1 << 20;
+  r.comparison.host_regions = 1;
+  r.comparison.host_bytes = 2 << 20;
+  r.comparison.host_reason = "1 device region(s) compared on the host (region 1: too big)";
+  r.comparison.expectation_seconds = 0.25;
+  r.comparison.compare_seconds = 0.5;
+  r.validate_seconds = 2;
+  const nlohmann::json j = ValidationJson(r);
+  EXPECT_EQ(j["comparison"]["path"], "mixed");
+  EXPECT_EQ(j["comparison"]["host_reason"], r.comparison.host_reason);
+  EXPECT_EQ(j["comparison"]["expectation_seconds"], 0.25);
+  EXPECT_EQ(j["validate_seconds"], 2.0);
+  EXPECT_EQ(j["region_results"][0]["compared_on"], "device");
+  const std::string text = FormatValidation(r);
+  EXPECT_TRUE(absl::StrContains(text, "1 region(s), 1.0 MiB on the GPU")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "2.0 MiB on the host (1 device region(s)")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "compare: path mixed, 0.500 s")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "validate: 2.000 s")) << text;
+  // Without a host part, no reason is printed; without timing, no total.
+  r.comparison = ComparisonInfo{};
+  r.comparison.path = "device";
+  r.comparison.device_regions = 1;
+  r.validate_seconds = 0;
+  const std::string device_only = FormatValidation(r);
+  EXPECT_FALSE(absl::StrContains(device_only, "device region(s), ")) << device_only;
+  EXPECT_FALSE(absl::StrContains(device_only, "validate: ")) << device_only;
+  EXPECT_FALSE(ValidationJson(r)["comparison"].contains("host_reason"));
+}
+
 TEST(ReportTest, RelocationIsSaidLoudly) {
   ValidationReport r = SampleReport();
   r.info.relocated = true;

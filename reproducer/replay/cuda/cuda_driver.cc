@@ -1,39 +1,21 @@
 #include "reproducer/replay/cuda/cuda_driver.h"
 
-#include <dlfcn.h>
-
 #include <mutex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/cuda/driver_library.h"
 
 namespace kerncap::replay {
 namespace {
 
-// Stringizes after macro expansion: cuda.h maps e.g. cuMemcpyHtoD to
-// cuMemcpyHtoD_v2, and the exported symbol of that name has exactly the ABI
-// of the declaration we compile against. (cuGetProcAddress with CUDA_VERSION
-// does not: for 13000 it returns cuCtxSynchronize_v2(CUcontext) although
-// cuda.h declares cuCtxSynchronize(void); measured on the H200.)
-#define KC_STR_INNER(x) #x
-#define KC_STR(x) KC_STR_INNER(x)
-
 absl::StatusOr<const CudaDriver*> Load() {
-  void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (h == nullptr) {
-    const char* e = ::dlerror();
-    return absl::FailedPreconditionError(
-        absl::StrCat("no CUDA driver: dlopen(libcuda.so.1) failed: ", e ? e : "unknown error"));
-  }
+  std::string error;
+  const cuda::DriverLibrary* lib = cuda::DriverLibrary::Open(&error);
+  if (lib == nullptr) return absl::FailedPreconditionError(absl::StrCat("no CUDA driver: ", error));
   auto* d = new CudaDriver();
   std::string missing;
-  auto resolve = [&](void** slot, const char* name) {
-    *slot = ::dlsym(h, name);
-    if (*slot == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
-  };
-#define KC_CUDA_RESOLVE(name) resolve(reinterpret_cast<void**>(&d->name), KC_STR(name));
-  KC_CUDA_DRIVER_FUNCTIONS(KC_CUDA_RESOLVE)
-#undef KC_CUDA_RESOLVE
+  KC_CUDA_RESOLVE_TABLE(KC_CUDA_DRIVER_FUNCTIONS, *lib, *d, missing);
   if (!missing.empty()) {
     delete d;
     return absl::FailedPreconditionError(

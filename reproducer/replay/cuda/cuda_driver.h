@@ -1,8 +1,9 @@
 // cuda_driver.h: the CUDA driver API entry points kerncap-replay uses,
-// resolved at run time (dlopen("libcuda.so.1") + dlsym of the symbol name
-// cuda.h maps each function to, e.g. cuMemcpyHtoD -> cuMemcpyHtoD_v2, so every
-// pointer has exactly the ABI of the declaration we compile against). Loading at run time instead of linking the stub lets the
-// binary start on machines without a driver and say so, and lets tests skip.
+// resolved at run time through the one driver loader
+// (common/cuda/driver_library.h: dlopen("libcuda.so.1") and dlsym of the
+// symbol cuda.h maps each function to). Loading at run time instead of
+// linking the stub lets the binary start on machines without a driver and
+// say so, and lets tests skip.
 #ifndef KERNCAP_REPRODUCER_REPLAY_CUDA_CUDA_DRIVER_H_
 #define KERNCAP_REPRODUCER_REPLAY_CUDA_CUDA_DRIVER_H_
 

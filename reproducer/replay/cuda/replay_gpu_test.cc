@@ -3,7 +3,8 @@
 // addresses, with forced relocation, and against a wrong golden image; a
 // capture of a kernel whose module variables have internal linkage,
 // replayed with the same unit compiled in another folder (real nvcc cubins,
-// embedded); the benchmark's L2 protocol and its revalidation.
+// embedded); the benchmark's L2 protocol and its revalidation; validate's
+// device path against the host path (DeviceCompareGpuTest).
 // Skips without libcuda.so.1 or a device.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -156,52 +157,20 @@ class ReplayGpuTest : public ::testing::Test {
   // block there, which nothing points to.
   void WriteCapture(uint64_t golden_delta, uint64_t host_va = 0) {
     testing::KcapBuilder b(64 << 10);
-    std::string table(8, '\0');
-    std::memcpy(table.data(), &kDataVa, 8);
-    std::string data(kN * 8, '\0'), post(kN * 8, '\0');
-    for (uint64_t i = 0; i < kN; ++i) {
-      uint64_t v = i * 3, w = v + golden_delta;
-      std::memcpy(data.data() + i * 8, &v, 8);
-      std::memcpy(post.data() + i * 8, &w, 8);
-    }
-    v1::CaptureManifest m;
-    m.set_capture_id("cap-gpu-selftest");
-    m.set_post_complete(true);
-    m.mutable_kernel()->set_mangled_name("add_one");
-    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
-    v1::Region* t = m.mutable_pre()->add_regions();
-    t->set_va(kTableVa);
-    t->set_kind(v1::REGION_DEVICE);
-    *t->mutable_data() = b.Add(table);
-    v1::Region* d = m.mutable_pre()->add_regions();
-    d->set_va(kDataVa);
-    d->set_kind(v1::REGION_DEVICE);
-    *d->mutable_data() = b.Add(data);
-    *m.mutable_post()->add_regions() = b.Diff(*t, table, table);
-    *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
+    testing::AddOneCaptureSpec spec;
+    spec.capture_id = "cap-gpu-selftest";
+    spec.code_name = "selftest.ptx";
+    spec.table_va = kTableVa;
+    spec.data_va = kDataVa;
+    spec.n = kN;
+    spec.golden_delta = golden_delta;
+    v1::CaptureManifest m = testing::AddOneCapture(b, spec);
     if (host_va != 0) {
       v1::Region* h = m.mutable_pre()->add_regions();
       h->set_va(host_va);
       h->set_kind(v1::REGION_HOST_PINNED);
       *h->mutable_data() = b.Add(std::string(256, '\x5a'));
     }
-    v1::CodeObject* c = m.add_code_objects();
-    c->set_format(v1::CODE_OBJECT_PTX);
-    c->set_name("selftest.ptx");
-    *c->mutable_data() = b.Add(kPtx);
-    m.mutable_launch()->add_grid((kN + 255) / 256);
-    m.mutable_launch()->add_block(256);
-    // Exactly the kernel's parameter size (8 + 4), as the agent records it.
-    std::string blob(12, '\0');
-    std::memcpy(blob.data(), &kTableVa, 8);
-    std::memcpy(blob.data() + 8, &kN, 4);
-    m.set_argument_blob(blob);
-    v1::Argument* a0 = m.add_arguments();
-    a0->set_offset(0);
-    a0->set_size(8);
-    v1::Argument* a1 = m.add_arguments();
-    a1->set_offset(8);
-    a1->set_size(4);
     ASSERT_TRUE(b.Write(path_, m).ok());
   }
 
@@ -712,16 +681,7 @@ class InternalLinkageGpuTest : public ReplayGpuTest {
     *c->mutable_data() = b.Add(cubin_a);
     m.mutable_launch()->add_grid(1);
     m.mutable_launch()->add_block(kN);
-    std::string blob(12, '\0');
-    std::memcpy(blob.data(), &kOutVa, 8);
-    std::memcpy(blob.data() + 8, &kN, 4);
-    m.set_argument_blob(blob);
-    v1::Argument* a0 = m.add_arguments();
-    a0->set_offset(0);
-    a0->set_size(8);
-    v1::Argument* a1 = m.add_arguments();
-    a1->set_offset(8);
-    a1->set_size(4);
+    testing::SetPointerAndCountArguments(m, kOutVa, kN);
     ASSERT_TRUE(b.Write(path_, m).ok());
     variables_ = info->variables.size();
   }
@@ -777,6 +737,179 @@ TEST_F(InternalLinkageGpuTest, AWrongValueInARenamedVariableFailsNamingIt) {
   }
 }
 #endif  // KERNCAP_HAVE_INTERNAL_CUBINS
+
+}  // namespace
+}  // namespace kerncap::replay
+
+namespace kerncap::replay {
+namespace {
+
+// validate's device path (device_expectation.h) on the GPU: a capture with
+// 96 MiB of device state (above --compare-on=auto's 64 MiB) validates bitwise
+// through both paths with the same verdict; a chunk the post image says is
+// unchanged but the kernel writes, and a wrong value in a changed chunk,
+// fail alike on both; with no device memory to spare it falls back.
+class DeviceCompareGpuTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kBigTableVa = 0x7f3a00000000;
+  static constexpr uint64_t kBigDataVa = 0x7f3a00200000;   // kBigN u64 values (32 MiB)
+  static constexpr uint64_t kBigSpareVa = 0x7f3c00000000;  // 64 MiB the kernel never touches
+  static constexpr uint32_t kBigN = 4u << 20;
+  static constexpr uint64_t kChunk = 1u << 20;
+
+  void SetUp() override {
+    auto drv = CudaDriver::Get();
+    if (!drv.ok()) GTEST_SKIP() << "no GPU: " << drv.status().message();
+    int n = 0;
+    if ((*drv)->cuInit(0) != CUDA_SUCCESS || (*drv)->cuDeviceGetCount(&n) != CUDA_SUCCESS ||
+        n == 0) {
+      GTEST_SKIP() << "no GPU";
+    }
+    path_ = (std::filesystem::temp_directory_path() /
+             absl::StrCat("kc_replay_devcmp_", ::getpid(), ".kcap")).string();
+  }
+  void TearDown() override {
+    if (!path_.empty()) std::filesystem::remove(path_);
+    ::unsetenv("KERNCAP_REPLAY_COMPARE_MARGIN_MIB");
+  }
+
+  // inject: 0 a faithful post image; 1 chunk 3 of the data listed as
+  // unchanged (the kernel writes it); 2 one wrong value in chunk 5.
+  void Write(int inject) {
+    testing::KcapBuilder b(kChunk);
+    std::string table(8, '\0');
+    std::memcpy(table.data(), &kBigDataVa, 8);
+    std::string data(uint64_t{kBigN} * 8, '\0'), post(uint64_t{kBigN} * 8, '\0');
+    for (uint64_t i = 0; i < kBigN; ++i) {
+      const uint64_t v = i * 7 + 3, w = v + 1;
+      std::memcpy(data.data() + i * 8, &v, 8);
+      std::memcpy(post.data() + i * 8, &w, 8);
+    }
+    if (inject == 1) std::memcpy(post.data() + 3 * kChunk, data.data() + 3 * kChunk, kChunk);
+    if (inject == 2) post[5 * kChunk + 7 * 8] ^= 0x10;
+    const std::string spare(64u << 20, '\x5a');
+    v1::CaptureManifest m;
+    m.set_capture_id("cap-gpu-devcmp");
+    m.set_post_complete(true);
+    m.mutable_kernel()->set_mangled_name("add_one");
+    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
+    auto add = [&](uint64_t va, const std::string& bytes) {
+      v1::Region* r = m.mutable_pre()->add_regions();
+      r->set_va(va);
+      r->set_kind(v1::REGION_DEVICE);
+      *r->mutable_data() = b.Add(bytes);
+      return r;
+    };
+    v1::Region* t = add(kBigTableVa, table);
+    v1::Region* d = add(kBigDataVa, data);
+    add(kBigSpareVa, spare);
+    *m.mutable_post()->add_regions() = b.Diff(*t, table, table);
+    *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
+    v1::CodeObject* c = m.add_code_objects();
+    c->set_format(v1::CODE_OBJECT_PTX);
+    c->set_name("selftest.ptx");
+    *c->mutable_data() = b.Add(testing::kAddOnePtx);
+    m.mutable_launch()->add_grid(kBigN / 256);
+    m.mutable_launch()->add_block(256);
+    std::string blob(12, '\0');
+    std::memcpy(blob.data(), &kBigTableVa, 8);
+    std::memcpy(blob.data() + 8, &kBigN, 4);
+    m.set_argument_blob(blob);
+    for (uint32_t off : {0u, 8u}) {
+      v1::Argument* a = m.add_arguments();
+      a->set_offset(off);
+      a->set_size(off == 0 ? 8 : 4);
+    }
+    ASSERT_TRUE(b.Write(path_, m).ok());
+  }
+
+  absl::StatusOr<ValidationReport> Validate(ComparePlace place) {
+    auto src = CaptureSource::OpenKcap(path_);
+    if (!src.ok()) return src.status();
+    auto s = ReplaySession::Create(src->get(), SessionOptions{});
+    if (!s.ok()) return s.status();
+    CompareOptions o;
+    o.place = place;
+    return (*s)->Validate(o);
+  }
+
+  static void ExpectSame(const ValidationReport& h, const ValidationReport& d) {
+    EXPECT_STREQ(h.verdict(), d.verdict());
+    ASSERT_EQ(h.regions.size(), d.regions.size());
+    for (size_t i = 0; i < h.regions.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat("region ", i));
+      const CompareStats& a = h.regions[i].stats;
+      const CompareStats& b = d.regions[i].stats;
+      EXPECT_EQ(h.regions[i].passed, d.regions[i].passed);
+      EXPECT_EQ(a.bytes_compared, b.bytes_compared);
+      EXPECT_EQ(a.bytes_differing, b.bytes_differing);
+      EXPECT_EQ(a.elements_differing, b.elements_differing);
+      EXPECT_EQ(a.elements_failing, b.elements_failing);
+      EXPECT_EQ(a.first_diff_offset, b.first_diff_offset);
+      EXPECT_EQ(a.first_fail_offset, b.first_fail_offset);
+      EXPECT_EQ(a.samples.size(), b.samples.size());
+    }
+  }
+
+  std::string path_;
+};
+
+TEST_F(DeviceCompareGpuTest, BothPathsPassAFaithfulCaptureBitExactly) {
+  Write(0);
+  auto host = Validate(ComparePlace::kHost);
+  auto device = Validate(ComparePlace::kAuto);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_TRUE(host->passed()) << FormatValidation(*host);
+  EXPECT_TRUE(device->passed()) << FormatValidation(*device);
+  EXPECT_EQ(host->comparison.path, "host");
+  EXPECT_EQ(device->comparison.path, "device") << device->comparison.host_reason;
+  EXPECT_EQ(device->comparison.rechecked_bytes, 0u);
+  EXPECT_EQ(device->comparison.golden_upload_bytes, uint64_t{kBigN} * 8);
+  ExpectSame(*host, *device);
+  std::printf("96 MiB: host path compare %.3f s, device path compare %.3f s (expected image "
+              "%.3f s)\n", host->comparison.compare_seconds, device->comparison.compare_seconds,
+              device->comparison.expectation_seconds);
+}
+
+TEST_F(DeviceCompareGpuTest, AKernelWriteIntoAnUnchangedChunkFailsOnBothPaths) {
+  Write(1);
+  auto host = Validate(ComparePlace::kHost);
+  auto device = Validate(ComparePlace::kDevice);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_STREQ(device->verdict(), "fail");
+  EXPECT_EQ(device->comparison.path, "device");
+  EXPECT_EQ(device->regions[1].stats.first_diff_offset, static_cast<int64_t>(3 * kChunk));
+  EXPECT_GE(device->regions[1].stats.bytes_differing, kChunk / 8);  // every value's low byte
+  EXPECT_EQ(device->comparison.rechecked_bytes, kChunk);
+  ExpectSame(*host, *device);
+}
+
+TEST_F(DeviceCompareGpuTest, AWrongGoldenValueInAChangedChunkFailsOnBothPaths) {
+  Write(2);
+  auto host = Validate(ComparePlace::kHost);
+  auto device = Validate(ComparePlace::kDevice);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_STREQ(device->verdict(), "fail");
+  EXPECT_EQ(device->regions[1].stats.first_diff_offset, static_cast<int64_t>(5 * kChunk + 56));
+  EXPECT_EQ(device->regions[1].stats.bytes_differing, 1u);
+  EXPECT_EQ(device->comparison.rechecked_bytes, kChunk);
+  ExpectSame(*host, *device);
+}
+
+TEST_F(DeviceCompareGpuTest, NoDeviceMemoryToSpareFallsBackToTheHost) {
+  Write(1);
+  ::setenv("KERNCAP_REPLAY_COMPARE_MARGIN_MIB", "100000000", 1);  // larger than any GPU
+  auto r = Validate(ComparePlace::kDevice);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->comparison.path, "host");
+  EXPECT_TRUE(absl::StrContains(r->comparison.host_reason, "does not fit"))
+      << r->comparison.host_reason;
+  EXPECT_STREQ(r->verdict(), "fail");
+  EXPECT_EQ(r->regions[1].stats.first_diff_offset, static_cast<int64_t>(3 * kChunk));
+}
 
 }  // namespace
 }  // namespace kerncap::replay

@@ -12,10 +12,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "reproducer/replay/cuda/l2_control.h"
+#include "reproducer/replay/core/pointer_scan.h"
 #include "reproducer/replay/core/restore_pipeline.h"
 
 namespace kerncap::replay {
@@ -121,6 +123,7 @@ ReplaySession::~ReplaySession() {
   if (ctx_ != nullptr) {
     cu_.cuCtxSetCurrent(ctx_);
     cu_.cuCtxSynchronize();
+    expectation_.reset();
     textures_.Destroy();
     if (start_) cu_.cuEventDestroy(start_);
     if (stop_) cu_.cuEventDestroy(stop_);
@@ -432,41 +435,9 @@ absl::Status ReplaySession::UploadPreImage() {
                                   p.host ? 0u : region_mapping_[idx]});
     }
   }
-  RestorePipelineOptions options;
-  // KERNCAP_REPLAY_RESTORE_THREADS overrides the worker count (default: hardware threads).
-  const char* env = std::getenv("KERNCAP_REPLAY_RESTORE_THREADS");
-  options.workers = env != nullptr && std::atoi(env) > 0
-                        ? std::min(std::atoi(env), 64)
-                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
-  options.slots = options.workers + 4;
-  const size_t staging_bytes = RestoreStagingBytes(tasks, options);
-  // Pinned staging: allocated while the mapping thread maps the first
-  // regions (the first copy waits for the first mapping anyway).
-  const auto ts = std::chrono::steady_clock::now();
-  void* staging = nullptr;
-  if (staging_bytes > 0) {
-    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAllocHost(&staging, staging_bytes),
-                                 absl::StrCat("cuMemAllocHost(restore staging, ", staging_bytes,
-                                              " bytes)")));
-  }
-  info_.staging_seconds = Seconds(ts);
-  absl::StatusOr<RestorePipelineStats> stats;
-  {
-    CudaCopier copier(cu_, ctx_);
-    absl::Status init = copier.Init(options.slots);
-    if (init.ok()) {
-      stats = RunRestorePipeline(
-          tasks,
-          [this](const RestoreTask& t, char* out) {
-            return src_->ReadChunkInto(*t.digest, t.size, out);
-          },
-          &relocator_, &copier, static_cast<char*>(staging), options,
-          map_jobs_.empty() ? nullptr : &map_progress_, tally_.get());
-    } else {
-      stats = init;
-    }
-  }
-  if (staging != nullptr) cu_.cuMemFreeHost(staging);
+  absl::StatusOr<RestorePipelineStats> stats =
+      RunUpload(tasks, map_jobs_.empty() ? nullptr : &map_progress_, tally_.get(),
+                &info_.staging_seconds);
   // Every device task waited for its mapping, but a mapping holding no task
   // may still be in progress: wait for the mapper (stop it on failure).
   if (!stats.ok()) map_cancel_ = true;
@@ -481,6 +452,46 @@ absl::Status ReplaySession::UploadPreImage() {
   info_.upload_workers = stats->workers;
   info_.upload_seconds = Seconds(t0);
   return absl::OkStatus();
+}
+
+absl::StatusOr<RestorePipelineStats> ReplaySession::RunUpload(
+    const std::vector<RestoreTask>& tasks, MappingProgress* mapping, PatchTally* tally,
+    double* staging_seconds) {
+  RestorePipelineOptions options;
+  // KERNCAP_REPLAY_RESTORE_THREADS overrides the worker count (default: hardware threads).
+  const char* env = std::getenv("KERNCAP_REPLAY_RESTORE_THREADS");
+  options.workers = env != nullptr && std::atoi(env) > 0
+                        ? std::min(std::atoi(env), 64)
+                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
+  options.slots = options.workers + 4;
+  const size_t staging_bytes = RestoreStagingBytes(tasks, options);
+  // Pinned staging: for the pre image allocated while the mapping thread
+  // maps the first regions (the first copy waits for the first mapping anyway).
+  const auto ts = std::chrono::steady_clock::now();
+  void* staging = nullptr;
+  if (staging_bytes > 0) {
+    KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemAllocHost(&staging, staging_bytes),
+                                 absl::StrCat("cuMemAllocHost(restore staging, ", staging_bytes,
+                                              " bytes)")));
+  }
+  if (staging_seconds != nullptr) *staging_seconds = Seconds(ts);
+  absl::StatusOr<RestorePipelineStats> stats;
+  {
+    CudaCopier copier(cu_, ctx_);
+    absl::Status init = copier.Init(options.slots);
+    if (init.ok()) {
+      stats = RunRestorePipeline(
+          tasks,
+          [this](const RestoreTask& t, char* out) {
+            return src_->ReadChunkInto(*t.digest, t.size, out);
+          },
+          &relocator_, &copier, static_cast<char*>(staging), options, mapping, tally);
+    } else {
+      stats = init;
+    }
+  }
+  if (staging != nullptr) cu_.cuMemFreeHost(staging);
+  return stats;
 }
 
 absl::Status ReplaySession::UploadRegionTo(size_t index, const Placement& p, bool count) {
@@ -869,6 +880,7 @@ void ReplaySession::ReportRelocation() {
 absl::Status ReplaySession::LaunchAsync() { return LaunchFunctionAsync(function_, stream_); }
 
 absl::Status ReplaySession::LaunchFunctionAsync(CUfunction f, CUstream stream) {
+  launched_ = true;  // the device memory is no longer (only) the restored pre image
   const LaunchShape& l = use_captured_launch_ ? captured_launch_ : launch_;
   size_t blob_size = args_.size();
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args_.data(), CU_LAUNCH_PARAM_BUFFER_SIZE,
@@ -933,8 +945,15 @@ absl::StatusOr<ValidationReport> ReplaySession::Validate(const CompareOptions& o
     return absl::FailedPreconditionError(absl::StrCat(
         "capture ", m.capture_id(), " has no complete post-dispatch image: nothing to validate"));
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool restored_now = !prepared_;
+  KC_RETURN_IF_ERROR(Prepare());
+  KC_RETURN_IF_ERROR(PrepareComparison(options));
   KC_RETURN_IF_ERROR(Launch().status());
   KC_ASSIGN_OR_RETURN(ValidationReport report, CompareWithPostImage(options));
+  // The command's time: restore (when this call did it), expected image,
+  // launch, comparison; the probe below is extra.
+  report.validate_seconds = restored_now ? Seconds(t0) : 0;
   if (options_.launch.changes_shape() && !report.passed() &&
       std::string(report.verdict()) == "fail") {
     KC_RETURN_IF_ERROR(ProbeLaunchShape(options, &report));
@@ -982,6 +1001,139 @@ absl::StatusOr<ValidationReport> ReplaySession::CompareWithPostImage(
   return Compare(*code_, options, nullptr);
 }
 
+absl::Status ReplaySession::PrepareComparison(const CompareOptions& options) {
+  if (comparison_prepared_) return absl::OkStatus();
+  comparison_prepared_ = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const v1::CaptureManifest& m = src_->manifest();
+  comparison_ = ComparisonInfo{};
+  comparison_.requested = ComparePlaceName(options.place);
+  absl::flat_hash_map<std::pair<uint64_t, uint32_t>, const v1::Region*> post;
+  for (const v1::Region& r : m.post().regions()) post[{r.va(), r.device()}] = &r;
+
+  // The device regions Compare() will compare (restored in device memory,
+  // a post image of the same shape or none).
+  struct Candidate {
+    size_t index;
+    const v1::Region* pre;
+    const v1::Region* post;
+  };
+  std::vector<Candidate> candidates;
+  uint64_t total = 0;
+  for (int i = 0; i < m.pre().regions_size(); ++i) {
+    const v1::Region& r = m.pre().regions(i);
+    const Placement& p = placements_[static_cast<size_t>(i)];
+    if (!p.restored || p.host || IsGlobalKind(r.kind()) || r.kind() == v1::REGION_KERNARG ||
+        r.data().size() == 0) {
+      continue;
+    }
+    auto it = post.find({r.va(), r.device()});
+    const v1::Region* pr = it == post.end() ? nullptr : it->second;
+    if (pr != nullptr && (pr->data().size() != r.data().size() ||
+                          (!pr->diff() && pr->data().chunk_size() != r.data().chunk_size()))) {
+      continue;  // not compared at all (Compare() says why)
+    }
+    candidates.push_back(Candidate{static_cast<size_t>(i), &r, pr});
+    total += r.data().size();
+  }
+  std::string& why = comparison_.host_reason;
+  if (candidates.empty()) {
+    why = "no device region to compare";
+  } else if (options.place == ComparePlace::kHost) {
+    why = "--compare-on=host";
+  } else if (launched_) {
+    why = "the device memory was launched on before its expected image could be copied";
+  } else if (kCompareKernelPtxSize == 0) {
+    why = "this kerncap-replay was built without nvcc: no comparison kernel";
+  } else if (options.place == ComparePlace::kAuto && total < kAutoDeviceCompareBytes) {
+    why = absl::StrFormat("the device regions hold %.1f MiB, less than the %u MiB from which "
+                          "--compare-on=auto compares on the GPU",
+                          total / 1048576.0, kAutoDeviceCompareBytes >> 20);
+  }
+  if (!why.empty()) return absl::OkStatus();
+
+  // What fits: free device memory beyond a margin for the launch (its local
+  // memory), modules and the driver. KERNCAP_REPLAY_COMPARE_MARGIN_MIB
+  // replaces the margin (tests: force the fallback on a large GPU).
+  size_t free_bytes = 0, total_bytes = 0;
+  KC_RETURN_IF_ERROR(cu_.Check(cu_.cuMemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo"));
+  uint64_t margin = DeviceCompareMargin(total_bytes);
+  if (const char* env = std::getenv("KERNCAP_REPLAY_COMPARE_MARGIN_MIB");
+      env != nullptr && *env != '\0') {
+    margin = std::strtoull(env, nullptr, 10) << 20;
+  }
+  uint64_t budget = free_bytes > margin ? free_bytes - margin : 0;
+  std::vector<DeviceExpectation::RegionInput> chosen;
+  std::vector<DeviceExpectation::LeftOut> left_out;
+  for (const Candidate& c : candidates) {
+    const uint64_t size = c.pre->data().size();
+    // Its share of the comparator's tables (tiles, parameters, counters).
+    const uint64_t need = size + (size / kDefaultUnitBytes + 1) * 256;
+    if (need > budget) {
+      left_out.push_back(DeviceExpectation::LeftOut{
+          c.index, absl::StrFormat("its %.1f MiB device copy does not fit (%.1f MiB free beyond "
+                                   "the %.0f MiB margin)",
+                                   size / 1048576.0, budget / 1048576.0, margin / 1048576.0)});
+      continue;
+    }
+    budget -= need;
+    DeviceExpectation::RegionInput in;
+    in.index = c.index;
+    in.actual = placements_[c.index].replay_va;
+    in.size = size;
+    for (uint64_t k = 0; k < ChunkCount(c.pre->data()); ++k) {
+      in.chunk_lengths.push_back(ChunkLength(c.pre->data(), k));
+    }
+    chosen.push_back(std::move(in));
+  }
+  if (!chosen.empty()) {
+    absl::StatusOr<std::unique_ptr<DeviceExpectation>> e =
+        DeviceExpectation::Create(cu_, chosen, stream_, &left_out);
+    if (!e.ok()) {
+      // The host path still gives the right verdict: fall back, saying why.
+      for (const DeviceExpectation::RegionInput& in : chosen) {
+        left_out.push_back(DeviceExpectation::LeftOut{
+            in.index, absl::StrCat("the device copy failed: ", e.status().message())});
+      }
+    } else if ((*e)->regions() > 0) {
+      // The chunks the kernel changed: their post bytes over the copy,
+      // through the restore pipeline (patched as the host path patches).
+      std::vector<RestoreTask> tasks;
+      for (const Candidate& c : candidates) {
+        const uint64_t base = (*e)->expected(c.index);
+        if (base == 0) continue;
+        const v1::ChunkList& list = c.pre->data();
+        for (uint64_t k = 0; k < ChunkCount(list); ++k) {
+          const std::string& digest = PostDigest(*c.pre, c.post, k);
+          if (digest == list.chunk_digests(static_cast<int>(k))) continue;
+          const uint64_t off = ChunkOffset(list, k);
+          tasks.push_back(RestoreTask{&digest, ChunkLength(list, k), base + off,
+                                      c.pre->va() + off, false, 0});
+          comparison_.golden_upload_bytes += ChunkLength(list, k);
+        }
+      }
+      absl::StatusOr<RestorePipelineStats> up = RunUpload(tasks, nullptr, nullptr, nullptr);
+      if (!up.ok()) {
+        return absl::Status(up.status().code(),
+                            absl::StrCat("uploading the changed chunks of the expected image: ",
+                                         up.status().message()));
+      }
+      comparison_.expectation_bytes = (*e)->bytes();
+      expectation_ = std::move(*e);
+    }
+  }
+  if (!left_out.empty()) {
+    std::vector<std::string> parts;
+    for (size_t k = 0; k < left_out.size() && k < 3; ++k) {
+      parts.push_back(absl::StrCat("region ", left_out[k].index, ": ", left_out[k].reason));
+    }
+    why = absl::StrCat(left_out.size(), " device region(s) compared on the host (",
+                       absl::StrJoin(parts, "; "), left_out.size() > 3 ? "; ..." : "", ")");
+  }
+  comparison_.expectation_seconds = Seconds(t0);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ValidationReport> ReplaySession::Compare(const LoadedCode& code,
                                                         const CompareOptions& options,
                                                         const std::function<bool(size_t)>* only) {
@@ -1007,7 +1159,22 @@ absl::StatusOr<ValidationReport> ReplaySession::Compare(const LoadedCode& code,
     n.reason = std::move(reason);
     report.not_compared.push_back(std::move(n));
   };
+  const auto tc = std::chrono::steady_clock::now();
+  report.comparison = comparison_;
+  if (!comparison_prepared_) {
+    report.comparison.host_reason =
+        "the device copy of the expected image is made only by validate and bench, before "
+        "the first launch";
+  }
+  if (expectation_ != nullptr) {
+    const auto td = std::chrono::steady_clock::now();
+    KC_RETURN_IF_ERROR(expectation_->Compare(stream_));
+    report.comparison.device_compare_seconds = Seconds(td);
+  }
+  ComparisonInfo& ci = report.comparison;
+  ci.device_regions = ci.device_bytes = ci.host_regions = ci.host_bytes = ci.rechecked_bytes = 0;
   std::string expected, actual;
+  std::vector<int> absent_unchanged;  // module variables the loaded code lacks, left unchanged
   for (int i = 0; i < m.pre().regions_size(); ++i) {
     const v1::Region& r = m.pre().regions(i);
     auto it = post.find({r.va(), r.device()});
@@ -1024,6 +1191,23 @@ absl::StatusOr<ValidationReport> ReplaySession::Compare(const LoadedCode& code,
       auto g = code.globals.find(static_cast<size_t>(i));
       if (g == code.globals.end()) {
         auto v = match.find(static_cast<size_t>(i));
+        if (v != match.end() && v->second->absent) {
+          // The loaded kernel cannot name it. Unchanged by the captured
+          // dispatch and unreachable by pointer (checked below): a note.
+          bool unchanged = true;
+          for (uint64_t c = 0; c < ChunkCount(r.data()) && unchanged; ++c) {
+            unchanged = PostDigest(r, pr, c) == r.data().chunk_digests(static_cast<int>(c));
+          }
+          if (unchanged) {
+            absent_unchanged.push_back(i);
+            continue;
+          }
+          not_compared(i, r, false,
+                       absl::StrCat("module variable not in ", code.name, ": ", v->second->problem,
+                                    "; the captured dispatch changed it, which the loaded kernel "
+                                    "cannot have done"));
+          continue;
+        }
         not_compared(i, r, false,
                      absl::StrCat("module variable not in ", code.name, ": ",
                                   v != match.end() ? v->second->problem : "not looked up"));
@@ -1050,9 +1234,27 @@ absl::StatusOr<ValidationReport> ReplaySession::Compare(const LoadedCode& code,
     auto [dtype, tol] = options.For(static_cast<size_t>(i), r.va(), r.name());
     RegionComparator cmp(dtype, tol);
     const v1::ChunkList& list = r.data();
+    // Device path: chunks the GPU found bitwise equal are counted as equal;
+    // the others (and every chunk on the host path) are compared here.
+    const bool on_device = !IsGlobalKind(r.kind()) && expectation_ != nullptr &&
+                           expectation_->covers(static_cast<size_t>(i));
+    if (on_device) {
+      ++ci.device_regions;
+      ci.device_bytes += list.size();
+    } else if (!IsGlobalKind(r.kind()) && !p.host) {
+      ++ci.host_regions;
+      ci.host_bytes += list.size();
+    }
     for (uint64_t c = 0; c < ChunkCount(list); ++c) {
       const uint64_t off = ChunkOffset(list, c);
       const uint32_t len = ChunkLength(list, c);
+      if (on_device) {
+        if (expectation_->ChunkEqual(static_cast<size_t>(i), c)) {
+          cmp.CountEqual(off, len);
+          continue;
+        }
+        ci.rechecked_bytes += len;
+      }
       KC_RETURN_IF_ERROR(src_->ReadChunk(PostDigest(r, pr, c), len, &expected));
       if (!relocator_.empty()) relocator_.PatchWords(r.va() + off, expected.data(), expected.size());
       KC_RETURN_IF_ERROR(CopyFromReplay(p, off, len, &actual));
@@ -1069,7 +1271,13 @@ absl::StatusOr<ValidationReport> ReplaySession::Compare(const LoadedCode& code,
     rr.tolerance = tol;
     rr.stats = cmp.stats();
     rr.passed = cmp.passed();
+    rr.on_device = on_device;
     report.regions.push_back(std::move(rr));
+  }
+  ci.path = ci.device_regions == 0 ? "host" : ci.host_regions == 0 ? "device" : "mixed";
+  ci.compare_seconds = Seconds(tc);
+  if (!absent_unchanged.empty()) {
+    KC_RETURN_IF_ERROR(ClassifyAbsentVariables(code, absent_unchanged, &report));
   }
   if (only == nullptr) {
     for (int i = 0; i < m.post().regions_size(); ++i) {
@@ -1081,6 +1289,34 @@ absl::StatusOr<ValidationReport> ReplaySession::Compare(const LoadedCode& code,
   }
   report.info = info_;
   return report;
+}
+
+absl::Status ReplaySession::ClassifyAbsentVariables(const LoadedCode& code,
+                                                    const std::vector<int>& regions,
+                                                    ValidationReport* report) const {
+  const v1::CaptureManifest& m = src_->manifest();
+  KC_ASSIGN_OR_RETURN(std::vector<uint64_t> pointers, CountCapturedPointersInto(*src_, regions));
+  for (size_t k = 0; k < regions.size(); ++k) {
+    const v1::Region& r = m.pre().regions(regions[k]);
+    NotCompared n;
+    n.index = static_cast<size_t>(regions[k]);
+    n.va = r.va();
+    n.kind = RegionKindName(r.kind());
+    n.name = r.name();
+    n.size = r.data().size();
+    if (pointers[k] == 0) {
+      n.reason = absl::StrCat("not in ", code.name,
+                              ", unchanged by the captured dispatch, no captured pointer into it");
+      n.unreachable = true;
+      report->unreachable.push_back(std::move(n));
+    } else {
+      n.reason = absl::StrCat("module variable not in ", code.name, ", and ", pointers[k],
+                              " captured word(s) point into it: the kernel may reach it through "
+                              "them, so it cannot be left out");
+      report->not_compared.push_back(std::move(n));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ReplaySession::Chunk>> ReplaySession::WrittenChunks() {
@@ -1242,6 +1478,9 @@ absl::StatusOr<BenchReport> ReplaySession::Bench(const BenchOptions& options) {
     report.comparison.order = "ABBA";
   }
   KC_RETURN_IF_ERROR(cu_.Check(cu_.cuCtxSynchronize(), "cuCtxSynchronize (code loaded)"));
+  // The validations below compare on the device when they may (before the
+  // first launch: the expected image starts as a copy of the restored state).
+  if (m.post_complete()) KC_RETURN_IF_ERROR(PrepareComparison(options.compare));
 
   KC_ASSIGN_OR_RETURN(std::vector<Chunk> written, WrittenChunks());
   const std::vector<Chunk> kernel_chunks = ChunksFor(*kernel, written);

@@ -22,7 +22,12 @@
 //   Validate(): compares device memory with the captured post-dispatch
 //               image; captured state that could not be compared (a module
 //               variable the code object lacks, ...) makes the verdict
-//               "incomplete" (report.h).
+//               "incomplete" (report.h). Device regions are compared on the
+//               GPU when CompareOptions::place allows and their copy fits in
+//               free device memory (device_expectation.h: a device copy of
+//               the expected image made before the first launch, a bitwise
+//               prefilter on the GPU, the host comparator for what differs),
+//               else on the host; ValidationReport::comparison says which.
 //   Bench():    warm-up + timed iterations (optional cold L2, restore of
 //               written regions before each launch); optionally interleaved
 //               with the captured code object as a baseline (speedup); every
@@ -50,6 +55,7 @@
 #include "reproducer/replay/core/engine.h"
 #include "reproducer/replay/core/launch_override.h"
 #include "reproducer/replay/cuda/cuda_driver.h"
+#include "reproducer/replay/cuda/device_expectation.h"
 #include "reproducer/replay/core/module_symbols.h"
 #include "reproducer/replay/core/relocator.h"
 #include "reproducer/replay/core/report.h"
@@ -196,6 +202,17 @@ class ReplaySession {
   void CancelMapping();             // stops it at the next mapping and joins
   absl::Status PlaceHostRegions();
   absl::Status UploadPreImage();           // every restored region, pipelined
+  // Runs the restore pipeline over `tasks` with its own pinned staging and
+  // copier (the pre image; validate's changed post chunks).
+  absl::StatusOr<RestorePipelineStats> RunUpload(const std::vector<RestoreTask>& tasks,
+                                                 MappingProgress* mapping, PatchTally* tally,
+                                                 double* staging_seconds);
+  // Decides where device regions are compared and, for the device path,
+  // builds the expected image on the device (device_expectation.h). Must
+  // run after Prepare() and before the first launch (the device copy is of
+  // the restored pre image); once per session (later calls keep the first
+  // decision). Fills comparison_.
+  absl::Status PrepareComparison(const CompareOptions& options);
   // One region to `p`, chunk by chunk (module variables, repairs; count: add
   // to info_'s restored bytes and patched words).
   absl::Status UploadRegionTo(size_t index, const Placement& p, bool count);
@@ -243,6 +260,12 @@ class ReplaySession {
   absl::Status CopyFromReplay(const Placement& p, uint64_t offset, size_t size, std::string* out);
   absl::Status LaunchAsync();
   absl::StatusOr<std::vector<Chunk>> WrittenChunks();
+  // The captured module variables (pre-image region indices) that `code`
+  // does not define and the captured dispatch left unchanged: unreachable
+  // (report->unreachable) when no captured word points into them, else not
+  // compared with the count (pointer_scan.h says why).
+  absl::Status ClassifyAbsentVariables(const LoadedCode& code, const std::vector<int>& regions,
+                                       ValidationReport* report) const;
   void Warn(const std::string& w);
 
   const CaptureSource* src_;
@@ -282,6 +305,10 @@ class ReplaySession {
   std::vector<void*> kernel_params_;   // pointers into args_ (per argument)
   std::optional<std::vector<Chunk>> written_;  // RestoreWrittenRegions()'s bytes
   bool prepared_ = false;
+  bool launched_ = false;               // a launch was enqueued since the restore
+  bool comparison_prepared_ = false;    // PrepareComparison ran
+  std::unique_ptr<DeviceExpectation> expectation_;  // validate's device path (may be null)
+  ComparisonInfo comparison_;           // what PrepareComparison decided (report.h)
   LaunchShape captured_launch_;  // the manifest's launch
   LaunchShape launch_;           // captured_launch_ with options_.launch applied
   bool use_captured_launch_ = false;

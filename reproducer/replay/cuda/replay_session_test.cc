@@ -47,6 +47,15 @@ using testing::kScaleB;
 using testing::kScaleN;
 using testing::ScaleKernel;
 
+
+// A fresh session on `src` (options `o`), validated with the default
+// tolerances: the session's creation error, else the validation's verdict.
+absl::StatusOr<ValidationReport> ValidateOnce(const CaptureSource* src, SessionOptions o = {}) {
+  auto s = ReplaySession::Create(src, o);
+  if (!s.ok()) return s.status();
+  return (*s)->Validate(CompareOptions{});
+}
+
 class ReplaySessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -61,46 +70,14 @@ class ReplaySessionTest : public ::testing::Test {
 
   // add_one over kN values; the post image says each gained `golden_delta`.
   v1::CaptureManifest AddOneCapture(testing::KcapBuilder& b, uint64_t golden_delta) {
-    std::string table(8, '\0');
-    std::memcpy(table.data(), &kDataVa, 8);
-    std::string data(kN * 8, '\0'), post(kN * 8, '\0');
-    for (uint64_t i = 0; i < kN; ++i) {
-      const uint64_t v = i * 3 + 1, w = v + golden_delta;
-      std::memcpy(data.data() + i * 8, &v, 8);
-      std::memcpy(post.data() + i * 8, &w, 8);
-    }
-    v1::CaptureManifest m;
-    m.set_capture_id("cap-fake");
-    m.set_post_complete(true);
-    m.mutable_kernel()->set_mangled_name("add_one");
-    m.mutable_kernel()->set_platform(v1::PLATFORM_CUDA);
-    v1::Region* t = m.mutable_pre()->add_regions();
-    t->set_va(kTableVa);
-    t->set_kind(v1::REGION_DEVICE);
-    *t->mutable_data() = b.Add(table);
-    v1::Region* d = m.mutable_pre()->add_regions();
-    d->set_va(kDataVa);
-    d->set_kind(v1::REGION_DEVICE);
-    *d->mutable_data() = b.Add(data);
-    *m.mutable_post()->add_regions() = b.Diff(*t, table, table);
-    *m.mutable_post()->add_regions() = b.Diff(*d, data, post);
-    v1::CodeObject* c = m.add_code_objects();
-    c->set_format(v1::CODE_OBJECT_PTX);
-    c->set_name("add_one.ptx");
-    *c->mutable_data() = b.Add(testing::kAddOnePtx);
-    m.mutable_launch()->add_grid((kN + 255) / 256);
-    m.mutable_launch()->add_block(256);
-    std::string blob(12, '\0');
-    std::memcpy(blob.data(), &kTableVa, 8);
-    std::memcpy(blob.data() + 8, &kN, 4);
-    m.set_argument_blob(blob);
-    v1::Argument* a0 = m.add_arguments();
-    a0->set_offset(0);
-    a0->set_size(8);
-    v1::Argument* a1 = m.add_arguments();
-    a1->set_offset(8);
-    a1->set_size(4);
-    return m;
+    testing::AddOneCaptureSpec spec;
+    spec.capture_id = "cap-fake";
+    spec.table_va = kTableVa;
+    spec.data_va = kDataVa;
+    spec.n = kN;
+    spec.first = 1;
+    spec.golden_delta = golden_delta;
+    return testing::AddOneCapture(b, spec);
   }
 
   std::unique_ptr<CaptureSource> Write(testing::KcapBuilder& b, const v1::CaptureManifest& m) {
@@ -118,9 +95,7 @@ TEST_F(ReplaySessionTest, TheFakeDriverReplaysAndValidatesAddOne) {
   testing::KcapBuilder b(4096);
   auto src = Write(b, AddOneCapture(b, 1));
   ASSERT_NE(src, nullptr);
-  auto s = ReplaySession::Create(src.get(), SessionOptions{});
-  ASSERT_TRUE(s.ok()) << s.status();
-  auto r = (*s)->Validate(CompareOptions{});
+  auto r = ValidateOnce(src.get());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->passed()) << FormatValidation(*r);
   EXPECT_EQ(r->regions.size(), 2u);
@@ -147,9 +122,7 @@ class InternalLinkageTest : public ReplaySessionTest {
                                                 const std::string& code_object) {
     SessionOptions o;
     o.code_object_path = code_object;
-    auto s = ReplaySession::Create(src, o);
-    if (!s.ok()) return s.status();
-    return (*s)->Validate(CompareOptions{});
+    return ValidateOnce(src, o);
   }
 
   void SetUp() override {
@@ -220,6 +193,83 @@ TEST_F(InternalLinkageTest, AVariableThatCannotBeMatchedMakesTheVerdictIncomplet
   }
 }
 
+// A minimal unit (or any rebuilt unit) drops the module's variables its
+// kernel does not use. One that the captured dispatch left unchanged and
+// that no captured word points into cannot be reached by the loaded kernel:
+// a note, and the verdict is complete. A pointer into it anywhere in the
+// captured memory or the arguments makes it a gap again.
+class AbsentVariableTest : public InternalLinkageTest {
+ protected:
+  static constexpr uint64_t kTableVa = testing::kCounterVarVa + 0x1000;
+
+  // The scale capture plus an unchanged module table `kc_table`; with
+  // `pointer_in` "spare" or "args", a pointer into the table there.
+  std::unique_ptr<CaptureSource> Capture(testing::KcapBuilder& b, const std::string& pointer_in) {
+    v1::CaptureManifest m = testing::ScaleCapture(b, 10 + kScaleN, "scale", /*spare=*/true);
+    const std::string table(256, '\x5a');
+    v1::Region* t = m.mutable_pre()->add_regions();
+    t->set_va(kTableVa);
+    t->set_kind(v1::REGION_MODULE_GLOBAL);
+    t->set_name("kc_table");
+    *t->mutable_data() = b.Add(table);
+    const uint64_t into = kTableVa + 0x40;
+    if (pointer_in == "spare") {
+      std::string bytes(4096, '\x33');
+      std::memcpy(bytes.data() + 512, &into, 8);
+      *m.mutable_pre()->mutable_regions(4)->mutable_data() = b.Add(bytes);
+    } else if (pointer_in == "args") {
+      std::string blob = m.argument_blob();
+      blob.resize(32, '\0');
+      std::memcpy(blob.data() + 24, &into, 8);
+      m.set_argument_blob(blob);
+    }
+    return Write(b, m);
+  }
+};
+
+TEST_F(AbsentVariableTest, AnUnchangedTableNoPointerReachesIsANoteNotAGap) {
+  testing::KcapBuilder b(4096);
+  auto src = Capture(b, "");
+  ASSERT_NE(src, nullptr);
+  auto r = ValidateWith(src.get(), WriteVariant({{kScaleB, 4}, {kCounterB, 4}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "pass") << FormatValidation(*r);
+  EXPECT_TRUE(r->not_compared.empty());
+  ASSERT_EQ(r->unreachable.size(), 1u);
+  EXPECT_EQ(r->unreachable[0].name, "kc_table");
+  EXPECT_TRUE(absl::StrContains(FormatValidation(*r), "cannot reach them")) << FormatValidation(*r);
+  EXPECT_EQ(ValidationJson(*r)["unreachable"][0]["name"], "kc_table");
+}
+
+TEST_F(AbsentVariableTest, APointerIntoItInCapturedMemoryOrTheArgumentsMakesItAGap) {
+  for (const char* where : {"spare", "args"}) {
+    SCOPED_TRACE(where);
+    testing::KcapBuilder b(4096);
+    auto src = Capture(b, where);
+    ASSERT_NE(src, nullptr);
+    auto r = ValidateWith(src.get(), WriteVariant({{kScaleB, 4}, {kCounterB, 4}}));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_STREQ(r->verdict(), "incomplete") << FormatValidation(*r);
+    ASSERT_EQ(r->not_compared.size(), 1u);
+    EXPECT_EQ(r->not_compared[0].name, "kc_table");
+    EXPECT_TRUE(absl::StrContains(r->not_compared[0].reason, "1 captured word(s) point into it"))
+        << r->not_compared[0].reason;
+    EXPECT_TRUE(r->unreachable.empty());
+  }
+}
+
+TEST_F(AbsentVariableTest, AVariableTheCapturedDispatchChangedIsAGapEvenUnreachable) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, ScaleCapture(b, 10 + kScaleN));  // the counter changes
+  ASSERT_NE(src, nullptr);
+  auto r = ValidateWith(src.get(), WriteVariant({{kScaleB, 4}}));  // no counter
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_STREQ(r->verdict(), "incomplete") << FormatValidation(*r);
+  ASSERT_EQ(r->not_compared.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(r->not_compared[0].reason, "the captured dispatch changed it"))
+      << r->not_compared[0].reason;
+}
+
 TEST_F(InternalLinkageTest, AnAnonymousNamespaceKernelIsFoundUnderItsNewName) {
   testing::KcapBuilder b(4096);
   auto src = Write(b, ScaleCapture(b, 10 + kScaleN, kAnonKernelA));
@@ -243,9 +293,7 @@ TEST_F(ReplaySessionTest, APostImageRegionWithoutAPreImageRegionIsNotAPass) {
   *extra->mutable_data() = b.Add(std::string(64, '\x01'));
   auto src = Write(b, m);
   ASSERT_NE(src, nullptr);
-  auto s = ReplaySession::Create(src.get(), SessionOptions{});
-  ASSERT_TRUE(s.ok());
-  auto r = (*s)->Validate(CompareOptions{});
+  auto r = ValidateOnce(src.get());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_STREQ(r->verdict(), "incomplete") << FormatValidation(*r);
   ASSERT_EQ(r->not_compared.size(), 1u);
@@ -264,9 +312,7 @@ TEST_F(ReplaySessionTest, APostImageOfAnotherShapeIsNotCompared) {
   *post->mutable_data() = b.Add(std::string(kN * 8 / 2, '\x01'));
   auto src = Write(b, m);
   ASSERT_NE(src, nullptr);
-  auto s = ReplaySession::Create(src.get(), SessionOptions{});
-  ASSERT_TRUE(s.ok());
-  auto r = (*s)->Validate(CompareOptions{});
+  auto r = ValidateOnce(src.get());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_STREQ(r->verdict(), "incomplete") << FormatValidation(*r);
   ASSERT_EQ(r->not_compared.size(), 1u);
@@ -550,9 +596,7 @@ TEST_F(RelocationTest, ASmallPinnedBlockThatMovedWithNoPointerToItIsANote) {
   testing::KcapBuilder b(4096);
   auto src = Write(b, WithMovedHostBlock(b, false));
   ASSERT_NE(src, nullptr);
-  auto s = ReplaySession::Create(src.get(), SessionOptions{});
-  ASSERT_TRUE(s.ok());
-  auto r = (*s)->Validate(CompareOptions{});
+  auto r = ValidateOnce(src.get());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->passed()) << FormatValidation(*r);
   ASSERT_EQ(r->info.moved.size(), 1u);
@@ -573,9 +617,7 @@ TEST_F(RelocationTest, APointerToAMovedBlockMakesItTheRelocationAlarm) {
   testing::KcapBuilder b(4096);
   auto src = Write(b, WithMovedHostBlock(b, true));
   ASSERT_NE(src, nullptr);
-  auto s = ReplaySession::Create(src.get(), SessionOptions{});
-  ASSERT_TRUE(s.ok());
-  auto r = (*s)->Validate(CompareOptions{});
+  auto r = ValidateOnce(src.get());
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->info.moved.size(), 1u);
   EXPECT_EQ(r->info.moved[0].pointers_patched, 1u);  // the argument
@@ -594,9 +636,7 @@ TEST_F(RelocationTest, MovedDeviceRegionsCountThePointersIntoEach) {
   testing::KcapBuilder b(4096);
   auto src = Write(b, AddOneCapture(b, 1));
   ASSERT_NE(src, nullptr);
-  auto s = ReplaySession::Create(src.get(), SessionOptions{});
-  ASSERT_TRUE(s.ok());
-  auto r = (*s)->Validate(CompareOptions{});
+  auto r = ValidateOnce(src.get());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->passed()) << FormatValidation(*r);
   ASSERT_EQ(r->info.moved.size(), 2u);
@@ -623,6 +663,10 @@ TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsMismatch) {
   g->set_kind(v1::REGION_MODULE_GLOBAL);
   g->set_name("kc_scale");  // not in add_one's PTX
   *g->mutable_data() = b.Add(std::string("\x00\x00\x80\x3f", 4));
+  // The captured dispatch changed it: the loaded code cannot have done that,
+  // so it is a gap (an unchanged one nothing points into would be a note).
+  *m.mutable_post()->add_regions() =
+      b.Diff(*g, std::string("\x00\x00\x80\x3f", 4), std::string("\x00\x00\x00\x40", 4));
   const std::string kcap = Path("c.kcap");
   ASSERT_TRUE(b.Write(kcap, m).ok());
   auto run = [&](const std::string& args, std::string* out) {
@@ -908,6 +952,296 @@ TEST_F(LaunchOverrideTest, ProfileRunsNcuOnTheReplayAndSkipsWithoutIt) {
   std::string perm;
   EXPECT_EQ(run("--ncu=" + denied + " --json", &perm), 77) << perm;
   EXPECT_TRUE(absl::StrContains(perm, "ERR_NVGPUCTRPERM")) << perm;
+}
+
+}  // namespace
+}  // namespace kerncap::replay
+
+namespace kerncap::replay {
+namespace {
+
+// validate's device path (device_expectation.h) on the fake driver: the
+// comparison kernel is the fake's built-in (bitwise). The verdict must be
+// the host path's, field for field, whatever the path.
+class DeviceCompareTest : public ReplaySessionTest {
+ protected:
+  // add_one (golden: each value + golden_delta) plus a device region it
+  // never touches (index 2, unchanged in the post image).
+  v1::CaptureManifest WithSpare(testing::KcapBuilder& b, uint64_t golden_delta) {
+    v1::CaptureManifest m = AddOneCapture(b, golden_delta);
+    const std::string spare(3 * 4096, '\x33');
+    v1::Region* r = m.mutable_pre()->add_regions();
+    r->set_va(kSpareVa);
+    r->set_kind(v1::REGION_DEVICE);
+    *r->mutable_data() = b.Add(spare);
+    return m;
+  }
+  absl::StatusOr<ValidationReport> Validate(const CaptureSource* src, CompareOptions o,
+                                            ComparePlace place, SessionOptions so = {}) {
+    o.place = place;
+    auto s = ReplaySession::Create(src, so);
+    if (!s.ok()) return s.status();
+    return (*s)->Validate(o);
+  }
+  static size_t CompareLaunches() {
+    size_t n = 0;
+    for (const std::string& l : FakeCuda::Get().launches()) {
+      n += absl::StartsWith(l, KC_COMPARE_KERNEL_NAME);
+    }
+    return n;
+  }
+  // Everything a verdict says, but where it was compared.
+  static void ExpectSameVerdict(const ValidationReport& host, const ValidationReport& device) {
+    EXPECT_STREQ(host.verdict(), device.verdict());
+    ASSERT_EQ(host.regions.size(), device.regions.size());
+    for (size_t i = 0; i < host.regions.size(); ++i) {
+      const RegionResult& h = host.regions[i];
+      const RegionResult& d = device.regions[i];
+      SCOPED_TRACE(absl::StrCat("region ", h.index));
+      EXPECT_EQ(h.index, d.index);
+      EXPECT_EQ(h.passed, d.passed);
+      EXPECT_EQ(h.stats.bytes_compared, d.stats.bytes_compared);
+      EXPECT_EQ(h.stats.bytes_differing, d.stats.bytes_differing);
+      EXPECT_EQ(h.stats.elements_compared, d.stats.elements_compared);
+      EXPECT_EQ(h.stats.elements_differing, d.stats.elements_differing);
+      EXPECT_EQ(h.stats.elements_failing, d.stats.elements_failing);
+      EXPECT_EQ(h.stats.max_abs_error, d.stats.max_abs_error);
+      EXPECT_EQ(h.stats.max_ulp_error, d.stats.max_ulp_error);
+      EXPECT_EQ(h.stats.first_diff_offset, d.stats.first_diff_offset);
+      EXPECT_EQ(h.stats.first_fail_offset, d.stats.first_fail_offset);
+      ASSERT_EQ(h.stats.samples.size(), d.stats.samples.size());
+      for (size_t k = 0; k < h.stats.samples.size(); ++k) {
+        EXPECT_EQ(h.stats.samples[k].offset, d.stats.samples[k].offset);
+        EXPECT_EQ(h.stats.samples[k].expected, d.stats.samples[k].expected);
+        EXPECT_EQ(h.stats.samples[k].actual, d.stats.samples[k].actual);
+      }
+    }
+    EXPECT_EQ(host.not_compared.size(), device.not_compared.size());
+  }
+};
+
+TEST_F(DeviceCompareTest, AutoComparesASmallCaptureOnTheHost) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 1));
+  ASSERT_NE(src, nullptr);
+  auto r = Validate(src.get(), {}, ComparePlace::kAuto);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  EXPECT_EQ(r->comparison.path, "host");
+  EXPECT_EQ(r->comparison.requested, "auto");
+  EXPECT_TRUE(absl::StrContains(r->comparison.host_reason, "less than the 64 MiB"))
+      << r->comparison.host_reason;
+  EXPECT_EQ(r->comparison.host_regions, 3u);
+  EXPECT_EQ(CompareLaunches(), 0u);
+  EXPECT_GT(r->validate_seconds, 0);
+}
+
+TEST_F(DeviceCompareTest, TheDevicePathPassesACorrectReplayWithoutRecheckingAnything) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 1));
+  ASSERT_NE(src, nullptr);
+  auto r = Validate(src.get(), {}, ComparePlace::kDevice);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  const ComparisonInfo& c = r->comparison;
+  EXPECT_EQ(c.path, "device") << c.host_reason;
+  EXPECT_TRUE(c.host_reason.empty()) << c.host_reason;
+  EXPECT_EQ(c.device_regions, 3u);
+  EXPECT_EQ(c.device_bytes, 8u + kN * 8 + 3 * 4096);
+  EXPECT_EQ(c.expectation_bytes, c.device_bytes);
+  EXPECT_EQ(c.golden_upload_bytes, kN * 8u);  // only the data region's chunks changed
+  EXPECT_EQ(c.rechecked_bytes, 0u);
+  for (const RegionResult& rr : r->regions) EXPECT_TRUE(rr.on_device) << rr.index;
+  EXPECT_EQ(CompareLaunches(), 1u);
+  // The stats are a full pass's: every byte counted.
+  EXPECT_EQ(r->regions[1].stats.bytes_compared, kN * 8u);
+  EXPECT_EQ(r->regions[1].stats.elements_compared, kN * 8u);
+  // Its copies are freed with the session.
+  const nlohmann::json j = ValidationJson(*r);
+  EXPECT_EQ(j["comparison"]["path"], "device");
+  EXPECT_EQ(j["region_results"][0]["compared_on"], "device");
+}
+
+TEST_F(DeviceCompareTest, AWrongChangedChunkFailsAlikeOnBothPaths) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 2));  // golden +2, the kernel adds 1
+  ASSERT_NE(src, nullptr);
+  auto host = Validate(src.get(), {}, ComparePlace::kHost);
+  auto device = Validate(src.get(), {}, ComparePlace::kDevice);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_STREQ(host->verdict(), "fail");
+  EXPECT_EQ(host->comparison.path, "host");
+  EXPECT_EQ(host->comparison.host_reason, "--compare-on=host");
+  EXPECT_EQ(device->comparison.path, "device");
+  ExpectSameVerdict(*host, *device);
+  EXPECT_FALSE(device->regions[1].passed);
+  EXPECT_TRUE(device->regions[2].passed);
+  // Only the data region's units went back to the host.
+  EXPECT_EQ(device->comparison.rechecked_bytes, kN * 8u);
+}
+
+TEST_F(DeviceCompareTest, AWriteIntoAnUnchangedChunkFailsAlikeOnBothPaths) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 1));
+  ASSERT_NE(src, nullptr);
+  // add_one, plus a stray write into the second chunk of the region the
+  // capture says the kernel does not change.
+  FakeCuda::Get().SetKernel("add_one", [](FakeCuda& cuda, const fake::Launch& l) {
+    const double ms = fake::AddOneKernel()(cuda, l);
+    cuda.WriteU64(kSpareVa + 4096 + 24, 0xdeadbeef);
+    return ms;
+  });
+  auto host = Validate(src.get(), {}, ComparePlace::kHost);
+  auto device = Validate(src.get(), {}, ComparePlace::kDevice);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_STREQ(device->verdict(), "fail");
+  EXPECT_EQ(device->comparison.path, "device");
+  ExpectSameVerdict(*host, *device);
+  ASSERT_FALSE(device->regions[2].passed);
+  EXPECT_EQ(device->regions[2].stats.first_diff_offset, 4096 + 24);
+  EXPECT_EQ(device->comparison.rechecked_bytes, 3u * 4096);  // the spare region's one unit
+}
+
+TEST_F(DeviceCompareTest, UnderAToleranceTheGpuIsOnlyAPrefilter) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 2));  // every value off by one
+  ASSERT_NE(src, nullptr);
+  CompareOptions o;
+  RegionDTypeRule rule;
+  rule.index = 1;
+  rule.dtype = DType::kU64;
+  o.rules.push_back(rule);
+  o.tolerance.atol = 1;
+  auto host = Validate(src.get(), o, ComparePlace::kHost);
+  auto device = Validate(src.get(), o, ComparePlace::kDevice);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  // Bitwise different, within the tolerance: a pass on both paths.
+  EXPECT_TRUE(device->passed()) << FormatValidation(*device);
+  EXPECT_EQ(device->regions[1].stats.elements_differing, kN);
+  ExpectSameVerdict(*host, *device);
+  EXPECT_EQ(device->comparison.rechecked_bytes, kN * 8u);
+  // Just outside it: a fail on both.
+  o.tolerance.atol = 0.5;
+  host = Validate(src.get(), o, ComparePlace::kHost);
+  device = Validate(src.get(), o, ComparePlace::kDevice);
+  ASSERT_TRUE(host.ok() && device.ok());
+  EXPECT_STREQ(device->verdict(), "fail");
+  ExpectSameVerdict(*host, *device);
+}
+
+TEST_F(DeviceCompareTest, ShortDeviceMemoryFallsBackToTheHostPerRegion) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 2));
+  ASSERT_NE(src, nullptr);
+  auto host = Validate(src.get(), {}, ComparePlace::kHost);
+  ASSERT_TRUE(host.ok()) << host.status();
+  const uint64_t total = 80ull << 30, margin = DeviceCompareMargin(total);
+  // Nothing beyond the margin: every region on the host.
+  FakeCuda::Get().set_mem_info(margin, total);
+  auto none = Validate(src.get(), {}, ComparePlace::kDevice);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->comparison.path, "host");
+  EXPECT_TRUE(absl::StrContains(none->comparison.host_reason, "does not fit"))
+      << none->comparison.host_reason;
+  EXPECT_EQ(none->comparison.host_regions, 3u);
+  EXPECT_EQ(CompareLaunches(), 0u);
+  ExpectSameVerdict(*host, *none);
+  // Room for the 8-byte table region only: the others on the host.
+  FakeCuda::Get().set_mem_info(margin + 8 + 256 + 100, total);
+  auto mixed = Validate(src.get(), {}, ComparePlace::kDevice);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->comparison.path, "mixed");
+  EXPECT_EQ(mixed->comparison.device_regions, 1u);
+  EXPECT_EQ(mixed->comparison.host_regions, 2u);
+  EXPECT_TRUE(mixed->regions[0].on_device);
+  EXPECT_FALSE(mixed->regions[1].on_device);
+  EXPECT_TRUE(absl::StrContains(mixed->comparison.host_reason, "2 device region(s)"))
+      << mixed->comparison.host_reason;
+  ExpectSameVerdict(*host, *mixed);
+}
+
+TEST_F(DeviceCompareTest, AStateLaunchedOnBeforeTheCopyIsComparedOnTheHost) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 1));
+  ASSERT_NE(src, nullptr);
+  auto s = ReplaySession::Create(src.get(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Launch().ok());  // the memory now holds the post image
+  CompareOptions o;
+  o.place = ComparePlace::kDevice;
+  auto r = (*s)->Validate(o);  // a second launch: add_one twice is a fail
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->comparison.path, "host");
+  EXPECT_TRUE(absl::StrContains(r->comparison.host_reason, "launched on before"))
+      << r->comparison.host_reason;
+  EXPECT_STREQ(r->verdict(), "fail");
+}
+
+TEST_F(DeviceCompareTest, ARelocatedReplayValidatesOnTheDevice) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 1));
+  ASSERT_NE(src, nullptr);
+  SessionOptions so;
+  so.force_relocation = true;  // the table's pointer is patched in both images
+  auto r = Validate(src.get(), {}, ComparePlace::kDevice, so);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->info.relocated);
+  EXPECT_EQ(r->comparison.path, "device");
+  EXPECT_TRUE(r->passed()) << FormatValidation(*r);
+  EXPECT_EQ(r->comparison.rechecked_bytes, 0u);
+}
+
+TEST_F(DeviceCompareTest, BenchValidatesOnTheDeviceAndFreesItsCopies) {
+  testing::KcapBuilder b(4096);
+  auto src = Write(b, WithSpare(b, 1));
+  ASSERT_NE(src, nullptr);
+  {
+    auto s = ReplaySession::Create(src.get(), SessionOptions{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    BenchOptions bo;
+    bo.warmup = 1;
+    bo.iterations = 2;
+    bo.compare.place = ComparePlace::kDevice;
+    auto r = (*s)->Bench(bo);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->kernel_before.has_value() && r->kernel_after.has_value());
+    EXPECT_TRUE(r->verdicts_pass()) << FormatBench(*r);
+    EXPECT_EQ(r->kernel_before->comparison.path, "device");
+    EXPECT_EQ(r->kernel_after->comparison.path, "device");
+    EXPECT_GT(FakeCuda::Get().allocated_bytes(), 0u);
+  }
+  EXPECT_EQ(FakeCuda::Get().allocated_bytes(), 0u);
+}
+
+TEST_F(DeviceCompareTest, TheCliTakesCompareOn) {
+  testing::KcapBuilder b(4096);
+  const std::string kcap = Path("c.kcap");
+  ASSERT_TRUE(b.Write(kcap, WithSpare(b, 1)).ok());
+  auto run = [&](const std::string& args, std::string* out) {
+    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
+                                         KERNCAP_REPLAY_BIN, "' ", args, " '", kcap, "' 2>&1");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string json, text, bad;
+  EXPECT_EQ(run("validate --json --compare-on=device", &json), 0) << json;
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << json;
+  EXPECT_EQ(j["comparison"]["path"], "device");
+  EXPECT_EQ(j["comparison"]["requested"], "device");
+  EXPECT_EQ(j["result"], "pass");
+  EXPECT_EQ(run("validate --compare-on=host", &text), 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "compare: path host")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "validate: ")) << text;
+  EXPECT_EQ(run("validate --compare-on=gpu", &bad), 2) << bad;  // a usage error
 }
 
 }  // namespace

@@ -84,6 +84,10 @@ absl::StatusOr<ValidationReport> HsaEngine::Validate(const CompareOptions& optio
     return absl::FailedPreconditionError(absl::StrCat(
         "capture ", m.capture_id(), " has no complete post-dispatch image: nothing to validate"));
   }
+  if (options.place == ComparePlace::kDevice) {
+    return absl::UnimplementedError(
+        "--compare-on=device: the HSA engine compares on the host (use auto or host)");
+  }
   // One comparator per validated region (input = pre image order, for
   // indices and --region-dtype selectors), fed chunk by chunk.
   std::map<size_t, RegionComparator> cmps;
@@ -128,6 +132,12 @@ absl::StatusOr<ValidationReport> HsaEngine::Validate(const CompareOptions& optio
     report.regions.push_back(std::move(rr));
   }
   report.info = Info(r);
+  report.comparison.requested = ComparePlaceName(options.place);
+  report.comparison.host_reason = "the HSA engine compares on the host";
+  for (const replay::RegionResult& rr : report.regions) {
+    ++report.comparison.host_regions;
+    report.comparison.host_bytes += rr.size;
+  }
   return report;
 }
 

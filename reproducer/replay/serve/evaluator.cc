@@ -221,6 +221,27 @@ absl::StatusOr<std::vector<ResidentEvaluator::GlobalSlot>> ResidentEvaluator::Bi
     const VariableMatch& v = matches[k];
     ResidentState::Region& r = *served[k];
     if (!v.matched()) {
+      if (v.absent && !r.written) {
+        // The candidate cannot name it; unless a captured word points into
+        // it, it cannot reach it at all (pointer_scan.h).
+        KC_ASSIGN_OR_RETURN(uint64_t pointers, state_->PointerWordsInto(r.index));
+        if (pointers == 0) {
+          NotCompared n{r.index, false, r.va, r.kind, r.name, r.size,
+                        "not in the candidate, unchanged by the captured dispatch, no captured "
+                        "pointer into it"};
+          n.unreachable = true;
+          unbound->push_back(std::move(n));
+          continue;
+        }
+        unbound->push_back(NotCompared{
+            r.index, false, r.va, r.kind, r.name, r.size,
+            absl::StrCat("module variable not in the candidate, and ", pointers,
+                         " captured word(s) point into it: the kernel may reach it through "
+                         "them, so it cannot be left out")});
+        warnings->push_back(absl::StrCat("module variable '", r.name, "': ", v.problem,
+                                         "; not restored, not compared (the verdict says so)"));
+        continue;
+      }
       unbound->push_back(NotCompared{r.index, false, r.va, r.kind, r.name, r.size,
                                      absl::StrCat("module variable not in the candidate: ",
                                                   v.problem)});
@@ -258,7 +279,9 @@ absl::Status ResidentEvaluator::Validate(const EvaluateRequest& request,
                                          ValidationSummary* result) {
   *result = ValidationSummary{};
   result->not_compared = state_->uncovered();
-  result->not_compared.insert(result->not_compared.end(), unbound.begin(), unbound.end());
+  for (const NotCompared& n : unbound) {
+    (n.unreachable ? result->unreachable : result->not_compared).push_back(n);
+  }
   std::vector<ResidentState::Region>& regions = state_->regions();
   // Without a verdict the comparison still runs, exactly, to find changes.
   auto rule = [&](const ResidentState::Region& r) -> std::pair<DType, Tolerance> {

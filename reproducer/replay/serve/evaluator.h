@@ -44,7 +44,7 @@
 
 #include "absl/status/statusor.h"
 #include "reproducer/replay/cuda/l2_control.h"
-#include "reproducer/replay/serve/device_comparator.h"
+#include "reproducer/replay/cuda/device_comparator.h"
 #include "reproducer/replay/serve/resident_state.h"
 #include "reproducer/replay/serve/server.h"
 

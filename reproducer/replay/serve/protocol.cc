@@ -279,12 +279,15 @@ json ValidationSummaryJson(const ValidationSummary& s) {
   }
   json missing = json::array();
   for (const NotCompared& n : s.not_compared) missing.push_back(NotComparedJson(n));
+  json unreachable = json::array();
+  for (const NotCompared& n : s.unreachable) unreachable.push_back(NotComparedJson(n));
   json j = {{"passed", s.passed()},
             {"verdict", s.verdict()},
             {"regions_compared", s.regions_compared},
             {"regions_failing", s.regions_failing},
             {"regions", std::move(regions)},
-            {"not_compared", std::move(missing)}};
+            {"not_compared", std::move(missing)},
+            {"unreachable", std::move(unreachable)}};
   if (!s.shape_probe.is_null()) j["shape_probe"] = s.shape_probe;
   return j;
 }

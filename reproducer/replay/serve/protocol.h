@@ -46,7 +46,7 @@
 // Answers:
 //   {"ok":true,"id":..,"op":"evaluate","kernel":"..",
 //    "validation":{"passed":true,"verdict":"pass","regions_compared":12,
-//                  "regions_failing":0,"not_compared":[..],
+//                  "regions_failing":0,"not_compared":[..],"unreachable":[..],
 //                  "regions":[{"index":3,"va":"0x7f3a00200000","kind":"device",
 //                              "name":"","size":4096,"written":true,"dtype":"f32",
 //                              "passed":true,"mismatches":0,"differing":0,
@@ -194,6 +194,7 @@ struct ValidationSummary {
   size_t regions_failing = 0;
   std::vector<RegionVerdict> regions;      // written or differing (see above)
   std::vector<NotCompared> not_compared;   // captured state left out (report.h)
+  std::vector<NotCompared> unreachable;    // module variables the candidate cannot reach (report.h)
   // Set by the launch-shape probe (see the protocol above).
   bool launch_shape_dependent = false;
   nlohmann::json shape_probe;  // null: no probe ran

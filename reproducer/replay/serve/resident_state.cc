@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "reproducer/replay/core/pointer_scan.h"
 #include "reproducer/replay/core/report.h"
 
 namespace kerncap::replay::serve {
@@ -239,6 +240,25 @@ absl::StatusOr<uint64_t> ResidentState::RestoreDirty(CUstream stream) {
     }
   }
   return bytes;
+}
+
+absl::StatusOr<uint64_t> ResidentState::PointerWordsInto(size_t index) {
+  if (!global_pointers_) {
+    std::vector<int> globals;
+    for (const Region& r : regions_) {
+      if (r.where == Where::kGlobal) globals.push_back(static_cast<int>(r.index));
+    }
+    KC_ASSIGN_OR_RETURN(std::vector<uint64_t> counts, CountCapturedPointersInto(*source_, globals));
+    global_pointers_.emplace();
+    for (size_t k = 0; k < globals.size(); ++k) {
+      (*global_pointers_)[static_cast<size_t>(globals[k])] = counts[k];
+    }
+  }
+  auto it = global_pointers_->find(index);
+  if (it == global_pointers_->end()) {
+    return absl::InternalError(absl::StrCat("region ", index, " is not a served module variable"));
+  }
+  return it->second;
 }
 
 nlohmann::json ResidentState::Info() const {

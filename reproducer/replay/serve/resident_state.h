@@ -27,6 +27,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "reproducer/replay/core/capture_source.h"
@@ -82,6 +85,11 @@ class ResidentState {
   // could not restore): every verdict lists it (report.h NotCompared).
   const std::vector<NotCompared>& uncovered() const { return uncovered_; }
 
+  // How many 8-byte words of the other captured regions point into module
+  // variable region `index` (pointer_scan.h); computed for every module
+  // variable at the first call, then remembered.
+  absl::StatusOr<uint64_t> PointerWordsInto(size_t index);
+
   // Facts for the "info" answer.
   nlohmann::json Info() const;
 
@@ -97,6 +105,7 @@ class ResidentState {
 
   const CaptureSource* source_;
   const CudaDriver& cu_;
+  std::optional<absl::flat_hash_map<size_t, uint64_t>> global_pointers_;  // PointerWordsInto
   std::unique_ptr<ReplaySession> session_;
   std::vector<Region> regions_;
   std::vector<NotCompared> uncovered_;

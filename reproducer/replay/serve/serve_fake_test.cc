@@ -2,7 +2,8 @@
 // (../testing/fake_cuda.h): candidates' module variables matched by stable
 // identity, verdicts that say what was not compared, the revalidation after
 // the timing, and the L2 protocol of the timing, without a GPU. The device
-// comparison kernel is emulated (bitwise, as every test here compares).
+// comparison kernel is the fake's built-in (bitwise, as every test here
+// compares).
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -10,7 +11,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "reproducer/replay/serve/compare_abi.h"
 #include "reproducer/replay/serve/evaluator.h"
 #include "reproducer/replay/serve/resident_state.h"
 #include "reproducer/replay/testing/fake_cuda.h"
@@ -24,50 +24,11 @@ using testing::kCounterA;
 using testing::kCounterB;
 using testing::kScaleB;
 
-// kc_compare_regions(tiles, regions, stats), bitwise: every differing
-// element fails.
-double CompareKernel(FakeCuda& cuda, const fake::Launch& l) {
-  uint64_t tiles = 0, regions = 0, stats = 0;
-  std::memcpy(&tiles, l.params[0], 8);
-  std::memcpy(&regions, l.params[1], 8);
-  std::memcpy(&stats, l.params[2], 8);
-  for (unsigned b = 0; b < l.grid[0]; ++b) {
-    KcCompareTile t;
-    KcCompareRegion r;
-    KcCompareStats s;
-    if (!cuda.Read(tiles + b * sizeof(t), &t, sizeof(t)) ||
-        !cuda.Read(regions + t.region * sizeof(r), &r, sizeof(r)) ||
-        !cuda.Read(stats + t.region * sizeof(s), &s, sizeof(s))) {
-      return -1;
-    }
-    std::string a(t.length, '\0'), e(t.length, '\0');
-    if (!cuda.Read(r.actual + t.offset, a.data(), t.length) ||
-        !cuda.Read(r.expected + t.offset, e.data(), t.length)) {
-      return -1;
-    }
-    const uint32_t es = r.elem_size == 0 ? 1 : r.elem_size;
-    for (uint64_t off = 0; off + es <= t.length; off += es) {
-      uint32_t bytes = 0;
-      for (uint32_t k = 0; k < es; ++k) bytes += a[off + k] != e[off + k];
-      if (bytes == 0) continue;
-      ++s.differing;
-      ++s.failing;
-      s.bytes_differing += bytes;
-      const uint64_t inv = ~(t.offset + off);
-      s.first_diff_inv = std::max(s.first_diff_inv, inv);
-      s.first_fail_inv = std::max(s.first_fail_inv, inv);
-    }
-    cuda.Write(stats + t.region * sizeof(s), &s, sizeof(s));
-  }
-  return 0.01;
-}
-
 class ServeFakeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     FakeCuda& f = FakeCuda::Get();
     f.Reset();
-    f.SetKernel(KC_COMPARE_KERNEL_NAME, CompareKernel);
     f.SetKernel("scale", testing::ScaleKernel);
     path_ = (std::filesystem::temp_directory_path() /
              absl::StrCat("kc_serve_fake_", ::getpid(), "_",
@@ -146,6 +107,21 @@ TEST_F(ServeFakeTest, ACandidateLackingAVariableIsIncompleteNotPassed) {
   const nlohmann::json j = EvaluateAnswer(1, *r);
   EXPECT_EQ(j["validation"]["passed"], false);
   EXPECT_EQ(j["validation"]["verdict"], "incomplete");
+}
+
+// A candidate without the (unchanged, pointed-to by nothing) scale variable
+// cannot reach it: a note, not a gap. The note never hides a wrong result:
+// this kernel needed the variable, computes with scale 0, and fails on its
+// outputs.
+TEST_F(ServeFakeTest, AnUnreachableVariableIsANoteAndOutputsStillJudge) {
+  auto r = evaluator_->Evaluate(Candidate({{kCounterB, 4}}, "no scale"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->validation.not_compared.empty()) << EvaluateAnswer(1, *r).dump(1);
+  ASSERT_EQ(r->validation.unreachable.size(), 1u);
+  EXPECT_EQ(r->validation.unreachable[0].name, testing::kScaleA);
+  EXPECT_STREQ(r->validation.verdict(), "fail");
+  const nlohmann::json j = EvaluateAnswer(1, *r);
+  EXPECT_EQ(j["validation"]["unreachable"][0]["name"], testing::kScaleA);
 }
 
 TEST_F(ServeFakeTest, RevalidationCatchesACandidateThatCorruptsStateOnLaterLaunches) {

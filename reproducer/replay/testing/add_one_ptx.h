@@ -1,6 +1,8 @@
 // add_one_ptx.h: the replay tests' kernel as PTX text, without any other
 // dependency (the C API tests, which may not link kerncap's protobuf code,
-// include it too).
+// include it too). The one source of this kernel: the Python GPU test of
+// kerncap.tune (client/python/tests/gpu/tune_gpu_test.py) reads the raw
+// string below out of this file, so keep it one R"(...)" literal.
 #ifndef KERNCAP_REPRODUCER_REPLAY_TESTING_ADD_ONE_PTX_H_
 #define KERNCAP_REPRODUCER_REPLAY_TESTING_ADD_ONE_PTX_H_
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/cuda/cubin_elf.h"
+#include "reproducer/replay/core/compare_abi.h"
 
 namespace kerncap::replay::fake {
 namespace {
@@ -218,6 +219,8 @@ struct FakeCuda::State {
   bool persisting_supported = true;
   double memset_ms_per_mib = 0.25;
   double add_one_ms = 1.0;
+  uint64_t free_bytes = 64ull << 30;   // cuMemGetInfo
+  uint64_t total_bytes = 80ull << 30;
   CUresult sticky = CUDA_SUCCESS;
 
   uint8_t* Locate(uint64_t va, uint64_t n) {
@@ -258,6 +261,7 @@ void FakeCuda::Reset() {
   std::lock_guard<std::recursive_mutex> l(mu_);
   state_ = std::make_unique<State>();
   state_->kernels["add_one"] = AddOneKernel();
+  state_->kernels[KC_COMPARE_KERNEL_NAME] = CompareKernel();
 }
 
 void FakeCuda::SetKernel(const std::string& function, Kernel k) {
@@ -283,6 +287,22 @@ void FakeCuda::set_persisting_l2_supported(bool on) {
 void FakeCuda::set_memset_ms_per_mib(double ms) {
   std::lock_guard<std::recursive_mutex> l(mu_);
   state_->memset_ms_per_mib = ms;
+}
+
+void FakeCuda::set_mem_info(uint64_t free_bytes, uint64_t total_bytes) {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  state_->free_bytes = free_bytes;
+  state_->total_bytes = total_bytes;
+}
+
+uint64_t FakeCuda::allocated_bytes() {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  uint64_t n = 0;
+  for (uint64_t va : state_->allocations) {
+    auto it = state_->mappings.find(va);
+    if (it != state_->mappings.end()) n += it->second.size;
+  }
+  return n;
 }
 
 void FakeCuda::set_add_one_ms(double ms) {
@@ -392,6 +412,45 @@ Kernel AddOneKernel() {
     if (!cuda.Write(*data, v.data(), n * 8ull)) return -1;
     std::lock_guard<std::recursive_mutex> l(cuda.mu());
     return cuda.state().add_one_ms;
+  };
+}
+
+Kernel CompareKernel() {
+  return [](FakeCuda& cuda, const Launch& l) -> double {
+    if (l.params == nullptr) return -1;
+    uint64_t tiles = 0, regions = 0, stats = 0;
+    std::memcpy(&tiles, l.params[0], 8);
+    std::memcpy(&regions, l.params[1], 8);
+    std::memcpy(&stats, l.params[2], 8);
+    for (unsigned b = 0; b < l.grid[0]; ++b) {
+      KcCompareTile t;
+      KcCompareRegion r;
+      KcCompareStats s;
+      if (!cuda.Read(tiles + b * sizeof(t), &t, sizeof(t)) ||
+          !cuda.Read(regions + t.region * sizeof(r), &r, sizeof(r)) ||
+          !cuda.Read(stats + t.region * sizeof(s), &s, sizeof(s))) {
+        return -1;
+      }
+      std::string a(t.length, '\0'), e(t.length, '\0');
+      if (!cuda.Read(r.actual + t.offset, a.data(), t.length) ||
+          !cuda.Read(r.expected + t.offset, e.data(), t.length)) {
+        return -1;
+      }
+      const uint32_t es = r.elem_size == 0 ? 1 : r.elem_size;
+      for (uint64_t off = 0; off + es <= t.length; off += es) {
+        uint32_t bytes = 0;
+        for (uint32_t k = 0; k < es; ++k) bytes += a[off + k] != e[off + k];
+        if (bytes == 0) continue;
+        ++s.differing;
+        ++s.failing;
+        s.bytes_differing += bytes;
+        const uint64_t inv = ~(t.offset + off);
+        s.first_diff_inv = std::max(s.first_diff_inv, inv);
+        s.first_fail_inv = std::max(s.first_fail_inv, inv);
+      }
+      cuda.Write(stats + t.region * sizeof(s), &s, sizeof(s));
+    }
+    return 0.01;
   };
 }
 
@@ -861,8 +920,9 @@ KC_FAKE_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, si
   return CopyOut(dst, src, n);
 }
 KC_FAKE_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t* free_bytes, size_t* total) {
-  *free_bytes = 64ull << 30;
-  *total = 80ull << 30;
+  KC_FAKE_LOCK;
+  *free_bytes = S().free_bytes;
+  *total = S().total_bytes;
   return CUDA_SUCCESS;
 }
 KC_FAKE_EXPORT CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value) {

@@ -11,7 +11,8 @@
 // (accessed in place); modules loaded from ELF cubins (symbols read with
 // common/cuda/cubin_elf.h) or PTX text (.entry and module-scope
 // .global/.const declarations), with their variables in fake device memory;
-// launches that run a C++ behaviour synchronously; a virtual device clock
+// launches that run a C++ behaviour synchronously (built in: add_one and the
+// device comparison kernel, core/compare_abi.h); a virtual device clock
 // that kernels and memsets advance and events read; the persisting-L2 limit
 // and stream access-policy windows. Every stream-ordered operation and every
 // L2/limit call is appended to log() ("htod 0x... 4096", "memset32 0x...",
@@ -84,6 +85,8 @@ class KC_FAKE_CUDA_API FakeCuda {
   void set_memset_ms_per_mib(double ms);
   // The built-in add_one's device time.
   void set_add_one_ms(double ms);
+  // What cuMemGetInfo reports (default 64 GiB free of 80 GiB).
+  void set_mem_info(uint64_t free_bytes, uint64_t total_bytes);
 
   // --- memory (for behaviours and tests) -----------------------------------
   // Bytes at a device address (mapped, cuMemAlloc'd or a module variable)
@@ -107,6 +110,8 @@ class KC_FAKE_CUDA_API FakeCuda {
   size_t loaded_modules();  // currently loaded
   // Every launch so far: "function@module".
   std::vector<std::string> launches();
+  // Bytes currently cuMemAlloc'd (validate's device copies, comparator tables).
+  uint64_t allocated_bytes();
 
   // --- the driver entry points' implementation (fake_cuda.cc) -------------
   struct State;
@@ -122,6 +127,12 @@ class KC_FAKE_CUDA_API FakeCuda {
 // The built-in kernel add_one(unsigned long long** table, unsigned n): for
 // i < n, (*table)[i] += 1 (replay_test_util.h's kAddOnePtx).
 KC_FAKE_CUDA_API Kernel AddOneKernel();
+// The built-in device comparison kernel kc_compare_regions(tiles, regions,
+// stats) (core/compare_abi.h), bitwise: every differing element counts as
+// failing, whatever the dtype (the tests compare exactly; the replay's
+// validate path uses it only bitwise). Launches of it are counted
+// (compare_launches()).
+KC_FAKE_CUDA_API Kernel CompareKernel();
 
 }  // namespace kerncap::replay::fake
 

@@ -1,4 +1,4 @@
-// snapshot_pause_bench (P1-default, P2; issue 15): the application's pause
+// snapshot_pause_bench (P1-default, P2): the application's pause
 // for a capture of --gib GiB of live memory whose kernel writes 1% of it,
 // with kerncapd at its default settings, first and second capture of the
 // same process. Measured in the same run:

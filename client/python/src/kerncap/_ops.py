@@ -538,3 +538,23 @@ def unimplemented_repro(e: errors.KerncapError) -> errors.Unimplemented:
     return errors.Unimplemented(
         f"kerncapd cannot generate this reproducer: {e.message} (a newer kerncapd may; "
         "replay()/validate()/bench() work on the capture meanwhile)")
+
+
+def code_object_format(data: bytes, path: str) -> str:
+    """cubin (ELF), fatbin (magic 0xBA55ED50) or ptx (text with .version and
+    .target), as kerncapctl substitute decides."""
+    if data[:4] == b"\x7fELF":
+        return "cubin"
+    if data[:4] == b"\x50\xed\x55\xba":
+        return "fatbin"
+    if b".target" in data and b".version" in data:
+        return "ptx"
+    raise errors.InvalidArgument(
+        f"{path} is neither a cubin (ELF), a fatbin nor PTX text; give format=")
+
+
+def to_dict(message) -> dict:
+    """A message as a dict under the one JSON policy (docs/JSON.md), exactly
+    as kerncapctl -o json prints it."""
+    from ._vocab import message_to_json
+    return message_to_json(message)

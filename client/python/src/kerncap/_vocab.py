@@ -73,6 +73,11 @@ ENUM_NAMES: Dict[str, Dict[str, str]] = {
         "REPRODUCER_KIND_UNSPECIFIED": "auto",
         "REPRODUCER_TRITON": "triton",
     },
+    "kerncap.v1.SubstitutionState": {
+        "SUBSTITUTION_ACTIVE": "active",
+        "SUBSTITUTION_ENDED": "ended",
+        "SUBSTITUTION_STATE_UNSPECIFIED": "unspecified",
+    },
     "kerncap.v1.TextureObject.Type": {
         "SURFACE_OBJECT": "surface",
         "TEXTURE_OBJECT": "texture",

@@ -156,6 +156,85 @@ class Client:
         resp = self._unary("ListArms", pb.ListArmsRequest(include_finished=all))
         return ArmList(Arm.from_pb(a) for a in resp.arms)
 
+    # ---- live substitution ----
+
+    def substitute(self, kernel: str, code_object: PathLike, *, preflight: Optional[str] = None,
+                   unchecked: bool = False, format: Optional[str] = None,  # noqa: A002
+                   match: Optional[str] = None, pid: Optional[int] = None,
+                   process: Optional[str] = None, device: Optional[int] = None,
+                   count: Optional[int] = None, ttl: Any = None, ab: bool = False) -> dict:
+        """Launches the variant in `code_object` (a cubin, fatbin or PTX file
+        with a kernel of the same mangled name) instead of the original for
+        the matching dispatches of the live processes (kerncapctl substitute).
+
+        preflight  what validated the variant first, recorded with it: a
+                   capture id/.kcap to run `kerncap-replay validate
+                   --code-object` against (must pass), or unchecked=True to go
+                   live without it (a faulting variant breaks the
+                   application's CUDA context; errors are sticky).
+        count      end after this many substituted dispatches per agent
+        ttl        end after this long (seconds, timedelta or "5m")
+        ab         alternate original and variant per dispatch, timing both
+        Returns the SubstitutionInfo as a dict (proto field names); each
+        agent's state is "pending", "active", "refused" (nothing
+        substituted: see its reason) or "ended"."""
+        if (preflight is None) == (not unchecked):
+            raise errors.InvalidArgument(
+                "substitute: give preflight=CAPTURE (validates the variant first) or "
+                "unchecked=True, not both or neither")
+        path = os.fspath(code_object)
+        with open(path, "rb") as f:
+            data = f.read()
+        fmt_name = format or _ops.code_object_format(data, path)
+        if preflight is not None:
+            result = self.validate(preflight, extra_flags=[f"--code-object={path}"])
+            if not result.passed:
+                raise errors.FailedPrecondition(
+                    f"substitute: preflight failed: kerncap-replay validate --code-object={path} "
+                    f"{preflight} did not pass; nothing was substituted")
+            checked = (f"kerncap-replay validate --code-object={path} {preflight}: pass "
+                       "(the variant reproduced the capture's outputs)")
+        else:
+            checked = "none (unchecked=True): the variant was not validated before going live"
+        sel = _ops.arm_request(kernel, match=match, pid=pid, process=process,
+                               device=device).selector
+        sel.count = 0
+        req = pb.SubstituteRequest(selector=sel, code_object=data, format=fmt_name,
+                                   name=os.path.basename(path), count=count or 0,
+                                   ttl_ms=_ops.duration_ms(ttl) if ttl is not None else 0,
+                                   ab=ab, preflight=checked)
+        return _ops.to_dict(self._unary("Substitute", req))
+
+    def unsubstitute(self, substitution: Any) -> dict:
+        """Ends a substitution (its id, or the dict substitute() returned)."""
+        sid = substitution["substitution_id"] if isinstance(substitution, Mapping) else str(
+            substitution)
+        return _ops.to_dict(self._unary("Unsubstitute",
+                                        pb.UnsubstituteRequest(substitution_id=sid)))
+
+    def substitutions(self, all: bool = False) -> List[dict]:  # noqa: A002
+        """Live substitutions (all=True: ended ones too), as dicts."""
+        resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(include_finished=all))
+        return [_ops.to_dict(s) for s in resp.substitutions]
+
+    def wait_for_substitution(self, substitution: Any, timeout: Optional[float] = None,
+                              poll: float = 0.25) -> dict:
+        """Polls until the substitution has ended on every agent (count, ttl,
+        unsubstitute, the agent gone) and returns its final figures."""
+        sid = substitution["substitution_id"] if isinstance(substitution, Mapping) else str(
+            substitution)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(
+                substitution_id=sid, include_finished=True))
+            info = _ops.to_dict(resp.substitutions[0])
+            if info.get("state") == "ended":
+                return info
+            if deadline is not None and time.monotonic() >= deadline:
+                raise errors.DeadlineExceeded(
+                    f"substitution {sid} still active after {timeout} s")
+            time.sleep(poll)
+
     # ---- captures ----
 
     def captures(self, kernel: Optional[str] = None, *, pid: Optional[int] = None,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -42,36 +43,30 @@ N = 100000
 TABLE_VA = 0x7F2A00000000
 DATA_VA = 0x7F2A00200000
 
-PTX = """
-.version 7.8
-.target sm_90
-.address_size 64
-.visible .entry add_one(.param .u64 table, .param .u32 n)
-{
-  .reg .pred %p<2>;
-  .reg .b32 %r<6>;
-  .reg .b64 %rd<8>;
-@SPIN@
-  ld.param.u64 %rd1, [table];
-  ld.param.u32 %r1, [n];
-  mov.u32 %r2, %ctaid.x;
-  mov.u32 %r3, %ntid.x;
-  mov.u32 %r4, %tid.x;
-  mad.lo.s32 %r5, %r2, %r3, %r4;
-  setp.ge.u32 %p1, %r5, %r1;
-  @%p1 bra DONE;
-  cvta.to.global.u64 %rd2, %rd1;
-  ld.global.u64 %rd3, [%rd2];
-  cvta.to.global.u64 %rd4, %rd3;
-  mul.wide.u32 %rd5, %r5, 8;
-  add.s64 %rd6, %rd4, %rd5;
-  ld.global.u64 %rd7, [%rd6];
-  add.s64 %rd7, %rd7, @STEP@;
-  st.global.u64 [%rd6], %rd7;
-DONE:
-  ret;
-}
-"""
+# The kernel is the replay tests' add_one, read from its one source,
+# reproducer/replay/testing/add_one_ptx.h (the GPU bundle copies it next to
+# this file), with the two placeholders put in.
+def add_one_ptx_template() -> str:
+    for header in (HERE / "add_one_ptx.h",
+                   HERE.parents[3] / "reproducer" / "replay" / "testing" / "add_one_ptx.h"):
+        if header.is_file():
+            break
+    else:
+        sys.exit("tune_gpu_test: add_one_ptx.h not found beside this file or in the repository")
+    m = re.search(r'kAddOnePtx\[\] = R"\((.*?)\)";', header.read_text(), re.S)
+    if m is None:
+        sys.exit(f"tune_gpu_test: no kAddOnePtx raw string in {header}")
+    ptx = m.group(1)
+    for anchor, replacement in (("  .reg .b64 %rd<8>;\n", "  .reg .b64 %rd<8>;\n@SPIN@\n"),
+                                ("  add.s64 %rd7, %rd7, 1;\n", "  add.s64 %rd7, %rd7, @STEP@;\n")):
+        if ptx.count(anchor) != 1:
+            sys.exit(f"tune_gpu_test: {header}'s PTX no longer has {anchor.strip()!r} once; "
+                     "update the placeholders here")
+        ptx = ptx.replace(anchor, replacement)
+    return ptx
+
+
+PTX = add_one_ptx_template()
 SPIN = """  .reg .pred %spin_p;
   .reg .b64 %spin_t<3>;
   mov.u64 %spin_t0, %clock64;

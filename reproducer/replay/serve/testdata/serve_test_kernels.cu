@@ -15,7 +15,7 @@
 //   5 fault    writes far outside any allocation (illegal address)
 //   6 renamed  correct, but named scale_add_v2 (lacks the captured kernel)
 //   7 nobias   correct, with the bias a literal: lacks the module variable
-//              kc_bias (its verdict must say it was not compared)
+//              kc_bias, which it cannot reach: a pass listing it unreachable
 #ifndef KC_VARIANT
 #define KC_VARIANT 0
 #endif

@@ -1,10 +1,10 @@
-#include "reproducer/replay/serve/compare_plan.h"
+#include "reproducer/replay/core/compare_plan.h"
 
 #include <cstring>
 
 #include "gtest/gtest.h"
 
-namespace kerncap::replay::serve {
+namespace kerncap::replay {
 namespace {
 
 TEST(ComparePlanTest, TilesCoverEveryRegion) {
@@ -49,5 +49,32 @@ TEST(ComparePlanTest, RegionParametersAndStats) {
   EXPECT_EQ(s.max_abs_error, 1.5);
 }
 
+TEST(ComparePlanTest, UnitsAreRunsOfWholeChunks) {
+  // 4 KiB chunks into units of at most 9000 bytes: 2 chunks each, the last
+  // chunk alone (8192 + 1000 would exceed 9000).
+  auto u = PlanCompareUnits({4096, 4096, 4096, 4096, 1000}, 9000);
+  ASSERT_EQ(u.size(), 3u);
+  EXPECT_EQ(u[0].offset, 0u);
+  EXPECT_EQ(u[0].length, 8192u);
+  EXPECT_EQ(u[0].first_chunk, 0u);
+  EXPECT_EQ(u[0].chunks, 2u);
+  EXPECT_EQ(u[1].offset, 8192u);
+  EXPECT_EQ(u[1].first_chunk, 2u);
+  EXPECT_EQ(u[2].offset, 16384u);
+  EXPECT_EQ(u[2].length, 1000u);
+  EXPECT_EQ(u[2].first_chunk, 4u);
+  EXPECT_EQ(u[2].chunks, 1u);
+  // A chunk larger than the unit is a unit of its own.
+  auto big = PlanCompareUnits({3u << 20, 3u << 20}, 1u << 20);
+  ASSERT_EQ(big.size(), 2u);
+  EXPECT_EQ(big[1].offset, 3u << 20);
+  EXPECT_TRUE(PlanCompareUnits({}).empty());
+}
+
+TEST(ComparePlanTest, MarginIsAtLeastOneGiB) {
+  EXPECT_EQ(DeviceCompareMargin(8ull << 30), 1ull << 30);
+  EXPECT_EQ(DeviceCompareMargin(140ull << 30), 7ull << 30);
+}
+
 }  // namespace
-}  // namespace kerncap::replay::serve
+}  // namespace kerncap::replay

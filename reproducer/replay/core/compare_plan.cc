@@ -1,8 +1,9 @@
-#include "reproducer/replay/serve/compare_plan.h"
+#include "reproducer/replay/core/compare_plan.h"
 
+#include <algorithm>
 #include <cstring>
 
-namespace kerncap::replay::serve {
+namespace kerncap::replay {
 
 // The kernel switches on these numbers.
 static_assert(static_cast<uint32_t>(DType::kBytes) == KC_CMP_BYTES);
@@ -62,4 +63,27 @@ CompareStats ToCompareStats(const KcCompareStats& raw) {
   return s;
 }
 
-}  // namespace kerncap::replay::serve
+std::vector<CompareUnit> PlanCompareUnits(const std::vector<uint32_t>& chunk_lengths,
+                                          uint64_t unit_bytes) {
+  std::vector<CompareUnit> units;
+  uint64_t offset = 0;
+  for (size_t c = 0; c < chunk_lengths.size(); ++c) {
+    const uint64_t len = chunk_lengths[c];
+    if (units.empty() || (units.back().length > 0 && units.back().length + len > unit_bytes)) {
+      CompareUnit u;
+      u.offset = offset;
+      u.first_chunk = c;
+      units.push_back(u);
+    }
+    units.back().length += len;
+    ++units.back().chunks;
+    offset += len;
+  }
+  return units;
+}
+
+uint64_t DeviceCompareMargin(uint64_t total_bytes) {
+  return std::max<uint64_t>(1ull << 30, total_bytes / 20);
+}
+
+}  // namespace kerncap::replay

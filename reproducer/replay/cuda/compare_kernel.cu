@@ -1,9 +1,10 @@
-// compare_kernel.cu: the device side of the resident server's validation
-// (layout and semantics: compare_abi.h). Compiled to PTX at build time
-// (compute_75, the oldest architecture CUDA 13 supports, so the driver can
-// JIT it for whatever GPU serves), embedded in kerncap-replay as a string
-// and JIT-loaded once when `serve` starts. Linked against nothing: the PTX
-// must load with cuModuleLoadData alone.
+// compare_kernel.cu: the device side of the on-GPU comparison (layout and
+// semantics: core/compare_abi.h), used by the resident server's validation
+// (serve/) and by `validate`'s device path (device_expectation.h).
+// Compiled to PTX at build time (compute_75, the oldest architecture CUDA 13
+// supports, so the driver can JIT it for whatever GPU replays), embedded in
+// kerncap-replay as a string and JIT-loaded once per process that needs it.
+// Linked against nothing: the PTX must load with cuModuleLoadData alone.
 //
 // The verdict per element is exactly RegionComparator's (comparator.h): an
 // element matches when it is bitwise equal; otherwise, with a dtype and a
@@ -16,7 +17,7 @@
 // cost two streaming loads and a compare: the kernel runs at memory speed.
 #include <stdint.h>
 
-#include "reproducer/replay/serve/compare_abi.h"
+#include "reproducer/replay/core/compare_abi.h"
 
 namespace {
 

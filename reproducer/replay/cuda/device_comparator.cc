@@ -1,4 +1,4 @@
-#include "reproducer/replay/serve/device_comparator.h"
+#include "reproducer/replay/cuda/device_comparator.h"
 
 #include <chrono>
 #include <string>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace kerncap::replay::serve {
+namespace kerncap::replay {
 namespace {
 
 constexpr unsigned kThreads = 256;  // the kernel's __launch_bounds__
@@ -17,8 +17,9 @@ absl::StatusOr<std::unique_ptr<DeviceComparator>> DeviceComparator::Create(
     const CudaDriver& cu, const std::vector<uint64_t>& region_sizes, uint64_t tile_bytes) {
   if (kCompareKernelPtxSize == 0) {
     return absl::FailedPreconditionError(
-        "this kerncap-replay was built without nvcc: the device comparison kernel is missing, "
-        "so `serve` is unavailable (rebuild with the CUDA toolkit's nvcc on PATH)");
+        "this kerncap-replay was built without nvcc: the device comparison kernel is missing "
+        "(`serve` is unavailable and `validate` compares on the host; rebuild with the CUDA "
+        "toolkit's nvcc on PATH)");
   }
   std::unique_ptr<DeviceComparator> d(new DeviceComparator(cu));
   const auto t0 = std::chrono::steady_clock::now();
@@ -90,4 +91,4 @@ absl::StatusOr<std::vector<KcCompareStats>> DeviceComparator::Run(
   return std::vector<KcCompareStats>(h_stats_, h_stats_ + regions_);
 }
 
-}  // namespace kerncap::replay::serve
+}  // namespace kerncap::replay

@@ -4,9 +4,9 @@
 // region's bytes cross PCIe only if the caller asks for a mismatching element.
 //
 // The kernel's PTX is embedded in the binary at build time and JIT-compiled
-// by the driver here, once, for whatever GPU serves.
-#ifndef KERNCAP_REPRODUCER_REPLAY_SERVE_DEVICE_COMPARATOR_H_
-#define KERNCAP_REPRODUCER_REPLAY_SERVE_DEVICE_COMPARATOR_H_
+// by the driver here, once per comparator, for whatever GPU replays.
+#ifndef KERNCAP_REPRODUCER_REPLAY_CUDA_DEVICE_COMPARATOR_H_
+#define KERNCAP_REPRODUCER_REPLAY_CUDA_DEVICE_COMPARATOR_H_
 
 #include <cuda.h>
 
@@ -16,10 +16,10 @@
 
 #include "absl/status/statusor.h"
 #include "reproducer/replay/cuda/cuda_driver.h"
-#include "reproducer/replay/serve/compare_abi.h"
-#include "reproducer/replay/serve/compare_plan.h"
+#include "reproducer/replay/core/compare_abi.h"
+#include "reproducer/replay/core/compare_plan.h"
 
-namespace kerncap::replay::serve {
+namespace kerncap::replay {
 
 class DeviceComparator {
  public:
@@ -62,6 +62,6 @@ class DeviceComparator {
 extern const unsigned char kCompareKernelPtx[];
 extern const unsigned long long kCompareKernelPtxSize;
 
-}  // namespace kerncap::replay::serve
+}  // namespace kerncap::replay
 
-#endif  // KERNCAP_REPRODUCER_REPLAY_SERVE_DEVICE_COMPARATOR_H_
+#endif  // KERNCAP_REPRODUCER_REPLAY_CUDA_DEVICE_COMPARATOR_H_

@@ -1,16 +1,18 @@
 // compare_abi.h: the memory layout shared by the device comparison kernel
-// (compare_kernel.cu, compiled to PTX at build time and JIT-loaded by the
-// server) and the host code that feeds it (device_comparator.cc). Plain
-// structs of fixed-size fields only, so nvcc and the host compiler agree;
-// the static_asserts below pin the sizes.
+// (cuda/compare_kernel.cu, compiled to PTX at build time and JIT-loaded at
+// run time) and the host code that feeds it (cuda/device_comparator.cc).
+// Plain structs of fixed-size fields only, so nvcc and the host compiler
+// agree; the static_asserts below pin the sizes.
 //
-// One launch compares every device region of the resident state with its
-// expected image (the captured post-dispatch bytes for regions the kernel
-// wrote, the pristine pre-dispatch copy for the others). Regions are cut into
-// tiles of equal size (the last tile of a region is shorter); block b
-// compares tile b and adds what it found to its region's stats with atomics.
-#ifndef KERNCAP_REPRODUCER_REPLAY_SERVE_COMPARE_ABI_H_
-#define KERNCAP_REPRODUCER_REPLAY_SERVE_COMPARE_ABI_H_
+// One launch compares a set of device byte ranges ("regions" here) with
+// their expected images: the resident server's device regions with their
+// golden or pristine copies (serve/), or `validate`'s compare units with the
+// device copy of the expected post image (cuda/device_expectation.h).
+// Regions are cut into tiles of equal size (the last tile of a region is
+// shorter); block b compares tile b and adds what it found to its region's
+// stats with atomics.
+#ifndef KERNCAP_REPRODUCER_REPLAY_CORE_COMPARE_ABI_H_
+#define KERNCAP_REPRODUCER_REPLAY_CORE_COMPARE_ABI_H_
 
 #include <stdint.h>
 
@@ -70,4 +72,4 @@ static_assert(sizeof(KcCompareStats) == 80, "KcCompareStats layout");
 // The kernel's name in the PTX (extern "C").
 #define KC_COMPARE_KERNEL_NAME "kc_compare_regions"
 
-#endif  // KERNCAP_REPRODUCER_REPLAY_SERVE_COMPARE_ABI_H_
+#endif  // KERNCAP_REPRODUCER_REPLAY_CORE_COMPARE_ABI_H_

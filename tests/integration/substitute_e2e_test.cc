@@ -1,0 +1,164 @@
+// Live substitution end to end on CPU: a real kerncapd, the real kerncapctl
+// (substitute / substitutions / unsubstitute) and the synthetic agent with
+// --substitution standing in for an application (the agent-link client and
+// the agent's SubstitutionTable are the real ones; only the "launch" and its
+// device time are synthetic: the variant takes 1 us, the original 2 us).
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/subprocess.h"
+
+namespace kerncap::testing {
+namespace {
+
+class Daemon {
+ public:
+  explicit Daemon(const std::string& dir) : dir_(dir) {
+    proc_ = std::make_unique<Background>(std::vector<std::string>{
+        BinaryPath("kerncapd"), "--store=" + dir_ + "/store", "--socket=" + socket(),
+        "--agent-socket=" + agent_socket(), "--chunk-size=64KiB", "--drain-timeout=2"});
+    EXPECT_TRUE(WaitFor([&] { return Ctl({"status"}).exit_code == 0; }))
+        << "kerncapd did not come up:\n"
+        << proc_->Stderr();
+  }
+  std::string socket() const { return dir_ + "/ctl.sock"; }
+  std::string agent_socket() const { return dir_ + "/agent.sock"; }
+  RunResult Ctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {BinaryPath("kerncapctl"), "--socket=" + socket()});
+    return RunProcess(args, std::chrono::seconds(60));
+  }
+  RunResult Stop(int sig) { return proc_->Stop(sig); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Background> proc_;
+};
+
+std::string WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+uint64_t U64(const nlohmann::json& v) {
+  return v.is_string() ? std::stoull(v.get<std::string>()) : v.get<uint64_t>();
+}
+
+class SubstituteE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = MakeTempDir("kc_subst"); }
+  void TearDown() override { RemoveTree(dir_); }
+
+  std::unique_ptr<Background> StartAgent(const Daemon& d, int dispatches) {
+    auto agent = std::make_unique<Background>(std::vector<std::string>{
+        BinaryPath("synthetic_agent"), "--socket=" + d.agent_socket(), "--kernels=matmul",
+        absl::StrCat("--dispatches=", dispatches), "--substitution",
+        "--wait-substitution-ms=10000", "--dispatch-interval-ms=2"});
+    EXPECT_TRUE(WaitFor([&] {
+      RunResult r = d.Ctl({"--json", "agents"});
+      return absl::StrContains(r.out, "synthetic_agent");
+    })) << "the synthetic agent did not connect";
+    return agent;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SubstituteE2eTest, AbRunReportsBothDeviceTimesAndCounts) {
+  Daemon d(dir_);
+  auto agent = StartAgent(d, 200);
+  const std::string variant = WriteFile(dir_ + "/variant.cubin", "SYNTHETIC-VARIANT bytes");
+  RunResult r = d.Ctl({"--json", "substitute", "--kernel=matmul", "--code-object=" + variant,
+                       "--format=cubin", "--no-preflight", "--ab", "--count=5", "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto info = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(info.is_discarded()) << r.out;
+  EXPECT_EQ(info["state"], "ended");
+  EXPECT_TRUE(absl::StrContains(info["preflight"].get<std::string>(), "--no-preflight"));
+  ASSERT_EQ(info["agents"].size(), 1u);
+  const auto& a = info["agents"][0];
+  EXPECT_EQ(a["state"], "ended") << a.dump();
+  EXPECT_TRUE(absl::StrContains(a["reason"].get<std::string>(), "count of 5")) << a.dump();
+  EXPECT_EQ(U64(a["variant_launches"]), 5u);
+  EXPECT_EQ(U64(a["original_launches"]), 5u);
+  EXPECT_EQ(U64(a["variant"]["samples"]), 5u);
+  EXPECT_EQ(U64(a["original"]["samples"]), 5u);
+  EXPECT_DOUBLE_EQ(a["variant"]["mean_us"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(a["original"]["mean_us"].get<double>(), 2.0);
+  EXPECT_GT(a["launch_rate_hz"].get<double>(), 0.0);
+  EXPECT_EQ(a["kernel"], "_Z6matmulv") << a.dump();
+
+  // The text form, and the listing.
+  r = d.Ctl({"substitutions", "--all"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "variant/original device time: 0.500")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "5 variant, 5 original")) << r.out;
+  EXPECT_EQ(agent->Stop(0, std::chrono::seconds(30)).exit_code, 0);
+}
+
+TEST_F(SubstituteE2eTest, RefusedVariantAndUsageErrors) {
+  Daemon d(dir_);
+  const std::string bad = WriteFile(dir_ + "/bad.cubin", "\x7f" "ELF not really");
+  // Neither --preflight nor --no-preflight: refused before anything is sent.
+  RunResult r = d.Ctl({"substitute", "--kernel=matmul", "--code-object=" + bad});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err + r.out, "--preflight")) << r.err;
+  // No agent offers substitution.
+  r = d.Ctl({"substitute", "--kernel=matmul", "--code-object=" + bad, "--no-preflight"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "offers substitution")) << r.err;
+
+  auto agent = StartAgent(d, 50);
+  r = d.Ctl({"--json", "substitute", "--kernel=matmul", "--code-object=" + bad,
+             "--no-preflight", "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto info = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(info.is_discarded()) << r.out;
+  EXPECT_EQ(info["agents"][0]["state"], "refused");
+  EXPECT_TRUE(absl::StrContains(info["agents"][0]["reason"].get<std::string>(),
+                                "not a synthetic variant"));
+  EXPECT_EQ(U64(info["agents"][0].value("variant_launches", nlohmann::json(0))), 0u);
+  EXPECT_EQ(d.Ctl({"unsubstitute", "sub-unknown"}).exit_code, 3);
+  EXPECT_EQ(agent->Stop(0, std::chrono::seconds(30)).exit_code, 0);
+}
+
+TEST_F(SubstituteE2eTest, UnsubstituteAndAgentExitEndIt) {
+  Daemon d(dir_);
+  auto agent = StartAgent(d, 100000);  // runs until stopped
+  const std::string variant = WriteFile(dir_ + "/variant.cubin", "SYNTHETIC-VARIANT");
+  RunResult r = d.Ctl({"--json", "substitute", "--kernel=matmul", "--code-object=" + variant,
+                       "--format=cubin", "--no-preflight"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string id = nlohmann::json::parse(r.out)["substitution_id"];
+  ASSERT_TRUE(WaitFor([&] {
+    RunResult l = d.Ctl({"--json", "substitutions", id});
+    auto j = nlohmann::json::parse(l.out, nullptr, false);
+    return !j.is_discarded() && j["substitutions"][0]["agents"][0]["state"] == "active";
+  }));
+  r = d.Ctl({"--json", "unsubstitute", id});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["state"], "ended");
+
+  // A second one, ended by the agent's process going away.
+  r = d.Ctl({"--json", "substitute", "--kernel=matmul", "--code-object=" + variant,
+             "--format=cubin", "--no-preflight"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id2 = nlohmann::json::parse(r.out)["substitution_id"];
+  agent->Stop(SIGKILL);
+  ASSERT_TRUE(WaitFor([&] {
+    RunResult l = d.Ctl({"--json", "substitutions", id2});
+    auto j = nlohmann::json::parse(l.out, nullptr, false);
+    return !j.is_discarded() && j["substitutions"][0]["state"] == "ended";
+  }));
+  EXPECT_EQ(d.Stop(SIGTERM).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace kerncap::testing
