@@ -82,7 +82,7 @@ Result<std::unique_ptr<PendingCapture>> CaptureOrchestrator::Before(
 void CaptureOrchestrator::TrySnapshot(PendingCapture& p, std::vector<CodeObjectRef> codes) {
   DeviceSnapshotOps* ops = p.source_->snapshot_ops();
   CaptureStatsSummary& st = p.stats_;
-  st.path = "host";
+  st.path = CapturePath::kHost;
   if (ops == nullptr) {
     st.path_reason = "the backend offers no device snapshots";
     return;
@@ -138,7 +138,7 @@ void CaptureOrchestrator::TrySnapshot(PendingCapture& p, std::vector<CodeObjectR
   p.pre_at_ = std::move(at);
   p.chunk_ = chunk;
   p.codes_ = std::move(codes);
-  st.path = "device_snapshot";
+  st.path = CapturePath::kDeviceSnapshot;
   st.path_reason = why;
   st.snapshot_bytes = needed;
 }

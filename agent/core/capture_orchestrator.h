@@ -83,7 +83,7 @@ struct CaptureStatsSummary {
   double quiesce_seconds = 0;
   double pre_seconds = 0;
   double post_seconds = 0;
-  std::string path = "host";  // "host" | "device_snapshot"
+  CapturePath path = CapturePath::kHost;
   std::string path_reason;
   double drain_seconds = 0;           // device_snapshot: snapshot -> ring after the release
   uint64_t pcie_bytes = 0;            // bytes read device -> host

@@ -58,7 +58,7 @@ void CaptureService::End(CaptureTransport* t, std::unique_ptr<ActiveCapture> cap
   KC_ALOG(kInfo,
           "captured %s (dispatch %llu) by the %s path: %llu regions, %.1f MiB pre, %.1f MiB "
           "post, quiesce %.3fs pre %.3fs post %.3fs, application held %.3fs%s",
-          kernel, static_cast<unsigned long long>(header.dispatch_index), stats->path.c_str(),
+          kernel, static_cast<unsigned long long>(header.dispatch_index), std::string(link::WireName(stats->path)).c_str(),
           static_cast<unsigned long long>(stats->regions), stats->pre_bytes / 1048576.0,
           stats->post_bytes / 1048576.0, stats->quiesce_seconds, stats->pre_seconds,
           stats->post_seconds, held, async ? " (kerncapd commits in the background)" : "");

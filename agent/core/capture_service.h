@@ -53,7 +53,7 @@ struct LastCaptureFigures {
   double post_seconds = 0;
   double held_seconds = 0;  // from the gate taken to the application released
   uint64_t ring_bytes = 0;  // host staging mapped for captures
-  std::string path;         // "host" | "device_snapshot"
+  CapturePath path = CapturePath::kUnspecified;
   double drain_seconds = 0;  // device_snapshot: after the release
   uint64_t pcie_bytes = 0;
 };

@@ -29,9 +29,9 @@
 namespace kerncap::agent {
 
 // How a capture read the memory and how long each part took (sent with
-// the End; the manifest's agent_timing). path: "host" or "device_snapshot".
+// the End; the manifest's agent_timing).
 struct CaptureTiming {
-  std::string path;
+  CapturePath path = CapturePath::kUnspecified;
   std::string path_reason;
   double quiesce_seconds = 0;
   double pre_seconds = 0;

@@ -2,19 +2,6 @@
 
 namespace kerncap::agent {
 
-const char* RegionKindName(RegionKind kind) {
-  switch (kind) {
-    case RegionKind::kDevice: return "device";
-    case RegionKind::kDeviceVmm: return "device_vmm";
-    case RegionKind::kManaged: return "managed";
-    case RegionKind::kHostPinned: return "host_pinned";
-    case RegionKind::kModuleGlobal: return "module_global";
-    case RegionKind::kConstant: return "constant";
-    case RegionKind::kKernarg: return "kernarg";
-  }
-  return "unknown";
-}
-
 uint64_t CodeObjectKey(const std::string& bytes) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : bytes) {

@@ -1,8 +1,6 @@
 // capture_types.h: backend-neutral description of one captured dispatch, as
 // the capture core hands it to the transport (agent link). Field meanings
-// follow kerncap.v1.CaptureManifest (proto/kerncap/v1/manifest.proto); the
-// enums below use the same numeric values as their proto counterparts so an
-// adapter can cast them.
+// follow kerncap.v1.CaptureManifest (proto/kerncap/v1/manifest.proto).
 #ifndef KERNCAP_AGENT_CORE_CAPTURE_TYPES_H_
 #define KERNCAP_AGENT_CORE_CAPTURE_TYPES_H_
 
@@ -13,27 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "common/agent_link/vocabulary.h"
+
 namespace kerncap::agent {
 
-// == kerncap.v1.RegionKind
-enum class RegionKind : int {
-  kDevice = 1,
-  kDeviceVmm = 2,
-  kManaged = 3,
-  kHostPinned = 4,
-  kModuleGlobal = 5,
-  kConstant = 6,
-  kKernarg = 7,
-};
-const char* RegionKindName(RegionKind kind);
-
-enum class ImageKind { kPre, kPost };
-
-// == kerncap.v1.CodeObjectFormat
-enum class CodeObjectFormat : int { kCubin = 1, kFatbin = 2, kPtx = 3, kHsaco = 4 };
-
-// == kerncap.v1.Platform
-enum class Platform : int { kCuda = 1, kHsa = 2, kSynthetic = 3 };
+// The link's enumerations (common/agent_link/vocabulary.h; numbered as their
+// kerncap.v1 counterparts): the core describes a capture in the terms it
+// travels in, so the transport translates nothing.
+using link::ArgumentKind;
+using link::CapturePath;
+using link::CodeObjectFormat;
+using link::ImageKind;
+using link::Platform;
+using link::RegionKind;
 
 // One range of the application's address space that is captured.
 struct RegionDesc {
@@ -53,11 +43,11 @@ struct CodeObjectRef {
   uint64_t key = 0;                          // CodeObjectKey(bytes): dedup key
 };
 
-// == kerncap.v1.Argument (kind: 1 by value, 2 pointer, 3 hidden)
+// == kerncap.v1.Argument
 struct ArgumentDesc {
   uint32_t offset = 0;
   uint32_t size = 0;
-  int kind = 1;
+  ArgumentKind kind = ArgumentKind::kValue;
   std::string name;
   std::string type_name;   // source type when known ("float*")
   std::string value_kind;  // HSA metadata value kind ("global_buffer", "hidden_queue_ptr")
@@ -113,7 +103,7 @@ struct GraphOriginDesc {
 // == kerncap.v1.TextureObject and its descriptors (numeric fields hold the
 // CUDA driver API's values unchanged; see manifest.proto).
 struct TextureResourceDesc {
-  enum class Type : int { kArray = 1, kMipmappedArray = 2, kLinear = 3, kPitch2D = 4 };  // CUresourcetype + 1
+  using Type = link::TextureResourceType;  // CUresourcetype + 1
   Type type = Type::kLinear;
   uint64_t device_ptr = 0;
   uint32_t format = 0;
@@ -150,7 +140,7 @@ struct TextureViewDesc {
 };
 
 struct TextureObjectDesc {
-  enum class Type : int { kTexture = 1, kSurface = 2 };
+  using Type = link::TextureObjectType;
   Type type = Type::kTexture;
   uint64_t handle = 0;
   std::vector<uint32_t> argument_offsets;  // argument-blob offsets of the handle's words

@@ -188,7 +188,7 @@ TEST(DeviceSnapshotTest, SnapshotPathSendsOnlyChangedPostChunksAndFreesItsMemory
   ASSERT_TRUE(stats.ok()) << stats.error();
   ASSERT_NE(drain, nullptr);
   EXPECT_TRUE(drain->needs_drain());
-  EXPECT_EQ(stats->path, "device_snapshot");
+  EXPECT_EQ(stats->path, CapturePath::kDeviceSnapshot);
   EXPECT_TRUE(transport.committed().empty());
   EXPECT_EQ(hbm.reads_to_host, 0);
 
@@ -213,7 +213,7 @@ TEST(DeviceSnapshotTest, SnapshotPathSendsOnlyChangedPostChunksAndFreesItsMemory
   EXPECT_EQ(cap.unchanged_chunks, 12u);
   EXPECT_EQ(drained->post_bytes, kChunk + 100);
   EXPECT_EQ(drained->pcie_bytes, pre0.size() + pre1.size() + kChunk + 100);
-  EXPECT_EQ(cap.timing.path, "device_snapshot");
+  EXPECT_EQ(cap.timing.path, CapturePath::kDeviceSnapshot);
   EXPECT_DOUBLE_EQ(cap.timing.held_seconds, 0.5);
   EXPECT_EQ(cap.timing.pcie_bytes, drained->pcie_bytes);
   EXPECT_EQ(hbm.allocated, 0u) << "snapshot memory freed once drained";
@@ -236,7 +236,7 @@ TEST(DeviceSnapshotTest, TooLittleFreeDeviceMemoryFallsBackToTheHostPath) {
   auto stats = orch.After(std::move(pending.value()), true, &drain);
   ASSERT_TRUE(stats.ok()) << stats.error();
   EXPECT_EQ(drain, nullptr) << "the host path finishes inside After";
-  EXPECT_EQ(stats->path, "host");
+  EXPECT_EQ(stats->path, CapturePath::kHost);
   EXPECT_NE(stats->path_reason.find("free device memory too small"), std::string::npos)
       << stats->path_reason;
   EXPECT_EQ(hbm.allocations, 0);
@@ -245,7 +245,7 @@ TEST(DeviceSnapshotTest, TooLittleFreeDeviceMemoryFallsBackToTheHostPath) {
   EXPECT_EQ(cap.pre[0].bytes, pre0);
   EXPECT_EQ(cap.post[0].bytes, hbm.At(0x7f0000000000));
   EXPECT_EQ(cap.unchanged_chunks, 0u);
-  EXPECT_EQ(cap.timing.path, "host");
+  EXPECT_EQ(cap.timing.path, CapturePath::kHost);
 }
 
 TEST(DeviceSnapshotTest, FailedSnapshotAllocationAndTransportsWithoutUnchangedUseTheHostPath) {
@@ -262,7 +262,7 @@ TEST(DeviceSnapshotTest, FailedSnapshotAllocationAndTransportsWithoutUnchangedUs
     RunKernel(&hbm);
     auto stats = orch.After(std::move(pending.value()), true);
     ASSERT_TRUE(stats.ok()) << stats.error();
-    EXPECT_EQ(stats->path, "host") << variant;
+    EXPECT_EQ(stats->path, CapturePath::kHost) << variant;
     const char* why[] = {"allocating the snapshot failed", "does not take unchanged chunks",
                          "disabled"};
     EXPECT_NE(stats->path_reason.find(why[variant]), std::string::npos) << stats->path_reason;
@@ -345,7 +345,7 @@ TEST(DeviceSnapshotTest, ServiceReleasesTheApplicationBeforeTheDrain) {
   ASSERT_TRUE(service.WaitForDrain(10000));
   ASSERT_EQ(t.committed().size(), 1u);
   EXPECT_EQ(t.committed()[0].post[0].bytes, post0);
-  EXPECT_EQ(service.last_capture().path, "device_snapshot");
+  EXPECT_EQ(service.last_capture().path, CapturePath::kDeviceSnapshot);
   EXPECT_EQ(hbm.allocated, 0u);
   EXPECT_EQ(service.captures_failed(), 0u);
 }

@@ -962,11 +962,13 @@ Result<ActiveCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
     ArgumentDesc a;
     a.offset = pi.offset;
     a.size = pi.size;
-    a.kind = 1;
+    a.kind = ArgumentKind::kValue;
     if (pi.size == 8 && pi.offset + 8 <= blob->size()) {
       uint64_t v;
       std::memcpy(&v, blob->data() + pi.offset, 8);
-      if (allocations_.Lookup(v).has_value()) a.kind = 2;  // points into a tracked allocation
+      if (allocations_.Lookup(v).has_value()) {
+        a.kind = ArgumentKind::kPointer;  // points into a tracked allocation
+      }
     }
     header.arguments.push_back(a);
   }
@@ -1111,7 +1113,7 @@ void CudaAgent::StartLink() {
 #ifdef KERNCAP_AGENT_HAVE_LINK
     AgentScope scope;
     link::HelloMsg identity;
-    identity.platform = link::kPlatformCuda;
+    identity.platform = link::Platform::kCuda;
     identity.agent_version = ::kerncap::kVersion;
     int count = 0;
     if (Driver().cuDeviceGetCount(&count) == CUDA_SUCCESS) {

@@ -52,12 +52,15 @@ CudaSubstituter::~CudaSubstituter() {
 
 link::LinkStatus CudaSubstituter::OnSubstitute(const link::SubstituteMsg& msg,
                                                std::string code_object) {
-  if (msg.format != "cubin" && msg.format != "fatbin" && msg.format != "ptx") {
-    return link::LinkStatus::Error("unsupported code object format '" + msg.format +
+  using link::CodeObjectFormat;
+  if (msg.format != CodeObjectFormat::kCubin && msg.format != CodeObjectFormat::kFatbin &&
+      msg.format != CodeObjectFormat::kPtx) {
+    return link::LinkStatus::Error("unsupported code object format '" +
+                                   std::string(link::WireName(msg.format)) +
                                    "' (cubin, fatbin or ptx)");
   }
   // cuModuleLoadData reads PTX as a NUL-terminated string.
-  if (msg.format == "ptx" && (code_object.empty() || code_object.back() != '\0')) {
+  if (msg.format == CodeObjectFormat::kPtx && (code_object.empty() || code_object.back() != '\0')) {
     code_object.push_back('\0');
   }
   link::LinkStatus st = table_.Add(msg, std::move(code_object), SubstitutionTable::Clock::now());
@@ -71,7 +74,8 @@ link::LinkStatus CudaSubstituter::OnSubstitute(const link::SubstituteMsg& msg,
 
 void CudaSubstituter::OnUnsubstitute(const link::UnsubstituteMsg& msg) {
   if (table_.Remove(msg.sub_id, msg.reason)) {
-    KC_ALOG(kInfo, "substitution %s ended: %s", msg.sub_id.c_str(), msg.reason.c_str());
+    KC_ALOG(kInfo, "substitution %s ended: %s", msg.sub_id.c_str(),
+            std::string(link::WireName(msg.reason)).c_str());
   }
   cv_.notify_all();
 }
@@ -118,7 +122,7 @@ uint64_t CudaSubstituter::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_Callb
           "the driver does not report the original kernel's parameter layout (needs CUDA 12.4 "
           "or later): the variant's layout cannot be checked, so it is not substituted");
     }
-    if (msg.format == "cubin") {
+    if (msg.format == link::CodeObjectFormat::kCubin) {
       auto parsed = cubin::ParseCubin(image);
       if (!parsed.ok()) return link::LinkStatus::Error("the cubin does not parse: " + parsed.error());
       bool found = false;
@@ -133,7 +137,7 @@ uint64_t CudaSubstituter::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_Callb
     v->context = ctx;
     CUresult r = Driver().cuModuleLoadData(&v->module, image.data());
     if (r != CUDA_SUCCESS) {
-      return link::LinkStatus::Error("loading the " + msg.format + " into the application's " +
+      return link::LinkStatus::Error("loading the " + std::string(link::WireName(msg.format)) + " into the application's " +
                                      "context failed: " + CuErrorString(r));
     }
     p.checks.push_back("loaded into the application's context with cuModuleLoadData");

@@ -695,7 +695,7 @@ void HsaAgent::StartLink() {
   if (!config_.connect || service_.transport() != nullptr) return;
 #ifdef KERNCAP_AGENT_HAVE_LINK
   link::HelloMsg identity;
-  identity.platform = link::kPlatformHsa;
+  identity.platform = link::Platform::kHsa;
   identity.agent_version = ::kerncap::kVersion;
   for (size_t i = 0; i < gpus_.size() && i < 64; ++i) {
     link::DeviceInfo di;

@@ -138,12 +138,14 @@ std::vector<ArgumentDesc> ArgumentsOf(const KernelMetadata& md) {
     d.value_kind = a.value_kind;
     d.type_name = a.type_name;
     if (a.hidden()) {
-      d.kind = 3;
+      d.kind = ArgumentKind::kHidden;
       // Agents before value_kind travelled named hidden arguments by their
       // kind; keep doing so (the metadata has no name for them).
       d.name = a.name.empty() ? a.value_kind : a.name;
     } else {
-      d.kind = (a.value_kind == "global_buffer" || a.value_kind == "dynamic_shared_pointer") ? 2 : 1;
+      d.kind = (a.value_kind == "global_buffer" || a.value_kind == "dynamic_shared_pointer")
+                   ? ArgumentKind::kPointer
+                   : ArgumentKind::kValue;
       d.name = a.name;
     }
     out.push_back(std::move(d));

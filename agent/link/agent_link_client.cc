@@ -67,7 +67,7 @@ void FillIdentity(link::HelloMsg* h) {
     while (!comm.empty() && comm.back() == '\n') comm.pop_back();
     h->process_name = comm;
   }
-  if (h->platform.empty()) h->platform = link::kPlatformSynthetic;
+  if (h->platform == link::Platform::kUnspecified) h->platform = link::Platform::kSynthetic;
   if (h->rank.rank < 0) h->rank = LauncherRankFromEnv();
 }
 
@@ -347,7 +347,7 @@ void AgentLinkClient::MaybeRequestRingLocked(const std::shared_ptr<Link>& link, 
   if (link->ring_state != internal::RingState::kNone && !retry) return;
   if (!force && arms_.empty()) return;
   link::RingRequestMsg msg;
-  msg.reason = force ? "capture" : "armed";
+  msg.reason = force ? link::RingRequestReason::kCapture : link::RingRequestReason::kArmed;
   if (link->Send(msg).ok()) link->ring_state = internal::RingState::kRequested;
 }
 
@@ -379,7 +379,7 @@ void AgentLinkClient::MaybeReleaseRingLocked(const std::shared_ptr<Link>& link) 
   link->free_slots.clear();
   link->daemon_owns.clear();
   link::RingReleaseMsg msg;
-  msg.reason = link->ring_revoked ? "revoked" : "idle";
+  msg.reason = link->ring_revoked ? link::RingReleaseReason::kRevoked : link::RingReleaseReason::kIdle;
   link->ring_revoked = false;
   auto unmap = [released]() mutable { released.reset(); };
   (void)link->Send(msg, {}, std::move(unmap));
@@ -564,7 +564,7 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
       if (!status.ok()) {
         link::SubstitutionReportMsg report;
         report.sub_id = msg.sub_id;
-        report.state = link::kSubRefused;
+        report.state = link::SubstitutionState::kRefused;
         report.reason = status.message();
         return link->Send(report);
       }
@@ -592,19 +592,15 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
 }
 
 void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
-  LinkResult<link::Selector> selector = link::SelectorFromArm(msg);
-  if (!selector.ok()) {
-    last_error_ = "ignoring arm " + msg.arm_id + ": " + selector.error();
-    return;
-  }
-  if (!link::MatchesProcess(*selector, static_cast<uint32_t>(::getpid()),
+  const link::Selector selector = link::SelectorFromArm(msg);
+  if (!link::MatchesProcess(selector, static_cast<uint32_t>(::getpid()),
                             options_.identity.process_name.empty()
                                 ? std::string_view(ReadSmallFile("/proc/self/comm"))
                                 : std::string_view(options_.identity.process_name))) {
     return;
   }
   LinkResult<link::NameMatcher> matcher =
-      link::NameMatcher::Compile(selector->kernel, selector->match);
+      link::NameMatcher::Compile(selector.kernel, selector.match);
   if (!matcher.ok()) {
     last_error_ = "ignoring arm " + msg.arm_id + ": " + matcher.error();
     return;
@@ -620,8 +616,8 @@ void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
       return a.seq == 0 || a.seq > msg.seq;
     });
   }
-  arms_.insert(at, LocalArm{msg.arm_id, *selector, std::move(matcher).value(),
-                            link::DispatchCounter(*selector), msg.seq});
+  arms_.insert(at, LocalArm{msg.arm_id, selector, std::move(matcher).value(),
+                            link::DispatchCounter(selector), msg.seq});
 }
 
 void AgentLinkClient::RecomputeArmedLocked() {

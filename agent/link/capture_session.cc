@@ -130,7 +130,7 @@ LinkStatus CaptureSession::WriteRegion(uint32_t region, const void* data, uint64
   return LinkStatus::Ok();
 }
 
-LinkStatus CaptureSession::AddCodeObject(const std::string& format, const std::string& name,
+LinkStatus CaptureSession::AddCodeObject(link::CodeObjectFormat format, const std::string& name,
                                          const void* data, size_t size) {
   LinkStatus status = CheckUsable();
   if (!status.ok()) return status;

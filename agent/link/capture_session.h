@@ -66,7 +66,7 @@ class CaptureSession {
   // Convenience for host-resident data: copies `size` bytes into slots and
   // submits them as the whole of `region`.
   LinkStatus WriteRegion(uint32_t region, const void* data, uint64_t size);
-  LinkStatus AddCodeObject(const std::string& format, const std::string& name, const void* data,
+  LinkStatus AddCodeObject(link::CodeObjectFormat format, const std::string& name, const void* data,
                            size_t size);
   // Ends the capture and waits for the daemon's verdict: the capture id, or
   // the reason it failed.

@@ -102,7 +102,7 @@ class KernelCensusLinkTest : public ::testing::Test {
     o.lazy_ring = true;
     o.initial_wait_ms = 0;
     o.retry_initial_ms = 10;
-    o.identity.platform = link::kPlatformSynthetic;
+    o.identity.platform = link::Platform::kSynthetic;
     return o;
   }
   std::string dir_;

@@ -7,40 +7,13 @@
 namespace kerncap::agent {
 namespace {
 
-const char* ArgumentKindName(int kind) {
-  switch (kind) {
-    case 2: return "pointer";
-    case 3: return "hidden";
-    default: return "value";
-  }
-}
-
-const char* PlatformName(Platform p) {
-  switch (p) {
-    case Platform::kCuda: return link::kPlatformCuda;
-    case Platform::kHsa: return link::kPlatformHsa;
-    case Platform::kSynthetic: return link::kPlatformSynthetic;
-  }
-  return link::kPlatformSynthetic;
-}
-
-const char* ResourceTypeName(TextureResourceDesc::Type t) {
-  switch (t) {
-    case TextureResourceDesc::Type::kArray: return "array";
-    case TextureResourceDesc::Type::kMipmappedArray: return "mipmapped_array";
-    case TextureResourceDesc::Type::kLinear: return "linear";
-    case TextureResourceDesc::Type::kPitch2D: return "pitch2d";
-  }
-  return "";
-}
-
 link::TextureObjectInfo ToTextureObjectInfo(const TextureObjectDesc& o) {
   link::TextureObjectInfo t;
-  t.type = o.type == TextureObjectDesc::Type::kTexture ? "texture" : "surface";
+  t.type = o.type;
   t.handle = o.handle;
   t.argument_offsets = o.argument_offsets;
   const TextureResourceDesc& r = o.resource;
-  t.resource.type = ResourceTypeName(r.type);
+  t.resource.type = r.type;
   t.resource.device_ptr = r.device_ptr;
   t.resource.format = r.format;
   t.resource.num_channels = r.num_channels;
@@ -93,7 +66,7 @@ class LinkSession final : public TransportSession {
   }
   void ReturnSlot(const Slot& slot) override { s_->ReturnSlot(ToLinkSlot(slot)); }
   Status AddCodeObject(const CodeObjectRef& code) override {
-    return s_->AddCodeObject(CodeObjectFormatName(code.format), code.name, code.bytes->data(),
+    return s_->AddCodeObject(code.format, code.name, code.bytes->data(),
                              code.bytes->size());
   }
   uint64_t UnchangedChunkSize() const override {
@@ -142,23 +115,13 @@ class LinkSession final : public TransportSession {
 
 }  // namespace
 
-const char* CodeObjectFormatName(CodeObjectFormat format) {
-  switch (format) {
-    case CodeObjectFormat::kCubin: return "cubin";
-    case CodeObjectFormat::kFatbin: return "fatbin";
-    case CodeObjectFormat::kPtx: return "ptx";
-    case CodeObjectFormat::kHsaco: return "hsaco";
-  }
-  return "cubin";
-}
-
 link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
   link::CaptureBeginMsg m;
   m.arm_id = h.arm_id;
   m.dispatch_index = h.dispatch_index;
   m.mangled_name = h.kernel.mangled_name;
   m.demangled_name = h.kernel.demangled_name;
-  m.platform = PlatformName(h.kernel.platform);
+  m.platform = h.kernel.platform;
   m.arch = h.kernel.arch;
   m.jit_metadata_json = h.kernel.jit_metadata_json;
   m.device = static_cast<uint32_t>(h.device.ordinal);
@@ -186,7 +149,7 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
     link::ArgumentInfo info;
     info.offset = a.offset;
     info.size = a.size;
-    info.kind = ArgumentKindName(a.kind);
+    info.kind = a.kind;
     info.name = a.name;
     info.type_name = a.type_name;
     info.value_kind = a.value_kind;
@@ -200,10 +163,10 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
 
 link::RegionBeginMsg ToRegionBegin(ImageKind image, const RegionDesc& region) {
   link::RegionBeginMsg m;
-  m.image = image == ImageKind::kPre ? link::kImagePre : link::kImagePost;
+  m.image = image;
   m.va = region.va;
   m.size = region.size;
-  m.kind = RegionKindName(region.kind);
+  m.kind = region.kind;
   m.device = static_cast<uint32_t>(region.device < 0 ? 0 : region.device);
   m.name = region.name;
   return m;

@@ -1,7 +1,8 @@
 // link_transport.h: CaptureTransport over the real agent link
 // (AgentLinkClient: Unix socket to kerncapd + shared-memory slot ring).
-// Converts the core's capture description into the link's JSON messages
-// (common/agent_link/messages.h); adds no behaviour of its own.
+// Converts the core's capture description into the link's messages
+// (common/agent_link/messages.h; both speak vocabulary.h's enumerations, so
+// only the shapes differ); adds no behaviour of its own.
 #ifndef KERNCAP_AGENT_LINK_LINK_TRANSPORT_H_
 #define KERNCAP_AGENT_LINK_LINK_TRANSPORT_H_
 
@@ -15,7 +16,6 @@ namespace kerncap::agent {
 // Message conversions, exposed for tests.
 link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& header);
 link::RegionBeginMsg ToRegionBegin(ImageKind image, const RegionDesc& region);
-const char* CodeObjectFormatName(CodeObjectFormat format);
 
 class LinkTransport final : public CaptureTransport {
  public:

@@ -21,13 +21,13 @@ TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
   h.launch.cooperative = true;
   h.launch.stream = 0x1234;
   h.launch.attributes["func.num_regs"] = 32;
-  h.arguments.push_back(ArgumentDesc{0, 8, 2, "", "", ""});
-  h.arguments.push_back(ArgumentDesc{24, 4, 1, "", "", ""});
-  h.arguments.push_back(ArgumentDesc{32, 8, 3, "", "", "hidden_queue_ptr"});
+  h.arguments.push_back(ArgumentDesc{0, 8, ArgumentKind::kPointer, "", "", ""});
+  h.arguments.push_back(ArgumentDesc{24, 4, ArgumentKind::kValue, "", "", ""});
+  h.arguments.push_back(ArgumentDesc{32, 8, ArgumentKind::kHidden, "", "", "hidden_queue_ptr"});
   link::CaptureBeginMsg m = ToCaptureBegin(h);
   EXPECT_EQ(m.arm_id, "arm-7");
   EXPECT_EQ(m.dispatch_index, 5u);
-  EXPECT_EQ(m.platform, "cuda");
+  EXPECT_EQ(WireName(m.platform), "cuda");
   EXPECT_EQ(m.arch, "sm_90");
   EXPECT_EQ(m.jit_metadata_json, R"({"num_warps":4})");
   EXPECT_EQ(m.device, 1u);
@@ -37,10 +37,10 @@ TEST(LinkTransportTest, CaptureBeginCarriesHeader) {
   EXPECT_EQ(m.launch.shared_mem_bytes, 65536u);
   EXPECT_EQ(m.launch.attributes.at("func.num_regs"), 32);
   ASSERT_EQ(m.arguments.size(), 3u);
-  EXPECT_EQ(m.arguments[0].kind, "pointer");
-  EXPECT_EQ(m.arguments[1].kind, "value");
+  EXPECT_EQ(WireName(m.arguments[0].kind), "pointer");
+  EXPECT_EQ(WireName(m.arguments[1].kind), "value");
   EXPECT_EQ(m.arguments[1].offset, 24u);
-  EXPECT_EQ(m.arguments[2].kind, "hidden");
+  EXPECT_EQ(WireName(m.arguments[2].kind), "hidden");
   EXPECT_EQ(m.arguments[2].value_kind, "hidden_queue_ptr");
 }
 
@@ -73,10 +73,10 @@ TEST(LinkTransportTest, CaptureBeginCarriesTextureObjectsExactly) {
   link::CaptureBeginMsg m = ToCaptureBegin(h);
   ASSERT_EQ(m.texture_objects.size(), 2u);
   const link::TextureObjectInfo& a = m.texture_objects[0];
-  EXPECT_EQ(a.type, "texture");
+  EXPECT_EQ(WireName(a.type), "texture");
   EXPECT_EQ(a.handle, 5u);
   EXPECT_EQ(a.argument_offsets, (std::vector<uint32_t>{0, 24}));
-  EXPECT_EQ(a.resource.type, "linear");
+  EXPECT_EQ(WireName(a.resource.type), "linear");
   EXPECT_EQ(a.resource.device_ptr, 0x7f0000000000u);
   EXPECT_EQ(a.resource.size_bytes, 4096u);
   EXPECT_EQ(a.resource.num_channels, 4u);
@@ -87,8 +87,8 @@ TEST(LinkTransportTest, CaptureBeginCarriesTextureObjectsExactly) {
   EXPECT_EQ(a.sampling.border_color_bits[0], 0x3e800000u);  // 0.25f
   EXPECT_FALSE(a.has_view);
   const link::TextureObjectInfo& b = m.texture_objects[1];
-  EXPECT_EQ(b.type, "surface");
-  EXPECT_EQ(b.resource.type, "array");
+  EXPECT_EQ(WireName(b.type), "surface");
+  EXPECT_EQ(WireName(b.resource.type), "array");
   EXPECT_EQ(b.resource.array_handle, 0x1234u);
   EXPECT_TRUE(b.has_view);
   EXPECT_EQ(b.view.depth, 3u);
@@ -102,15 +102,15 @@ TEST(LinkTransportTest, NoClusterMeansEmptyList) {
 TEST(LinkTransportTest, RegionKindsUseLinkStrings) {
   RegionDesc r{0x7f0000000000, 4096, RegionKind::kConstant, 0, "coeffs"};
   link::RegionBeginMsg m = ToRegionBegin(ImageKind::kPost, r);
-  EXPECT_EQ(m.image, "post");
-  EXPECT_EQ(m.kind, "constant");
+  EXPECT_EQ(WireName(m.image), "post");
+  EXPECT_EQ(WireName(m.kind), "constant");
   EXPECT_EQ(m.name, "coeffs");
   EXPECT_EQ(m.va, 0x7f0000000000u);
-  EXPECT_EQ(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kDeviceVmm, 0, ""}).kind,
+  EXPECT_EQ(WireName(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kDeviceVmm, 0, ""}).kind),
             "device_vmm");
-  EXPECT_EQ(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kHostPinned, 0, ""}).kind,
+  EXPECT_EQ(WireName(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kHostPinned, 0, ""}).kind),
             "host_pinned");
-  EXPECT_EQ(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kModuleGlobal, 0, ""}).kind,
+  EXPECT_EQ(WireName(ToRegionBegin(ImageKind::kPre, RegionDesc{1, 1, RegionKind::kModuleGlobal, 0, ""}).kind),
             "module_global");
 }
 

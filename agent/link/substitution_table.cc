@@ -45,16 +45,16 @@ SubstitutionTable::Entry* SubstitutionTable::FindLocked(const std::string& sub_i
 void SubstitutionTable::SetLiveLocked() {
   int n = 0;
   for (const auto& e : entries_) {
-    if (e->state == link::kSubPending || e->state == link::kSubActive) ++n;
+    if (e->state == link::SubstitutionState::kPending || e->state == link::SubstitutionState::kActive) ++n;
   }
   live_.store(n, std::memory_order_release);
 }
 
 void SubstitutionTable::EndLocked(Entry* e, const std::string& reason) {
-  if (e->state == link::kSubEnded || e->state == link::kSubRefused) return;
+  if (e->state == link::SubstitutionState::kEnded || e->state == link::SubstitutionState::kRefused) return;
   // A substitution that never substituted anything ends as it was: a pending
   // one that is removed is "ended" with nothing counted.
-  e->state = link::kSubEnded;
+  e->state = link::SubstitutionState::kEnded;
   e->reason = reason;
   e->state_changed = true;
   e->code_object.clear();
@@ -68,9 +68,7 @@ LinkStatus SubstitutionTable::Add(const link::SubstituteMsg& msg, std::string co
   if (code_object.empty()) return LinkStatus::Error("Substitute without a code object");
   link::Selector selector;
   selector.kernel = msg.kernel;
-  if (!link::NameMatchFromString(msg.match, &selector.match)) {
-    return LinkStatus::Error("unknown name match '" + msg.match + "'");
-  }
+  selector.match = msg.match;
   selector.pid = msg.pid;
   selector.process_name = msg.process_name;
   selector.device = msg.device;
@@ -86,7 +84,7 @@ LinkStatus SubstitutionTable::Add(const link::SubstituteMsg& msg, std::string co
   }
   if (entries_.size() >= kMaxSubstitutions) {
     auto ended = std::find_if(entries_.begin(), entries_.end(), [](const auto& e) {
-      return e->state == link::kSubEnded || e->state == link::kSubRefused;
+      return e->state == link::SubstitutionState::kEnded || e->state == link::SubstitutionState::kRefused;
     });
     if (ended == entries_.end()) {
       return LinkStatus::Error("this agent already has " + std::to_string(kMaxSubstitutions) +
@@ -106,11 +104,11 @@ LinkStatus SubstitutionTable::Add(const link::SubstituteMsg& msg, std::string co
   return LinkStatus::Ok();
 }
 
-bool SubstitutionTable::Remove(const std::string& sub_id, const std::string& reason) {
+bool SubstitutionTable::Remove(const std::string& sub_id, link::UnsubstituteReason reason) {
   std::lock_guard lock(mu_);
   Entry* e = FindLocked(sub_id);
   if (e == nullptr) return false;
-  EndLocked(e, reason.empty() ? "unsubstituted" : reason);
+  EndLocked(e, std::string(link::WireName(reason)));
   return true;
 }
 
@@ -136,7 +134,7 @@ std::optional<SubstitutionTable::Decision> SubstitutionTable::Decide(
   std::lock_guard lock(mu_);
   for (auto& ep : entries_) {
     Entry* e = ep.get();
-    if (e->state != link::kSubPending && e->state != link::kSubActive) continue;
+    if (e->state != link::SubstitutionState::kPending && e->state != link::SubstitutionState::kActive) continue;
     if (e->msg.ttl_ms != 0 && now - e->added >= std::chrono::milliseconds(e->msg.ttl_ms)) {
       EndLocked(e, "ttl of " + std::to_string(e->msg.ttl_ms) + " ms passed");
       continue;
@@ -144,7 +142,7 @@ std::optional<SubstitutionTable::Decision> SubstitutionTable::Decide(
     if (!link::MatchesDevice(e->selector, device) || !e->matcher->Matches(demangled, mangled)) {
       continue;
     }
-    if (e->state == link::kSubPending) {
+    if (e->state == link::SubstitutionState::kPending) {
       e->kernel = std::string(mangled);
       link::LinkResult<Prepared> p =
           prepare ? prepare(e->msg, e->code_object, mangled)
@@ -153,12 +151,12 @@ std::optional<SubstitutionTable::Decision> SubstitutionTable::Decide(
       e->code_object.shrink_to_fit();
       e->state_changed = true;
       if (!p.ok()) {
-        e->state = link::kSubRefused;
+        e->state = link::SubstitutionState::kRefused;
         e->reason = p.error();
         SetLiveLocked();
         continue;
       }
-      e->state = link::kSubActive;
+      e->state = link::SubstitutionState::kActive;
       e->variant = std::move(p->variant);
       e->checks = std::move(p->checks);
     }
@@ -246,7 +244,7 @@ std::vector<link::SubstitutionReportMsg> SubstitutionTable::TakeReports(Clock::t
         e->counts_changed &&
         (force || now - e->last_report >= std::chrono::milliseconds(link::kSubstitutionReportIntervalMs));
     if (!e->state_changed && !periodic) continue;
-    if (!force && e->state == link::kSubEnded && e->timings_pending > 0) continue;
+    if (!force && e->state == link::SubstitutionState::kEnded && e->timings_pending > 0) continue;
     e->state_changed = false;
     e->counts_changed = false;
     e->last_report = now;

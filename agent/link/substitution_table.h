@@ -87,7 +87,7 @@ class SubstitutionTable {
   link::LinkStatus Add(const link::SubstituteMsg& msg, std::string code_object,
                        Clock::time_point now);
   // Unsubstitute: ends it (false: unknown id).
-  bool Remove(const std::string& sub_id, const std::string& reason);
+  bool Remove(const std::string& sub_id, link::UnsubstituteReason reason);
   // The link dropped: every substitution is forgotten, nothing is reported.
   void DropAll();
   // Fork child: a fresh lock (a parent thread may have held it), nothing kept.
@@ -125,7 +125,7 @@ class SubstitutionTable {
     link::Selector selector;
     std::optional<link::NameMatcher> matcher;
     Clock::time_point added;
-    std::string state = link::kSubPending;
+    link::SubstitutionState state = link::SubstitutionState::kPending;
     std::string reason;
     std::string kernel;
     std::vector<std::string> checks;

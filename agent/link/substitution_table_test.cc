@@ -55,7 +55,7 @@ TEST(SubstitutionTableTest, SubstitutesMatchingDispatchesUntilCount) {
   EXPECT_FALSE(table.Decide("saxpy(float*)", "_Z5saxpyPf", 0, t0, Loads(&loads), {}));
   auto r = table.Report("s1");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->state, link::kSubEnded);
+  EXPECT_EQ(r->state, link::SubstitutionState::kEnded);
   EXPECT_EQ(r->variant_launches, 2u);
   EXPECT_EQ(r->kernel, "_Z5saxpyPf");
   EXPECT_EQ(r->checks, std::vector<std::string>{"layout matches"});
@@ -71,7 +71,7 @@ TEST(SubstitutionTableTest, RefusedVariantNeverSubstitutes) {
   EXPECT_EQ(loads, 1);
   auto reports = table.TakeReports(Clock::now());
   ASSERT_EQ(reports.size(), 1u);
-  EXPECT_EQ(reports[0].state, link::kSubRefused);
+  EXPECT_EQ(reports[0].state, link::SubstitutionState::kRefused);
   EXPECT_EQ(reports[0].reason, "bad image");
   EXPECT_EQ(reports[0].variant_launches, 0u);
   EXPECT_FALSE(table.live());
@@ -116,11 +116,11 @@ TEST(SubstitutionTableTest, EndedReportWaitsForOutstandingTimings) {
   ASSERT_TRUE(d1 && d2);
   EXPECT_FALSE(table.live());
   table.AddTiming("s1", false, 3.0);
-  for (const auto& r : table.TakeReports(Clock::now())) EXPECT_NE(r.state, link::kSubEnded);
+  for (const auto& r : table.TakeReports(Clock::now())) EXPECT_NE(r.state, link::SubstitutionState::kEnded);
   table.AddTiming("s1", true, 2.0);
   auto reports = table.TakeReports(Clock::now());
   ASSERT_EQ(reports.size(), 1u);
-  EXPECT_EQ(reports[0].state, link::kSubEnded);
+  EXPECT_EQ(reports[0].state, link::SubstitutionState::kEnded);
   EXPECT_EQ(reports[0].variant.samples, 1u);
   EXPECT_EQ(reports[0].original.samples, 1u);
 }
@@ -134,7 +134,7 @@ TEST(SubstitutionTableTest, TtlEndsEvenWithoutDispatches) {
   (void)table.TakeReports(t0);  // the pending report
   auto reports = table.TakeReports(t0 + std::chrono::milliseconds(150));
   ASSERT_EQ(reports.size(), 1u);
-  EXPECT_EQ(reports[0].state, link::kSubEnded);
+  EXPECT_EQ(reports[0].state, link::SubstitutionState::kEnded);
   EXPECT_FALSE(table.live());
 }
 
@@ -148,9 +148,9 @@ TEST(SubstitutionTableTest, RemoveDropAndDeclinedContexts) {
   };
   EXPECT_FALSE(table.Decide("k", "k", 0, Clock::now(), Loads(&loads, 1), other_context));
   EXPECT_EQ(table.Report("s1")->variant_launches, 0u);  // declined: not counted
-  EXPECT_TRUE(table.Remove("s1", "unsubstituted"));
+  EXPECT_TRUE(table.Remove("s1", link::UnsubstituteReason::kUnsubstituted));
   EXPECT_FALSE(table.live());
-  EXPECT_FALSE(table.Remove("nope", ""));
+  EXPECT_FALSE(table.Remove("nope", link::UnsubstituteReason::kUnsubstituted));
   ASSERT_TRUE(table.Add(Msg("s2", "k"), "CODE", Clock::now()).ok());
   table.DropAll();
   EXPECT_FALSE(table.live());

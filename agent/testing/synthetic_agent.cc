@@ -156,7 +156,7 @@ nlohmann::json Capture(AgentLinkClient& client, const Flags& f, const std::strin
   begin.arm_id = arm.arm_id;
   begin.mangled_name = st::SyntheticMangled(kernel);
   begin.demangled_name = kernel;
-  begin.platform = link::kPlatformSynthetic;
+  begin.platform = link::Platform::kSynthetic;
   begin.arch = "synthetic";
   begin.launch.grid = {static_cast<uint32_t>(dispatch + 1), 1, 1};
   begin.launch.block = {128, 1, 1};
@@ -166,7 +166,7 @@ nlohmann::json Capture(AgentLinkClient& client, const Flags& f, const std::strin
   for (uint32_t r = 0; r < f.region_bytes.size(); ++r) {
     uint64_t va = st::SyntheticVa(r);
     blob.append(reinterpret_cast<const char*>(&va), sizeof(va));
-    begin.arguments.push_back({r * 8, 8, "pointer", "buf" + std::to_string(r), "void*", ""});
+    begin.arguments.push_back({r * 8, 8, link::ArgumentKind::kPointer, "buf" + std::to_string(r), "void*", ""});
   }
   auto session = client.BeginCapture(begin, blob);
   if (!session.ok()) {
@@ -179,10 +179,10 @@ nlohmann::json Capture(AgentLinkClient& client, const Flags& f, const std::strin
   for (int image = 0; image < 2 && status.ok(); ++image) {
     for (uint32_t r = 0; r < f.region_bytes.size() && status.ok(); ++r) {
       link::RegionBeginMsg region;
-      region.image = image == 0 ? link::kImagePre : link::kImagePost;
+      region.image = image == 0 ? link::ImageKind::kPre : link::ImageKind::kPost;
       region.va = st::SyntheticVa(r);
       region.size = f.region_bytes[r];
-      region.kind = "device";
+      region.kind = link::RegionKind::kDevice;
       region.name = "buf" + std::to_string(r);
       auto handle = s.AddRegion(region);
       if (!handle.ok()) {
@@ -195,7 +195,7 @@ nlohmann::json Capture(AgentLinkClient& client, const Flags& f, const std::strin
   }
   if (status.ok()) {
     std::string code = "KCSYNTH\n" + kernel;
-    status = s.AddCodeObject("cubin", kernel + ".cubin", code.data(), code.size());
+    status = s.AddCodeObject(link::CodeObjectFormat::kCubin, kernel + ".cubin", code.data(), code.size());
   }
   if (!status.ok()) {
     s.Abort(status.message());
@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
   }
   AgentLinkClientOptions options;
   options.socket_path = flags.socket;
-  options.identity.platform = link::kPlatformSynthetic;
+  options.identity.platform = link::Platform::kSynthetic;
   options.identity.agent_version = "synthetic-0.1";
   link::DeviceInfo device;
   device.name = "Synthetic Device";

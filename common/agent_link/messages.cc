@@ -8,36 +8,11 @@ bool HasFeature(const std::vector<std::string>& features, std::string_view featu
   return std::find(features.begin(), features.end(), feature) != features.end();
 }
 
-const char* NameMatchToString(NameMatch match) {
-  switch (match) {
-    case NameMatch::kSubstring: return "substring";
-    case NameMatch::kGlob: return "glob";
-    case NameMatch::kRegex: return "regex";
-    case NameMatch::kMangled: return "mangled";
-  }
-  return "substring";
-}
-
-bool NameMatchFromString(std::string_view name, NameMatch* match) {
-  if (name == "substring" || name.empty()) {
-    *match = NameMatch::kSubstring;
-  } else if (name == "glob") {
-    *match = NameMatch::kGlob;
-  } else if (name == "regex") {
-    *match = NameMatch::kRegex;
-  } else if (name == "mangled") {
-    *match = NameMatch::kMangled;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 ArmMsg ArmFromSelector(std::string arm_id, const Selector& s) {
   ArmMsg a;
   a.arm_id = std::move(arm_id);
   a.kernel = s.kernel;
-  a.match = NameMatchToString(s.match);
+  a.match = s.match;
   a.pid = s.pid;
   a.process_name = s.process_name;
   a.device = s.device;
@@ -48,11 +23,9 @@ ArmMsg ArmFromSelector(std::string arm_id, const Selector& s) {
   return a;
 }
 
-LinkResult<Selector> SelectorFromArm(const ArmMsg& a) {
+Selector SelectorFromArm(const ArmMsg& a) {
   Selector s;
-  if (!NameMatchFromString(a.match, &s.match)) {
-    return LinkStatus::Error("unknown name match '" + a.match + "'");
-  }
+  s.match = a.match;
   s.kernel = a.kernel;
   s.pid = a.pid;
   s.process_name = a.process_name;

@@ -95,50 +95,35 @@
 
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/agent_link/result.h"
 #include "common/agent_link/selector.h"
+#include "common/agent_link/vocabulary.h"
 #include "common/agent_link/wire.h"
 #include "nlohmann/json.hpp"
 
 namespace kerncap::link {
 
-// Platform strings (Hello.platform, CaptureBegin.platform).
-inline constexpr char kPlatformCuda[] = "cuda";
-inline constexpr char kPlatformHsa[] = "hsa";
-inline constexpr char kPlatformSynthetic[] = "synthetic";
-// RegionBegin.image
-inline constexpr char kImagePre[] = "pre";
-inline constexpr char kImagePost[] = "post";
 // Hello.features / Welcome.features
 inline constexpr char kFeatureLazyRing[] = "lazy_ring";
 inline constexpr char kFeatureDispatchSkipped[] = "dispatch_skipped";
 inline constexpr char kFeatureRingRelease[] = "ring_release";
 inline constexpr char kFeatureKernelCensus[] = "kernel_census";
 inline constexpr char kFeaturePostUnchanged[] = "post_unchanged";
-// CaptureTimingInfo.path
-inline constexpr char kCapturePathHost[] = "host";
-inline constexpr char kCapturePathDeviceSnapshot[] = "device_snapshot";
 inline constexpr char kFeatureSubstitution[] = "substitution";
 // Substitute bounds.
 // (below the control API's 128 MiB gRPC message bound, common/control/limits.h)
 inline constexpr uint64_t kMaxSubstituteCodeObjectBytes = 96ull << 20;
 inline constexpr int kSubstitutionReportIntervalMs = 250;
-// SubstitutionReport.state
-inline constexpr char kSubPending[] = "pending";  // received, no matching dispatch yet
-inline constexpr char kSubActive[] = "active";    // loaded, layout checked, substituting
-inline constexpr char kSubRefused[] = "refused";  // load or layout check failed: never substituted
-inline constexpr char kSubEnded[] = "ended";      // count, ttl, unsubstitute or a launch failure
 // KernelsReport bounds (see "kernel_census"; names: kMaxKernelNameBytes, selector.h).
 inline constexpr size_t kMaxReportedKernels = 10000;
 inline constexpr size_t kMaxKernelsReportBytes = 768 * 1024;
-// RegionBegin.kind: "device", "device_vmm", "managed", "host_pinned",
-// "module_global", "constant", "kernarg".
-// ArgumentInfo.kind: "value", "pointer", "hidden".
-// CodeObjectMsg.format: "cubin", "fatbin", "ptx", "hsaco".
+// Enumerated fields (platform, region kind, image, format, reasons, states)
+// are the types of vocabulary.h and travel as its names.
 
 struct DeviceInfo {
   uint32_t ordinal = 0;
@@ -170,7 +155,7 @@ struct HelloMsg {
   std::string hostname;
   std::vector<std::string> cmdline;
   std::string process_name;
-  std::string platform;
+  Platform platform = Platform::kUnspecified;
   std::vector<DeviceInfo> devices;
   DriverInfo driver;
   std::string agent_version;
@@ -182,7 +167,7 @@ struct ArmMsg {
   static constexpr MessageType kType = MessageType::kArm;
   std::string arm_id;
   std::string kernel;
-  std::string match = "substring";  // substring | glob | regex | mangled
+  NameMatch match = NameMatch::kSubstring;
   uint32_t pid = 0;
   std::string process_name;
   int32_t device = -1;
@@ -209,7 +194,7 @@ struct WelcomeMsg {
 struct DisarmMsg {
   static constexpr MessageType kType = MessageType::kDisarm;
   std::string arm_id;
-  std::string reason;  // "done" | "expired" | "disarmed"
+  DisarmReason reason = DisarmReason::kDone;
 };
 
 struct LaunchInfo {
@@ -226,7 +211,7 @@ struct LaunchInfo {
 struct ArgumentInfo {
   uint32_t offset = 0;
   uint32_t size = 0;
-  std::string kind;
+  ArgumentKind kind = ArgumentKind::kUnspecified;
   std::string name;
   std::string type_name;
   std::string value_kind;
@@ -255,7 +240,7 @@ struct GraphOriginInfo {
 // "mipmapped_array", "linear", "pitch2d". Floats travel as their IEEE-754
 // bit patterns (*_bits) so every value, NaN included, arrives exactly.
 struct TextureResourceInfo {
-  std::string type;
+  TextureResourceType type = TextureResourceType::kLinear;
   uint64_t device_ptr = 0;
   uint32_t format = 0;
   uint32_t num_channels = 0;
@@ -291,7 +276,7 @@ struct TextureViewInfo {
 };
 
 struct TextureObjectInfo {
-  std::string type;
+  TextureObjectType type = TextureObjectType::kTexture;
   uint64_t handle = 0;
   std::vector<uint32_t> argument_offsets;
   TextureResourceInfo resource;
@@ -306,7 +291,7 @@ struct CaptureBeginMsg {
   std::string arm_id;
   std::string mangled_name;
   std::string demangled_name;
-  std::string platform;
+  Platform platform = Platform::kUnspecified;  // kUnspecified: the Hello's
   std::string arch;
   LaunchInfo launch;
   std::vector<ArgumentInfo> arguments;
@@ -321,10 +306,10 @@ struct RegionBeginMsg {
   static constexpr MessageType kType = MessageType::kRegionBegin;
   uint64_t token = 0;
   uint32_t region = 0;  // == number of RegionBegin frames before it
-  std::string image = kImagePre;
+  ImageKind image = ImageKind::kPre;
   uint64_t va = 0;
   uint64_t size = 0;
-  std::string kind = "device";
+  RegionKind kind = RegionKind::kDevice;
   uint32_t device = 0;
   std::string name;
 };
@@ -346,18 +331,16 @@ struct SlotFreeMsg {
 struct CodeObjectMsg {
   static constexpr MessageType kType = MessageType::kCodeObject;
   uint64_t token = 0;
-  std::string format;
+  CodeObjectFormat format = CodeObjectFormat::kUnspecified;
   std::string name;
 };
 
 // How the agent read a capture's memory and how long each part took
-// (kerncap.v1.CaptureTiming). path: kCapturePathHost (device-to-host copies
-// inside the gate) or kCapturePathDeviceSnapshot (device-to-device copies
-// inside the gate, drained to the ring after the application was released);
+// (kerncap.v1.CaptureTiming). path: CapturePath (vocabulary.h);
 // path_reason says why (e.g. why the snapshot did not fit). Figures from the
 // agent: informational, never trusted for anything the store decides.
 struct CaptureTimingInfo {
-  std::string path;
+  CapturePath path = CapturePath::kUnspecified;
   std::string path_reason;
   double quiesce_seconds = 0;
   double pre_seconds = 0;    // pre image: D2H (host) or D2D (snapshot)
@@ -398,7 +381,7 @@ struct CaptureResultMsg {
 
 struct RingRequestMsg {
   static constexpr MessageType kType = MessageType::kRingRequest;
-  std::string reason;  // for the daemon's log ("armed")
+  RingRequestReason reason = RingRequestReason::kArmed;
 };
 
 struct RingGrantMsg {
@@ -425,7 +408,7 @@ struct RingRevokeMsg {
 
 struct RingReleaseMsg {
   static constexpr MessageType kType = MessageType::kRingRelease;
-  std::string reason;  // "idle" | "revoked"
+  RingReleaseReason reason = RingReleaseReason::kIdle;
 };
 
 // One kernel of a loaded code object (KernelsReport).
@@ -455,21 +438,21 @@ struct SubstituteMsg {
   static constexpr MessageType kType = MessageType::kSubstitute;
   std::string sub_id;
   std::string kernel;
-  std::string match = "substring";  // substring | glob | regex | mangled
+  NameMatch match = NameMatch::kSubstring;
   uint32_t pid = 0;
   std::string process_name;
   int32_t device = -1;
   uint64_t count = 0;   // substituted dispatches before it ends; 0: no limit
   uint64_t ttl_ms = 0;  // 0: no limit
   bool ab = false;      // alternate original and variant, timing both
-  std::string format;   // "cubin" | "fatbin" | "ptx"
+  CodeObjectFormat format = CodeObjectFormat::kUnspecified;  // cubin | fatbin | ptx
   std::string name;     // the file's name, for messages
 };
 
 struct UnsubstituteMsg {
   static constexpr MessageType kType = MessageType::kUnsubstitute;
   std::string sub_id;
-  std::string reason;  // "unsubstituted" | "expired"
+  UnsubstituteReason reason = UnsubstituteReason::kUnsubstituted;
 };
 
 // Device time of one side of a substitution, from events recorded around the
@@ -485,7 +468,7 @@ struct DeviceTimingInfo {
 struct SubstitutionReportMsg {
   static constexpr MessageType kType = MessageType::kSubstitutionReport;
   std::string sub_id;
-  std::string state = kSubPending;  // pending | active | refused | ended
+  SubstitutionState state = SubstitutionState::kPending;
   std::string reason;               // refused / ended: why
   std::string kernel;               // mangled name of the substituted kernel
   std::vector<std::string> checks;  // what the agent checked before substituting
@@ -501,6 +484,33 @@ struct ErrorMsg {
   static constexpr MessageType kType = MessageType::kError;
   std::string message;
 };
+
+// JSON of the vocabulary's enums: their names; decoding an unknown name
+// throws (DecodeBody turns it into "bad <Message> body: ...").
+#define KERNCAP_LINK_ENUM_JSON(E, WHAT)                                       \
+  inline void to_json(nlohmann::json& j, E value) { j = WireName(value); }    \
+  inline void from_json(const nlohmann::json& j, E& value) {                 \
+    if (!j.is_string()) throw std::invalid_argument(WHAT " is not a string"); \
+    const std::string& name = j.get_ref<const std::string&>();               \
+    if (!ParseWireName(name, &value)) {                                       \
+      throw std::invalid_argument(UnknownWireNameError<E>(WHAT, name));       \
+    }                                                                         \
+  }
+KERNCAP_LINK_ENUM_JSON(Platform, "platform")
+KERNCAP_LINK_ENUM_JSON(RegionKind, "region kind")
+KERNCAP_LINK_ENUM_JSON(ImageKind, "image")
+KERNCAP_LINK_ENUM_JSON(CodeObjectFormat, "code object format")
+KERNCAP_LINK_ENUM_JSON(ArgumentKind, "argument kind")
+KERNCAP_LINK_ENUM_JSON(CapturePath, "capture path")
+KERNCAP_LINK_ENUM_JSON(DisarmReason, "disarm reason")
+KERNCAP_LINK_ENUM_JSON(RingRequestReason, "ring request reason")
+KERNCAP_LINK_ENUM_JSON(RingReleaseReason, "ring release reason")
+KERNCAP_LINK_ENUM_JSON(SubstitutionState, "substitution state")
+KERNCAP_LINK_ENUM_JSON(UnsubstituteReason, "unsubstitute reason")
+KERNCAP_LINK_ENUM_JSON(TextureObjectType, "texture object type")
+KERNCAP_LINK_ENUM_JSON(TextureResourceType, "texture resource type")
+KERNCAP_LINK_ENUM_JSON(NameMatch, "name match")
+#undef KERNCAP_LINK_ENUM_JSON
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceInfo, ordinal, name, arch, uuid,
                                                 total_memory, pci_bus_id)
@@ -581,12 +591,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
 // True when `features` lists `feature`.
 bool HasFeature(const std::vector<std::string>& features, std::string_view feature);
 
-// "substring" | "glob" | "regex" | "mangled" <-> NameMatch.
-const char* NameMatchToString(NameMatch match);
-bool NameMatchFromString(std::string_view name, NameMatch* match);
-// Arm <-> Selector. ToSelector fails only on an unknown match string.
+// Arm <-> Selector.
 ArmMsg ArmFromSelector(std::string arm_id, const Selector& selector);
-LinkResult<Selector> SelectorFromArm(const ArmMsg& arm);
+Selector SelectorFromArm(const ArmMsg& arm);
 
 // Serializes a message body. Invalid UTF-8 (a cmdline can hold anything) is
 // replaced rather than failing the frame.

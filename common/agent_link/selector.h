@@ -54,6 +54,7 @@
 
 #include "common/agent_link/linear_regex.h"
 #include "common/agent_link/result.h"
+#include "common/agent_link/vocabulary.h"
 
 namespace kerncap::link {
 
@@ -64,8 +65,6 @@ namespace kerncap::link {
 inline constexpr size_t kMaxKernelNameBytes = 64u << 10;
 // Longest selector pattern (the daemon's request limit for strings).
 inline constexpr size_t kMaxPatternBytes = 4096;
-
-enum class NameMatch : int { kSubstring = 0, kGlob = 1, kRegex = 2, kMangled = 3 };
 
 struct Selector {
   std::string kernel;

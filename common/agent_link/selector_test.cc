@@ -234,15 +234,26 @@ TEST(SelectorTest, ArmMessageRoundTrip) {
   s.device = 2;
   s.nth = 5;
   ArmMsg a = ArmFromSelector("arm-9", s);
-  EXPECT_EQ(a.match, "regex");
-  LinkResult<Selector> back = SelectorFromArm(a);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->kernel, "mm.*");
-  EXPECT_EQ(back->match, NameMatch::kRegex);
-  EXPECT_EQ(back->device, 2);
-  EXPECT_EQ(back->nth, 5u);
-  a.match = "fuzzy";
-  EXPECT_FALSE(SelectorFromArm(a).ok());
+  EXPECT_EQ(a.match, NameMatch::kRegex);
+  // Through the wire: the match travels as its name.
+  Frame frame;
+  frame.type = MessageType::kArm;
+  frame.json = EncodeBody(a);
+  EXPECT_NE(frame.json.find("\"match\":\"regex\""), std::string::npos) << frame.json;
+  ArmMsg decoded;
+  ASSERT_TRUE(DecodeBody(frame, &decoded).ok());
+  Selector back = SelectorFromArm(decoded);
+  EXPECT_EQ(back.kernel, "mm.*");
+  EXPECT_EQ(back.match, NameMatch::kRegex);
+  EXPECT_EQ(back.device, 2);
+  EXPECT_EQ(back.nth, 5u);
+  // An unknown match name fails the frame, naming the field and the names it takes.
+  frame.json = R"({"arm_id":"arm-9","kernel":"mm","match":"fuzzy"})";
+  LinkStatus st = DecodeBody(frame, &decoded);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("name match 'fuzzy' is not one of: substring, glob, regex, mangled"),
+            std::string::npos)
+      << st.message();
 }
 
 TEST(SocketPathTest, EnvOverridesDefault) {

@@ -64,7 +64,7 @@ TEST(WireTest, MessageRoundTripWithPayload) {
   begin.demangled_name = "matmul(float*, float*)";
   begin.launch.grid = {4, 2, 1};
   begin.launch.attributes["max_threads"] = 1024;
-  begin.arguments.push_back({0, 8, "pointer", "a", "float*", ""});
+  begin.arguments.push_back({0, 8, ArgumentKind::kPointer, "a", "float*", ""});
   begin.dispatch_index = 3;
   std::string blob("\x01\x00\x02\x00", 4);
   ASSERT_TRUE(SendMessage(sp.a.get(), begin, blob).ok());
@@ -83,6 +83,7 @@ TEST(WireTest, MessageRoundTripWithPayload) {
   EXPECT_EQ(got.launch.attributes.at("max_threads"), 1024);
   ASSERT_EQ(got.arguments.size(), 1u);
   EXPECT_EQ(got.arguments[0].type_name, "float*");
+  EXPECT_EQ(got.arguments[0].kind, ArgumentKind::kPointer);
   EXPECT_EQ(got.dispatch_index, 3u);
 }
 

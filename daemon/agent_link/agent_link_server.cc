@@ -43,11 +43,11 @@ std::string RandomId(absl::string_view prefix) {
 
 bool ArmFinished(const v1::ArmInfo& arm) { return arm.state() != v1::ARM_ACTIVE; }
 
-const char* DisarmReason(v1::ArmState state) {
+DisarmReason DisarmReasonFor(v1::ArmState state) {
   switch (state) {
-    case v1::ARM_DONE: return "done";
-    case v1::ARM_EXPIRED: return "expired";
-    default: return "disarmed";
+    case v1::ARM_DONE: return DisarmReason::kDone;
+    case v1::ARM_EXPIRED: return DisarmReason::kExpired;
+    default: return DisarmReason::kDisarmed;
   }
 }
 
@@ -372,7 +372,7 @@ LinkStatus AgentLinkServer::Connection::OnRingRequest(const Frame& frame) {
   RingGrantMsg grant;
   // "capture": a BeginCapture waits for this ring; "armed": it is wanted
   // ahead of time and gets only what is free.
-  LinkResult<UniqueFd> fd = CreateRing(/*may_reclaim=*/msg.reason == "capture");
+  LinkResult<UniqueFd> fd = CreateRing(/*may_reclaim=*/msg.reason == RingRequestReason::kCapture);
   if (!fd.ok()) {
     grant.error = fd.error();
     log::Warn("agent_link.ring_failed", {{"agent", agent_id_}, {"error", fd.error()}});
@@ -408,7 +408,7 @@ LinkStatus AgentLinkServer::Connection::OnRingRelease(const Frame& frame) {
   ring_charged_ = 0;
   server_->UnchargeRing(bytes);
   log::Info("agent_link.ring_released",
-            {{"agent", agent_id_}, {"bytes", bytes}, {"reason", msg.reason}});
+            {{"agent", agent_id_}, {"bytes", bytes}, {"reason", std::string(WireName(msg.reason))}});
   return LinkStatus::Ok();
 }
 
@@ -419,7 +419,7 @@ LinkStatus AgentLinkServer::Connection::OnSubstitutionReport(const Frame& frame)
   SubstitutionReportMsg msg;
   LinkStatus status = DecodeBody(frame, &msg);
   if (!status.ok()) return status;
-  if (msg.state == kSubRefused || msg.state == kSubEnded) {
+  if (msg.state == SubstitutionState::kRefused || msg.state == SubstitutionState::kEnded) {
     log::Info("substitution.agent_" + msg.state, {{"agent", agent_id_},
                                                   {"substitution", msg.sub_id},
                                                   {"variant_launches", msg.variant_launches},
@@ -658,15 +658,11 @@ LinkStatus AgentLinkServer::Connection::OnRegionBegin(const Frame& frame) {
     return LinkStatus::Error("RegionBegin numbered " + std::to_string(msg.region) + ", expected " +
                              std::to_string(c.region_count));
   }
-  ImageKind image;
-  if (msg.image == kImagePre) {
+  const ImageKind image = msg.image;  // a known name: checked when the frame was decoded
+  if (image == ImageKind::kPre) {
     if (c.saw_post) return LinkStatus::Error("pre-image region after a post-image region");
-    image = ImageKind::kPre;
-  } else if (msg.image == kImagePost) {
-    c.saw_post = true;
-    image = ImageKind::kPost;
   } else {
-    return LinkStatus::Error("RegionBegin with unknown image '" + msg.image + "'");
+    c.saw_post = true;
   }
   ++c.region_count;
   if (c.failed) return LinkStatus::Ok();
@@ -865,9 +861,9 @@ LinkStatus AgentLinkServer::Connection::OnCaptureEnd(const Frame& frame) {
   if (!c.failed) {
     PublishProgress(true);
     c.manifest.set_post_complete(msg.post_complete);
-    if (!msg.timing.path.empty()) {
+    if (msg.timing.path != CapturePath::kUnspecified) {
       v1::CaptureTiming* t = c.manifest.mutable_agent_timing();
-      t->set_path(msg.timing.path.substr(0, 64));
+      t->set_path(std::string(WireName(msg.timing.path)));
       t->set_path_reason(msg.timing.path_reason.substr(0, 512));
       t->set_quiesce_seconds(msg.timing.quiesce_seconds);
       t->set_pre_seconds(msg.timing.pre_seconds);
@@ -1226,9 +1222,12 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
     return absl::InvalidArgumentError(
         "selector.skip/nth/count do not apply to a substitution (use SubstituteRequest.count)");
   }
-  const std::string& format = request.format();
-  if (format != "cubin" && format != "fatbin" && format != "ptx") {
-    return absl::InvalidArgumentError("format must be cubin, fatbin or ptx, not '" + format + "'");
+  CodeObjectFormat format = CodeObjectFormat::kUnspecified;
+  if (!ParseWireName(request.format(), &format) ||
+      (format != CodeObjectFormat::kCubin && format != CodeObjectFormat::kFatbin &&
+       format != CodeObjectFormat::kPtx)) {
+    return absl::InvalidArgumentError("format must be cubin, fatbin or ptx, not '" +
+                                      request.format().substr(0, 64) + "'");
   }
   if (request.code_object().empty()) return absl::InvalidArgumentError("code_object is empty");
   if (request.code_object().size() > kMaxSubstituteCodeObjectBytes) {
@@ -1254,14 +1253,14 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
   info.set_ttl_ms(request.ttl_ms());
   info.set_ab(request.ab());
   info.set_name(request.name());
-  info.set_format(format);
+  info.set_format(std::string(WireName(format)));
   info.set_code_object_bytes(request.code_object().size());
   info.set_preflight(request.preflight());
 
   SubstituteMsg push;
   push.sub_id = info.substitution_id();
   push.kernel = selector.kernel;
-  push.match = NameMatchToString(selector.match);
+  push.match = selector.match;
   push.pid = selector.pid;
   push.process_name = selector.process_name;
   push.device = selector.device;
@@ -1291,7 +1290,7 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
     r.set_agent_id(c->agent_id());
     r.set_pid(c->hello_.pid);
     r.set_process_name(c->hello_.process_name);
-    r.set_state(kSubPending);
+    r.set_state(SubstitutionState::kPending);
     r.set_updated_unix_ms(NowMs());
     results.push_back(std::move(r));
   }
@@ -1304,7 +1303,7 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
     } else {
       SubstitutionReportMsg failed;
       failed.sub_id = push.sub_id;
-      failed.state = kSubRefused;
+      failed.state = SubstitutionState::kRefused;
       failed.reason = "sending the code object to the agent failed: " + st.message();
       substitutions_.OnReport(c->agent_id(), failed, NowMs());
     }
@@ -1325,7 +1324,7 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Unsubstitute(const std::st
   if (!holders) return absl::NotFoundError("no substitution " + id);
   UnsubstituteMsg msg;
   msg.sub_id = id;
-  msg.reason = "unsubstituted";
+  msg.reason = UnsubstituteReason::kUnsubstituted;
   std::vector<std::shared_ptr<Connection>> targets;
   {
     absl::MutexLock lock(&mu_);
@@ -1397,10 +1396,10 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
 }
 
 void AgentLinkServer::FinishArmLocked(ArmEntry& arm, v1::ArmState state,
-                                      std::vector<std::pair<std::string, v1::ArmInfo>>* out) {
+                                      std::vector<std::pair<DisarmReason, v1::ArmInfo>>* out) {
   arm.info.set_state(state);
   finished_arm_order_.push_back(arm.info.arm_id());
-  out->emplace_back(DisarmReason(state), arm.info);
+  out->emplace_back(DisarmReasonFor(state), arm.info);
 }
 
 void AgentLinkServer::TrimFinishedArmsLocked() {
@@ -1414,7 +1413,7 @@ void AgentLinkServer::TrimFinishedArmsLocked() {
 }
 
 void AgentLinkServer::PushDisarms(
-    const std::vector<std::pair<std::string, v1::ArmInfo>>& finished) {
+    const std::vector<std::pair<DisarmReason, v1::ArmInfo>>& finished) {
   if (finished.empty()) return;
   auto conns = ConnectionsSnapshot();
   for (const auto& [reason, info] : finished) {
@@ -1422,7 +1421,7 @@ void AgentLinkServer::PushDisarms(
     msg.arm_id = info.arm_id();
     msg.reason = reason;
     for (auto& c : conns) (void)c->Send(msg);
-    log::Info("arm.finished", {{"arm", info.arm_id()}, {"reason", reason}});
+    log::Info("arm.finished", {{"arm", info.arm_id()}, {"reason", std::string(WireName(reason))}});
     v1::Event event;
     *event.mutable_arm_changed() = info;
     events_->Publish(std::move(event));
@@ -1434,7 +1433,7 @@ absl::StatusOr<std::vector<v1::ArmInfo>> AgentLinkServer::Disarm(
   if (request.arm_id().empty() && !request.all()) {
     return absl::InvalidArgumentError("disarm needs arm_id or all");
   }
-  std::vector<std::pair<std::string, v1::ArmInfo>> finished;
+  std::vector<std::pair<DisarmReason, v1::ArmInfo>> finished;
   std::vector<v1::ArmInfo> out;
   {
     absl::MutexLock lock(&mu_);
@@ -1475,7 +1474,7 @@ std::vector<v1::ArmInfo> AgentLinkServer::ListArms(bool include_finished) {
 }
 
 void AgentLinkServer::ExpireArms() {
-  std::vector<std::pair<std::string, v1::ArmInfo>> finished;
+  std::vector<std::pair<DisarmReason, v1::ArmInfo>> finished;
   {
     absl::MutexLock lock(&mu_);
     int64_t now = NowMs();
@@ -1609,7 +1608,7 @@ bool AgentLinkServer::ChargeDeclaredChunks(uint64_t chunks) {
 
 void AgentLinkServer::ReleaseArm(const std::string& arm_id, const std::string& capture_id,
                                  bool committed) {
-  std::vector<std::pair<std::string, v1::ArmInfo>> finished;
+  std::vector<std::pair<DisarmReason, v1::ArmInfo>> finished;
   std::optional<v1::ArmInfo> changed;
   {
     absl::MutexLock lock(&mu_);

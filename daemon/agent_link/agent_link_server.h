@@ -157,9 +157,9 @@ class AgentLinkServer : public AgentControl {
   // Finishes an arm (DONE/EXPIRED/DISARMED): pushes Disarm to agents and
   // publishes arm_changed.
   void FinishArmLocked(ArmEntry& arm, v1::ArmState state,
-                       std::vector<std::pair<std::string, v1::ArmInfo>>* to_push)
+                       std::vector<std::pair<DisarmReason, v1::ArmInfo>>* to_push)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PushDisarms(const std::vector<std::pair<std::string, v1::ArmInfo>>& finished);
+  void PushDisarms(const std::vector<std::pair<DisarmReason, v1::ArmInfo>>& finished);
   void TrimFinishedArmsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::shared_ptr<Connection>> ConnectionsSnapshot() ABSL_LOCKS_EXCLUDED(mu_);
   void Wake();

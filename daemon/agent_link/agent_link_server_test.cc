@@ -329,11 +329,11 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
          RegionBeginMsg r;
          r.token = 1;
          r.region = 1;
-         r.image = kImagePost;
+         r.image = ImageKind::kPost;
          r.size = kChunk;
          ASSERT_TRUE(SendMessage(a.fd.get(), r).ok());
          r.region = 2;
-         r.image = kImagePre;
+         r.image = ImageKind::kPre;
          ASSERT_TRUE(SendMessage(a.fd.get(), r).ok());
        },
        "pre-image region after"},

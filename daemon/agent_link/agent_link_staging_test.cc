@@ -24,7 +24,7 @@ class StagingTest : public AgentLinkTest {
     agent::AgentLinkClientOptions o;
     o.socket_path = socket_;
     o.identity.process_name = process_name;
-    o.identity.platform = kPlatformSynthetic;
+    o.identity.platform = Platform::kSynthetic;
     o.retry_initial_ms = 10;
     o.retry_max_ms = 50;
     o.initial_wait_ms = 2000;

@@ -309,7 +309,7 @@ class AgentLinkTest : public ::testing::Test {
     agent::AgentLinkClientOptions o;
     o.socket_path = socket_;
     o.identity.process_name = process_name;
-    o.identity.platform = kPlatformSynthetic;
+    o.identity.platform = Platform::kSynthetic;
     DeviceInfo dev;
     dev.name = "Synthetic Device";
     dev.arch = "synthetic";
@@ -362,7 +362,7 @@ inline absl::StatusOr<std::string> DoCapture(agent::AgentLinkClient& client, con
   begin.arm_id = arm_id;
   begin.demangled_name = kernel;
   begin.mangled_name = agent::testing::SyntheticMangled(kernel);
-  begin.platform = kPlatformSynthetic;
+  begin.platform = Platform::kSynthetic;
   begin.launch.grid = {8, 1, 1};
   begin.launch.block = {256, 1, 1};
   begin.dispatch_index = 1;
@@ -372,7 +372,7 @@ inline absl::StatusOr<std::string> DoCapture(agent::AgentLinkClient& client, con
     const auto& images = image == 0 ? pre : post;
     for (size_t r = 0; r < images.size(); ++r) {
       RegionBeginMsg region;
-      region.image = image == 0 ? kImagePre : kImagePost;
+      region.image = image == 0 ? ImageKind::kPre : ImageKind::kPost;
       region.va = agent::testing::SyntheticVa(static_cast<uint32_t>(r));
       region.size = images[r].size();
       auto h = (*session)->AddRegion(region);

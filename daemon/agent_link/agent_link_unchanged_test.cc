@@ -28,7 +28,7 @@ class UnchangedChunksTest : public AgentLinkTest {
     begin.arm_id = arm;
     begin.demangled_name = "k";
     begin.mangled_name = agent::testing::SyntheticMangled("k");
-    begin.platform = kPlatformSynthetic;
+    begin.platform = Platform::kSynthetic;
     auto session = client.BeginCapture(begin, "");
     if (!session.ok()) return absl::UnavailableError(session.error());
     agent::CaptureSession& s = **session;
@@ -36,11 +36,11 @@ class UnchangedChunksTest : public AgentLinkTest {
     RegionBeginMsg r;
     r.va = agent::testing::SyntheticVa(0);
     r.size = pre.size();
-    r.image = kImagePre;
+    r.image = ImageKind::kPre;
     auto hpre = s.AddRegion(r);
     if (!hpre.ok()) return absl::InternalError(hpre.error());
     if (!s.WriteRegion(*hpre, pre.data(), pre.size()).ok()) return absl::InternalError("pre");
-    r.image = kImagePost;
+    r.image = ImageKind::kPost;
     auto hpost = s.AddRegion(r);
     if (!hpost.ok()) return absl::InternalError(hpost.error());
     const uint64_t chunks = (post.size() + kChunk - 1) / kChunk;
@@ -52,7 +52,7 @@ class UnchangedChunksTest : public AgentLinkTest {
     if (!s.SubmitSlot(*slot, *hpost, changed * kChunk, n).ok()) return absl::InternalError("sub");
     if (changed + 1 < chunks) (void)s.MarkUnchanged(*hpost, changed + 1, chunks - changed - 1);
     link::CaptureTimingInfo timing;
-    timing.path = kCapturePathDeviceSnapshot;
+    timing.path = CapturePath::kDeviceSnapshot;
     timing.held_seconds = 0.25;
     timing.unchanged_post_bytes = post.size() - n;
     s.SetTiming(timing);

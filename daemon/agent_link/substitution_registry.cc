@@ -6,7 +6,15 @@
 namespace kerncap::link {
 namespace {
 
-bool Final(const std::string& state) { return state == kSubRefused || state == kSubEnded; }
+bool Final(SubstitutionState state) {
+  return state == SubstitutionState::kRefused || state == SubstitutionState::kEnded;
+}
+// The API keeps an agent's state by its link name (v1.AgentSubstitution.state).
+bool Final(const std::string& state) {
+  SubstitutionState s;
+  return ParseWireName(state, &s) && Final(s);
+}
+std::string StateName(SubstitutionState state) { return std::string(WireName(state)); }
 
 std::string Cut(const std::string& s) {
   return s.size() <= SubstitutionRegistry::kMaxText ? s : s.substr(0, SubstitutionRegistry::kMaxText);
@@ -64,9 +72,7 @@ void SubstitutionRegistry::OnReport(const std::string& agent_id,
     if (a.agent_id() != agent_id) continue;
     // Once final, a result stays final (a late "active" cannot revive it),
     // but the counts and timings still arrive.
-    if (!Final(a.state()) && (r.state == kSubPending || r.state == kSubActive || Final(r.state))) {
-      a.set_state(r.state);
-    }
+    if (!Final(a.state())) a.set_state(StateName(r.state));
     if (!r.reason.empty()) a.set_reason(Cut(r.reason));
     if (!r.kernel.empty()) a.set_kernel(Cut(r.kernel));
     if (!r.checks.empty()) {
@@ -90,7 +96,7 @@ void SubstitutionRegistry::OnAgentGone(const std::string& agent_id, int64_t now_
     bool changed = false;
     for (auto& a : *info.mutable_agents()) {
       if (a.agent_id() != agent_id || Final(a.state())) continue;
-      a.set_state(kSubEnded);
+      a.set_state(StateName(SubstitutionState::kEnded));
       a.set_reason("the agent disconnected (its substitutions end with the link)");
       a.set_updated_unix_ms(now_ms);
       changed = true;
@@ -109,7 +115,7 @@ std::optional<std::vector<std::string>> SubstitutionRegistry::End(const std::str
   for (auto& a : *it->second.mutable_agents()) {
     if (Final(a.state())) continue;
     holders.push_back(a.agent_id());
-    a.set_state(kSubEnded);
+    a.set_state(StateName(SubstitutionState::kEnded));
     a.set_reason(reason);
     a.set_updated_unix_ms(now_ms);
   }

@@ -13,36 +13,47 @@ absl::Status ToAbslStatus(const LinkStatus& status) {
   return absl::InvalidArgumentError(status.message());
 }
 
-v1::Platform PlatformFromWire(absl::string_view p) {
-  if (p == kPlatformCuda) return v1::PLATFORM_CUDA;
-  if (p == kPlatformHsa) return v1::PLATFORM_HSA;
-  if (p == kPlatformSynthetic) return v1::PLATFORM_SYNTHETIC;
+v1::Platform PlatformFromWire(Platform p) {
+  switch (p) {
+    case Platform::kUnspecified: return v1::PLATFORM_UNSPECIFIED;
+    case Platform::kCuda: return v1::PLATFORM_CUDA;
+    case Platform::kHsa: return v1::PLATFORM_HSA;
+    case Platform::kSynthetic: return v1::PLATFORM_SYNTHETIC;
+  }
   return v1::PLATFORM_UNSPECIFIED;
 }
 
-v1::RegionKind RegionKindFromWire(absl::string_view k) {
-  if (k == "device") return v1::REGION_DEVICE;
-  if (k == "device_vmm") return v1::REGION_DEVICE_VMM;
-  if (k == "managed") return v1::REGION_MANAGED;
-  if (k == "host_pinned") return v1::REGION_HOST_PINNED;
-  if (k == "module_global") return v1::REGION_MODULE_GLOBAL;
-  if (k == "constant") return v1::REGION_CONSTANT;
-  if (k == "kernarg") return v1::REGION_KERNARG;
+v1::RegionKind RegionKindFromWire(RegionKind k) {
+  switch (k) {
+    case RegionKind::kDevice: return v1::REGION_DEVICE;
+    case RegionKind::kDeviceVmm: return v1::REGION_DEVICE_VMM;
+    case RegionKind::kManaged: return v1::REGION_MANAGED;
+    case RegionKind::kHostPinned: return v1::REGION_HOST_PINNED;
+    case RegionKind::kModuleGlobal: return v1::REGION_MODULE_GLOBAL;
+    case RegionKind::kConstant: return v1::REGION_CONSTANT;
+    case RegionKind::kKernarg: return v1::REGION_KERNARG;
+  }
   return v1::REGION_KIND_UNSPECIFIED;
 }
 
-v1::CodeObjectFormat CodeObjectFormatFromWire(absl::string_view f) {
-  if (f == "cubin") return v1::CODE_OBJECT_CUBIN;
-  if (f == "fatbin") return v1::CODE_OBJECT_FATBIN;
-  if (f == "ptx") return v1::CODE_OBJECT_PTX;
-  if (f == "hsaco") return v1::CODE_OBJECT_HSACO;
+v1::CodeObjectFormat CodeObjectFormatFromWire(CodeObjectFormat f) {
+  switch (f) {
+    case CodeObjectFormat::kUnspecified: return v1::CODE_OBJECT_FORMAT_UNSPECIFIED;
+    case CodeObjectFormat::kCubin: return v1::CODE_OBJECT_CUBIN;
+    case CodeObjectFormat::kFatbin: return v1::CODE_OBJECT_FATBIN;
+    case CodeObjectFormat::kPtx: return v1::CODE_OBJECT_PTX;
+    case CodeObjectFormat::kHsaco: return v1::CODE_OBJECT_HSACO;
+  }
   return v1::CODE_OBJECT_FORMAT_UNSPECIFIED;
 }
 
-v1::ArgumentKind ArgumentKindFromWire(absl::string_view k) {
-  if (k == "value") return v1::ARG_BY_VALUE;
-  if (k == "pointer") return v1::ARG_POINTER;
-  if (k == "hidden") return v1::ARG_HIDDEN;
+v1::ArgumentKind ArgumentKindFromWire(ArgumentKind k) {
+  switch (k) {
+    case ArgumentKind::kUnspecified: return v1::ARGUMENT_KIND_UNSPECIFIED;
+    case ArgumentKind::kValue: return v1::ARG_BY_VALUE;
+    case ArgumentKind::kPointer: return v1::ARG_POINTER;
+    case ArgumentKind::kHidden: return v1::ARG_HIDDEN;
+  }
   return v1::ARGUMENT_KIND_UNSPECIFIED;
 }
 
@@ -97,17 +108,21 @@ Selector SelectorFromProto(const v1::Selector& in, int64_t expires_unix_ms) {
 
 namespace {
 
-v1::TextureObject::Type TextureTypeFromWire(absl::string_view t) {
-  if (t == "texture") return v1::TextureObject::TEXTURE_OBJECT;
-  if (t == "surface") return v1::TextureObject::SURFACE_OBJECT;
+v1::TextureObject::Type TextureTypeFromWire(TextureObjectType t) {
+  switch (t) {
+    case TextureObjectType::kTexture: return v1::TextureObject::TEXTURE_OBJECT;
+    case TextureObjectType::kSurface: return v1::TextureObject::SURFACE_OBJECT;
+  }
   return v1::TextureObject::TEXTURE_OBJECT_TYPE_UNSPECIFIED;
 }
 
-v1::TextureResource::Type ResourceTypeFromWire(absl::string_view t) {
-  if (t == "array") return v1::TextureResource::RESOURCE_ARRAY;
-  if (t == "mipmapped_array") return v1::TextureResource::RESOURCE_MIPMAPPED_ARRAY;
-  if (t == "linear") return v1::TextureResource::RESOURCE_LINEAR;
-  if (t == "pitch2d") return v1::TextureResource::RESOURCE_PITCH2D;
+v1::TextureResource::Type ResourceTypeFromWire(TextureResourceType t) {
+  switch (t) {
+    case TextureResourceType::kArray: return v1::TextureResource::RESOURCE_ARRAY;
+    case TextureResourceType::kMipmappedArray: return v1::TextureResource::RESOURCE_MIPMAPPED_ARRAY;
+    case TextureResourceType::kLinear: return v1::TextureResource::RESOURCE_LINEAR;
+    case TextureResourceType::kPitch2D: return v1::TextureResource::RESOURCE_PITCH2D;
+  }
   return v1::TextureResource::RESOURCE_TYPE_UNSPECIFIED;
 }
 
@@ -164,13 +179,7 @@ absl::Status CheckTextureObjects(const CaptureBeginMsg& b, absl::string_view blo
     const TextureObjectInfo& t = b.texture_objects[i];
     const std::string where = absl::StrCat("texture object ", i, " (handle 0x",
                                            absl::Hex(t.handle), ")");
-    if (TextureTypeFromWire(t.type) == v1::TextureObject::TEXTURE_OBJECT_TYPE_UNSPECIFIED) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown type '", t.type, "'"));
-    }
-    if (ResourceTypeFromWire(t.resource.type) == v1::TextureResource::RESOURCE_TYPE_UNSPECIFIED) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": unknown resource type '", t.resource.type, "'"));
-    }
+    // Type and resource type: checked when the frame was decoded (vocabulary.h).
     if (t.argument_offsets.empty() || t.argument_offsets.size() > kMaxTextureObjects) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", t.argument_offsets.size(),
                                                      " argument offsets (1..",
@@ -217,7 +226,7 @@ void FillManifest(const HelloMsg& h, const CaptureBeginMsg& b, const std::string
   v1::KernelIdentity* k = m->mutable_kernel();
   k->set_mangled_name(b.mangled_name);
   k->set_demangled_name(b.demangled_name);
-  k->set_platform(PlatformFromWire(b.platform.empty() ? h.platform : b.platform));
+  k->set_platform(PlatformFromWire(b.platform == Platform::kUnspecified ? h.platform : b.platform));
   k->set_arch(b.arch.empty() ? m->device().arch() : b.arch);
   k->set_jit_metadata_json(b.jit_metadata_json);
   v1::LaunchConfig* l = m->mutable_launch();

@@ -19,11 +19,12 @@ namespace kerncap::link {
 // InvalidArgument carrying the link error message (ok for an ok status).
 absl::Status ToAbslStatus(const LinkStatus& status);
 
-v1::Platform PlatformFromWire(absl::string_view platform);
-// Unknown strings map to *_UNSPECIFIED (a newer agent may send new kinds).
-v1::RegionKind RegionKindFromWire(absl::string_view kind);
-v1::CodeObjectFormat CodeObjectFormatFromWire(absl::string_view format);
-v1::ArgumentKind ArgumentKindFromWire(absl::string_view kind);
+// The link's enumerations (vocabulary.h; names checked when the frame was
+// decoded) as their kerncap.v1 counterparts; kUnspecified -> *_UNSPECIFIED.
+v1::Platform PlatformFromWire(Platform platform);
+v1::RegionKind RegionKindFromWire(RegionKind kind);
+v1::CodeObjectFormat CodeObjectFormatFromWire(CodeObjectFormat format);
+v1::ArgumentKind ArgumentKindFromWire(ArgumentKind kind);
 
 v1::DeviceIdentity DeviceFromWire(const DeviceInfo& device);
 v1::AgentInfo AgentInfoFromHello(const HelloMsg& hello, const std::string& agent_id,
@@ -33,8 +34,8 @@ v1::AgentInfo AgentInfoFromHello(const HelloMsg& hello, const std::string& agent
 Selector SelectorFromProto(const v1::Selector& selector, int64_t expires_unix_ms);
 
 // Checks CaptureBegin.texture_objects against the argument blob (an agent is
-// not trusted): at most kMaxTextureObjects objects of a known type and
-// resource type, each named by 1..kMaxTextureObjects argument offsets that
+// not trusted): at most kMaxTextureObjects objects (their type and resource
+// type were checked when the frame was decoded), each named by 1..kMaxTextureObjects argument offsets that
 // are 8-byte aligned words inside the blob holding the handle, descriptor
 // lists of their fixed lengths. InvalidArgument naming the problem.
 inline constexpr size_t kMaxTextureObjects = 64;

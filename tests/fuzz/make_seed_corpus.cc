@@ -113,7 +113,7 @@ void AgentLinkSeeds(const std::string& dir) {
   region.va = 0x7f0000000000;
   link::RegionBeginMsg post = region;
   post.region = 1;
-  post.image = link::kImagePost;
+  post.image = link::ImageKind::kPost;
   link::SlotFilledMsg slot;
   slot.token = 1;
   slot.length = 4096;

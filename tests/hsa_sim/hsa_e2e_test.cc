@@ -539,7 +539,7 @@ TEST(HsaKernelCensusTest, AgentListsTheLoadedExecutablesKernels) {
   unsetenv("SLURM_PROCID");
   unsetenv("SLURM_NTASKS");
   ASSERT_TRUE(shook);
-  EXPECT_EQ(hello.platform, link::kPlatformHsa);
+  EXPECT_EQ(hello.platform, link::Platform::kHsa);
   EXPECT_NE(std::find(hello.features.begin(), hello.features.end(), link::kFeatureKernelCensus),
             hello.features.end());
   EXPECT_EQ(hello.rank.rank, 6);

@@ -518,7 +518,7 @@ TEST(HsaWireCompatTest, CaptureBeginWithAndWithoutValueKinds) {
   // A current agent: value kinds travel and hidden_* is ARG_HIDDEN even under
   // a kind string the daemon does not know.
   link::CaptureBeginMsg msg;
-  msg.platform = link::kPlatformHsa;
+  msg.platform = link::Platform::kHsa;
   link::ArgumentInfo a;
   a.offset = 0;
   a.size = 8;
