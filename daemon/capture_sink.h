@@ -24,11 +24,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/agent_link/vocabulary.h"
 #include "kerncap/v1/manifest.pb.h"
 
 namespace kerncap {
 
-enum class ImageKind { kPre, kPost };
+// Which image a region belongs to: the link's own enumeration, so a region an
+// agent declares reaches the store as it was decoded.
+using ImageKind = link::ImageKind;
 
 // Progress of one ingest, for events and progress bars.
 struct IngestProgress {

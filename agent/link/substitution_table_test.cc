@@ -15,7 +15,7 @@ link::SubstituteMsg Msg(std::string id, std::string kernel) {
   link::SubstituteMsg m;
   m.sub_id = std::move(id);
   m.kernel = std::move(kernel);
-  m.format = "cubin";
+  m.format = link::CodeObjectFormat::kCubin;
   return m;
 }
 
@@ -163,7 +163,7 @@ TEST(SubstitutionTableTest, RefusesOtherProcessesAndBadSelectors) {
   m.pid = 7;
   EXPECT_FALSE(table.Add(m, "CODE", Clock::now()).ok());
   auto bad = Msg("s2", "(");
-  bad.match = "regex";
+  bad.match = link::NameMatch::kRegex;
   EXPECT_FALSE(table.Add(bad, "CODE", Clock::now()).ok());
   EXPECT_FALSE(table.Add(Msg("s3", "k"), "", Clock::now()).ok());
 }

@@ -3,7 +3,8 @@
 // Every frame's JSON body is one object; the fields of each message type are
 // the members of the struct below with the same name (unknown fields are
 // ignored, missing ones take the default shown, so fields can be added
-// without a version bump). Enumerations travel as lower-case strings.
+// without a version bump). Enumerations are vocabulary.h's types and travel
+// as its lower-case names; an unknown name fails the frame.
 //
 // Conversation (A = agent, D = daemon):
 //   A: Hello                      D: Welcome (+ ring memfd via SCM_RIGHTS)
@@ -496,11 +497,21 @@ struct ErrorMsg {
       throw std::invalid_argument(UnknownWireNameError<E>(WHAT, name));       \
     }                                                                         \
   }
+// An open enumeration: a name this side does not know (a newer peer's)
+// decodes as FALLBACK; for values that are information, not instructions.
+#define KERNCAP_LINK_OPEN_ENUM_JSON(E, WHAT, FALLBACK)                        \
+  inline void to_json(nlohmann::json& j, E value) { j = WireName(value); }    \
+  inline void from_json(const nlohmann::json& j, E& value) {                 \
+    if (!j.is_string()) throw std::invalid_argument(WHAT " is not a string"); \
+    if (!ParseWireName(j.get_ref<const std::string&>(), &value)) value = FALLBACK; \
+  }
 KERNCAP_LINK_ENUM_JSON(Platform, "platform")
 KERNCAP_LINK_ENUM_JSON(RegionKind, "region kind")
 KERNCAP_LINK_ENUM_JSON(ImageKind, "image")
 KERNCAP_LINK_ENUM_JSON(CodeObjectFormat, "code object format")
-KERNCAP_LINK_ENUM_JSON(ArgumentKind, "argument kind")
+// Argument kinds are information (the daemon derives hidden arguments from
+// value_kind too): a newer agent's kind is kept as unspecified.
+KERNCAP_LINK_OPEN_ENUM_JSON(ArgumentKind, "argument kind", ArgumentKind::kUnspecified)
 KERNCAP_LINK_ENUM_JSON(CapturePath, "capture path")
 KERNCAP_LINK_ENUM_JSON(DisarmReason, "disarm reason")
 KERNCAP_LINK_ENUM_JSON(RingRequestReason, "ring request reason")
@@ -511,6 +522,7 @@ KERNCAP_LINK_ENUM_JSON(TextureObjectType, "texture object type")
 KERNCAP_LINK_ENUM_JSON(TextureResourceType, "texture resource type")
 KERNCAP_LINK_ENUM_JSON(NameMatch, "name match")
 #undef KERNCAP_LINK_ENUM_JSON
+#undef KERNCAP_LINK_OPEN_ENUM_JSON
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceInfo, ordinal, name, arch, uuid,
                                                 total_memory, pci_bus_id)

@@ -1,5 +1,7 @@
 #include "common/agent_link/vocabulary.h"
 
+#include <iterator>
+
 namespace kerncap::link {
 namespace {
 
@@ -83,33 +85,19 @@ constexpr WireNameEntry<TextureResourceType> kTextureResourceTypeNames[] = {
 
 }  // namespace
 
-std::span<const WireNameEntry<NameMatch>> WireNames(NameMatch) { return kNameMatchNames; }
-std::span<const WireNameEntry<Platform>> WireNames(Platform) { return kPlatformNames; }
-std::span<const WireNameEntry<RegionKind>> WireNames(RegionKind) { return kRegionKindNames; }
-std::span<const WireNameEntry<ImageKind>> WireNames(ImageKind) { return kImageKindNames; }
-std::span<const WireNameEntry<CodeObjectFormat>> WireNames(CodeObjectFormat) {
-  return kCodeObjectFormatNames;
-}
-std::span<const WireNameEntry<ArgumentKind>> WireNames(ArgumentKind) { return kArgumentKindNames; }
-std::span<const WireNameEntry<CapturePath>> WireNames(CapturePath) { return kCapturePathNames; }
-std::span<const WireNameEntry<DisarmReason>> WireNames(DisarmReason) { return kDisarmReasonNames; }
-std::span<const WireNameEntry<RingRequestReason>> WireNames(RingRequestReason) {
-  return kRingRequestReasonNames;
-}
-std::span<const WireNameEntry<RingReleaseReason>> WireNames(RingReleaseReason) {
-  return kRingReleaseReasonNames;
-}
-std::span<const WireNameEntry<SubstitutionState>> WireNames(SubstitutionState) {
-  return kSubstitutionStateNames;
-}
-std::span<const WireNameEntry<UnsubstituteReason>> WireNames(UnsubstituteReason) {
-  return kUnsubstituteReasonNames;
-}
-std::span<const WireNameEntry<TextureObjectType>> WireNames(TextureObjectType) {
-  return kTextureObjectTypeNames;
-}
-std::span<const WireNameEntry<TextureResourceType>> WireNames(TextureResourceType) {
-  return kTextureResourceTypeNames;
-}
+WireNameTable<NameMatch> WireNames(NameMatch) { return {kNameMatchNames, std::size(kNameMatchNames)}; }
+WireNameTable<Platform> WireNames(Platform) { return {kPlatformNames, std::size(kPlatformNames)}; }
+WireNameTable<RegionKind> WireNames(RegionKind) { return {kRegionKindNames, std::size(kRegionKindNames)}; }
+WireNameTable<ImageKind> WireNames(ImageKind) { return {kImageKindNames, std::size(kImageKindNames)}; }
+WireNameTable<CodeObjectFormat> WireNames(CodeObjectFormat) { return {kCodeObjectFormatNames, std::size(kCodeObjectFormatNames)}; }
+WireNameTable<ArgumentKind> WireNames(ArgumentKind) { return {kArgumentKindNames, std::size(kArgumentKindNames)}; }
+WireNameTable<CapturePath> WireNames(CapturePath) { return {kCapturePathNames, std::size(kCapturePathNames)}; }
+WireNameTable<DisarmReason> WireNames(DisarmReason) { return {kDisarmReasonNames, std::size(kDisarmReasonNames)}; }
+WireNameTable<RingRequestReason> WireNames(RingRequestReason) { return {kRingRequestReasonNames, std::size(kRingRequestReasonNames)}; }
+WireNameTable<RingReleaseReason> WireNames(RingReleaseReason) { return {kRingReleaseReasonNames, std::size(kRingReleaseReasonNames)}; }
+WireNameTable<SubstitutionState> WireNames(SubstitutionState) { return {kSubstitutionStateNames, std::size(kSubstitutionStateNames)}; }
+WireNameTable<UnsubstituteReason> WireNames(UnsubstituteReason) { return {kUnsubstituteReasonNames, std::size(kUnsubstituteReasonNames)}; }
+WireNameTable<TextureObjectType> WireNames(TextureObjectType) { return {kTextureObjectTypeNames, std::size(kTextureObjectTypeNames)}; }
+WireNameTable<TextureResourceType> WireNames(TextureResourceType) { return {kTextureResourceTypeNames, std::size(kTextureResourceTypeNames)}; }
 
 }  // namespace kerncap::link

@@ -20,7 +20,6 @@
 #define KERNCAP_COMMON_AGENT_LINK_VOCABULARY_H_
 
 #include <cstddef>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -109,21 +108,31 @@ struct WireNameEntry {
   std::string_view name;
 };
 
+// A name table: a view of a static array (C++17: the agent's CUDA test
+// sources include this through capture_types.h and nvcc compiles them so).
+template <typename E>
+struct WireNameTable {
+  const WireNameEntry<E>* first = nullptr;
+  size_t count = 0;
+  const WireNameEntry<E>* begin() const { return first; }
+  const WireNameEntry<E>* end() const { return first + count; }
+};
+
 // The name tables, one per enum (found by overload on the enum type).
-std::span<const WireNameEntry<NameMatch>> WireNames(NameMatch);
-std::span<const WireNameEntry<Platform>> WireNames(Platform);
-std::span<const WireNameEntry<RegionKind>> WireNames(RegionKind);
-std::span<const WireNameEntry<ImageKind>> WireNames(ImageKind);
-std::span<const WireNameEntry<CodeObjectFormat>> WireNames(CodeObjectFormat);
-std::span<const WireNameEntry<ArgumentKind>> WireNames(ArgumentKind);
-std::span<const WireNameEntry<CapturePath>> WireNames(CapturePath);
-std::span<const WireNameEntry<DisarmReason>> WireNames(DisarmReason);
-std::span<const WireNameEntry<RingRequestReason>> WireNames(RingRequestReason);
-std::span<const WireNameEntry<RingReleaseReason>> WireNames(RingReleaseReason);
-std::span<const WireNameEntry<SubstitutionState>> WireNames(SubstitutionState);
-std::span<const WireNameEntry<UnsubstituteReason>> WireNames(UnsubstituteReason);
-std::span<const WireNameEntry<TextureObjectType>> WireNames(TextureObjectType);
-std::span<const WireNameEntry<TextureResourceType>> WireNames(TextureResourceType);
+WireNameTable<NameMatch> WireNames(NameMatch);
+WireNameTable<Platform> WireNames(Platform);
+WireNameTable<RegionKind> WireNames(RegionKind);
+WireNameTable<ImageKind> WireNames(ImageKind);
+WireNameTable<CodeObjectFormat> WireNames(CodeObjectFormat);
+WireNameTable<ArgumentKind> WireNames(ArgumentKind);
+WireNameTable<CapturePath> WireNames(CapturePath);
+WireNameTable<DisarmReason> WireNames(DisarmReason);
+WireNameTable<RingRequestReason> WireNames(RingRequestReason);
+WireNameTable<RingReleaseReason> WireNames(RingReleaseReason);
+WireNameTable<SubstitutionState> WireNames(SubstitutionState);
+WireNameTable<UnsubstituteReason> WireNames(UnsubstituteReason);
+WireNameTable<TextureObjectType> WireNames(TextureObjectType);
+WireNameTable<TextureResourceType> WireNames(TextureResourceType);
 
 // The name `value` travels as ("?" for a value outside the table, which only
 // a cast can make).

@@ -208,7 +208,7 @@ TEST_F(HostileAgentTest, ArgumentBlobNamesAndCodeObjectsAreBounded) {
   ASSERT_TRUE(SendMessage(raw.fd.get(), b).ok());
   CodeObjectMsg co;
   co.token = 3;
-  co.format = "cubin";
+  co.format = CodeObjectFormat::kCubin;
   ASSERT_TRUE(SendMessage(raw.fd.get(), co, std::string(60, 'c')).ok());
   ASSERT_TRUE(SendMessage(raw.fd.get(), co, std::string(60, 'c')).ok());  // 120 > 100
   CaptureEndMsg end;

@@ -127,7 +127,7 @@ TEST_F(SubstitutionLinkTest, CodeObjectReachesAgentAndResultsComeBack) {
   auto info = server_->Substitute(Request("GOOD", /*ab=*/true));
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_EQ(info->agents_size(), 1);
-  EXPECT_EQ(info->agents(0).state(), SubstitutionState::kPending);
+  EXPECT_EQ(info->agents(0).state(), WireName(SubstitutionState::kPending));
   EXPECT_EQ(info->state(), v1::SUBSTITUTION_ACTIVE);
   EXPECT_EQ(info->preflight(), "kerncap-replay validate cap-1: PASS");
   // The agent has it once the push is read.
@@ -151,7 +151,7 @@ TEST_F(SubstitutionLinkTest, CodeObjectReachesAgentAndResultsComeBack) {
     return s.agents_size() == 1 && s.agents(0).variant_launches() == 3;
   });
   const auto& r = got.agents(0);
-  EXPECT_EQ(r.state(), SubstitutionState::kActive);
+  EXPECT_EQ(r.state(), WireName(SubstitutionState::kActive));
   EXPECT_EQ(r.original_launches(), 3u);
   EXPECT_EQ(r.variant().samples(), 3u);
   EXPECT_DOUBLE_EQ(r.variant().mean_us(), 5.0);
@@ -186,7 +186,7 @@ TEST_F(SubstitutionLinkTest, RefusedVariantIsReportedAndNothingSubstituted) {
   v1::SubstitutionInfo got = WaitInfo(info->substitution_id(), [](const auto& s) {
     return s.state() == v1::SUBSTITUTION_ENDED;
   });
-  EXPECT_EQ(got.agents(0).state(), SubstitutionState::kRefused);
+  EXPECT_EQ(got.agents(0).state(), WireName(SubstitutionState::kRefused));
   EXPECT_THAT(got.agents(0).reason(), HasSubstr("does not load"));
   EXPECT_EQ(got.agents(0).variant_launches(), 0u);
 }
@@ -205,7 +205,7 @@ TEST_F(SubstitutionLinkTest, AgentRefusalAtReceiptIsReported) {
   v1::SubstitutionInfo got = WaitInfo(info->substitution_id(), [](const auto& s) {
     return s.state() == v1::SUBSTITUTION_ENDED;
   });
-  EXPECT_EQ(got.agents(0).state(), SubstitutionState::kRefused) << agents_[0]->client->last_error();
+  EXPECT_EQ(got.agents(0).state(), WireName(SubstitutionState::kRefused)) << agents_[0]->client->last_error();
   EXPECT_THAT(got.agents(0).reason(), HasSubstr("cannot load that"));
 }
 
@@ -263,7 +263,7 @@ TEST_F(SubstitutionLinkTest, AgentDisconnectEndsItOnTheDaemon) {
   v1::SubstitutionInfo got = WaitInfo(info->substitution_id(), [](const auto& s) {
     return s.state() == v1::SUBSTITUTION_ENDED;
   });
-  EXPECT_EQ(got.agents(0).state(), SubstitutionState::kEnded);
+  EXPECT_EQ(got.agents(0).state(), WireName(SubstitutionState::kEnded));
   EXPECT_THAT(got.agents(0).reason(), HasSubstr("disconnected"));
 }
 

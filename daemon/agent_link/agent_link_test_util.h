@@ -382,7 +382,7 @@ inline absl::StatusOr<std::string> DoCapture(agent::AgentLinkClient& client, con
     }
   }
   std::string code = "CUBIN";
-  LinkStatus s = (*session)->AddCodeObject("cubin", kernel + ".cubin", code.data(), code.size());
+  LinkStatus s = (*session)->AddCodeObject(CodeObjectFormat::kCubin, kernel + ".cubin", code.data(), code.size());
   if (!s.ok()) return absl::InternalError(s.message());
   auto id = (*session)->End();
   if (!id.ok()) return absl::AbortedError(id.error());

@@ -21,10 +21,10 @@ std::string BlobWithWords(std::initializer_list<uint64_t> words) {
 
 TextureObjectInfo PitchTexture(uint64_t handle, uint32_t offset) {
   TextureObjectInfo t;
-  t.type = "texture";
+  t.type = TextureObjectType::kTexture;
   t.handle = handle;
   t.argument_offsets = {offset};
-  t.resource.type = "pitch2d";
+  t.resource.type = TextureResourceType::kPitch2D;
   t.resource.device_ptr = 0x7f0000001000;
   t.resource.format = 0x20;  // CU_AD_FORMAT_FLOAT
   t.resource.num_channels = 1;
@@ -64,12 +64,26 @@ TEST(CheckTextureObjectsTest, RejectsWhatAnAgentMustNotSend) {
   EXPECT_THAT(check(t).message(), HasSubstr("holds 0x40, not the handle"));
   t.argument_offsets = {};
   EXPECT_THAT(check(t).message(), HasSubstr("0 argument offsets"));
-  t = PitchTexture(3, 8);
-  t.type = "sampler";
-  EXPECT_THAT(check(t).message(), HasSubstr("unknown type 'sampler'"));
-  t = PitchTexture(3, 8);
-  t.resource.type = "tiled";
-  EXPECT_THAT(check(t).message(), HasSubstr("unknown resource type 'tiled'"));
+  // Unknown types and resource types never get here: the frame fails to decode.
+  {
+    CaptureBeginMsg with_texture;
+    with_texture.texture_objects.push_back(PitchTexture(3, 8));
+    auto decode_with = [&](const std::string& from, const std::string& to) {
+      Frame f;
+      f.type = MessageType::kCaptureBegin;
+      f.json = EncodeBody(with_texture);
+      size_t at = f.json.find(from);
+      EXPECT_NE(at, std::string::npos) << f.json;
+      if (at != std::string::npos) f.json.replace(at, from.size(), to);
+      CaptureBeginMsg out;
+      return DecodeBody(f, &out);
+    };
+    EXPECT_THAT(decode_with(R"("type":"texture")", R"("type":"sampler")").message(),
+                HasSubstr("texture object type 'sampler' is not one of: texture, surface"));
+    EXPECT_THAT(decode_with(R"("type":"pitch2d")", R"("type":"tiled")").message(),
+                HasSubstr("texture resource type 'tiled'"));
+    EXPECT_TRUE(decode_with(R"("type":"pitch2d")", R"("type":"pitch2d")").ok());
+  }
   t = PitchTexture(3, 8);
   t.sampling.border_color_bits.resize(9);
   EXPECT_THAT(check(t).message(), HasSubstr("border"));
@@ -84,10 +98,10 @@ TEST(FillManifestTest, CopiesTextureObjectsWithExactDescriptors) {
   CaptureBeginMsg b;
   b.texture_objects.push_back(PitchTexture(3, 8));
   TextureObjectInfo surf;
-  surf.type = "surface";
+  surf.type = TextureObjectType::kSurface;
   surf.handle = 3;  // the same value as the texture: another object
   surf.argument_offsets = {16};
-  surf.resource.type = "array";
+  surf.resource.type = TextureResourceType::kArray;
   surf.resource.array_handle = 0x55aa00;
   surf.has_view = true;
   surf.view.format = 0x0a;

@@ -98,7 +98,7 @@ void AgentLinkSeeds(const std::string& dir) {
   link::HelloMsg hello;
   hello.pid = 77;
   hello.process_name = "app";
-  hello.platform = "synthetic";
+  hello.platform = link::Platform::kSynthetic;
   link::HelloMsg lazy = hello;
   lazy.features = {link::kFeatureLazyRing, link::kFeatureRingRelease,
                    link::kFeatureDispatchSkipped};
@@ -123,7 +123,7 @@ void AgentLinkSeeds(const std::string& dir) {
   tail.length = 4096;
   link::CodeObjectMsg code;
   code.token = 1;
-  code.format = "cubin";
+  code.format = link::CodeObjectFormat::kCubin;
   code.name = "k.cubin";
   link::CaptureEndMsg end;
   end.token = 1;
@@ -131,7 +131,7 @@ void AgentLinkSeeds(const std::string& dir) {
   abort.token = 1;
   abort.reason = "test";
   link::RingRequestMsg ring;
-  ring.reason = "capture";
+  ring.reason = link::RingRequestReason::kCapture;
   link::RingReleaseMsg release;
   link::DispatchSkippedMsg skipped;
   skipped.arm_id = begin.arm_id;

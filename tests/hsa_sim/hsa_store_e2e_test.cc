@@ -522,13 +522,13 @@ TEST(HsaWireCompatTest, CaptureBeginWithAndWithoutValueKinds) {
   link::ArgumentInfo a;
   a.offset = 0;
   a.size = 8;
-  a.kind = "pointer";
+  a.kind = link::ArgumentKind::kPointer;
   a.name = "a";
   a.type_name = "float*";
   a.value_kind = "global_buffer";
   msg.arguments.push_back(a);
   a.offset = 8;
-  a.kind = "runtime";  // unknown to this daemon
+  a.kind = link::ArgumentKind::kHidden;  // sent below as "runtime": unknown to this daemon
   a.name = "";
   a.type_name = "";
   a.value_kind = "hidden_hostcall_buffer";
@@ -536,6 +536,9 @@ TEST(HsaWireCompatTest, CaptureBeginWithAndWithoutValueKinds) {
   link::Frame f;
   f.type = link::MessageType::kCaptureBegin;
   f.json = link::EncodeBody(msg);
+  const std::string hidden_kind = R"("kind":"hidden")";
+  ASSERT_NE(f.json.find(hidden_kind), std::string::npos) << f.json;
+  f.json.replace(f.json.find(hidden_kind), hidden_kind.size(), R"("kind":"runtime")");
   link::CaptureBeginMsg back;
   ASSERT_TRUE(link::DecodeBody(f, &back).ok());
   v1::CaptureManifest m2;
@@ -544,6 +547,7 @@ TEST(HsaWireCompatTest, CaptureBeginWithAndWithoutValueKinds) {
   EXPECT_EQ(m2.arguments(0).kind(), v1::ARG_POINTER);
   EXPECT_EQ(m2.arguments(0).type_name(), "float*");
   EXPECT_EQ(m2.arguments(0).value_kind(), "global_buffer");
+  EXPECT_EQ(back.arguments[1].kind, link::ArgumentKind::kUnspecified);
   EXPECT_EQ(m2.arguments(1).kind(), v1::ARG_HIDDEN);
   EXPECT_EQ(m2.arguments(1).value_kind(), "hidden_hostcall_buffer");
 }

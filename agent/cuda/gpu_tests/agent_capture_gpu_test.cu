@@ -329,7 +329,8 @@ int main() {
       std::memcpy(&s, c.arg_blob.data() + 12, 4);
       CHECK(p == reinterpret_cast<uint64_t>(dx) && nn == n && s == 0.5f, "blob values");
     }
-    CHECK(c.header.arguments.size() == 3 && c.header.arguments[0].kind == 2, "argument kinds");
+    CHECK(c.header.arguments.size() == 3 && c.header.arguments[0].kind == kerncap::link::ArgumentKind::kPointer,
+          "argument kinds");
     const auto* pre = FindRegion(c.pre, reinterpret_cast<uint64_t>(dx));
     const auto* post = FindRegion(c.post, reinterpret_cast<uint64_t>(dx));
     CHECK(pre != nullptr && post != nullptr, "buffer region missing");

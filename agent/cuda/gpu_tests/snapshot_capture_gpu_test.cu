@@ -108,7 +108,8 @@ static void CaptureOnce(CudaAgent& agent, const char* label, const char* want_pa
         transport.aborted().empty() ? "" : transport.aborted()[0].abort_reason.c_str());
   if (transport.committed().size() == 1) {
     const FakeCapture& c = transport.committed()[0];
-    CHECK(c.timing.path == want_path, "%s: path %s (%s), want %s", label, c.timing.path.c_str(),
+    CHECK(kerncap::link::WireName(c.timing.path) == want_path, "%s: path %s (%s), want %s", label,
+          std::string(kerncap::link::WireName(c.timing.path)).c_str(),
           c.timing.path_reason.c_str(), want_path);
     CHECK(c.timing.path_reason.find(want_reason) != std::string::npos, "%s: reason '%s'", label,
           c.timing.path_reason.c_str());
@@ -133,7 +134,7 @@ static void CaptureOnce(CudaAgent& agent, const char* label, const char* want_pa
     }
     std::printf("%s: path %s (%s); held %.4f s, pre %.4f s, post %.4f s, drain %.4f s, PCIe "
                 "%.2f MiB, unchanged post %.2f MiB\n",
-                label, c.timing.path.c_str(), c.timing.path_reason.c_str(),
+                label, std::string(kerncap::link::WireName(c.timing.path)).c_str(), c.timing.path_reason.c_str(),
                 c.timing.held_seconds, c.timing.pre_seconds, c.timing.post_seconds,
                 c.timing.drain_seconds, c.timing.pcie_bytes / 1048576.0,
                 c.timing.unchanged_post_bytes / 1048576.0);

@@ -1,0 +1,253 @@
+// agent_connection.h: one connected agent, as kerncapd serves it: the
+// handshake (Hello -> Welcome, the arms that apply, the ring or not yet),
+// frame dispatch, the agent's ring and slots, and the state machine of the
+// capture in flight (CaptureBegin, RegionBegin, SlotFilled, ChunksUnchanged,
+// CodeObject, CaptureEnd/Abort) that feeds one CaptureIngest.
+//
+// What it needs from the server that accepted it (arms, the ring budget, the
+// in-flight bounds, the sink, registration) goes through ConnectionHost,
+// implemented by AgentLinkServer; the server drives it through the public
+// methods below. Protocol: common/agent_link/{wire,messages,ring}.h.
+//
+// A misbehaving agent (malformed frame, wrong slot, region overflow, frames
+// out of order) makes ServeFrames return an error: the server then
+// disconnects it (Cleanup aborts its capture, nothing half-visible). A
+// capture that breaks a bound or that the sink fails is failed alone
+// (CaptureResult with the error) and the agent stays connected.
+//
+// Thread-safety: one reader thread (the server's Serve) calls Handshake,
+// ServeFrames and Cleanup and owns the capture state. Send, Kick,
+// ReleaseSlot, Revoke, info and the ring accessors may be called from any
+// thread (Arm pushes, ingest callbacks, other agents' ring reclaim).
+#ifndef KERNCAP_DAEMON_AGENT_LINK_AGENT_CONNECTION_H_
+#define KERNCAP_DAEMON_AGENT_LINK_AGENT_CONNECTION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/agent_link/messages.h"
+#include "common/agent_link/ring.h"
+#include "common/agent_link/wire.h"
+#include "daemon/agent_link/agent_link_options.h"
+#include "daemon/capture_sink.h"
+#include "daemon/event_bus.h"
+#include "kerncap/v1/control.pb.h"
+#include "kerncap/v1/manifest.pb.h"
+
+namespace kerncap::link {
+
+class AgentConnection;
+
+// What a connection asks of its server. All methods are called from the
+// connection's reader thread, except UnchargeRing (also from its destructor).
+class ConnectionHost {
+ public:
+  virtual ~ConnectionHost() = default;
+
+  // Registers `conn` (its Hello read, its agent id set) as a live agent and
+  // fills `arms` with the active arms that apply to its process, in arming
+  // order, atomically with respect to new arms: an arm is either in `arms`
+  // or pushed to the agent after this returns. False (nothing registered)
+  // when the server is stopping.
+  virtual bool RegisterAgent(const std::shared_ptr<AgentConnection>& conn,
+                             std::vector<ArmMsg>* arms) = 0;
+  // True once the server drains for shutdown: new captures are refused.
+  virtual bool Draining() const = 0;
+
+  // Ring budget: the bytes of a ring of 2..slot_count slots that may be
+  // created (0: none may); with may_reclaim, idle rings of other agents may
+  // be asked back first. Bytes charged go back with UnchargeRing.
+  virtual uint64_t ChargeRing(AgentConnection* requester, uint64_t slot_size,
+                              uint32_t slot_count, bool may_reclaim) = 0;
+  virtual void UnchargeRing(uint64_t bytes) = 0;
+
+  // Declared chunks of all captures in flight (CaptureLimits::
+  // max_inflight_chunks): false (nothing charged) when `chunks` do not fit.
+  virtual bool ChargeDeclaredChunks(uint64_t chunks) = 0;
+  virtual void UnchargeDeclaredChunks(uint64_t chunks) = 0;
+  virtual uint64_t DeclaredChunksInFlight() const = 0;
+
+  // A new ingest from the sink, counted as in flight until IngestFinished.
+  virtual absl::StatusOr<std::unique_ptr<CaptureIngest>> BeginIngest() = 0;
+  virtual void IngestFinished() = 0;
+
+  // Arms (ArmRegistry::Reserve/Release/NoteSkipped; the server publishes
+  // and pushes what they change).
+  virtual std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+                                 const CaptureBeginMsg& begin,
+                                 google::protobuf::Map<std::string, std::string>* tags) = 0;
+  virtual void ReleaseArm(const std::string& arm_id, const std::string& capture_id,
+                          bool committed) = 0;
+  virtual void NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped) = 0;
+
+  // A substitution's state as the agent reports it.
+  virtual void OnSubstitutionReport(const std::string& agent_id,
+                                    const SubstitutionReportMsg& report) = 0;
+};
+
+// The capture in progress on a connection (its reader thread only).
+struct CaptureRegionState {
+  ImageKind image;
+  int handle;
+  uint64_t size;
+};
+struct CaptureInFlight {
+  uint64_t token = 0;
+  bool failed = false;  // CaptureResult already sent; ignore until End/Abort
+  std::string capture_id;
+  std::string arm_id;
+  bool arm_reserved = false;
+  std::unique_ptr<CaptureIngest> ingest;
+  v1::CaptureManifest manifest;
+  // Regions of the ingest, by region number; only kept while the capture
+  // has not failed (a failed capture's frames are only numbered).
+  std::vector<CaptureRegionState> regions;
+  uint32_t region_count = 0;  // RegionBegin frames seen
+  bool saw_post = false;
+  uint64_t declared = 0;
+  uint64_t declared_chunks = 0;  // charged to the host's in-flight bound
+  uint32_t code_objects = 0;
+  uint64_t code_object_bytes = 0;
+  uint64_t received = 0;
+  absl::Time last_progress;
+};
+
+class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
+ public:
+  // `host`, `options` and `events` must outlive the connection.
+  AgentConnection(ConnectionHost& host, const AgentLinkServerOptions& options, EventBus& events,
+                  UniqueFd fd);
+  ~AgentConnection();
+  AgentConnection(const AgentConnection&) = delete;
+  AgentConnection& operator=(const AgentConnection&) = delete;
+
+  // Reader thread: reads the Hello, registers with the host, sends the
+  // Welcome (with the ring unless the agent takes it lazily).
+  LinkStatus Handshake();
+  // Reader thread: handles frames until the agent disconnects (Ok) or
+  // breaks the protocol (the error).
+  LinkStatus ServeFrames();
+  // Reader thread: aborts the capture in flight (if any) because the
+  // connection ends for `reason`, and drops the socket.
+  void Cleanup(const std::string& reason);
+
+  // Runs `body` (the server's serving of this connection) on the
+  // connection's own thread; Join waits for it (a no-op without one).
+  void StartThread(std::function<void()> body);
+  void Join();
+
+  // Sends one message; a failed send kicks the connection (the reader then
+  // cleans up), because a half-written frame desynchronizes the stream.
+  template <typename M>
+  LinkStatus Send(const M& msg, std::string_view payload = {}, const int* fds = nullptr,
+                  size_t fd_count = 0) {
+    absl::MutexLock lock(&send_mu_);
+    if (send_failed_) return LinkStatus::Error("connection already failed");
+    LinkStatus status = SendMessage(fd_.get(), msg, payload, fds, fd_count);
+    if (!status.ok()) {
+      send_failed_ = true;
+      Kick();
+    }
+    return status;
+  }
+  // Refuses a connection not served (too many agents): the Error message,
+  // waiting at most 100 ms for the socket.
+  void Refuse(const std::string& message);
+  // Shuts the socket down: the reader sees the end of the stream.
+  void Kick();
+
+  // Returns a slot of ring `generation` to the agent. Idempotent per
+  // hand-over; a slot of a ring since released is not the agent's to get.
+  // Called by the sink (through a slot lease) when it is done with the bytes.
+  void ReleaseSlot(uint64_t generation, uint32_t slot);
+
+  // Set in Handshake before registration, then immutable.
+  const std::string& agent_id() const { return agent_id_; }
+  const HelloMsg& hello() const { return hello_; }
+  bool registered() const { return registered_; }
+  v1::AgentInfo info();
+
+  // Ring reclaim, read by other connections' threads.
+  bool CanBeAskedForRing() const {
+    return release_capable_ && ring_held_.load() > 0 && !capturing_.load() &&
+           !revoke_sent_.load();
+  }
+  uint64_t ring_held() const { return ring_held_.load(); }
+  int64_t last_capture_ms() const { return last_capture_ms_.load(); }
+  // Asks the agent for its ring back (once per ring).
+  void Revoke(const std::string& reason);
+
+ private:
+  using RegionState = CaptureRegionState;
+  using Capture = CaptureInFlight;
+
+  LinkStatus OnCaptureBegin(const Frame& frame);
+  LinkStatus OnRegionBegin(const Frame& frame);
+  LinkStatus OnSlotFilled(const Frame& frame);
+  LinkStatus OnChunksUnchanged(const Frame& frame);
+  LinkStatus OnCodeObject(const Frame& frame);
+  LinkStatus OnCaptureEnd(const Frame& frame);
+  LinkStatus OnCaptureAbort(const Frame& frame);
+  LinkStatus OnRingRequest(const Frame& frame);
+  LinkStatus OnRingRelease(const Frame& frame);
+  LinkStatus OnDispatchSkipped(const Frame& frame);
+  LinkStatus OnSubstitutionReport(const Frame& frame);
+  // Creates, maps and charges this connection's ring; the memfd to send.
+  // With may_reclaim (a capture is waiting for it), idle rings of other
+  // agents may be asked back to make room.
+  LinkResult<UniqueFd> CreateRing(bool may_reclaim);
+  // Fails the current capture (not the connection): aborts the ingest, tells
+  // the agent, publishes capture_failed. Later frames of it are ignored.
+  void FailCapture(const std::string& reason);
+  // Ends an ingest's life (commit or abort) for the in-flight accounting
+  // and returns its declared chunks to the in-flight bound.
+  void DropIngest(const std::string& abort_reason);
+  void ReleaseDeclaredChunks();
+  LinkStatus CheckToken(uint64_t token, const char* what);
+  void PublishProgress(bool force);
+
+  ConnectionHost& host_;
+  const AgentLinkServerOptions& options_;
+  EventBus& events_;
+  UniqueFd fd_;
+  std::thread thread_;
+  std::string agent_id_;  // set once in Handshake, then immutable
+  HelloMsg hello_;
+  std::shared_ptr<RingMapping> ring_;
+  RingLayout layout_{0, 0};    // slot_count 0 until the ring exists
+  uint64_t ring_charged_ = 0;  // bytes charged to the host's ring budget
+  bool lazy_ring_ = false;
+  bool post_unchanged_ = false;   // both sides speak "post_unchanged"
+  bool release_capable_ = false;  // lazy_ring + ring_release; set before registration
+  bool registered_ = false;
+  // Mirrors of reader-thread state for other threads (ring reclaim).
+  std::atomic<uint64_t> ring_held_{0};
+  std::atomic<bool> capturing_{false};
+  std::atomic<bool> revoke_sent_{false};
+  std::atomic<int64_t> last_capture_ms_{0};
+
+  absl::Mutex send_mu_;
+  bool send_failed_ ABSL_GUARDED_BY(send_mu_) = false;
+  absl::Mutex slot_mu_;
+  std::vector<bool> daemon_owns_ ABSL_GUARDED_BY(slot_mu_);
+  uint64_t ring_generation_ ABSL_GUARDED_BY(slot_mu_) = 0;  // +1 per ring
+  absl::Mutex info_mu_;
+  v1::AgentInfo info_ ABSL_GUARDED_BY(info_mu_);
+
+  std::optional<Capture> capture_;
+};
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_DAEMON_AGENT_LINK_AGENT_CONNECTION_H_

@@ -1,0 +1,71 @@
+// agent_link_options.h: how kerncapd's agent link is configured
+// (AgentLinkServerOptions) and the bounds on what one agent capture may
+// declare (CaptureLimits). Its own header because the server
+// (agent_link_server.h) and each connection (agent_connection.h) read them.
+#ifndef KERNCAP_DAEMON_AGENT_LINK_AGENT_LINK_OPTIONS_H_
+#define KERNCAP_DAEMON_AGENT_LINK_AGENT_LINK_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/agent_link/ring.h"
+#include "common/agent_link/selector.h"
+#include "common/agent_link/wire.h"
+
+namespace kerncap::link {
+
+// Bounds on what one agent capture may declare. Every size and count an agent
+// sends is checked against these, the frame limits and the ring before
+// anything is allocated from it; a capture that exceeds one fails with a
+// CaptureResult error naming the bound, the agent stays connected and
+// kerncapd keeps serving. The ingest keeps ~40 bytes per declared chunk, so
+// the chunk bounds are what bound the daemon's memory per capture and in all.
+struct CaptureLimits {
+  uint32_t max_regions = 1u << 18;              // RegionBegin frames per capture
+  uint64_t max_chunks = 1ull << 23;             // declared chunks, pre + post
+  uint64_t max_inflight_chunks = 1ull << 24;    // declared chunks of all captures
+  uint64_t max_argument_blob = 1ull << 20;      // CaptureBegin payload
+  uint32_t max_code_objects = 1024;             // CodeObject frames per capture
+  uint64_t max_code_object_bytes = 4ull << 30;  // their payloads together
+  size_t max_kernel_name_bytes = kMaxKernelNameBytes;
+  size_t max_name_bytes = 4096;                 // region and code object names
+};
+
+struct AgentLinkServerOptions {
+  std::string socket_path;  // required; its directory is created if missing
+  int socket_mode = 0660;
+  // Ring per agent (pre-faulted in the daemon: slot_size * slot_count bytes).
+  // Agents that speak "lazy_ring" get theirs only when they may capture (an
+  // arm applies to them); others get it at connect time.
+  uint64_t slot_size = kDefaultSlotSize;
+  uint32_t slot_count = kDefaultSlotCount;
+  // Bound on the memory of all rings together (0: none), never exceeded. A
+  // ring asked for when the budget is short gets fewer slots (at least 2:
+  // its captures pause the application longer, backpressure); when not even
+  // 2 slots are left, the daemon asks idle rings back (RingRevoke, agents
+  // with "ring_release") and waits up to ring_reclaim_timeout for them, so
+  // staging goes to captures in flight; failing that the ring is refused
+  // with a message saying the budget is in use.
+  uint64_t max_total_ring_bytes = 0;
+  absl::Duration ring_reclaim_timeout = absl::Seconds(2);
+  bool lazy_rings = true;  // honor agents' "lazy_ring"; false: always eager
+  // Must equal the store's chunk size: WriteRegion offsets are multiples of it.
+  uint32_t chunk_size = 1u << 20;
+  int max_agents = 256;  // one thread each; further connections are refused
+  FrameLimits limits;
+  CaptureLimits capture_limits;
+  // An agent that stops reading for this long is disconnected (protects the
+  // Arm RPC and ingest callbacks from blocking on a stuck application).
+  int send_timeout_ms = 5000;
+  absl::Duration hello_timeout = absl::Seconds(5);
+  // Shutdown(false) waits at most this long for in-flight captures.
+  absl::Duration drain_timeout = absl::Seconds(30);
+  absl::Duration progress_interval = absl::Milliseconds(250);
+  size_t max_finished_arms = 1000;  // finished arms kept for ListArms(true)
+};
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_DAEMON_AGENT_LINK_AGENT_LINK_OPTIONS_H_
