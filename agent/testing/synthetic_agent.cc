@@ -264,6 +264,22 @@ int main(int argc, char** argv) {
   options.identity.devices.push_back(device);
   options.initial_wait_ms = 5000;
   options.lazy_ring = !flags.eager_ring;
+  // The kernel census: the kernels this synthetic application dispatches,
+  // each once, in one synthetic module.
+  options.list_kernels = [&flags] {
+    std::vector<link::LoadedKernelInfo> out;
+    for (const std::string& k : flags.kernels) {
+      bool seen = false;
+      for (const link::LoadedKernelInfo& e : out) seen = seen || e.demangled_name == k;
+      if (seen) continue;
+      link::LoadedKernelInfo info;
+      info.mangled_name = st::SyntheticMangled(k);
+      info.demangled_name = k;
+      info.module = "synthetic-module-0";
+      out.push_back(std::move(info));
+    }
+    return out;
+  };
   using kerncap::agent::SubstitutionTable;
   SubstitutionTable table(static_cast<uint32_t>(::getpid()), "synthetic_agent");
   if (flags.substitution) {

@@ -1,4 +1,8 @@
-// Command group: the daemon and its agents (status, agents, version, watch).
+// Command group: the daemon and its agents (status, agents, kernels, version,
+// watch).
+#include <limits>
+#include <memory>
+
 #include "client/kerncapctl/cli.h"
 #include "client/kerncapctl/commands.h"
 #include "common/exit_codes.h"
@@ -17,6 +21,27 @@ void AddDaemonCommands(Cli& cli) {
   SetCommandHelp(agents, Uses::kDaemon,
                  {"kerncapctl agents", "kerncapctl agents -o wide", "kerncapctl agents -q"});
   agents->callback([&cli] { cli.remote = [](Connection& c, Output o) { return CmdAgents(c, o); }; });
+
+  auto kopts = std::make_shared<KernelsOptions>();
+  CLI::App* kernels = cli.app.add_subcommand(
+      "kernels", "the kernels live agents have loaded (the kernel census), to pick what to arm");
+  kernels->add_option("--pid", kopts->pid, "only this process")
+      ->check(WholeNumber(1, std::numeric_limits<uint32_t>::max()));
+  kernels->add_option("--process", kopts->process, "only processes whose name contains this");
+  kernels->add_option("--agent", kopts->agent, "only this agent id");
+  kernels->add_option("--kernel", kopts->kernel,
+                      "only kernels this pattern selects, exactly as `arm --kernel` would");
+  kernels->add_option("--match", kopts->match, "how --kernel matches (as for arm)")
+      ->capture_default_str();
+  SetCommandHelp(kernels, Uses::kDaemon,
+                 {"kerncapctl kernels", "kerncapctl kernels --process=python --kernel=gemm",
+                  "kerncapctl kernels --pid=4242 -q     # mangled names, for --match=mangled"},
+                 "CUDA lists the kernels of every module the driver has loaded; with lazy "
+                 "loading (the default since CUDA 12.2) a module is loaded when one of its "
+                 "kernels first runs. HSA lists the kernel symbols of loaded executables.");
+  kernels->callback([&cli, kopts] {
+    cli.remote = [kopts](Connection& c, Output o) { return CmdKernels(c, o, *kopts); };
+  });
 
   CLI::App* version = cli.app.add_subcommand(
       "version", "client and daemon versions, API version, store format");

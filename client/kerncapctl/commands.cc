@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "client/kerncapctl/args.h"
 #include "common/control/api_json.h"
 #include "common/control/api_names.h"
+#include "common/control/api_selector.h"
 #include "client/kerncapctl/output.h"
 #include "client/kerncapctl/progress.h"
 #include "common/digest.h"
@@ -153,6 +155,161 @@ absl::Status CmdAgents(Connection& c, Output o) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The kernel census of the agents `request` names, or the RPC's failure.
+absl::StatusOr<v1::ListKernelsResponse> FetchKernels(Connection& c,
+                                                     const v1::ListKernelsRequest& request) {
+  v1::ListKernelsResponse resp;
+  auto ctx = c.NewContext(true);
+  KC_RETURN_IF_ERROR(c.Check(c.stub().ListKernels(ctx.get(), request, &resp)));
+  return resp;
+}
+
+// The matcher an arm with this pattern and match would use (the agent's own
+// selector code, so the census filter and the preview agree with captures).
+absl::StatusOr<link::NameMatcher> CompileMatcher(const std::string& kernel, v1::NameMatch match) {
+  v1::Selector s;
+  s.set_kernel(kernel);
+  s.set_match(match);
+  link::Selector sel = link::SelectorFromProto(s, 0);
+  link::LinkResult<link::NameMatcher> m = link::NameMatcher::Compile(sel.kernel, sel.match);
+  if (!m.ok()) return absl::InvalidArgumentError("--kernel: " + m.error());
+  return std::move(m).value();
+}
+
+bool KernelMatches(link::NameMatcher& m, const v1::LoadedKernel& k) {
+  return m.Matches(k.demangled_name().empty() ? k.mangled_name() : k.demangled_name(),
+                   k.mangled_name());
+}
+
+}  // namespace
+
+absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
+  v1::ListKernelsRequest req;
+  req.set_pid(opts.pid);
+  req.set_process_name(opts.process);
+  req.set_agent_id(opts.agent);
+  KC_ASSIGN_OR_RETURN(v1::ListKernelsResponse resp, FetchKernels(c, req));
+  if (!opts.kernel.empty()) {
+    KC_ASSIGN_OR_RETURN(v1::NameMatch match, ParseNameMatch(opts.match));
+    KC_ASSIGN_OR_RETURN(link::NameMatcher m, CompileMatcher(opts.kernel, match));
+    for (v1::AgentKernels& a : *resp.mutable_agents()) {
+      auto* ks = a.mutable_kernels();
+      ks->erase(std::remove_if(ks->begin(), ks->end(),
+                               [&](const v1::LoadedKernel& k) { return !KernelMatches(m, k); }),
+                ks->end());
+    }
+  }
+  if (o.structured()) {
+    Emit(o, resp);
+    return absl::OkStatus();
+  }
+  if (o.ids_only()) {
+    std::vector<std::string> names;
+    for (const v1::AgentKernels& a : resp.agents()) {
+      for (const v1::LoadedKernel& k : a.kernels()) names.push_back(k.mangled_name());
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    Ids(o, "kernel", names);
+    return absl::OkStatus();
+  }
+  if (resp.agents().empty()) {
+    o.out << "no agents connected"
+          << (opts.pid != 0 || !opts.process.empty() || !opts.agent.empty() ? " that match" : "")
+          << " (start an application with the kerncap agent loaded)\n";
+    return absl::OkStatus();
+  }
+  std::vector<std::string> header = {"PID", "PROCESS", "KERNEL", "MODULE"};
+  if (o.wide()) header.insert(header.end(), {"MANGLED", "AGENT"});
+  Table t(header);
+  t.AlignRight(0);
+  for (const v1::AgentKernels& a : resp.agents()) {
+    for (const v1::LoadedKernel& k : a.kernels()) {
+      std::vector<std::string> row = {absl::StrCat(a.agent().process().pid()),
+                                      Or(a.agent().process().process_name()),
+                                      Or(k.demangled_name().empty() ? k.mangled_name()
+                                                                    : k.demangled_name()),
+                                      Or(k.module())};
+      if (o.wide()) row.insert(row.end(), {k.mangled_name(), a.agent().agent_id()});
+      t.AddRow(std::move(row));
+    }
+  }
+  if (t.rows() > 0) t.Print(o);
+  for (const v1::AgentKernels& a : resp.agents()) {
+    const std::string who = absl::StrCat("pid ", a.agent().process().pid(), " (",
+                                         Or(a.agent().process().process_name()), ")");
+    if (!a.error().empty()) {
+      o.out << "note: " << who << ": no census: " << a.error() << "\n";
+    } else if (a.kernels().empty()) {
+      o.out << "note: " << who << ": no "
+            << (opts.kernel.empty() ? "kernels loaded yet" : "loaded kernel matches")
+            << " (CUDA loads a module when one of its kernels first runs)\n";
+    }
+    if (a.left_out() > 0) {
+      o.out << "note: " << who << ": " << a.left_out()
+            << " kernels left out (names over the link's bounds, or past "
+            << resp.max_kernels_per_agent() << " per agent)\n";
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// After `kerncapctl arm`: what the selector matches among the kernels the
+// live agents it applies to have loaded, with a warning when a pattern takes
+// several distinct kernels (a short --kernel=x can select an unrelated one).
+// Human output only; nothing when the daemon cannot give a census.
+void PrintArmPreview(Connection& c, Output o, const v1::Selector& s) {
+  v1::ListKernelsRequest req;
+  req.set_pid(s.pid());
+  req.set_process_name(s.process_name());
+  absl::StatusOr<v1::ListKernelsResponse> resp = FetchKernels(c, req);
+  if (!resp.ok()) return;
+  absl::StatusOr<link::NameMatcher> m = CompileMatcher(s.kernel(), s.match());
+  if (!m.ok()) return;
+  std::set<std::string> names;
+  size_t agents_asked = 0;
+  for (const v1::AgentKernels& a : resp->agents()) {
+    if (!a.error().empty()) continue;
+    ++agents_asked;
+    for (const v1::LoadedKernel& k : a.kernels()) {
+      if (KernelMatches(*m, k)) {
+        names.insert(k.demangled_name().empty() ? k.mangled_name() : k.demangled_name());
+      }
+    }
+  }
+  if (resp->agents().empty()) {
+    o.out << "  no live agent it applies to yet (it waits for one)\n";
+    return;
+  }
+  if (agents_asked == 0) return;  // none gave a census: nothing to preview
+  if (names.empty()) {
+    o.out << "  no kernel loaded by the " << agents_asked
+          << " agent(s) it applies to matches yet (see `kerncapctl kernels`)\n";
+    return;
+  }
+  constexpr size_t kShown = 5;
+  o.out << "  matches " << names.size() << " distinct loaded kernel"
+        << (names.size() == 1 ? "" : "s") << ":";
+  size_t shown = 0;
+  for (const std::string& n : names) {
+    if (shown++ == kShown) break;
+    o.out << "\n    " << (n.size() > 120 ? n.substr(0, 117) + "..." : n);
+  }
+  if (names.size() > kShown) o.out << "\n    ... and " << names.size() - kShown << " more";
+  o.out << "\n";
+  if (names.size() > 1) {
+    o.out << "warning: the pattern matches " << names.size()
+          << " distinct kernels; the arm takes whichever runs first (use a longer pattern, "
+             "--match=regex with anchors, or --match=mangled)\n";
+  }
+}
+
+}  // namespace
+
 absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
   v1::ArmRequest req;
   v1::Selector* s = req.mutable_selector();
@@ -191,6 +348,7 @@ absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
         << std::max<uint32_t>(1, info.selector().count());
   if (info.expires_unix_ms() != 0) o.out << ", expires " << FormatTime(info.expires_unix_ms());
   o.out << "\n";
+  PrintArmPreview(c, o, info.selector());
   return absl::OkStatus();
 }
 

@@ -29,6 +29,14 @@ struct ArmOptions {
   std::vector<std::string> tags;
 };
 
+struct KernelsOptions {
+  uint32_t pid = 0;
+  std::string process;
+  std::string agent;
+  std::string kernel;  // optional filter, matched per `match` as an arm would
+  std::string match = "substring";
+};
+
 struct CapturesOptions {
   std::string kernel;
   uint32_t pid = 0;
@@ -43,6 +51,9 @@ std::string SelectorText(const v1::Selector& s);
 
 absl::Status CmdStatus(Connection& c, Output o);
 absl::Status CmdAgents(Connection& c, Output o);
+// The kernel census of the live agents (ListKernels), optionally filtered by
+// a kernel pattern with the arm selector's semantics.
+absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts);
 absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts);
 absl::Status CmdDisarm(Connection& c, Output o, const std::string& arm_id, bool all);
 absl::Status CmdArms(Connection& c, Output o, bool all);

@@ -149,6 +149,8 @@ LinkStatus AgentConnection::Handshake() {
   if (HasFeature(hello_.features, kFeatureSubstitution)) {
     welcome.features.push_back(kFeatureSubstitution);
   }
+  census_ = HasFeature(hello_.features, kFeatureKernelCensus);
+  if (census_) welcome.features.push_back(kFeatureKernelCensus);
   // Registration and the Welcome's arm snapshot happen under send_mu_, so an
   // Arm() racing with this handshake is either in the snapshot or pushed
   // after the Welcome, never lost and never before it.
@@ -341,6 +343,7 @@ LinkStatus AgentConnection::ServeFrames() {
       case MessageType::kRingRelease: status = OnRingRelease(*frame); break;
       case MessageType::kDispatchSkipped: status = OnDispatchSkipped(*frame); break;
       case MessageType::kSubstitutionReport: status = OnSubstitutionReport(*frame); break;
+      case MessageType::kKernelsReport: status = OnKernelsReport(*frame); break;
       case MessageType::kError: {
         ErrorMsg err;
         (void)DecodeBody(*frame, &err);
@@ -797,7 +800,104 @@ void AgentConnection::Cleanup(const std::string& reason) {
   ReleaseDeclaredChunks();
   capture_.reset();
   capturing_ = false;
+  {
+    absl::MutexLock lock(&census_mu_);
+    census_closed_ = true;
+    census_cv_.SignalAll();
+  }
   Kick();
+}
+
+namespace {
+// The module field names a code object in the agent's process; far shorter
+// than this in practice ("cuda-module-123", "hsa-executable-0x...").
+constexpr size_t kMaxKernelModuleBytes = 256;
+}  // namespace
+
+LinkStatus AgentConnection::OnKernelsReport(const Frame& frame) {
+  if (!census_) return LinkStatus::Error("KernelsReport from an agent that did not offer kernel_census");
+  KernelsReportMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  // The agent is not trusted: a page is bounded as the protocol says, and
+  // must move forward (so a census always ends).
+  if (msg.kernels.size() > kMaxReportedKernels) {
+    return LinkStatus::Error("KernelsReport with " + std::to_string(msg.kernels.size()) +
+                             " kernels (at most " + std::to_string(kMaxReportedKernels) + ")");
+  }
+  for (const LoadedKernelInfo& k : msg.kernels) {
+    if (k.mangled_name.empty() || k.mangled_name.size() > kMaxKernelNameBytes ||
+        k.demangled_name.size() > kMaxKernelNameBytes || k.module.size() > kMaxKernelModuleBytes) {
+      return LinkStatus::Error("KernelsReport with an empty or over-long kernel or module name");
+    }
+  }
+  if (msg.next_offset != 0 && msg.next_offset <= msg.offset) {
+    return LinkStatus::Error("KernelsReport whose next_offset " + std::to_string(msg.next_offset) +
+                             " does not move past its offset " + std::to_string(msg.offset));
+  }
+  absl::MutexLock lock(&census_mu_);
+  if (msg.request_id == 0 || msg.request_id != census_waiting_id_ ||
+      msg.offset != census_waiting_offset_ || census_page_.has_value()) {
+    return LinkStatus::Ok();  // nobody waits for it any more
+  }
+  census_page_ = std::move(msg);
+  census_cv_.SignalAll();
+  return LinkStatus::Ok();
+}
+
+absl::StatusOr<AgentConnection::KernelCensus> AgentConnection::RequestKernels(
+    absl::Duration timeout, size_t max_kernels) {
+  if (!census_) {
+    return absl::FailedPreconditionError(
+        "this agent does not offer the kernel census (an agent from before it)");
+  }
+  absl::MutexLock call(&census_call_mu_);
+  const absl::Time deadline = absl::Now() + timeout;
+  KernelCensus out;
+  uint64_t offset = 0;
+  while (true) {
+    KernelsRequestMsg request;
+    {
+      absl::MutexLock lock(&census_mu_);
+      if (census_closed_) return absl::UnavailableError("the agent disconnected");
+      request.request_id = census_next_id_++;
+      request.offset = offset;
+      census_waiting_id_ = request.request_id;
+      census_waiting_offset_ = offset;
+      census_page_.reset();
+    }
+    if (!Send(request).ok()) return absl::UnavailableError("the agent disconnected");
+    KernelsReportMsg page;
+    {
+      absl::MutexLock lock(&census_mu_);
+      while (!census_page_.has_value() && !census_closed_) {
+        if (census_cv_.WaitWithDeadline(&census_mu_, deadline)) break;
+      }
+      census_waiting_id_ = 0;
+      if (!census_page_.has_value()) {
+        if (census_closed_) return absl::UnavailableError("the agent disconnected");
+        return absl::DeadlineExceededError(absl::StrCat(
+            "the agent did not answer the kernel census within ", absl::FormatDuration(timeout)));
+      }
+      page = std::move(*census_page_);
+      census_page_.reset();
+    }
+    out.left_out += page.left_out;
+    for (LoadedKernelInfo& k : page.kernels) {
+      if (out.kernels.size() < max_kernels) {
+        out.kernels.push_back(std::move(k));
+      } else {
+        ++out.left_out;
+      }
+    }
+    if (page.next_offset == 0) break;
+    if (out.kernels.size() >= max_kernels) {
+      if (page.total > page.next_offset) out.left_out += page.total - page.next_offset;
+      break;
+    }
+    offset = page.next_offset;
+  }
+  return out;
 }
 
 }  // namespace kerncap::link

@@ -188,6 +188,18 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   // Asks the agent for its ring back (once per ring).
   void Revoke(const std::string& reason);
 
+  // The kernel census (feature "kernel_census"): every page of the agent's
+  // loaded kernels, keeping at most `max_kernels` (the rest are counted in
+  // left_out), waiting at most `timeout` in all. Any thread but the
+  // reader's; one census at a time per connection. FailedPrecondition when
+  // the agent does not offer the census, DeadlineExceeded when it does not
+  // answer in time, Unavailable when the connection ends meanwhile.
+  struct KernelCensus {
+    std::vector<LoadedKernelInfo> kernels;
+    uint64_t left_out = 0;
+  };
+  absl::StatusOr<KernelCensus> RequestKernels(absl::Duration timeout, size_t max_kernels);
+
  private:
   using RegionState = CaptureRegionState;
   using Capture = CaptureInFlight;
@@ -203,6 +215,9 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   LinkStatus OnRingRelease(const Frame& frame);
   LinkStatus OnDispatchSkipped(const Frame& frame);
   LinkStatus OnSubstitutionReport(const Frame& frame);
+  // A page of the census some RequestKernels waits for (a late page, after
+  // its request gave up, is dropped).
+  LinkStatus OnKernelsReport(const Frame& frame);
   // Creates, maps and charges this connection's ring; the memfd to send.
   // With may_reclaim (a capture is waiting for it), idle rings of other
   // agents may be asked back to make room.
@@ -230,6 +245,7 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   bool lazy_ring_ = false;
   bool post_unchanged_ = false;   // both sides speak "post_unchanged"
   bool release_capable_ = false;  // lazy_ring + ring_release; set before registration
+  bool census_ = false;           // the agent offers "kernel_census"; set before registration
   bool registered_ = false;
   // Mirrors of reader-thread state for other threads (ring reclaim).
   std::atomic<uint64_t> ring_held_{0};
@@ -246,6 +262,17 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   v1::AgentInfo info_ ABSL_GUARDED_BY(info_mu_);
 
   std::optional<Capture> capture_;
+
+  // The census: one request in flight at a time (census_call_mu_); the
+  // reader hands the page it waits for over under census_mu_.
+  absl::Mutex census_call_mu_ ABSL_ACQUIRED_BEFORE(census_mu_);
+  absl::Mutex census_mu_;
+  absl::CondVar census_cv_;
+  uint64_t census_next_id_ ABSL_GUARDED_BY(census_mu_) = 1;
+  uint64_t census_waiting_id_ ABSL_GUARDED_BY(census_mu_) = 0;  // 0: nobody waits
+  uint64_t census_waiting_offset_ ABSL_GUARDED_BY(census_mu_) = 0;
+  std::optional<KernelsReportMsg> census_page_ ABSL_GUARDED_BY(census_mu_);
+  bool census_closed_ ABSL_GUARDED_BY(census_mu_) = false;  // the connection ended
 };
 
 }  // namespace kerncap::link

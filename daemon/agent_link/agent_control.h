@@ -19,6 +19,11 @@ class AgentControl {
 
   virtual std::vector<v1::AgentInfo> ListAgents() = 0;
 
+  // The kernel census of the agents the request names (control.proto
+  // ListKernelsRequest): one entry per matching agent, with its kernels or
+  // the reason it has none to give.
+  virtual v1::ListKernelsResponse ListKernels(const v1::ListKernelsRequest&) { return {}; }
+
   // Validates the selector (InvalidArgument naming the bad field, e.g. an
   // invalid regex), records the arm, and pushes it to every connected agent
   // (and to agents that connect later, until it is done or expires).

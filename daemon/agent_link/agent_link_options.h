@@ -64,6 +64,11 @@ struct AgentLinkServerOptions {
   absl::Duration drain_timeout = absl::Seconds(30);
   absl::Duration progress_interval = absl::Milliseconds(250);
   size_t max_finished_arms = 1000;  // finished arms kept for ListArms(true)
+  // The kernel census (ListKernels): how long an agent may take to send all
+  // its pages, and how many kernels of one agent are kept (the rest are
+  // counted as left out): a census is answered in memory, one per RPC.
+  absl::Duration census_timeout = absl::Seconds(5);
+  uint64_t max_census_kernels = 100000;
 };
 
 }  // namespace kerncap::link

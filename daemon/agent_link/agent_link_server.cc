@@ -265,6 +265,49 @@ std::vector<v1::AgentInfo> AgentLinkServer::ListAgents() {
   return out;
 }
 
+v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsRequest& request) {
+  Selector process;
+  process.pid = request.pid();
+  process.process_name = request.process_name();
+  std::vector<std::shared_ptr<AgentConnection>> targets;
+  for (auto& c : ConnectionsSnapshot()) {
+    if (!request.agent_id().empty() && c->agent_id() != request.agent_id()) continue;
+    if (!MatchesProcess(process, c->hello().pid, c->hello().process_name)) continue;
+    targets.push_back(std::move(c));
+  }
+  v1::ListKernelsResponse response;
+  response.set_max_kernels_per_agent(options_.max_census_kernels);
+  std::vector<absl::StatusOr<AgentConnection::KernelCensus>> results(
+      targets.size(), absl::UnknownError("not asked"));
+  {
+    std::vector<std::thread> askers;
+    askers.reserve(targets.size());
+    for (size_t i = 0; i < targets.size(); ++i) {
+      askers.emplace_back([&, i] {
+        results[i] = targets[i]->RequestKernels(options_.census_timeout,
+                                                options_.max_census_kernels);
+      });
+    }
+    for (std::thread& t : askers) t.join();
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    v1::AgentKernels* a = response.add_agents();
+    *a->mutable_agent() = targets[i]->info();
+    if (!results[i].ok()) {
+      a->set_error(std::string(results[i].status().message()));
+      continue;
+    }
+    a->set_left_out(results[i]->left_out);
+    for (LoadedKernelInfo& k : results[i]->kernels) {
+      v1::LoadedKernel* out = a->add_kernels();
+      out->set_mangled_name(std::move(k.mangled_name));
+      out->set_demangled_name(std::move(k.demangled_name));
+      out->set_module(std::move(k.module));
+    }
+  }
+  return response;
+}
+
 int AgentLinkServer::IngestsInFlight() { return ingests_in_flight_.load(); }
 
 absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(

@@ -71,6 +71,9 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
 
   // AgentControl:
   std::vector<v1::AgentInfo> ListAgents() override;
+  // Asks every matching agent at once (one thread each), each for at most
+  // options.census_timeout and options.max_census_kernels kernels.
+  v1::ListKernelsResponse ListKernels(const v1::ListKernelsRequest& request) override;
   absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request) override;
   absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
   std::vector<v1::ArmInfo> ListArms(bool include_finished) override;

@@ -11,6 +11,7 @@
 #include "common/agent_link/messages.h"
 #include "common/agent_link/result.h"
 #include "common/agent_link/selector.h"
+#include "common/control/api_selector.h"
 #include "kerncap/v1/control.pb.h"
 #include "kerncap/v1/manifest.pb.h"
 
@@ -30,8 +31,6 @@ v1::DeviceIdentity DeviceFromWire(const DeviceInfo& device);
 v1::AgentInfo AgentInfoFromHello(const HelloMsg& hello, const std::string& agent_id,
                                  int64_t connected_unix_ms);
 
-// v1.Selector (+ request expiry) -> link selector. Does not validate.
-Selector SelectorFromProto(const v1::Selector& selector, int64_t expires_unix_ms);
 
 // Checks CaptureBegin.texture_objects against the argument blob (an agent is
 // not trusted): at most kMaxTextureObjects objects (their type and resource

@@ -103,6 +103,23 @@ grpc::Status ControlService::ListAgents(grpc::ServerContext* context, const v1::
   return Finish("ListAgents", *context, status);
 }
 
+grpc::Status ControlService::ListKernels(grpc::ServerContext* context,
+                                         const v1::ListKernelsRequest* request,
+                                         v1::ListKernelsResponse* response) {
+  absl::Status status = [&]() -> absl::Status {
+    KC_RETURN_IF_ERROR(Authorize(*context));
+    if (request->process_name().size() > 4096) {
+      return absl::InvalidArgumentError("process_name: longer than 4096 bytes");
+    }
+    if (request->agent_id().size() > 256) {
+      return absl::InvalidArgumentError("agent_id: longer than 256 bytes");
+    }
+    *response = agents_.ListKernels(*request);
+    return absl::OkStatus();
+  }();
+  return Finish("ListKernels", *context, status);
+}
+
 // ---- arms ----
 
 grpc::Status ControlService::Arm(grpc::ServerContext* context, const v1::ArmRequest* request,

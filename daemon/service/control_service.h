@@ -65,6 +65,8 @@ class ControlService final : public v1::KerncapControl::Service {
                          v1::DaemonStatus* response) override;
   grpc::Status ListAgents(grpc::ServerContext* context, const v1::ListAgentsRequest* request,
                           v1::ListAgentsResponse* response) override;
+  grpc::Status ListKernels(grpc::ServerContext* context, const v1::ListKernelsRequest* request,
+                           v1::ListKernelsResponse* response) override;
   grpc::Status Arm(grpc::ServerContext* context, const v1::ArmRequest* request,
                    v1::ArmInfo* response) override;
   grpc::Status Disarm(grpc::ServerContext* context, const v1::DisarmRequest* request,
