@@ -593,10 +593,14 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
 
 void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
   const link::Selector selector = link::SelectorFromArm(msg);
+  // This process's launcher rank, as its Hello said (FillIdentity).
+  const int64_t rank = options_.identity.rank.rank >= 0 ? options_.identity.rank.rank
+                                                         : LauncherRankFromEnv().rank;
   if (!link::MatchesProcess(selector, static_cast<uint32_t>(::getpid()),
                             options_.identity.process_name.empty()
                                 ? std::string_view(ReadSmallFile("/proc/self/comm"))
-                                : std::string_view(options_.identity.process_name))) {
+                                : std::string_view(options_.identity.process_name),
+                            rank)) {
     return;
   }
   LinkResult<link::NameMatcher> matcher =

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/control/api_names.h"
+#include "common/status_macros.h"
 
 namespace kerncap::ctl {
 
@@ -70,6 +71,34 @@ absl::StatusOr<v1::NameMatch> ParseNameMatch(absl::string_view text) {
       absl::StrCat("--match: expected one of ",
                    absl::StrJoin(api::EnumNames(v1::NameMatch_descriptor()), ", "), "; got \"",
                    text, "\""));
+}
+
+absl::StatusOr<KernelPattern> ParseKernelPattern(absl::string_view kernel,
+                                                 absl::string_view match_flag) {
+  KC_ASSIGN_OR_RETURN(v1::NameMatch flag, ParseNameMatch(match_flag));
+  KernelPattern out;
+  out.kernel = std::string(kernel);
+  out.match = flag;
+  const size_t colon = kernel.find(':');
+  if (colon == absl::string_view::npos ||
+      (colon + 1 < kernel.size() && kernel[colon + 1] == ':')) {
+    return out;
+  }
+  std::optional<v1::NameMatch> named =
+      api::Parse<v1::NameMatch>(absl::AsciiStrToLower(kernel.substr(0, colon)));
+  if (!named) return out;  // not a kind: part of the pattern ("a:b")
+  if (flag != v1::NAME_SUBSTRING && flag != *named) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kernel=", kernel.substr(0, colon), ":... and --match=", match_flag,
+        " name different match kinds; give one"));
+  }
+  out.kernel = std::string(kernel.substr(colon + 1));
+  out.match = *named;
+  if (out.kernel.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kernel=", kernel, ": the pattern after the kind is empty"));
+  }
+  return out;
 }
 
 absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {

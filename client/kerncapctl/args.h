@@ -30,6 +30,19 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseTag(absl::string_view t
 // "substring" | "glob" | "regex" | "mangled".
 absl::StatusOr<v1::NameMatch> ParseNameMatch(absl::string_view text);
 
+// --kernel with --match: the pattern and how it matches. The pattern may
+// name its match kind itself, as Nsight Compute's --kernel-name takes
+// "regex:": "regex:PAT", "glob:PAT", "mangled:NAME", "substring:TEXT". A
+// prefix followed by another ':' is a C++ namespace ("regex::Matcher"), not a
+// kind. A kind in the pattern and a different --match (other than the
+// default, substring) is an error naming both.
+struct KernelPattern {
+  std::string kernel;
+  v1::NameMatch match = v1::NAME_SUBSTRING;
+};
+absl::StatusOr<KernelPattern> ParseKernelPattern(absl::string_view kernel,
+                                                 absl::string_view match_flag);
+
 // Where kerncapctl talks to: "unix:/path", "/path" (a Unix socket) or
 // "host:port" / "[v6]:port" (TCP). Returns the gRPC target string.
 struct Endpoint {

@@ -1,5 +1,6 @@
 #include "client/kerncapctl/args.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kerncap::ctl {
@@ -43,6 +44,41 @@ TEST(ParseTagTest, KeyValue) {
   EXPECT_EQ(ParseTag("k=")->second, "");
   EXPECT_FALSE(ParseTag("novalue").ok());
   EXPECT_FALSE(ParseTag("=v").ok());
+}
+
+TEST(ParseKernelPatternTest, KindsInThePatternAndTheirConflicts) {
+  auto p = ParseKernelPattern("regex:^gemm_.*f16$", "substring");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->kernel, "^gemm_.*f16$");
+  EXPECT_EQ(p->match, v1::NAME_REGEX);
+  p = ParseKernelPattern("mangled:_Z6matmulPf", "substring");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kernel, "_Z6matmulPf");
+  EXPECT_EQ(p->match, v1::NAME_MANGLED);
+  p = ParseKernelPattern("GLOB:gemm*", "glob");  // the same kind twice is fine
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->match, v1::NAME_GLOB);
+  // Namespaces and other colons are pattern text.
+  p = ParseKernelPattern("regex::Matcher::run", "substring");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kernel, "regex::Matcher::run");
+  EXPECT_EQ(p->match, v1::NAME_SUBSTRING);
+  p = ParseKernelPattern("cutlass:gemm", "glob");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kernel, "cutlass:gemm");
+  EXPECT_EQ(p->match, v1::NAME_GLOB);
+  // A bare pattern takes --match.
+  p = ParseKernelPattern("softmax", "regex");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->match, v1::NAME_REGEX);
+  // Conflicts and empty patterns are errors that say so.
+  auto bad = ParseKernelPattern("regex:a.*", "glob");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("different match kinds"));
+  bad = ParseKernelPattern("regex:", "substring");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("empty"));
+  EXPECT_FALSE(ParseKernelPattern("x", "fuzzy").ok());
 }
 
 TEST(ParseNameMatchTest, Names) {

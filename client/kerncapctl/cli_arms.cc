@@ -21,6 +21,9 @@ void AddArmCommands(Cli& cli) {
   arm->add_option("--process", opts->process, "only processes whose name contains this");
   arm->add_option("--device", opts->device, "only this device ordinal (default: any)")
       ->check(WholeNumber(0, std::numeric_limits<int32_t>::max()));
+  arm->add_option("--rank", opts->rank,
+                  "only the process of this rank in a parallel job (MPI, PMI, torchrun, Slurm)")
+      ->check(WholeNumber(0, std::numeric_limits<int32_t>::max()));
   arm->add_option("--skip", opts->skip,
                   "let this many matching dispatches (per process) pass first, then take --count")
       ->check(WholeNumber(0, static_cast<long long>(service::kMaxArmCount)))

@@ -22,6 +22,8 @@ constexpr char kSelectors[] = R"(Selectors: which dispatches an arm captures (ke
   --match=glob       fnmatch(3) glob over the whole name: 'gemm_*', '*softmax<float>*'
   --match=regex      RE2-style regular expression (no backreferences), searched in the name
   --match=mangled    NAME is the exact mangled name (_Z6matmulPfS_S_i)
+  --kernel=KIND:PAT  the kind in the pattern, as ncu's regex: ("regex:^gemm_.*f16$",
+                     "glob:gemm_*", "mangled:_Z6matmulPfS_S_i", "substring:gemm")
   --pid=PID          only this process;  --process=TEXT  process names containing TEXT
   --device=N         only dispatches on device ordinal N
   --skip=N           let N matching dispatches of each process pass, then capture
@@ -30,6 +32,9 @@ constexpr char kSelectors[] = R"(Selectors: which dispatches an arm captures (ke
   --ttl=DURATION     the arm expires after 30s, 5m, 2h, 1d
 
 A dispatch goes to the oldest active arm that selects it; younger arms do not count it.
+`kerncapctl kernels [--kernel=PAT]` lists the kernels the live agents have loaded, filtered
+exactly as an arm would; `arm` prints what it matches among them and warns when a pattern
+takes several distinct kernels.
 Dispatches an arm selected but could not capture faithfully are listed by `kerncapctl arms`.
 )";
 

@@ -76,6 +76,7 @@ std::string SelectorText(const v1::Selector& s) {
   if (s.pid() != 0) absl::StrAppend(&text, " pid=", s.pid());
   if (!s.process_name().empty()) absl::StrAppend(&text, " process=", s.process_name());
   if (s.has_device()) absl::StrAppend(&text, " device=", s.device());
+  if (s.has_rank()) absl::StrAppend(&text, " rank=", s.rank());
   if (s.skip() != 0) absl::StrAppend(&text, " skip=", s.skip());
   if (s.nth() != 0) absl::StrAppend(&text, " nth=", s.nth());
   return text;
@@ -140,16 +141,27 @@ absl::Status CmdAgents(Connection& c, Output o) {
     o.out << "no agents connected (start an application with the kerncap agent loaded)\n";
     return absl::OkStatus();
   }
-  Table t({"AGENT", "PID", "PROCESS", "HOST", "PLATFORM", "DEVICES", "CONNECTED", "CAPTURES"});
+  std::vector<std::string> header = {"AGENT", "PID",  "PROCESS",   "HOST",
+                                     "PLATFORM", "DEVICES", "CONNECTED", "CAPTURES"};
+  if (o.wide()) header.push_back("RANK");
+  Table t(header);
   t.AlignRight(1);
   t.AlignRight(7);
   for (const v1::AgentInfo& a : resp.agents()) {
     std::vector<std::string> devs;
     for (const auto& d : a.devices()) devs.push_back(absl::StrCat(d.ordinal(), ":", d.name()));
-    t.AddRow({a.agent_id(), absl::StrCat(a.process().pid()), Or(a.process().process_name()),
-              Or(a.process().hostname()), Name(a.platform()),
-              devs.empty() ? "-" : absl::StrJoin(devs, ","), FormatTime(a.connected_unix_ms()),
-              absl::StrCat(a.captures())});
+    std::vector<std::string> row = {a.agent_id(), absl::StrCat(a.process().pid()),
+                                    Or(a.process().process_name()), Or(a.process().hostname()),
+                                    Name(a.platform()),
+                                    devs.empty() ? "-" : absl::StrJoin(devs, ","),
+                                    FormatTime(a.connected_unix_ms()), absl::StrCat(a.captures())};
+    if (o.wide()) {
+      // rank/world_size (source), as the agent read it from its launcher.
+      row.push_back(a.rank() < 0 ? "-"
+                                 : absl::StrCat(a.rank(), "/", a.world_size(), " (",
+                                                a.rank_source(), ")"));
+    }
+    t.AddRow(std::move(row));
   }
   t.Print(o);
   return absl::OkStatus();
@@ -192,8 +204,8 @@ absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
   req.set_agent_id(opts.agent);
   KC_ASSIGN_OR_RETURN(v1::ListKernelsResponse resp, FetchKernels(c, req));
   if (!opts.kernel.empty()) {
-    KC_ASSIGN_OR_RETURN(v1::NameMatch match, ParseNameMatch(opts.match));
-    KC_ASSIGN_OR_RETURN(link::NameMatcher m, CompileMatcher(opts.kernel, match));
+    KC_ASSIGN_OR_RETURN(KernelPattern pattern, ParseKernelPattern(opts.kernel, opts.match));
+    KC_ASSIGN_OR_RETURN(link::NameMatcher m, CompileMatcher(pattern.kernel, pattern.match));
     for (v1::AgentKernels& a : *resp.mutable_agents()) {
       auto* ks = a.mutable_kernels();
       ks->erase(std::remove_if(ks->begin(), ks->end(),
@@ -313,14 +325,18 @@ void PrintArmPreview(Connection& c, Output o, const v1::Selector& s) {
 absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
   v1::ArmRequest req;
   v1::Selector* s = req.mutable_selector();
-  s->set_kernel(opts.kernel);
-  KC_ASSIGN_OR_RETURN(v1::NameMatch match, ParseNameMatch(opts.match));
-  s->set_match(match);
+  KC_ASSIGN_OR_RETURN(KernelPattern pattern, ParseKernelPattern(opts.kernel, opts.match));
+  s->set_kernel(pattern.kernel);
+  s->set_match(pattern.match);
   s->set_pid(opts.pid);
   s->set_process_name(opts.process);
   if (opts.device >= 0) {
     s->set_device(opts.device);
     s->set_has_device(true);
+  }
+  if (opts.rank >= 0) {
+    s->set_rank(opts.rank);
+    s->set_has_rank(true);
   }
   s->set_skip(opts.skip);
   s->set_nth(opts.nth);

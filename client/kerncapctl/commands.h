@@ -22,6 +22,7 @@ struct ArmOptions {
   uint32_t pid = 0;
   std::string process;
   int device = -1;
+  int64_t rank = -1;
   uint64_t skip = 0;
   uint64_t nth = 0;
   uint32_t count = 1;

@@ -161,9 +161,9 @@ absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opt
   }
   v1::SubstituteRequest req;
   v1::Selector* s = req.mutable_selector();
-  s->set_kernel(opts.kernel);
-  KC_ASSIGN_OR_RETURN(v1::NameMatch match, ParseNameMatch(opts.match));
-  s->set_match(match);
+  KC_ASSIGN_OR_RETURN(KernelPattern pattern, ParseKernelPattern(opts.kernel, opts.match));
+  s->set_kernel(pattern.kernel);
+  s->set_match(pattern.match);
   s->set_pid(opts.pid);
   s->set_process_name(opts.process);
   if (opts.device >= 0) {

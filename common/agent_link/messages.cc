@@ -20,6 +20,7 @@ ArmMsg ArmFromSelector(std::string arm_id, const Selector& s) {
   a.nth = s.nth;
   a.count = s.count;
   a.expires_unix_ms = s.expires_unix_ms;
+  a.rank = s.rank;
   return a;
 }
 
@@ -34,6 +35,7 @@ Selector SelectorFromArm(const ArmMsg& a) {
   s.nth = a.nth;
   s.count = a.count;
   s.expires_unix_ms = a.expires_unix_ms;
+  s.rank = a.rank;
   return s;
 }
 

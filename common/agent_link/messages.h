@@ -179,6 +179,7 @@ struct ArmMsg {
   // Arming order (1, 2, ...; 0 from daemons before it was sent): agents
   // offer a dispatch to their arms in this order (selector.h).
   uint64_t seq = 0;
+  int64_t rank = -1;  // -1: any process; else only the one of this launcher rank
 };
 
 struct WelcomeMsg {
@@ -533,7 +534,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid,
                                                 cmdline, process_name, platform, devices, driver,
                                                 agent_version, features, rank)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
-                                                device, skip, nth, count, expires_unix_ms, seq)
+                                                device, skip, nth, count, expires_unix_ms, seq,
+                                                rank)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
                                                 slot_count, max_payload, arms, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DisarmMsg, arm_id, reason)

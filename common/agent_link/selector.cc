@@ -103,6 +103,7 @@ std::string ValidateSelector(const Selector& s) {
       return "selector.match: unknown match kind " + std::to_string(static_cast<int>(s.match));
   }
   if (s.device < -1) return "selector.device: must be -1 (any) or a device ordinal";
+  if (s.rank < -1) return "selector.rank: must be a rank (0 or more)";
   if (s.expires_unix_ms < 0) return "selector.expires: must not be negative";
   if (s.nth > 0 && s.skip > 0) {
     return "selector.skip: skip and nth both choose which dispatch is taken; give nth=N (the "
@@ -115,8 +116,10 @@ std::string ValidateSelector(const Selector& s) {
   return "";
 }
 
-bool MatchesProcess(const Selector& s, uint32_t pid, std::string_view process_name) {
+bool MatchesProcess(const Selector& s, uint32_t pid, std::string_view process_name,
+                    int64_t rank) {
   if (s.pid != 0 && s.pid != pid) return false;
+  if (s.rank >= 0 && s.rank != rank) return false;
   if (!s.process_name.empty() && process_name.find(s.process_name) == std::string_view::npos) {
     return false;
   }

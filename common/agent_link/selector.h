@@ -76,6 +76,7 @@ struct Selector {
   uint64_t nth = 0;
   uint32_t count = 0;
   int64_t expires_unix_ms = 0;
+  int64_t rank = -1;  // -1: any; else only the process of this rank (never an unknown one)
 };
 
 // Empty when valid; otherwise a message naming the bad field, e.g.
@@ -85,7 +86,8 @@ std::string ValidateSelector(const Selector& selector);
 
 inline uint32_t EffectiveCount(const Selector& s) { return s.count == 0 ? 1 : s.count; }
 
-bool MatchesProcess(const Selector& selector, uint32_t pid, std::string_view process_name);
+bool MatchesProcess(const Selector& selector, uint32_t pid, std::string_view process_name,
+                    int64_t rank = -1);
 inline bool MatchesDevice(const Selector& s, int32_t device) {
   return s.device < 0 || s.device == device;
 }

@@ -156,6 +156,31 @@ TEST(SelectorTest, ContradictoryCombinationsAreRefused) {
   EXPECT_EQ(ValidateSelector(s), "");  // skip 5, then take 4
 }
 
+TEST(SelectorTest, RankSelectsOnlyTheProcessOfThatRank) {
+  Selector s;
+  EXPECT_TRUE(MatchesProcess(s, 1, "train", 3));
+  EXPECT_TRUE(MatchesProcess(s, 1, "train", -1));  // no rank asked: any process
+  s.rank = 3;
+  EXPECT_TRUE(MatchesProcess(s, 1, "train", 3));
+  EXPECT_FALSE(MatchesProcess(s, 1, "train", 0));
+  EXPECT_FALSE(MatchesProcess(s, 1, "train", -1));  // an unknown rank never matches
+  EXPECT_FALSE(MatchesProcess(s, 1, "train"));
+  EXPECT_EQ(ValidateSelector(s), "");
+  s.rank = -2;
+  EXPECT_NE(ValidateSelector(s).find("selector.rank"), std::string::npos);
+  // The rank travels with the arm.
+  s.rank = 5;
+  ArmMsg a = ArmFromSelector("arm-1", s);
+  EXPECT_EQ(a.rank, 5);
+  EXPECT_EQ(SelectorFromArm(a).rank, 5);
+  Frame f;
+  f.type = MessageType::kArm;
+  f.json = R"({"arm_id":"arm-1","kernel":"k"})";  // from a daemon before ranks
+  ArmMsg old;
+  ASSERT_TRUE(DecodeBody(f, &old).ok());
+  EXPECT_EQ(SelectorFromArm(old).rank, -1);
+}
+
 TEST(SelectorTest, ProcessDeviceAndExpiry) {
   Selector s;
   EXPECT_TRUE(MatchesProcess(s, 123, "python"));

@@ -18,6 +18,7 @@ Selector SelectorFromProto(const v1::Selector& in, int64_t expires_unix_ms) {
   s.nth = in.nth();
   s.count = in.count();
   s.expires_unix_ms = expires_unix_ms;
+  s.rank = in.has_rank() ? in.rank() : -1;
   return s;
 }
 

@@ -374,7 +374,10 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
     if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
     for (auto& [id, c] : agents_) {
       if (!HasFeature(c->hello().features, kFeatureSubstitution)) continue;
-      if (MatchesProcess(selector, c->hello().pid, c->hello().process_name)) targets.push_back(c);
+      if (MatchesProcess(selector, c->hello().pid, c->hello().process_name,
+                         c->hello().rank.rank)) {
+        targets.push_back(c);
+      }
     }
   }
   if (targets.empty()) {
@@ -456,7 +459,10 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
     if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
     push = arms_.Add(std::move(arm).value());
     for (auto& [id, c] : agents_) {
-      if (MatchesProcess(selector, c->hello().pid, c->hello().process_name)) targets.push_back(c);
+      if (MatchesProcess(selector, c->hello().pid, c->hello().process_name,
+                         c->hello().rank.rank)) {
+        targets.push_back(c);
+      }
     }
   }
   for (auto& c : targets) (void)c->Send(push);
@@ -535,7 +541,7 @@ bool AgentLinkServer::RegisterAgent(const std::shared_ptr<AgentConnection>& conn
                                     std::vector<ArmMsg>* arms) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return false;
-  *arms = arms_.ActiveFor(conn->hello().pid, conn->hello().process_name);
+  *arms = arms_.ActiveFor(conn->hello().pid, conn->hello().process_name, conn->hello().rank.rank);
   agents_[conn->agent_id()] = conn;
   return true;
 }

@@ -149,13 +149,14 @@ std::vector<v1::ArmInfo> ArmRegistry::List(bool include_finished) {
   return out;
 }
 
-std::vector<ArmMsg> ArmRegistry::ActiveFor(uint32_t pid, const std::string& process_name) {
+std::vector<ArmMsg> ArmRegistry::ActiveFor(uint32_t pid, const std::string& process_name,
+                                           int64_t rank) {
   std::vector<ArmMsg> out;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, arm] : arms_) {
       if (ArmFinished(arm.info)) continue;
-      if (!MatchesProcess(arm.selector, pid, process_name)) continue;
+      if (!MatchesProcess(arm.selector, pid, process_name, rank)) continue;
       out.push_back(ArmFromSelector(id, arm.selector));
       out.back().seq = arm.seq;
     }
@@ -175,7 +176,7 @@ std::string ArmRegistry::Reserve(const std::string& arm_id, const HelloMsg& hell
   if (ArmFinished(arm.info) || IsExpired(arm.selector, now_ms)) {
     return "arm " + arm_id + " is no longer active";
   }
-  if (!MatchesProcess(arm.selector, hello.pid, hello.process_name)) {
+  if (!MatchesProcess(arm.selector, hello.pid, hello.process_name, hello.rank.rank)) {
     return "arm " + arm_id + " does not apply to this process";
   }
   if (!MatchesDevice(arm.selector, static_cast<int32_t>(begin.device))) {

@@ -79,8 +79,10 @@ class ArmRegistry {
   // Arms (all, or only active ones) in arming order.
   std::vector<v1::ArmInfo> List(bool include_finished) ABSL_LOCKS_EXCLUDED(mu_);
   // Arm messages of the active arms that apply to the process (pid,
-  // process_name), in arming order: what a new agent's Welcome carries.
-  std::vector<ArmMsg> ActiveFor(uint32_t pid, const std::string& process_name)
+  // process_name, launcher rank; -1: none known), in arming order: what a new
+  // agent's Welcome carries.
+  std::vector<ArmMsg> ActiveFor(uint32_t pid, const std::string& process_name,
+                                int64_t rank = -1)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reserves one capture of `arm_id` for a dispatch of `begin`'s kernel on

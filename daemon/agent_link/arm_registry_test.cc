@@ -109,6 +109,36 @@ TEST(ArmRegistryTest, ArmsKeepTheirArmingOrder) {
   for (size_t i = 0; i < welcome.size(); ++i) EXPECT_EQ(welcome[i].arm_id, order[i]);
 }
 
+TEST(ArmRegistryTest, RankArmsApplyOnlyToTheProcessOfThatRank) {
+  ArmRegistry arms;
+  v1::ArmRequest rank1 = Request("k");
+  rank1.mutable_selector()->set_rank(1);
+  rank1.mutable_selector()->set_has_rank(true);
+  v1::ArmInfo a = AddArm(arms, rank1);
+  v1::ArmInfo any = AddArm(arms, Request("k"));
+  std::vector<ArmMsg> got = arms.ActiveFor(100, "train.py", 1);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].arm_id, a.arm_id());
+  EXPECT_EQ(got[0].rank, 1);  // the agent checks it too
+  got = arms.ActiveFor(100, "train.py", 0);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].arm_id, any.arm_id());
+  // A process whose rank is not known never matches a rank.
+  got = arms.ActiveFor(100, "train.py", -1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].arm_id, any.arm_id());
+  // A capture an agent of another rank says the rank arm selected is refused.
+  HelloMsg hello;
+  hello.pid = 100;
+  hello.rank.rank = 0;
+  CaptureBeginMsg begin;
+  begin.demangled_name = "k";
+  EXPECT_THAT(arms.Reserve(a.arm_id(), hello, begin, 0, nullptr),
+              ::testing::HasSubstr("does not apply to this process"));
+  hello.rank.rank = 1;
+  EXPECT_EQ(arms.Reserve(a.arm_id(), hello, begin, 0, nullptr), "");
+}
+
 TEST(ArmRegistryTest, ActiveForKeepsOnlyArmsOfThatProcess) {
   ArmRegistry arms;
   v1::ArmRequest mine = Request("k");

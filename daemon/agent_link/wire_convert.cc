@@ -84,6 +84,10 @@ v1::AgentInfo AgentInfoFromHello(const HelloMsg& h, const std::string& agent_id,
   info.mutable_driver()->set_tool_version(h.driver.tool_version);
   info.set_connected_unix_ms(connected_unix_ms);
   info.set_agent_version(h.agent_version);
+  info.set_rank(h.rank.rank);
+  info.set_local_rank(h.rank.local_rank);
+  info.set_world_size(h.rank.world_size);
+  info.set_rank_source(h.rank.source.substr(0, 64));
   return info;
 }
 
@@ -197,6 +201,10 @@ void FillManifest(const HelloMsg& h, const CaptureBeginMsg& b, const std::string
   p->set_hostname(h.hostname);
   for (const std::string& arg : h.cmdline) p->add_cmdline(arg);
   p->set_process_name(h.process_name);
+  if (h.rank.rank >= 0) {
+    p->set_rank(h.rank.rank);
+    p->set_has_rank(true);
+  }
   for (const DeviceInfo& d : h.devices) {
     if (d.ordinal == b.device) *m->mutable_device() = DeviceFromWire(d);
   }

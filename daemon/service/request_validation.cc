@@ -98,6 +98,9 @@ absl::Status ValidateArm(const v1::ArmRequest& request, int64_t now_unix_ms) {
       s.match() != v1::NAME_SUBSTRING) {
     return Invalid("selector.kernel", "required with glob, regex or mangled matching");
   }
+  if (s.has_rank() && s.rank() < 0) {
+    return Invalid("selector.rank", absl::StrCat("negative rank ", s.rank()));
+  }
   if (s.has_device() && s.device() < 0) {
     return Invalid("selector.device", absl::StrCat("negative device ", s.device()));
   }

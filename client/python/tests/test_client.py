@@ -44,6 +44,26 @@ def test_agents_listed_while_connected(client, daemon):
         proc.wait()
 
 
+def test_kernel_census_lists_the_agents_kernels(client, daemon):
+    proc = daemon.start_agent(kernels="census_a,census_b", dispatches=1, wait_arm_ms=8000)
+    try:
+        deadline = time.monotonic() + 10
+        mine = []
+        while not mine and time.monotonic() < deadline:
+            mine = [k for k in client.kernels(pid=proc.pid)]
+            time.sleep(0.05)
+        assert [k.name for k in mine] == ["census_a", "census_b"]
+        assert all(k.pid == proc.pid and k.process_name == "synthetic_agent" for k in mine)
+        assert mine[0].mangled_name == "_Z8census_av"
+        assert mine[0].to_dict()["module"] == "synthetic-module-0"
+        listing = client.kernels(process="synthetic_agent")
+        assert "census_b" in listing._repr_html_() and "census_b" in str(listing)
+        assert client.kernels(pid=1) == [] and client.kernels(pid=1).notes == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_arm_mirrors_the_selector_and_disarm(client):
     arm = client.arm("attn.*fwd", match="regex", pid=4242, process="python", device=1, skip=2,
                      count=4, ttl="10m", tags={"run": "baseline"})

@@ -25,8 +25,8 @@ from .errors import (Aborted, AlreadyExists, CaptureFailed, Cancelled, DataLoss,
                      Unauthenticated, Unavailable, Unimplemented, UnknownError)
 from .kcap import KcapReader, KcapWriter
 from .models import (Agent, AgentList, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
-                     Event, ExportResult, GcReport, ImportResult, ReproResult, Selector,
-                     VerifyReport)
+                     Event, ExportResult, GcReport, ImportResult, KernelList, LoadedKernel,
+                     ReproResult, Selector, VerifyReport)
 from .replayer import (BenchResult, ReplayResult, ValidationResult, bench, find_replayer, replay,
                        validate)
 
@@ -44,8 +44,8 @@ __all__ = [
     "Capture", "Argument", "CaptureStats", "CodeObject", "KernelInfo", "LaunchConfig", "Region",
     # listings and results
     "Agent", "AgentList", "Arm", "ArmList", "CaptureList", "CaptureSummary", "DaemonStatus",
-    "Event", "ExportResult", "GcReport", "ImportResult", "ReproResult", "Selector",
-    "VerifyReport",
+    "Event", "ExportResult", "GcReport", "ImportResult", "KernelList", "LoadedKernel",
+    "ReproResult", "Selector", "VerifyReport",
     # .kcap files
     "KcapReader", "KcapWriter",
     # kerncap-replay

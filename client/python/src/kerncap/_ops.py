@@ -101,7 +101,7 @@ def arm_request(kernel: Optional[str] = None, *, mangled: Optional[str] = None,
                 process: Optional[str] = None, device: Optional[int] = None,
                 skip: Optional[int] = None, nth: Optional[int] = None,
                 count: Optional[int] = None, expires: Any = None, ttl: Any = None,
-                tags: Optional[Mapping[str, str]] = None):
+                tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None):
     if mangled is not None:
         if kernel is not None:
             raise errors.InvalidArgument("arm: give kernel= or mangled=, not both")
@@ -124,6 +124,11 @@ def arm_request(kernel: Optional[str] = None, *, mangled: Optional[str] = None,
         # Negative ordinals are passed on: the daemon's message names them.
         sel.device = device
         sel.has_device = True
+    if rank is not None:
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise errors.InvalidArgument(f"rank: expected a rank (an integer >= 0), not {rank!r}")
+        sel.rank = rank
+        sel.has_rank = True
     req = pb.ArmRequest(selector=sel)
     if expires is not None and ttl is not None:
         raise errors.InvalidArgument("arm: give expires= or ttl=, not both")

@@ -25,8 +25,8 @@ from ._pb import pb
 from .capture import Capture
 from .client import _Stubs
 from .models import (Agent, AgentList, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
-                     Event, ExportResult, GcReport, ImportResult, ReproResult, VerifyProblem,
-                     VerifyReport)
+                     Event, ExportResult, GcReport, ImportResult, KernelList, ReproResult,
+                     VerifyProblem, VerifyReport)
 
 PathLike = Union[str, "os.PathLike[str]"]
 _DEFAULT = object()
@@ -93,15 +93,21 @@ class AsyncClient:
         resp = await self._unary("ListAgents", pb.ListAgentsRequest())
         return AgentList(Agent.from_pb(a) for a in resp.agents)
 
+    async def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
+                      agent: Optional[str] = None) -> KernelList:
+        req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
+                                    agent_id=agent or "")
+        return KernelList.from_pb(await self._unary("ListKernels", req))
+
     async def arm(self, kernel: Optional[str] = None, *, mangled: Optional[str] = None,
                   match: Optional[str] = None, pid: Optional[int] = None,
                   process: Optional[str] = None, device: Optional[int] = None,
                   skip: Optional[int] = None, nth: Optional[int] = None,
                   count: Optional[int] = None, expires: Any = None, ttl: Any = None,
-                  tags: Optional[Mapping[str, str]] = None) -> Arm:
+                  tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None) -> Arm:
         req = _ops.arm_request(kernel, mangled=mangled, match=match, pid=pid, process=process,
                                device=device, skip=skip, nth=nth, count=count, expires=expires,
-                               ttl=ttl, tags=tags)
+                               ttl=ttl, tags=tags, rank=rank)
         return Arm.from_pb(await self._unary("Arm", req))
 
     async def disarm(self, arm_id: Any = None, *,

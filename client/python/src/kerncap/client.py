@@ -22,8 +22,8 @@ from . import replayer as _replayer
 from ._pb import pb
 from .capture import Capture
 from .models import (AgentList, Agent, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
-                     Event, ExportResult, GcReport, ImportResult, ReproResult, VerifyProblem,
-                     VerifyReport)
+                     Event, ExportResult, GcReport, ImportResult, KernelList, ReproResult,
+                     VerifyProblem, VerifyReport)
 
 PathLike = Union[str, "os.PathLike[str]"]
 _DEFAULT = object()
@@ -118,6 +118,16 @@ class Client:
         resp = self._unary("ListAgents", pb.ListAgentsRequest())
         return AgentList(Agent.from_pb(a) for a in resp.agents)
 
+    def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
+                agent: Optional[str] = None) -> KernelList:
+        """The kernel census: the kernels the live agents (of this pid, of
+        processes whose name contains `process`, or this agent id) have
+        loaded, to pick what to arm. Agents that gave no census are in the
+        result's `notes`, with the reason."""
+        req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
+                                    agent_id=agent or "")
+        return KernelList.from_pb(self._unary("ListKernels", req))
+
     # ---- arms ----
 
     def arm(self, kernel: Optional[str] = None, *, mangled: Optional[str] = None,
@@ -125,7 +135,7 @@ class Client:
             process: Optional[str] = None, device: Optional[int] = None,
             skip: Optional[int] = None, nth: Optional[int] = None, count: Optional[int] = None,
             expires: Any = None, ttl: Any = None,
-            tags: Optional[Mapping[str, str]] = None) -> Arm:
+            tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None) -> Arm:
         """Arms a capture of the next matching dispatch(es).
 
         kernel   name to match (per `match`: "substring" (default), "glob",
@@ -133,6 +143,8 @@ class Client:
                  mangled name. Empty matches every kernel.
         pid, process  only this process id / processes whose name contains this
         device   only this device ordinal
+        rank     only the process of this rank in a parallel job (MPI, PMI,
+                 torchrun, Slurm; read by the agent from its launcher)
         skip     let this many matching dispatches pass first
         nth      capture only the nth matching dispatch (1-based)
         count    captures to take before the arm is done (default 1)
@@ -142,7 +154,7 @@ class Client:
         """
         req = _ops.arm_request(kernel, mangled=mangled, match=match, pid=pid, process=process,
                                device=device, skip=skip, nth=nth, count=count, expires=expires,
-                               ttl=ttl, tags=tags)
+                               ttl=ttl, tags=tags, rank=rank)
         return Arm.from_pb(self._unary("Arm", req))
 
     def disarm(self, arm_id: Any = None, *, all: Optional[bool] = None) -> ArmList:  # noqa: A002

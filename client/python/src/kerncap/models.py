@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Dict, Generic, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from google.protobuf.message import Message as ProtoMessage
 
@@ -276,6 +276,60 @@ class AgentList(ResultList[Agent]):
                 a.captures]
 
 
+# ---- the kernel census ----
+
+@dataclass
+class LoadedKernel(JsonMixin):
+    """One kernel a live agent's process has loaded (ListKernels)."""
+    mangled_name: str
+    demangled_name: str
+    module: str
+    agent_id: str
+    pid: int
+    process_name: str
+
+    @property
+    def name(self) -> str:
+        return self.demangled_name or self.mangled_name
+
+
+@dataclass
+class CensusNote(JsonMixin):
+    """An agent that gave no (or a partial) census, and why."""
+    agent_id: str
+    pid: int
+    process_name: str
+    error: str
+    left_out: int
+
+
+class KernelList(ResultList[LoadedKernel]):
+    """The kernels of the live agents, one row per (process, kernel); `notes`
+    names the agents that gave no census (older agents, no answer in time)
+    or left kernels out."""
+    title = "kernels"
+    columns = ("pid", "process_name", "name", "module")
+
+    def __init__(self, items: Iterable[LoadedKernel] = (),
+                 notes: Iterable[CensusNote] = ()) -> None:
+        super().__init__(items)
+        self.notes: List[CensusNote] = list(notes)
+
+    @classmethod
+    def from_pb(cls, resp) -> "KernelList":
+        items: List[LoadedKernel] = []
+        notes: List[CensusNote] = []
+        for a in resp.agents:
+            p = a.agent.process
+            for k in a.kernels:
+                items.append(LoadedKernel(k.mangled_name, k.demangled_name, k.module,
+                                          a.agent.agent_id, p.pid, p.process_name))
+            if a.error or a.left_out:
+                notes.append(CensusNote(a.agent.agent_id, p.pid, p.process_name, a.error,
+                                        a.left_out))
+        return cls(items, notes)
+
+
 # ---- arms ----
 
 @dataclass
@@ -288,11 +342,13 @@ class Selector(JsonMixin):
     skip: int = 0
     nth: int = 0
     count: int = 1
+    rank: Optional[int] = None
 
     @classmethod
     def from_pb(cls, m) -> "Selector":
         return cls(m.kernel, MATCHES.get(m.match, "substring"), m.pid, m.process_name,
-                   m.device if m.has_device else None, m.skip, m.nth, max(1, m.count))
+                   m.device if m.has_device else None, m.skip, m.nth, max(1, m.count),
+                   m.rank if m.has_rank else None)
 
     def __str__(self) -> str:
         text = f'{self.match} "{self.kernel}"'
@@ -301,6 +357,8 @@ class Selector(JsonMixin):
                 text += f" {name}={getattr(self, name)}"
         if self.device is not None:
             text += f" device={self.device}"
+        if self.rank is not None:
+            text += f" rank={self.rank}"
         return text
 
 
