@@ -45,6 +45,12 @@ std::string ReadSmallFile(const char* path) {
   return ss.str();
 }
 
+// This process's launcher rank: the one the options name, else the
+// launcher's environment (what the Hello says and arms are checked against).
+link::LauncherRank IdentityRank(const link::HelloMsg& identity) {
+  return identity.rank.rank >= 0 ? identity.rank : LauncherRankFromEnv();
+}
+
 void FillIdentity(link::HelloMsg* h) {
   h->pid = static_cast<uint32_t>(::getpid());
   h->protocol_version = link::kProtocolVersion;
@@ -68,7 +74,7 @@ void FillIdentity(link::HelloMsg* h) {
     h->process_name = comm;
   }
   if (h->platform == link::Platform::kUnspecified) h->platform = link::Platform::kSynthetic;
-  if (h->rank.rank < 0) h->rank = LauncherRankFromEnv();
+  h->rank = IdentityRank(*h);
 }
 
 // Registry of live clients for the fork handlers.
@@ -593,9 +599,7 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
 
 void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
   const link::Selector selector = link::SelectorFromArm(msg);
-  // This process's launcher rank, as its Hello said (FillIdentity).
-  const int64_t rank = options_.identity.rank.rank >= 0 ? options_.identity.rank.rank
-                                                         : LauncherRankFromEnv().rank;
+  const int64_t rank = IdentityRank(options_.identity).rank;
   if (!link::MatchesProcess(selector, static_cast<uint32_t>(::getpid()),
                             options_.identity.process_name.empty()
                                 ? std::string_view(ReadSmallFile("/proc/self/comm"))

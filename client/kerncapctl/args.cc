@@ -101,6 +101,24 @@ absl::StatusOr<KernelPattern> ParseKernelPattern(absl::string_view kernel,
   return out;
 }
 
+absl::StatusOr<v1::Selector> SelectorFromFlags(const SelectorFlags& f) {
+  KC_ASSIGN_OR_RETURN(KernelPattern pattern, ParseKernelPattern(f.kernel, f.match));
+  v1::Selector s;
+  s.set_kernel(pattern.kernel);
+  s.set_match(pattern.match);
+  s.set_pid(f.pid);
+  s.set_process_name(f.process);
+  if (f.device >= 0) {
+    s.set_device(f.device);
+    s.set_has_device(true);
+  }
+  if (f.rank >= 0) {
+    s.set_rank(f.rank);
+    s.set_has_rank(true);
+  }
+  return s;
+}
+
 absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
   Endpoint e;
   absl::string_view t = text;

@@ -3,6 +3,7 @@
 #ifndef KERNCAP_CLIENT_KERNCAPCTL_ARGS_H_
 #define KERNCAP_CLIENT_KERNCAPCTL_ARGS_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -42,6 +43,18 @@ struct KernelPattern {
 };
 absl::StatusOr<KernelPattern> ParseKernelPattern(absl::string_view kernel,
                                                  absl::string_view match_flag);
+
+// The selector flags arm and substitute share (--kernel --match --pid
+// --process --device, and arm's --rank): device and rank -1 mean any.
+struct SelectorFlags {
+  std::string kernel;
+  std::string match;
+  uint32_t pid = 0;
+  std::string process;
+  int device = -1;
+  int64_t rank = -1;
+};
+absl::StatusOr<v1::Selector> SelectorFromFlags(const SelectorFlags& flags);
 
 // Where kerncapctl talks to: "unix:/path", "/path" (a Unix socket) or
 // "host:port" / "[v6]:port" (TCP). Returns the gRPC target string.

@@ -178,21 +178,21 @@ absl::StatusOr<v1::ListKernelsResponse> FetchKernels(Connection& c,
   return resp;
 }
 
-// The matcher an arm with this pattern and match would use (the agent's own
-// selector code, so the census filter and the preview agree with captures).
-absl::StatusOr<link::NameMatcher> CompileMatcher(const std::string& kernel, v1::NameMatch match) {
-  v1::Selector s;
-  s.set_kernel(kernel);
-  s.set_match(match);
-  link::Selector sel = link::SelectorFromProto(s, 0);
+// The matcher an arm with this selector would use (the agents' own selector
+// code, so the census filter and the preview agree with captures).
+absl::StatusOr<link::NameMatcher> CompileMatcher(const link::Selector& sel) {
   link::LinkResult<link::NameMatcher> m = link::NameMatcher::Compile(sel.kernel, sel.match);
   if (!m.ok()) return absl::InvalidArgumentError("--kernel: " + m.error());
   return std::move(m).value();
 }
 
+// The name people read: demangled, or the mangled one when there is none.
+const std::string& KernelName(const v1::LoadedKernel& k) {
+  return k.demangled_name().empty() ? k.mangled_name() : k.demangled_name();
+}
+
 bool KernelMatches(link::NameMatcher& m, const v1::LoadedKernel& k) {
-  return m.Matches(k.demangled_name().empty() ? k.mangled_name() : k.demangled_name(),
-                   k.mangled_name());
+  return m.Matches(KernelName(k), k.mangled_name());
 }
 
 }  // namespace
@@ -204,8 +204,11 @@ absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
   req.set_agent_id(opts.agent);
   KC_ASSIGN_OR_RETURN(v1::ListKernelsResponse resp, FetchKernels(c, req));
   if (!opts.kernel.empty()) {
-    KC_ASSIGN_OR_RETURN(KernelPattern pattern, ParseKernelPattern(opts.kernel, opts.match));
-    KC_ASSIGN_OR_RETURN(link::NameMatcher m, CompileMatcher(pattern.kernel, pattern.match));
+    SelectorFlags flags;
+    flags.kernel = opts.kernel;
+    flags.match = opts.match;
+    KC_ASSIGN_OR_RETURN(v1::Selector s, SelectorFromFlags(flags));
+    KC_ASSIGN_OR_RETURN(link::NameMatcher m, CompileMatcher(link::SelectorFromProto(s, 0)));
     for (v1::AgentKernels& a : *resp.mutable_agents()) {
       auto* ks = a.mutable_kernels();
       ks->erase(std::remove_if(ks->begin(), ks->end(),
@@ -241,9 +244,7 @@ absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
     for (const v1::LoadedKernel& k : a.kernels()) {
       std::vector<std::string> row = {absl::StrCat(a.agent().process().pid()),
                                       Or(a.agent().process().process_name()),
-                                      Or(k.demangled_name().empty() ? k.mangled_name()
-                                                                    : k.demangled_name()),
-                                      Or(k.module())};
+                                      Or(KernelName(k)), Or(k.module())};
       if (o.wide()) row.insert(row.end(), {k.mangled_name(), a.agent().agent_id()});
       t.AddRow(std::move(row));
     }
@@ -280,20 +281,25 @@ void PrintArmPreview(Connection& c, Output o, const v1::Selector& s) {
   req.set_process_name(s.process_name());
   absl::StatusOr<v1::ListKernelsResponse> resp = FetchKernels(c, req);
   if (!resp.ok()) return;
-  absl::StatusOr<link::NameMatcher> m = CompileMatcher(s.kernel(), s.match());
+  // The census request narrows by pid and process name; the rest of the
+  // process selection (the rank) is the agents' own check, applied here.
+  const link::Selector sel = link::SelectorFromProto(s, 0);
+  absl::StatusOr<link::NameMatcher> m = CompileMatcher(sel);
   if (!m.ok()) return;
   std::set<std::string> names;
+  size_t agents_applying = 0;
   size_t agents_asked = 0;
   for (const v1::AgentKernels& a : resp->agents()) {
+    const v1::ProcessIdentity& p = a.agent().process();
+    if (!link::MatchesProcess(sel, p.pid(), p.process_name(), a.agent().rank())) continue;
+    ++agents_applying;
     if (!a.error().empty()) continue;
     ++agents_asked;
     for (const v1::LoadedKernel& k : a.kernels()) {
-      if (KernelMatches(*m, k)) {
-        names.insert(k.demangled_name().empty() ? k.mangled_name() : k.demangled_name());
-      }
+      if (KernelMatches(*m, k)) names.insert(KernelName(k));
     }
   }
-  if (resp->agents().empty()) {
+  if (agents_applying == 0) {
     o.out << "  no live agent it applies to yet (it waits for one)\n";
     return;
   }
@@ -324,20 +330,10 @@ void PrintArmPreview(Connection& c, Output o, const v1::Selector& s) {
 
 absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
   v1::ArmRequest req;
+  KC_ASSIGN_OR_RETURN(
+      *req.mutable_selector(),
+      SelectorFromFlags({opts.kernel, opts.match, opts.pid, opts.process, opts.device, opts.rank}));
   v1::Selector* s = req.mutable_selector();
-  KC_ASSIGN_OR_RETURN(KernelPattern pattern, ParseKernelPattern(opts.kernel, opts.match));
-  s->set_kernel(pattern.kernel);
-  s->set_match(pattern.match);
-  s->set_pid(opts.pid);
-  s->set_process_name(opts.process);
-  if (opts.device >= 0) {
-    s->set_device(opts.device);
-    s->set_has_device(true);
-  }
-  if (opts.rank >= 0) {
-    s->set_rank(opts.rank);
-    s->set_has_rank(true);
-  }
   s->set_skip(opts.skip);
   s->set_nth(opts.nth);
   s->set_count(opts.count);

@@ -160,16 +160,9 @@ absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opt
     KC_ASSIGN_OR_RETURN(format, DetectCodeObjectFormat(bytes, opts.code_object));
   }
   v1::SubstituteRequest req;
-  v1::Selector* s = req.mutable_selector();
-  KC_ASSIGN_OR_RETURN(KernelPattern pattern, ParseKernelPattern(opts.kernel, opts.match));
-  s->set_kernel(pattern.kernel);
-  s->set_match(pattern.match);
-  s->set_pid(opts.pid);
-  s->set_process_name(opts.process);
-  if (opts.device >= 0) {
-    s->set_device(opts.device);
-    s->set_has_device(true);
-  }
+  KC_ASSIGN_OR_RETURN(*req.mutable_selector(),
+                      SelectorFromFlags({opts.kernel, opts.match, opts.pid, opts.process,
+                                         opts.device, /*rank=*/-1}));
   if (!opts.ttl.empty()) {
     KC_ASSIGN_OR_RETURN(absl::Duration ttl, ParseDuration(opts.ttl));
     req.set_ttl_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(ttl)));

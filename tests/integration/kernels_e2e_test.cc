@@ -95,6 +95,13 @@ TEST_F(KernelsE2eTest, ListsTheLoadedKernelsFiltersThemAndArmPreviewsWhatItWould
   r = Ctl({"arm", "--kernel=matmul", "--pid=1", "--ttl=1m"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "no live agent it applies to yet")) << r.out;
+  // The synthetic agent has no launcher rank: a rank arm applies to no agent,
+  // so its preview must not count the agent's kernels.
+  r = Ctl({"arm", "--kernel=matmul", "--rank=0", "--ttl=1m"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "rank=0")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "no live agent it applies to yet")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "distinct")) << r.out;
 }
 
 }  // namespace
