@@ -150,6 +150,21 @@ absl::StatusOr<v1::SubstitutionInfo> Get(Connection& c, const std::string& id) {
   return resp.substitutions(0);
 }
 
+// One substitution as the output mode asks: its document, its id, or the
+// text. True for the text (the caller may add lines to it).
+bool ShowSubstitution(Output o, const v1::SubstitutionInfo& info) {
+  if (o.structured()) {
+    Emit(o, info);
+    return false;
+  }
+  if (o.ids_only()) {
+    Ids(o, "substitution", {info.substitution_id()});
+    return false;
+  }
+  PrintInfo(o, info);
+  return true;
+}
+
 }  // namespace
 
 absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opts,
@@ -194,15 +209,7 @@ absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opt
       KC_ASSIGN_OR_RETURN(info, Get(c, info.substitution_id()));
     }
   }
-  if (o.structured()) {
-    Emit(o, info);
-    return absl::OkStatus();
-  }
-  if (o.ids_only()) {
-    Ids(o, "substitution", {info.substitution_id()});
-    return absl::OkStatus();
-  }
-  PrintInfo(o, info);
+  if (!ShowSubstitution(o, info)) return absl::OkStatus();
   // A wrong answer is worse than a refusal: say plainly when nothing ran.
   for (const auto& a : info.agents()) {
     if (a.state() == "refused") {
@@ -218,15 +225,7 @@ absl::Status CmdUnsubstitute(Connection& c, Output o, const std::string& id) {
   v1::SubstitutionInfo info;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().Unsubstitute(ctx.get(), req, &info)));
-  if (o.structured()) {
-    Emit(o, info);
-    return absl::OkStatus();
-  }
-  if (o.ids_only()) {
-    Ids(o, "substitution", {info.substitution_id()});
-    return absl::OkStatus();
-  }
-  PrintInfo(o, info);
+  ShowSubstitution(o, info);
   return absl::OkStatus();
 }
 
