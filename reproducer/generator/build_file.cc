@@ -51,6 +51,15 @@ std::string CommentText(const std::string& text) {
   return out;
 }
 
+// A tool's message for a recipe's single-quoted echo: nothing that could end
+// the quote or the line, expand, or start a comment; 300 characters at most.
+std::string ReasonText(const std::string& reason, const char* if_empty) {
+  std::string why = reason.empty() ? if_empty : reason;
+  if (why.size() > 300) why = why.substr(0, 300) + "...";
+  return absl::StrReplaceAll(
+      why, {{"'", ""}, {"\\", "/"}, {"$", "$$"}, {"\n", " "}, {"\r", " "}, {"#", "\\#"}});
+}
+
 }  // namespace
 
 std::string MakeWord(const std::string& word) {
@@ -101,6 +110,7 @@ absl::StatusOr<std::string> BuildMakefile(const MakefileSpec& s) {
   v.flags = {{"CUDA", cuda},
              {"HAS_SOURCE", s.has_source},
              {"MINIMAL", minimal},
+             {"NVRTC", minimal && !s.nvrtc.empty() && !s.relocatable_device_code},
              {"TOOLKIT_CHECK", toolkit_check},
              {"RDC", s.relocatable_device_code},
              {"EXTERNAL", !s.external.empty()},
@@ -111,12 +121,6 @@ absl::StatusOr<std::string> BuildMakefile(const MakefileSpec& s) {
   }
   std::string headers;
   for (const std::string& h : s.headers) absl::StrAppend(&headers, " \\\n  ", MakeWord(h));
-  // Text from tools' messages: nothing that could end the quote or the
-  // line, expand, or start a comment.
-  std::string why = s.minimal_unit_reason.empty() ? "not generated" : s.minimal_unit_reason;
-  if (why.size() > 300) why = why.substr(0, 300) + "...";
-  why = absl::StrReplaceAll(
-      why, {{"'", ""}, {"\\", "/"}, {"$", "$$"}, {"\n", " "}, {"\r", " "}, {"#", "\\#"}});
   // The title (kernel name, capture id: from the capture) is one comment
   // line: a newline in it would start Makefile text of the capture's making.
   v.text = {{"TITLE", absl::StrReplaceAll(s.title, {{"\n", " "}, {"\r", " "}})},
@@ -135,7 +139,9 @@ absl::StatusOr<std::string> BuildMakefile(const MakefileSpec& s) {
             {"MINIMAL_UNIT", s.minimal_unit},
             {"KERNEL", MakeWord(s.kernel_symbol)},
             {"NO_SOURCE_REASON", EchoText(s.no_source_reason)},
-            {"NO_MINIMAL_REASON", why},
+            {"NO_MINIMAL_REASON", ReasonText(s.minimal_unit_reason, "not generated")},
+            {"NVRTC_DEFAULT", MakeWord(s.nvrtc)},
+            {"NO_NVRTC_REASON", ReasonText(s.no_nvrtc_reason, "not checked")},
             {"COMPUTE_ARCH", absl::StrReplaceAll(s.arch, {{"sm_", "compute_"}})},
             {"CAPTURED_PTX", s.captured_ptx}};
   // nvcc's compile of one source into one output (cuda_compile.mk.in).

@@ -8,7 +8,10 @@
 //   help       lists the targets
 //   recompile  CUDA with a verified minimal unit (minimal_unit.h): kernel.cu
 //              alone (the kernel and the declarations it needs), same flags,
-//              -> build/kernel.cubin; its first line says so, and every
+//              -> build/kernel.cubin, compiled by kerncap-nvrtc ($(NVRTC),
+//              NVRTC in one process) when that was verified at generation to
+//              build the kernel nvcc builds (COMPILER=nvcc: nvcc), else by
+//              nvcc; its first line says which (and why not NVRTC), and every
 //              make recompile prints a notice while files under src/ are
 //              newer than kernel.cu (edits there need recompile-full). Otherwise the kernel's
 //              translation unit, device code for the captured architecture, original flags ->
@@ -95,6 +98,12 @@ struct MakefileSpec {
   // the whole unit and says why (minimal_unit_reason).
   std::string minimal_unit;
   std::string minimal_unit_reason;
+  // CUDA with a minimal unit: kerncap-nvrtc's path when it builds the
+  // kernel nvcc builds (minimal_unit.h, UnitCompiler): recompile then runs
+  // $(NVRTC) unless COMPILER=nvcc. Empty: nvcc, its first line saying why
+  // (no_nvrtc_reason).
+  std::string nvrtc;
+  std::string no_nvrtc_reason;
   std::string clang_default = "clang";
   std::string llvm_objdump_default = "llvm-objdump";
 };

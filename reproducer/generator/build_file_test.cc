@@ -654,7 +654,16 @@ std::map<std::string, MakefileSpec> GoldenGrid() {
   {
     MakefileSpec s = Cuda();
     s.minimal_unit = "kernel.cu";
+    s.no_nvrtc_reason = "NVRTC rejected the minimal unit: cannot open source file \"cstdint\"";
     g["cuda_minimal"] = s;
+  }
+  {
+    MakefileSpec s = Cuda();
+    s.minimal_unit = "kernel.cu";
+    s.nvrtc = "/opt/kerncap dir/bin/kerncap-nvrtc";
+    s.app_cuda_version = "13.0.88";
+    s.app_cuda_version_line = "Cuda compilation tools, release 13.0, V13.0.88";
+    g["cuda_minimal_nvrtc_toolkit"] = s;
   }
   {
     MakefileSpec s = Cuda();

@@ -477,6 +477,7 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
       mq.captured_code = code.bytes;
       mq.nvcc = tools.nvcc;
       mq.slicer = tools.slicer;
+      mq.nvrtc = tools.nvrtc;
       MinimalUnit mu = BuildMinimalUnit(mq);
       nlohmann::json mj = {{"outcome", mu.outcome},
                            {"reason", mu.reason},
@@ -491,12 +492,26 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
         mj["verified_against"] = mu.verified_against;
         edit["file"] = kMinimalUnitFile;
         edit["unit"] = "minimal";
+        const UnitCompiler& uc = mu.compiler;
         edit["note"] = absl::StrCat(
-            "edit ", kMinimalUnitFile, ": make recompile compiles it alone (verified at generation: "
-            "it builds ", mk.kernel_symbol, " exactly as ",
+            "edit ", kMinimalUnitFile, ": make recompile compiles it alone with ",
+            uc.tool == "nvrtc" ? "kerncap-nvrtc" : "nvcc", " (verified at generation: it builds ",
+            mk.kernel_symbol, " exactly as ",
             mu.verified_against == "captured" ? "the captured code"
                                               : "the whole unit does with this nvcc",
+            uc.tool == "nvrtc" ? "; so does kerncap-nvrtc, COMPILER=nvcc uses nvcc" : "",
             "); make recompile-full compiles ", tu_project, " and its headers");
+        // The NVRTC path (minimal_unit.h): which compiler make recompile
+        // runs, whether NVRTC's build was compared, why not NVRTC.
+        edit["compiler"] = {{"tool", uc.tool},
+                            {"verified", uc.verified},
+                            {"reason", uc.reason},
+                            {"seconds", {{"nvrtc", uc.nvrtc_seconds}, {"nvcc", mu.compile_seconds}}}};
+        if (uc.tool == "nvrtc") {
+          mk.nvrtc = tools.nvrtc;
+        } else {
+          mk.no_nvrtc_reason = uc.reason;
+        }
       } else {
         mk.minimal_unit_reason = absl::StrCat(mu.outcome, ": ", mu.reason);
         edit["file"] = tu_project;
@@ -605,10 +620,17 @@ std::string SummarizeProject(const GenerateResult& r) {
     }
     if (p.contains("edit") && p["edit"].is_object()) {
       const nlohmann::json& e = p["edit"];
+      std::string with;  // the minimal unit's compiler
+      if (e.contains("compiler") && e["compiler"].is_object()) {
+        const nlohmann::json& c = e["compiler"];
+        with = c.value("tool", "") == "nvrtc"
+                   ? " with kerncap-nvrtc"
+                   : absl::StrCat(" with nvcc (not NVRTC: ", c.value("reason", ""), ")");
+      }
       absl::StrAppend(&s, "  edit:    ", e.value("file", ""),
                       e.value("unit", "") == "minimal"
-                          ? " (the minimal unit, verified: make recompile compiles it alone; "
-                            "make recompile-full the whole unit)"
+                          ? absl::StrCat(" (the minimal unit, verified: make recompile compiles it "
+                                         "alone", with, "; make recompile-full the whole unit)")
                           : " (make recompile compiles the whole unit)",
                       "\n");
     }

@@ -70,6 +70,80 @@ absl::StatusOr<ToolResult> CompileCubin(const MinimalUnitQuery& q,
   return r;
 }
 
+// The one line of kerncap-nvrtc's stderr that says why it failed (its own
+// "kerncap-nvrtc: " line, else NVRTC's first error).
+std::string NvrtcWhy(const std::string& err) {
+  std::string own = LastLineWith(err, "kerncap-nvrtc: ");
+  const std::string first_error = LineWith(err, "error");
+  if (own.empty()) return first_error;
+  if (absl::StrContains(first_error, "error") && !absl::StrContains(own, first_error)) {
+    absl::StrAppend(&own, " (", first_error, ")");
+  }
+  return own;
+}
+
+// kerncap-nvrtc's compile of the minimal unit as make recompile runs it
+// (templates/Makefile.in), compared with `nvcc_print`, the kernel nvcc's
+// build of the same unit verified with.
+UnitCompiler CheckNvrtc(const MinimalUnitQuery& q, const std::vector<std::string>& flags,
+                        const KernelPrint& nvcc_print, const std::string& out) {
+  UnitCompiler c;
+  if (q.relocatable_device_code) {
+    c.reason = "relocatable device code: kerncap-nvrtc does not device-link (nvcc does)";
+    return c;
+  }
+  if (q.nvrtc.empty()) {
+    c.reason = "kerncap-nvrtc is not installed beside kerncap";
+    return c;
+  }
+  std::vector<std::string> argv = {q.nvrtc, "--nvcc=" + q.nvcc, "-arch=" + q.arch};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"-o", out, kMinimalUnitFile});
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = RunTool(argv, q.project_dir, q.timeout_s);
+  c.nvrtc_seconds = SecondsSince(t0);
+  if (!r.ok()) {
+    c.reason = absl::StrCat("kerncap-nvrtc could not run: ", r.status().message());
+    return c;
+  }
+  if (r->timed_out) {
+    c.reason = absl::StrCat("kerncap-nvrtc ran past ", q.timeout_s, " s");
+    return c;
+  }
+  // Its exit codes: nvrtc_main.cc (common/exit_codes.h).
+  switch (r->exit_code) {
+    case 0:
+      break;
+    case 9:
+      c.reason = absl::StrCat("kerncap-nvrtc refused the flags: ", NvrtcWhy(r->err));
+      return c;
+    case 3:
+      c.reason = absl::StrCat("kerncap-nvrtc found no NVRTC: ", NvrtcWhy(r->err));
+      return c;
+    case 1:
+      c.reason = absl::StrCat("NVRTC rejected the minimal unit: ", NvrtcWhy(r->err));
+      return c;
+    default:
+      c.reason = absl::StrCat("kerncap-nvrtc failed (exit ", r->exit_code, "): ", NvrtcWhy(r->err));
+      return c;
+  }
+  auto bytes = ReadFile(out);
+  absl::StatusOr<KernelPrint> fp = bytes.ok() ? KernelFingerprint(*bytes, q.kernel_symbol)
+                                              : absl::StatusOr<KernelPrint>(bytes.status());
+  if (!fp.ok()) {
+    c.reason = absl::StrCat("kerncap-nvrtc's cubin lacks the kernel: ", fp.status().message());
+    return c;
+  }
+  c.verified = *fp == nvcc_print;
+  if (!c.verified) {
+    c.reason = absl::StrCat("NVRTC builds ", q.kernel_symbol, " differently from nvcc (",
+                            DescribeDifference(nvcc_print, *fp), ")");
+    return c;
+  }
+  c.tool = "nvrtc";
+  return c;
+}
+
 }  // namespace
 
 std::string CudaArchMacro(const std::string& arch) {
@@ -237,7 +311,15 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
   auto built = ReadFile(tmp.path() + "/kernel.cubin");
   absl::StatusOr<KernelPrint> fp = built.ok() ? KernelFingerprint(*built, q.kernel_symbol)
                                               : absl::StatusOr<KernelPrint>(built.status());
-  fs::remove(unit_path, ec);  // the caller writes it into the project when verified
+  // The caller writes kernel.cu into the project when verified; until then
+  // it stays for the NVRTC check, which compiles it where make recompile will.
+  struct RemoveUnit {
+    std::string path;
+    ~RemoveUnit() {
+      std::error_code e;
+      fs::remove(path, e);
+    }
+  } remove_unit{unit_path};
   if (!fp.ok()) {
     mu.outcome = "differs";
     mu.reason = absl::StrCat("the minimal unit's cubin lacks the kernel: ", fp.status().message());
@@ -247,6 +329,7 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
     mu.outcome = "verified";
     mu.verified_against = "captured";
     mu.text = std::move(*text);
+    mu.compiler = CheckNvrtc(q, flags, *fp, tmp.path() + "/kernel.nvrtc.cubin");
     return mu;
   }
   t0 = std::chrono::steady_clock::now();
@@ -261,6 +344,7 @@ MinimalUnit BuildMinimalUnit(const MinimalUnitQuery& q) {
     mu.outcome = "verified";
     mu.verified_against = "whole_unit";
     mu.text = std::move(*text);
+    mu.compiler = CheckNvrtc(q, flags, *fp, tmp.path() + "/kernel.nvrtc.cubin");
     return mu;
   }
   mu.outcome = "differs";

@@ -16,6 +16,16 @@
 // edit target; otherwise the project recompiles the whole unit as before and
 // says why (kerncap.json "edit", `make recompile`'s first line).
 //
+// The NVRTC path: a verified unit is also compiled at generation by
+// kerncap-nvrtc (reproducer/nvrtc: NVRTC in one process, ~5-10x faster than
+// nvcc's process chain) with the same flags, exactly as `make recompile`
+// will; only when the kernel's fingerprint is identical to the one nvcc's
+// build verified with does make recompile use kerncap-nvrtc
+// (MinimalUnit::compiler; kerncap.json edit.compiler). Otherwise it stays
+// nvcc, with the reason: kerncap-nvrtc missing, a flag it refuses (exit 9),
+// no libnvrtc (exit 3), NVRTC rejecting the unit (host functions, C++
+// standard headers: NVRTC has neither), other code, relocatable device code.
+//
 // Outcomes (MinimalUnit::outcome):
 //   verified       identical fingerprint: kernel.cu is the edit target
 //   differs        the minimal unit compiles but its kernel differs
@@ -55,7 +65,16 @@ struct MinimalUnitQuery {
   std::string_view captured_code;  // the captured cubin
   std::string nvcc;
   std::string slicer;  // kerncap-cuda-slice; empty: unavailable
+  std::string nvrtc;   // kerncap-nvrtc; empty: make recompile keeps nvcc
   int timeout_s = 300;
+};
+
+// make recompile's compiler of a verified minimal unit.
+struct UnitCompiler {
+  std::string tool = "nvcc";  // "nvrtc": kerncap-nvrtc builds the kernel nvcc builds
+  bool verified = false;      // the NVRTC build was compared and is identical
+  std::string reason;         // why not nvrtc (empty when it is)
+  double nvrtc_seconds = 0;   // kerncap-nvrtc's compile at generation (0: not run)
 };
 
 struct MinimalUnit {
@@ -69,6 +88,7 @@ struct MinimalUnit {
   // compiled here (the captured code differs from both: another toolkit).
   std::string verified_against;
   double whole_compile_seconds = 0;  // only when compared with the whole unit
+  UnitCompiler compiler;             // only meaningful when verified
   bool verified() const { return outcome == "verified"; }
 };
 

@@ -6,7 +6,11 @@
 // headers that must not be copied; a kernel instantiated with a lambda (no
 // explicit instantiation can name it); a kernel that embeds __LINE__ (its
 // minimal unit builds other code, so the project must fall back); a parse
-// that fails. The compile-and-compare cases skip without nvcc or the slicer.
+// that fails. The NVRTC path (kerncap-nvrtc, the minimal unit's fast
+// recompile): a unit NVRTC builds identically (half precision, templates),
+// one it rejects (<cstdint>: NVRTC has no C++ standard headers), a flag it
+// refuses, no kerncap-nvrtc. The compile-and-compare cases skip without nvcc
+// or the slicer.
 #include "reproducer/generator/minimal_unit.h"
 
 #include <stdlib.h>
@@ -81,11 +85,14 @@ void launch(const float* in, float* out, int n, int* lines, cudaStream_t s) {
 constexpr char kFused128[] = "_Z5fusedILi128ELN2kc4ModeE0EEvPKfPfi";
 constexpr char kLineKernel[] = "_Z11line_kernelPi";
 
-std::string Slicer() {
+// kerncap's own tool `name` in the build's bin/; empty when not built.
+std::string BuiltTool(const std::string& name) {
   const char* b = std::getenv("KERNCAP_BUILD_DIR");
-  const std::string p = std::string(b == nullptr ? "." : b) + "/bin/kerncap-cuda-slice";
+  const std::string p = std::string(b == nullptr ? "." : b) + "/bin/" + name;
   return ::access(p.c_str(), X_OK) == 0 ? p : "";
 }
+
+std::string Slicer() { return BuiltTool("kerncap-cuda-slice"); }
 
 class MinimalUnitTest : public ::testing::Test {
  protected:
@@ -127,6 +134,17 @@ class MinimalUnitTest : public ::testing::Test {
     q.nvcc = nvcc_;
     q.slicer = slicer_;
     return q;
+  }
+  // The captured code of `unit` (under src/) compiled with `flags`.
+  std::string Capture(const std::string& unit, const std::vector<std::string>& flags) {
+    std::vector<std::string> argv = {nvcc_, "-cubin", "-arch=sm_90"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"-o", "cap.cubin", unit});
+    auto r = RunTool(argv, dir_, 300);
+    EXPECT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err : "");
+    auto bytes = ReadFile(dir_ + "/cap.cubin");
+    fs::remove(dir_ + "/cap.cubin");
+    return bytes.ok() ? *bytes : "";
   }
   std::string nvcc_, slicer_, dir_, captured_;
 };
@@ -231,6 +249,107 @@ void launch_lambda(float* x, float s) {
   EXPECT_THAT(mu.text, Not(HasSubstr("far_away")));
 }
 
+// A unit NVRTC can build: toolkit headers only, no host code.
+constexpr char kHalfUnit[] = R"(#include <cuda_fp16.h>
+#include "helpers.cuh"
+template <typename T, int N>
+__global__ void hscale(const __half* x, T* y, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = static_cast<T>(__half2float(__hmul(x[i], __float2half(a)))) + kc::scaled(N);
+}
+__global__ void unrelated(float* x) { x[0] = kc::unused_helper(2.f); }
+template __global__ void hscale<float, 3>(const __half*, float*, float, int);
+)";
+constexpr char kHscale[] = "_Z6hscaleIfLi3EEvPK6__halfPT_fi";
+
+class MinimalUnitNvrtcTest : public MinimalUnitTest {
+ protected:
+  void SetUp() override {
+    MinimalUnitTest::SetUp();
+    if (IsSkipped()) return;
+    nvrtc_ = BuiltTool("kerncap-nvrtc");
+    ASSERT_FALSE(nvrtc_.empty()) << "kerncap-nvrtc not built";
+    std::ofstream(dir_ + "/src/half.cu") << kHalfUnit;
+  }
+  MinimalUnitQuery HalfQuery(const std::vector<std::string>& flags) {
+    MinimalUnitQuery q = Query(kHscale);
+    q.unit = "src/half.cu";
+    q.flags = flags;
+    captured_half_ = Capture("src/half.cu", flags);
+    q.captured_code = captured_half_;
+    q.nvrtc = nvrtc_;
+    return q;
+  }
+  std::string nvrtc_, captured_half_;
+};
+
+TEST_F(MinimalUnitNvrtcTest, IdenticalNvrtcBuildMakesItTheCompiler) {
+  MinimalUnit mu = BuildMinimalUnit(HalfQuery({"-O3", "-std=c++17", "-Isrc/include", "-lineinfo"}));
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_EQ(mu.compiler.tool, "nvrtc") << mu.compiler.reason;
+  EXPECT_TRUE(mu.compiler.verified);
+  EXPECT_TRUE(mu.compiler.reason.empty());
+  EXPECT_GT(mu.compiler.nvrtc_seconds, 0);
+  EXPECT_THAT(mu.text, HasSubstr("#include <cuda_fp16.h>"));
+  EXPECT_FALSE(fs::exists(dir_ + "/" + kMinimalUnitFile));
+}
+
+TEST_F(MinimalUnitNvrtcTest, UnitNvrtcRejectsKeepsNvccWithTheReason) {
+  // The first fixture's minimal unit includes <cstdint>: nvcc verifies it,
+  // NVRTC cannot open the header.
+  MinimalUnitQuery q = Query(kFused128);
+  q.nvrtc = nvrtc_;
+  MinimalUnit mu = BuildMinimalUnit(q);
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_EQ(mu.compiler.tool, "nvcc");
+  EXPECT_FALSE(mu.compiler.verified);
+  EXPECT_THAT(mu.compiler.reason, HasSubstr("NVRTC rejected the minimal unit"));
+  EXPECT_THAT(mu.compiler.reason, HasSubstr("cstdint"));
+}
+
+TEST_F(MinimalUnitNvrtcTest, RefusedFlagKeepsNvccWithTheFlag) {
+  // nvcc takes the front end's option; kerncap-nvrtc does not know it.
+  MinimalUnit mu = BuildMinimalUnit(
+      HalfQuery({"-O3", "-Isrc/include", "-Xcudafe", "--diag_suppress=177"}));
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_EQ(mu.compiler.tool, "nvcc");
+  EXPECT_THAT(mu.compiler.reason, HasSubstr("kerncap-nvrtc refused the flags"));
+  EXPECT_THAT(mu.compiler.reason, HasSubstr("refused flag -Xcudafe"));
+}
+
+TEST_F(MinimalUnitNvrtcTest, DifferentNvrtcBuildKeepsNvcc) {
+  // A stand-in kerncap-nvrtc that writes another kernel's code: the
+  // comparison, not the exit status, decides.
+  const std::string other = dir_ + "/other.cubin";
+  // Same symbol, other code: a -G build of the same unit.
+  auto r = RunTool({nvcc_, "-cubin", "-arch=sm_90", "-O3", "-Isrc/include", "-G", "-o", other,
+                    "src/half.cu"},
+                   dir_, 300);
+  ASSERT_TRUE(r.ok() && r->exit_code == 0);
+  const std::string fake = dir_ + "/fake-nvrtc";
+  std::ofstream(fake) << "#!/bin/sh\nwhile test $# -gt 1; do if test \"$1\" = -o; then cp "
+                      << other << " \"$2\"; fi; shift; done\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  MinimalUnitQuery q = HalfQuery({"-O3", "-Isrc/include"});
+  q.nvrtc = fake;
+  MinimalUnit mu = BuildMinimalUnit(q);
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_EQ(mu.compiler.tool, "nvcc");
+  EXPECT_FALSE(mu.compiler.verified);
+  EXPECT_THAT(mu.compiler.reason, HasSubstr("NVRTC builds _Z6hscaleIfLi3EEvPK6__halfPT_fi "
+                                            "differently from nvcc ("));
+}
+
+TEST_F(MinimalUnitNvrtcTest, WithoutKerncapNvrtcItSaysSo) {
+  MinimalUnitQuery q = HalfQuery({"-O3", "-Isrc/include"});
+  q.nvrtc.clear();
+  MinimalUnit mu = BuildMinimalUnit(q);
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_EQ(mu.compiler.tool, "nvcc");
+  EXPECT_THAT(mu.compiler.reason, HasSubstr("kerncap-nvrtc is not installed"));
+  EXPECT_EQ(mu.compiler.nvrtc_seconds, 0);
+}
+
 TEST(MinimalUnitNoTools, WithoutTheSlicerItSaysSo) {
   MinimalUnitQuery q;
   q.nvcc = "/usr/local/cuda/bin/nvcc";
@@ -305,6 +424,36 @@ TEST(MinimalUnitMakefile, RecompileCompilesTheMinimalUnitAndFullTheWholeOne) {
   EXPECT_THAT(mk, HasSubstr("recompile: $(MINIMAL_SRC), the minimal unit"));
   EXPECT_THAT(mk, HasSubstr("-newer $(MINIMAL_SRC)"));
   EXPECT_THAT(mk, HasSubstr("$(BUILD)/kernel.ptx: $(MINIMAL_SRC)\n"));
+}
+
+TEST(MinimalUnitMakefile, VerifiedNvrtcIsRecompilesCompilerAndNvccStaysAvailable) {
+  MakefileSpec s = CudaSpec();
+  s.minimal_unit = "kernel.cu";
+  s.nvrtc = "/opt/kerncap/bin/kerncap-nvrtc";
+  const std::string mk = BuildMakefile(s).value();
+  EXPECT_THAT(mk, HasSubstr("NVRTC ?= /opt/kerncap/bin/kerncap-nvrtc\nCOMPILER ?= nvrtc\n"));
+  EXPECT_THAT(mk, HasSubstr("ifeq ($(RECOMPILE_WITH),nvrtc)\n"));
+  EXPECT_THAT(mk, HasSubstr("\t$(NVRTC) --nvcc=$(NVCC) -arch=$(ARCH) $(FLAGS) -o $@ "
+                            "$(MINIMAL_SRC)\nelse\n"));
+  EXPECT_THAT(mk, HasSubstr("the minimal unit, with kerncap-nvrtc"));
+  // nvcc in the else branch, and recompile-full.
+  EXPECT_THAT(mk, HasSubstr("\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(MINIMAL_SRC)\nendif\n"));
+  EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $(BUILT_CODE) $(SRC)"));
+  // Relocatable device code: never NVRTC.
+  s.relocatable_device_code = true;
+  const std::string rdc = BuildMakefile(s).value();
+  EXPECT_THAT(rdc, Not(HasSubstr("NVRTC ?=")));
+  EXPECT_THAT(rdc, Not(HasSubstr("$(NVRTC)")));
+}
+
+TEST(MinimalUnitMakefile, NvccMinimalUnitSaysWhyNotNvrtc) {
+  MakefileSpec s = CudaSpec();
+  s.minimal_unit = "kernel.cu";
+  s.no_nvrtc_reason = "NVRTC rejected the minimal unit: cannot open source file 'cstdint'";
+  const std::string mk = BuildMakefile(s).value();
+  EXPECT_THAT(mk, Not(HasSubstr("NVRTC ?=")));
+  EXPECT_THAT(mk, HasSubstr("the minimal unit, with nvcc (not NVRTC: NVRTC rejected the minimal "
+                            "unit: cannot open source file cstdint;"));
 }
 
 TEST(MinimalUnitMakefile, FallbackSaysWhyAndQuotesSafely) {

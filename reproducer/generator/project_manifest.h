@@ -60,7 +60,11 @@
 //                     warning), verified_against: "captured"|"whole_unit" (verified),
 //                     slice {kernel, template, declarations, macros, includes[],
 //                     parse_errors, first_parse_error} (from kerncap-cuda-slice),
-//                     seconds {slice, compile, compile_whole}} (minimal_unit.h)}
+//                     seconds {slice, compile, compile_whole}} (minimal_unit.h),
+//                     compiler (a verified minimal unit only): {tool: "nvrtc"|"nvcc"
+//                     (what make recompile runs), verified (kerncap-nvrtc's build was
+//                     compared and identical), reason (why not nvrtc; "" when it is),
+//                     seconds {nvrtc, nvcc}} (the compiles at generation)}
 //   triton            Triton projects only: the pinned variant, parameter mapping,
 //                     kernel source origin... (format in triton_project.h)
 //   warnings          [text]

@@ -36,6 +36,24 @@ std::string FindTool(const std::string& name, const std::vector<std::string>& ex
   return "";
 }
 
+namespace {
+
+// kerncap's own tools: beside the running kerncap binary (bin/, or bin/ next
+// to tests/), else on PATH.
+std::string KerncapTool(const std::string& name) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const std::filesystem::path& d : {self.parent_path(), self.parent_path().parent_path() / "bin"}) {
+      const std::string c = (d / name).string();
+      if (::access(c.c_str(), X_OK) == 0) return c;
+    }
+  }
+  return FindTool(name);
+}
+
+}  // namespace
+
 ToolPaths ResolveTools(const ToolPaths& in) {
   // The CUDA toolkit is often installed without being put on PATH.
   const std::vector<std::string> cuda = {"/usr/local/cuda/bin"};
@@ -49,24 +67,8 @@ ToolPaths ResolveTools(const ToolPaths& in) {
     if (t.clang.empty()) t.clang = FindTool("clang", llvm);
   }
   if (t.python3.empty()) t.python3 = FindTool("python3");
-  if (t.slicer.empty()) {
-    // kerncap's own tool: beside the running kerncap binary (bin/, or bin/
-    // next to tests/), else on PATH.
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    std::vector<std::string> near;
-    if (!ec) {
-      near = {self.parent_path().string(), (self.parent_path().parent_path() / "bin").string()};
-    }
-    for (const std::string& d : near) {
-      const std::string c = d + "/kerncap-cuda-slice";
-      if (::access(c.c_str(), X_OK) == 0) {
-        t.slicer = c;
-        break;
-      }
-    }
-    if (t.slicer.empty()) t.slicer = FindTool("kerncap-cuda-slice");
-  }
+  if (t.slicer.empty()) t.slicer = KerncapTool("kerncap-cuda-slice");
+  if (t.nvrtc.empty()) t.nvrtc = KerncapTool("kerncap-nvrtc");
   if (t.llvm_objdump.empty()) {
     t.llvm_objdump = FindTool("llvm-objdump-15");
     if (t.llvm_objdump.empty()) t.llvm_objdump = FindTool("llvm-objdump", llvm);

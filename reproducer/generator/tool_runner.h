@@ -1,10 +1,13 @@
 // tool_runner.h: finds the external tools the generator uses (nvcc, nvdisasm,
-// cuobjdump, clang-15, llvm-objdump-15, python3, kerncap-cuda-slice) and runs them with captured output.
+// cuobjdump, clang-15, llvm-objdump-15, python3, kerncap-cuda-slice,
+// kerncap-nvrtc) and runs them with captured output.
 //
 // The generator never needs a tool: every use has a documented outcome when
 // it is missing (no disassembly file, include closure from a header scan).
 // Tools are looked up on PATH, then in the toolkit's usual install folders
-// (/usr/local/cuda/bin, /usr/lib/llvm-15/bin), unless an explicit path is set.
+// (/usr/local/cuda/bin, /usr/lib/llvm-15/bin), unless an explicit path is set;
+// kerncap's own tools (kerncap-cuda-slice, kerncap-nvrtc) beside the running
+// kerncap binary first.
 #ifndef KERNCAP_REPRODUCER_GENERATOR_TOOL_RUNNER_H_
 #define KERNCAP_REPRODUCER_GENERATOR_TOOL_RUNNER_H_
 
@@ -24,6 +27,7 @@ struct ToolPaths {
   std::string llvm_objdump;  // AMDGPU disassembler
   std::string python3;       // slices Triton kernels out of their module (triton_project.h)
   std::string slicer;        // kerncap-cuda-slice: CUDA minimal units (minimal_unit.h)
+  std::string nvrtc;         // kerncap-nvrtc: the minimal unit's NVRTC recompile (minimal_unit.h)
 };
 
 // Absolute path of the first executable `name` on $PATH or in `extra_dirs`;

@@ -26,6 +26,7 @@
 #include "daemon/store/store_test_util.h"
 #include "gtest/gtest.h"
 #include "reproducer/generator/generator.h"
+#include "reproducer/generator/kernel_code.h"
 #include "reproducer/generator/path_util.h"
 #include "reproducer/generator/tool_runner.h"
 #include "reproducer/replay/core/replay_test_util.h"
@@ -79,11 +80,15 @@ std::vector<std::string> Tree(const std::string& dir) {
   return out;
 }
 
-// No absolute path in a Makefile, except the documented EXT_<n> defaults.
+// No absolute path in a Makefile, except the documented EXT_<n> defaults and
+// the kerncap-nvrtc that was verified (NVRTC; recompile uses nvcc without it).
 void ExpectNoAbsolutePaths(const std::string& makefile) {
   static const std::regex kAbs(R"((^|[\s='"])/[A-Za-z0-9_.])");
   for (absl::string_view line : absl::StrSplit(makefile, '\n')) {
-    if (absl::StartsWith(line, "EXT_") || absl::StartsWith(line, "#")) continue;
+    if (absl::StartsWith(line, "EXT_") || absl::StartsWith(line, "#") ||
+        absl::StartsWith(line, "NVRTC ?= ")) {
+      continue;
+    }
     std::string l(line);
     EXPECT_FALSE(std::regex_search(l, kAbs)) << "absolute path in Makefile line: " << l;
   }
@@ -309,6 +314,35 @@ TEST_F(CudaGeneratorTest, SourceProjectRecompilesAndIsRelocatable) {
   EXPECT_EQ(p["edit"]["minimal_unit"]["outcome"], "verified");
   EXPECT_EQ(p["edit"]["recompile_full"], "src/src/kern.cu");
   EXPECT_TRUE(absl::StrContains(rc.out, "recompile: kernel.cu, the minimal unit")) << rc.out;
+  // Its compiler: kerncap-nvrtc, which built the kernel nvcc builds at
+  // generation; make recompile ran it and built the captured kernel.
+  EXPECT_EQ(p["edit"]["compiler"]["tool"], "nvrtc") << p["edit"].dump(2);
+  EXPECT_EQ(p["edit"]["compiler"]["verified"], true);
+  EXPECT_EQ(p["edit"]["compiler"]["reason"], "");
+  EXPECT_GT(p["edit"]["compiler"]["seconds"]["nvrtc"].get<double>(), 0);
+  EXPECT_GT(p["edit"]["compiler"]["seconds"]["nvcc"].get<double>(), 0);
+  EXPECT_TRUE(absl::StrContains(rc.out, "the minimal unit, with kerncap-nvrtc")) << rc.out;
+  EXPECT_TRUE(absl::StrContains(rc.out, "/kerncap-nvrtc --nvcc=")) << rc.out;
+  auto captured_print = KernelFingerprint(Read(moved + "/code/kernel.cubin"), "scale");
+  auto nvrtc_print = KernelFingerprint(built, "scale");
+  ASSERT_TRUE(captured_print.ok() && nvrtc_print.ok());
+  EXPECT_TRUE(*captured_print == *nvrtc_print)
+      << DescribeDifference(*captured_print, *nvrtc_print);
+  // COMPILER=nvcc keeps nvcc, building the same kernel.
+  ToolResult with_nvcc = MakeIn(moved, {"clean", "recompile", "COMPILER=nvcc"});
+  ASSERT_EQ(with_nvcc.exit_code, 0) << with_nvcc.out << with_nvcc.err;
+  EXPECT_TRUE(absl::StrContains(with_nvcc.out, "the minimal unit, with nvcc (COMPILER=nvcc"))
+      << with_nvcc.out;
+  EXPECT_FALSE(absl::StrContains(with_nvcc.out, "kerncap-nvrtc --nvcc")) << with_nvcc.out;
+  auto nvcc_print = KernelFingerprint(Read(moved + "/build/kernel.cubin"), "scale");
+  ASSERT_TRUE(nvcc_print.ok());
+  EXPECT_TRUE(*nvcc_print == *nvrtc_print);
+  // Without the kerncap-nvrtc the Makefile names (a copy on another
+  // machine): nvcc, saying so.
+  ToolResult no_tool = MakeIn(moved, {"clean", "recompile", "NVRTC=/nonexistent/kerncap-nvrtc"});
+  ASSERT_EQ(no_tool.exit_code, 0) << no_tool.out << no_tool.err;
+  EXPECT_TRUE(absl::StrContains(no_tool.out, "with nvcc (kerncap-nvrtc not found")) << no_tool.out;
+  ASSERT_EQ(MakeIn(moved, {"recompile"}).exit_code, 0);
   // An edit in src/ is what recompile-full compiles; recompile says it is
   // not in its build.
   Write(
@@ -332,7 +366,7 @@ TEST_F(CudaGeneratorTest, SourceProjectRecompilesAndIsRelocatable) {
                       fs::file_time_type::clock::now() + std::chrono::seconds(10));
   ToolResult edited = MakeIn(moved, {"recompile"});
   EXPECT_EQ(edited.exit_code, 0) << edited.err;
-  EXPECT_TRUE(absl::StrContains(edited.out, "nvcc")) << "edit did not trigger a rebuild:\n"
+  EXPECT_TRUE(absl::StrContains(edited.out, "kerncap-nvrtc --nvcc")) << "edit did not trigger a rebuild:\n"
                                                      << edited.out << Read(moved + "/Makefile");
   EXPECT_TRUE(absl::StrContains(edited.out, "kernel.cu")) << edited.out;
   // PTX from the source, rebuilt with ptxas.
@@ -347,6 +381,39 @@ TEST_F(CudaGeneratorTest, SourceProjectRecompilesAndIsRelocatable) {
               "\x7f"
               "ELF");
   }
+}
+
+TEST_F(CudaGeneratorTest, NvrtcThatCannotBeUsedFallsBackToNvccWithTheReason) {
+  // A kerncap-nvrtc that refuses the flags as the real one does (exit 9,
+  // the flag named): the minimal unit stays, compiled by nvcc, and the
+  // project says why in kerncap.json and recompile's first line.
+  const std::string fake = tmp_.path + "/bin/kerncap-nvrtc";
+  Write(fake,
+        "#!/bin/sh\necho 'kerncap-nvrtc: refused flag -Xfancy: not known to kerncap-nvrtc' >&2\n"
+        "exit 9\n");
+  fs::permissions(fake, fs::perms::owner_all);
+  const std::string out = tmp_.path + "/out";
+  GenerateOptions o = Options(out);
+  o.tools.nvrtc = fake;
+  auto r = GenerateProjectFromKcap(MakeKcap(tmp_.path, Cubin(true), false), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  json p = LoadProject(out);
+  EXPECT_EQ(p["edit"]["unit"], "minimal") << p["edit"].dump(2);
+  EXPECT_EQ(p["edit"]["compiler"]["tool"], "nvcc");
+  EXPECT_EQ(p["edit"]["compiler"]["verified"], false);
+  EXPECT_EQ(p["edit"]["compiler"]["reason"],
+            "kerncap-nvrtc refused the flags: refused flag -Xfancy: not known to kerncap-nvrtc");
+  EXPECT_TRUE(absl::StrContains(p["edit"]["note"].get<std::string>(), "alone with nvcc"));
+  const std::string mk = Read(out + "/Makefile");
+  EXPECT_FALSE(absl::StrContains(mk, "NVRTC ?=")) << mk;
+  ToolResult rc = MakeIn(out, {"recompile"});
+  ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
+  EXPECT_TRUE(absl::StrContains(
+      rc.out, "the minimal unit, with nvcc (not NVRTC: kerncap-nvrtc refused the flags: "
+              "refused flag -Xfancy"))
+      << rc.out;
+  const std::string summary = SummarizeProject(*r);
+  EXPECT_TRUE(absl::StrContains(summary, "with nvcc (not NVRTC: kerncap-nvrtc refused")) << summary;
 }
 
 TEST_F(CudaGeneratorTest, AsmGivesSass) {
