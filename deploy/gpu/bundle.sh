@@ -2,8 +2,10 @@
 # bundle.sh: builds kerncap here (Debian 12) and packs everything the GPU
 # tests need on the GPU machine (Ubuntu 24.04, CUDA 13 driver) into .bundle/:
 #
-#   .bundle/bin/         kerncapd kerncapctl kerncap-replay, and kerncap-cuda-slice
-#                        (the CUDA reproducers' minimal unit; statically linked,
+#   .bundle/bin/         kerncapd kerncapctl kerncap-replay, kerncap-nvrtc (the
+#                        minimal unit's NVRTC recompile; loads the machine's
+#                        libnvrtc), and kerncap-cuda-slice (the CUDA
+#                        reproducers' minimal unit; statically linked,
 #                        reproducer/generator/slicer/stage_slicer.sh)
 #   .bundle/lib/         libkerncap_agent.so, libkerncap_replay.so (the replay
 #                        library the Triton reproducers' run.py loads) + every
@@ -43,8 +45,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-${KERNCAP_BUILD_DIR:-$ROOT/build-gpu}}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 OUT=$ROOT/.bundle
-TARGETS=(kerncapd kerncapctl kerncap-replay kerncap_agent kerncap_gpu_programs gpu_e2e_test
-         replay_gpu_test kerncap_gpu_benchmarks)
+TARGETS=(kerncapd kerncapctl kerncap-replay kerncap-nvrtc kerncap_agent kerncap_gpu_programs
+         gpu_e2e_test replay_gpu_test kerncap_gpu_benchmarks)
 
 if [[ ! -f $BUILD/build.ninja ]]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja
@@ -69,7 +71,7 @@ ninja -C "$BUILD" -j"${JOBS:-2}" "${TARGETS[@]}"
 
 rm -rf "$OUT"
 mkdir -p "$OUT"/{bin,lib/cupti,gpu_tests,gpu_bench,tests,python}
-cp "$BUILD"/bin/{kerncapd,kerncapctl,kerncap-replay} "$OUT"/bin/
+cp "$BUILD"/bin/{kerncapd,kerncapctl,kerncap-replay,kerncap-nvrtc} "$OUT"/bin/
 cp "$BUILD"/lib/libkerncap_agent.so "$OUT"/lib/
 # The slicer beside kerncapd/kerncapctl, where the generator looks for it, and
 # clang's headers where the slicer looks for them. Without it (not built, or

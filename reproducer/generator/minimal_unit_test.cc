@@ -8,7 +8,8 @@
 // minimal unit builds other code, so the project must fall back); a parse
 // that fails. The NVRTC path (kerncap-nvrtc, the minimal unit's fast
 // recompile): a unit NVRTC builds identically (half precision, templates),
-// one it rejects (<cstdint>: NVRTC has no C++ standard headers), a flag it
+// one with <cstdint> (kerncap-nvrtc provides it), one NVRTC rejects
+// (<type_traits>: NVRTC has no C++ library), a flag it
 // refuses, no kerncap-nvrtc. The compile-and-compare cases skip without nvcc
 // or the slicer.
 #include "reproducer/generator/minimal_unit.h"
@@ -295,16 +296,36 @@ TEST_F(MinimalUnitNvrtcTest, IdenticalNvrtcBuildMakesItTheCompiler) {
 }
 
 TEST_F(MinimalUnitNvrtcTest, UnitNvrtcRejectsKeepsNvccWithTheReason) {
-  // The first fixture's minimal unit includes <cstdint>: nvcc verifies it,
-  // NVRTC cannot open the header.
-  MinimalUnitQuery q = Query(kFused128);
+  // <type_traits>: nvcc has the host's C++ library, NVRTC has none (and
+  // kerncap-nvrtc provides only the C-level headers, std_headers.h).
+  std::ofstream(dir_ + "/src/traits.cu") << R"(#include <type_traits>
+template <typename T>
+__global__ void typed(T* x) { if (std::is_floating_point<T>::value) x[threadIdx.x] *= 2; }
+template __global__ void typed<float>(float*);
+)";
+  MinimalUnitQuery q = Query("_Z5typedIfEvPT_");
+  q.unit = "src/traits.cu";
+  q.flags = {"-O3"};
+  const std::string captured = Capture("src/traits.cu", q.flags);
+  q.captured_code = captured;
   q.nvrtc = nvrtc_;
   MinimalUnit mu = BuildMinimalUnit(q);
   ASSERT_EQ(mu.outcome, "verified") << mu.reason;
   EXPECT_EQ(mu.compiler.tool, "nvcc");
   EXPECT_FALSE(mu.compiler.verified);
   EXPECT_THAT(mu.compiler.reason, HasSubstr("NVRTC rejected the minimal unit"));
-  EXPECT_THAT(mu.compiler.reason, HasSubstr("cstdint"));
+  EXPECT_THAT(mu.compiler.reason, HasSubstr("type_traits"));
+}
+
+TEST_F(MinimalUnitNvrtcTest, StandardHeadersOfTheFirstFixtureAreProvided) {
+  // The first fixture's unit includes <cstdint> (uint32_t, UINT32_MAX):
+  // kerncap-nvrtc provides it, and the kernel is nvcc's.
+  MinimalUnitQuery q = Query(kFused128);
+  q.nvrtc = nvrtc_;
+  MinimalUnit mu = BuildMinimalUnit(q);
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason;
+  EXPECT_THAT(mu.text, HasSubstr("\n#include <cstdint>\n"));
+  EXPECT_EQ(mu.compiler.tool, "nvrtc") << mu.compiler.reason;
 }
 
 TEST_F(MinimalUnitNvrtcTest, RefusedFlagKeepsNvccWithTheFlag) {
@@ -434,7 +455,9 @@ TEST(MinimalUnitMakefile, VerifiedNvrtcIsRecompilesCompilerAndNvccStaysAvailable
   EXPECT_THAT(mk, HasSubstr("NVRTC ?= /opt/kerncap/bin/kerncap-nvrtc\nCOMPILER ?= nvrtc\n"));
   EXPECT_THAT(mk, HasSubstr("ifeq ($(RECOMPILE_WITH),nvrtc)\n"));
   EXPECT_THAT(mk, HasSubstr("\t$(NVRTC) --nvcc=$(NVCC) -arch=$(ARCH) $(FLAGS) -o $@ "
-                            "$(MINIMAL_SRC)\nelse\n"));
+                            "$(MINIMAL_SRC) || { rc=$$?; test $$rc -eq 3 || exit $$rc;"));
+  // No libnvrtc for $(NVCC) (exit 3): nvcc compiles.
+  EXPECT_THAT(mk, HasSubstr("$(MAKE) --no-print-directory COMPILER=nvcc $@; }\nelse\n"));
   EXPECT_THAT(mk, HasSubstr("the minimal unit, with kerncap-nvrtc"));
   // nvcc in the else branch, and recompile-full.
   EXPECT_THAT(mk, HasSubstr("\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(MINIMAL_SRC)\nendif\n"));

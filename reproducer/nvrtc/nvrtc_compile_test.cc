@@ -49,6 +49,33 @@ template __global__ void axpy_half<float, 4>(const __half*, float*, float, int);
 template __global__ void axpy_half<double, 2>(const __half*, double*, float, int);
 )";
 
+// The standard headers kerncap-nvrtc provides (std_headers.h), as a
+// minimal unit includes them: types in the kernel's signature (mangled
+// names), macros in its code. (No printf beside the assert: with both,
+// NVRTC lays their strings out in another order than nvcc, so the code
+// differs and the generator's comparison keeps nvcc; seen with CUDA 13.0.)
+constexpr char kStdUnit[] = R"(#include <cstdint>
+#include <stdint.h>
+#include <climits>
+#include <cfloat>
+#include <cstddef>
+#include <cstdio>
+#include <cassert>
+struct Item { int32_t a; uint64_t b; };
+__global__ void limits_kernel(std::int64_t* out, const uint32_t* in, int64_t n, std::size_t k,
+                              uint8_t flags, float* f, double* d) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t v = in[i] == UINT32_MAX ? 0u : in[i];
+  out[i] = v + INT_MAX + (flags & UINT8_C(3)) + INT64_C(1) + CHAR_BIT + sizeof(Item) + k +
+           (i < SIZE_MAX ? 1 : 0) + INT32_MIN + SHRT_MAX + LLONG_MIN / 2;
+  f[i] = f[i] > FLT_MAX / 2 ? FLT_EPSILON : FLT_MIN;
+  d[i] = d[i] > DBL_MAX / 2 ? DBL_EPSILON : DBL_MIN;
+  assert(out[i] != 0);
+}
+)";
+constexpr char kStdKernel[] = "_Z13limits_kernelPlPKjlmhPfPd";
+
 const char* const kKernels[] = {"_Z9axpy_halfIfLi4EEvPK6__halfPT_fi",
                                 "_Z9axpy_halfIdLi2EEvPK6__halfPT_fi"};
 
@@ -85,22 +112,24 @@ class NvrtcCompileTest : public ::testing::Test {
     return b.ok() ? *b : "";
   }
   // Both compilers with `flags`; every fixture kernel must be identical.
-  void ExpectSameKernels(const std::vector<std::string>& flags) {
+  void ExpectSameKernels(const std::vector<std::string>& flags,
+                         const std::string& unit = "kernel.cu",
+                         std::vector<std::string> kernels = {kKernels[0], kKernels[1]}) {
     std::vector<std::string> nv = {nvcc_, "-cubin", "-arch=sm_90"};
     nv.insert(nv.end(), flags.begin(), flags.end());
-    nv.insert(nv.end(), {"-o", "nvcc.cubin", "kernel.cu"});
+    nv.insert(nv.end(), {"-o", "nvcc.cubin", unit});
     auto r = Run(nv);
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->exit_code, 0) << r->err;
     std::vector<std::string> rt = {Tool(), "--nvcc=" + nvcc_, "-arch=sm_90"};
     rt.insert(rt.end(), flags.begin(), flags.end());
-    rt.insert(rt.end(), {"-o", "build/nvrtc.cubin", "kernel.cu"});
+    rt.insert(rt.end(), {"-o", "build/nvrtc.cubin", unit});
     fs::create_directories(dir_ + "/build");
     r = Run(rt);
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->exit_code, 0) << r->err;
     const std::string a = Bytes("nvcc.cubin"), b = Bytes("build/nvrtc.cubin");
-    for (const char* k : kKernels) {
+    for (const std::string& k : kernels) {
       auto fa = KernelFingerprint(a, k);
       auto fb = KernelFingerprint(b, k);
       ASSERT_TRUE(fa.ok()) << k << ": " << fa.status();
@@ -130,6 +159,13 @@ TEST_F(NvrtcCompileTest, CodeGenerationFlagsReachNvrtc) {
   auto slow = KernelFingerprint(Bytes("slow.cubin"), kKernels[0]);
   ASSERT_TRUE(fast.ok() && slow.ok());
   EXPECT_FALSE(*fast == *slow);
+}
+
+TEST_F(NvrtcCompileTest, StandardHeadersNvrtcLacksAreProvided) {
+  NeedToolkit();
+  std::ofstream(dir_ + "/std.cu") << kStdUnit;
+  ExpectSameKernels({"-O3"}, "std.cu", {kStdKernel});
+  ExpectSameKernels({"-O3", "-DNDEBUG"}, "std.cu", {kStdKernel});
 }
 
 TEST_F(NvrtcCompileTest, RejectedSourceKeepsTheOldCubinAndPrintsTheLog) {

@@ -15,7 +15,9 @@
 // -default-device, because NVRTC (CUDA 13) rejects every function without an
 // execution space annotation ("host functions are not allowed in JIT mode");
 // in a minimal unit those are the constexpr functions the kernel calls
-// (nvcc --expt-relaxed-constexpr compiles them for the device too).
+// (nvcc --expt-relaxed-constexpr compiles them for the device too). The C and
+// C++ standard headers a kernel's declarations need (<cstdint>, <climits>,
+// ...), which NVRTC lacks, come from std_headers.h.
 // Automatic precompiled headers (-pch) are not used: NVRTC ties a PCH file to
 // the heap address of the library instance that made it (warning #20282 in
 // any later process), so a one-shot compile only pays for writing it.
@@ -39,6 +41,7 @@
 #include "common/file_util.h"
 #include "reproducer/nvrtc/nvrtc_library.h"
 #include "reproducer/nvrtc/nvrtc_options.h"
+#include "reproducer/nvrtc/std_headers.h"
 
 namespace {
 
@@ -98,10 +101,18 @@ int main(int argc, char** argv) {
   std::vector<const char*> argv_options;
   for (const std::string& o : options) argv_options.push_back(o.c_str());
 
+  // The standard headers NVRTC lacks, in memory (std_headers.h).
+  std::vector<const char*> header_texts, header_names;
+  for (const nv::BuiltinHeader& h : nv::StdHeaders()) {
+    header_names.push_back(h.name);
+    header_texts.push_back(h.text);
+  }
   nv::NvrtcApi::Program prog = nullptr;
   // The program's name is the path as given, as nvcc names the file in
   // __FILE__, diagnostics and line info; quoted includes resolve beside it.
-  int rc = api->CreateProgram(&prog, source->c_str(), inv.source.c_str(), 0, nullptr, nullptr);
+  int rc = api->CreateProgram(&prog, source->c_str(), inv.source.c_str(),
+                              static_cast<int>(header_names.size()), header_texts.data(),
+                              header_names.data());
   if (rc != 0) return Fail(exit_code::kError, "nvrtcCreateProgram: " + ErrorName(*api, rc));
   rc = api->CompileProgram(prog, static_cast<int>(argv_options.size()), argv_options.data());
   size_t log_size = 0;

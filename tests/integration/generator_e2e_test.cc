@@ -729,6 +729,11 @@ TEST_F(CudaGeneratorTest, ToolkitIsRecordedAndRecompileSaysWhenItDiffers) {
   EXPECT_TRUE(absl::StrContains(diff.err, "notice: " + other + " is CUDA 12.4.131 but the "
                                           "application was built with CUDA " + version))
       << diff.err;
+  // That nvcc has no libnvrtc beside it: kerncap-nvrtc says so (exit 3) and
+  // recompile falls back to it.
+  EXPECT_TRUE(absl::StrContains(diff.err, "notice: kerncap-nvrtc found no NVRTC for " + other))
+      << diff.err;
+  EXPECT_TRUE(absl::StrContains(diff.out, "with nvcc (COMPILER=nvcc")) << diff.out;
 }
 
 // kerncapctl repro on a .kcap: generated locally, no daemon.
