@@ -503,10 +503,11 @@ absl::StatusOr<GenerateResult> GenerateProject(const CaptureAccess& capture,
             "); make recompile-full compiles ", tu_project, " and its headers");
         // The NVRTC path (minimal_unit.h): which compiler make recompile
         // runs, whether NVRTC's build was compared, why not NVRTC.
-        edit["compiler"] = {{"tool", uc.tool},
-                            {"verified", uc.verified},
-                            {"reason", uc.reason},
-                            {"seconds", {{"nvrtc", uc.nvrtc_seconds}, {"nvcc", mu.compile_seconds}}}};
+        edit["compiler"] = {
+            {"tool", uc.tool},
+            {"verified", uc.verified},
+            {"reason", uc.reason},
+            {"seconds", {{"nvrtc", uc.nvrtc_seconds}, {"nvcc", mu.compile_seconds}}}};
         if (uc.tool == "nvrtc") {
           mk.nvrtc = tools.nvrtc;
         } else {
@@ -630,7 +631,8 @@ std::string SummarizeProject(const GenerateResult& r) {
       absl::StrAppend(&s, "  edit:    ", e.value("file", ""),
                       e.value("unit", "") == "minimal"
                           ? absl::StrCat(" (the minimal unit, verified: make recompile compiles it "
-                                         "alone", with, "; make recompile-full the whole unit)")
+                                         "alone",
+                                         with, "; make recompile-full the whole unit)")
                           : " (make recompile compiles the whole unit)",
                       "\n");
     }

@@ -162,6 +162,10 @@ TEST(ReproGpuTest, RecompiledKernelIsReplayedAndValidated) {
   // (minimal_unit.h), else the unit's header under src/.
   const std::string edit_file = r->project["edit"].value("file", "");
   ASSERT_FALSE(edit_file.empty()) << r->project.dump(2);
+  // Which compiler make recompile ran (kerncap-nvrtc when it built the same
+  // kernel as nvcc at generation), for the log.
+  std::cout << "edit.compiler: " << r->project["edit"].value("compiler", nlohmann::json()).dump()
+            << "\n";
   const std::string edited_path =
       edit_file == "kernel.cu" ? g.out_dir + "/kernel.cu" : g.out_dir + "/src/include/op.cuh";
   std::string text = ReadAll(edited_path);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "reproducer/generator/tool_runner.h"
 
@@ -110,17 +111,17 @@ UnitCompiler CheckNvrtc(const MinimalUnitQuery& q, const std::vector<std::string
     c.reason = absl::StrCat("kerncap-nvrtc ran past ", q.timeout_s, " s");
     return c;
   }
-  // Its exit codes: nvrtc_main.cc (common/exit_codes.h).
+  // Its exit codes: nvrtc_main.cc.
   switch (r->exit_code) {
-    case 0:
+    case exit_code::kOk:
       break;
-    case 9:
+    case exit_code::kRefused:
       c.reason = absl::StrCat("kerncap-nvrtc refused the flags: ", NvrtcWhy(r->err));
       return c;
-    case 3:
+    case exit_code::kNotFound:
       c.reason = absl::StrCat("kerncap-nvrtc found no NVRTC: ", NvrtcWhy(r->err));
       return c;
-    case 1:
+    case exit_code::kError:
       c.reason = absl::StrCat("NVRTC rejected the minimal unit: ", NvrtcWhy(r->err));
       return c;
     default:

@@ -330,8 +330,8 @@ TEST_F(MinimalUnitNvrtcTest, StandardHeadersOfTheFirstFixtureAreProvided) {
 
 TEST_F(MinimalUnitNvrtcTest, RefusedFlagKeepsNvccWithTheFlag) {
   // nvcc takes the front end's option; kerncap-nvrtc does not know it.
-  MinimalUnit mu = BuildMinimalUnit(
-      HalfQuery({"-O3", "-Isrc/include", "-Xcudafe", "--diag_suppress=177"}));
+  MinimalUnit mu =
+      BuildMinimalUnit(HalfQuery({"-O3", "-Isrc/include", "-Xcudafe", "--diag_suppress=177"}));
   ASSERT_EQ(mu.outcome, "verified") << mu.reason;
   EXPECT_EQ(mu.compiler.tool, "nvcc");
   EXPECT_THAT(mu.compiler.reason, HasSubstr("kerncap-nvrtc refused the flags"));
@@ -343,13 +343,13 @@ TEST_F(MinimalUnitNvrtcTest, DifferentNvrtcBuildKeepsNvcc) {
   // comparison, not the exit status, decides.
   const std::string other = dir_ + "/other.cubin";
   // Same symbol, other code: a -G build of the same unit.
-  auto r = RunTool({nvcc_, "-cubin", "-arch=sm_90", "-O3", "-Isrc/include", "-G", "-o", other,
-                    "src/half.cu"},
-                   dir_, 300);
+  auto r = RunTool(
+      {nvcc_, "-cubin", "-arch=sm_90", "-O3", "-Isrc/include", "-G", "-o", other, "src/half.cu"},
+      dir_, 300);
   ASSERT_TRUE(r.ok() && r->exit_code == 0);
   const std::string fake = dir_ + "/fake-nvrtc";
-  std::ofstream(fake) << "#!/bin/sh\nwhile test $# -gt 1; do if test \"$1\" = -o; then cp "
-                      << other << " \"$2\"; fi; shift; done\n";
+  std::ofstream(fake) << "#!/bin/sh\nwhile test $# -gt 1; do if test \"$1\" = -o; then cp " << other
+                      << " \"$2\"; fi; shift; done\n";
   fs::permissions(fake, fs::perms::owner_all);
   MinimalUnitQuery q = HalfQuery({"-O3", "-Isrc/include"});
   q.nvrtc = fake;
@@ -460,7 +460,8 @@ TEST(MinimalUnitMakefile, VerifiedNvrtcIsRecompilesCompilerAndNvccStaysAvailable
   EXPECT_THAT(mk, HasSubstr("$(MAKE) --no-print-directory COMPILER=nvcc $@; }\nelse\n"));
   EXPECT_THAT(mk, HasSubstr("the minimal unit, with kerncap-nvrtc"));
   // nvcc in the else branch, and recompile-full.
-  EXPECT_THAT(mk, HasSubstr("\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(MINIMAL_SRC)\nendif\n"));
+  EXPECT_THAT(mk,
+              HasSubstr("\t$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $@ $(MINIMAL_SRC)\nendif\n"));
   EXPECT_THAT(mk, HasSubstr("$(NVCC) -cubin -arch=$(ARCH) $(FLAGS) -o $(BUILT_CODE) $(SRC)"));
   // Relocatable device code: never NVRTC.
   s.relocatable_device_code = true;

@@ -44,7 +44,8 @@ std::string KerncapTool(const std::string& name) {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    for (const std::filesystem::path& d : {self.parent_path(), self.parent_path().parent_path() / "bin"}) {
+    for (const std::filesystem::path& d :
+         {self.parent_path(), self.parent_path().parent_path() / "bin"}) {
       const std::string c = (d / name).string();
       if (::access(c.c_str(), X_OK) == 0) return c;
     }

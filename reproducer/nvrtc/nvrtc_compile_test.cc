@@ -151,7 +151,8 @@ TEST_F(NvrtcCompileTest, CodeGenerationFlagsReachNvrtc) {
                      "-O3,-dlcm=ca", "-DKC_UNUSED=1"});
   // And they matter: without --use_fast_math NVRTC builds other code than
   // nvcc with it (the comparison above can fail).
-  auto r = Run({nvcc_, "-cubin", "-arch=sm_90", "--use_fast_math", "-o", "fast.cubin", "kernel.cu"});
+  auto r =
+      Run({nvcc_, "-cubin", "-arch=sm_90", "--use_fast_math", "-o", "fast.cubin", "kernel.cu"});
   ASSERT_TRUE(r.ok() && r->exit_code == 0);
   r = Run({Tool(), "--nvcc=" + nvcc_, "-arch=sm_90", "-o", "slow.cubin", "kernel.cu"});
   ASSERT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err : "");
@@ -182,8 +183,8 @@ TEST_F(NvrtcCompileTest, RejectedSourceKeepsTheOldCubinAndPrintsTheLog) {
 
 TEST_F(NvrtcCompileTest, RefusedFlagIsNamedWithItsExitCode) {
   // Refused before any library is looked for: no toolkit needed.
-  auto r = Run({Tool(), "-arch=sm_90", "-Xcudafe", "--diag_suppress=1", "-o", "k.cubin",
-                "kernel.cu"});
+  auto r =
+      Run({Tool(), "-arch=sm_90", "-Xcudafe", "--diag_suppress=1", "-o", "k.cubin", "kernel.cu"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, exit_code::kRefused);
   EXPECT_THAT(r->err, HasSubstr("refused flag -Xcudafe: not known"));
@@ -194,8 +195,8 @@ TEST_F(NvrtcCompileTest, RefusedFlagIsNamedWithItsExitCode) {
 }
 
 TEST_F(NvrtcCompileTest, MissingLibraryIsNotFound) {
-  auto r = Run({Tool(), "--nvrtc=/nonexistent/libnvrtc.so", "-arch=sm_90", "-o", "k.cubin",
-                "kernel.cu"});
+  auto r = Run(
+      {Tool(), "--nvrtc=/nonexistent/libnvrtc.so", "-arch=sm_90", "-o", "k.cubin", "kernel.cu"});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, exit_code::kNotFound);
   EXPECT_THAT(r->err, HasSubstr("/nonexistent/libnvrtc.so"));
@@ -219,8 +220,9 @@ TEST(NvrtcLibrary, CandidatesBesideNvcc) {
   fs::create_directories(t + "/targets/x86_64-linux/lib");
   std::ofstream(t + "/bin/nvcc") << "#!/bin/sh\n";
   fs::permissions(t + "/bin/nvcc", fs::perms::owner_all);
-  for (const char* f : {"lib64/libnvrtc.so.12", "lib64/libnvrtc.so.13", "lib64/libnvrtc.alt.so.13",
-                        "lib64/libnvrtc-builtins.so.13.0", "targets/x86_64-linux/lib/libnvrtc.so"}) {
+  for (const char* f :
+       {"lib64/libnvrtc.so.12", "lib64/libnvrtc.so.13", "lib64/libnvrtc.alt.so.13",
+        "lib64/libnvrtc-builtins.so.13.0", "targets/x86_64-linux/lib/libnvrtc.so"}) {
     std::ofstream(t + "/" + f) << "";
   }
   EXPECT_THAT(NvrtcCandidates("", nullptr, t + "/bin/nvcc"),

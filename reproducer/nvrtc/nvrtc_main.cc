@@ -70,7 +70,8 @@ std::string ErrorName(const nv::NvrtcApi& api, int rc) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const nv::ParseResult parsed = nv::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
+  const nv::ParseResult parsed =
+      nv::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   if (parsed.invocation.help) {
     std::fputs(kUsage, stdout);
     return exit_code::kOk;

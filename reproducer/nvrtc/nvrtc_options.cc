@@ -1,10 +1,9 @@
 #include "reproducer/nvrtc/nvrtc_options.h"
 
-#include "absl/strings/string_view.h"
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/exit_codes.h"
 
 namespace kerncap::repro::nvrtc {
@@ -63,16 +62,15 @@ const Flag kFlags[] = {
     {"-prec-sqrt", "--prec-sqrt", true, false, Fate::kTranslate, Form::kEquals, "--prec-sqrt",
      nullptr},
     {"-fmad", "--fmad", true, false, Fate::kTranslate, Form::kEquals, "--fmad", nullptr},
-    {"-Xptxas", "--ptxas-options", true, false, Fate::kTranslate, Form::kPtxas,
-     "--ptxas-options", nullptr},
-    {"-extra-device-vectorization", "--extra-device-vectorization", false, false,
-     Fate::kTranslate, Form::kBare, "--extra-device-vectorization", nullptr},
-    {"-restrict", "--restrict", false, false, Fate::kTranslate, Form::kBare, "--restrict",
+    {"-Xptxas", "--ptxas-options", true, false, Fate::kTranslate, Form::kPtxas, "--ptxas-options",
      nullptr},
+    {"-extra-device-vectorization", "--extra-device-vectorization", false, false, Fate::kTranslate,
+     Form::kBare, "--extra-device-vectorization", nullptr},
+    {"-restrict", "--restrict", false, false, Fate::kTranslate, Form::kBare, "--restrict", nullptr},
     {"-dopt", "--dopt", true, false, Fate::kTranslate, Form::kEquals, "--dopt", nullptr},
     // Diagnostics only.
-    {"-w", "--disable-warnings", false, false, Fate::kTranslate, Form::kBare,
-     "--disable-warnings", nullptr},
+    {"-w", "--disable-warnings", false, false, Fate::kTranslate, Form::kBare, "--disable-warnings",
+     nullptr},
     {"-diag-suppress", "--diag-suppress", true, false, Fate::kTranslate, Form::kEquals,
      "--diag-suppress", nullptr},
     // NVRTC has neither option. Relaxed constexpr: the constexpr functions a
@@ -80,8 +78,9 @@ const Flag kFlags[] = {
     // __device__ under -default-device (always given, nvrtc_main.cc says why).
     // Extended lambdas: a __device__ lambda matters only in host code, which
     // NVRTC rejects anyway (the generator then keeps nvcc).
-    {"-expt-relaxed-constexpr", "--expt-relaxed-constexpr", false, false, Fate::kDrop,
-     Form::kBare, nullptr, "no NVRTC option; -default-device compiles unannotated constexpr "
+    {"-expt-relaxed-constexpr", "--expt-relaxed-constexpr", false, false, Fate::kDrop, Form::kBare,
+     nullptr,
+     "no NVRTC option; -default-device compiles unannotated constexpr "
      "functions for the device"},
     {"-expt-extended-lambda", "--expt-extended-lambda", false, false, Fate::kDrop, Form::kBare,
      nullptr, "no NVRTC option; only host code holds such lambdas, which NVRTC rejects"},
@@ -140,8 +139,7 @@ Match Find(const std::vector<std::string>& args, size_t* i) {
         }
         return m;
       }
-      if (f.takes_value && absl::StartsWith(a, n) && a.size() > n.size() &&
-          a[n.size()] == '=') {
+      if (f.takes_value && absl::StartsWith(a, n) && a.size() > n.size() && a[n.size()] == '=') {
         m.flag = &f;
         m.value = a.substr(n.size() + 1);
         return m;
@@ -211,9 +209,10 @@ ParseResult ParseCommandLine(const std::vector<std::string>& args) {
     }
     if (is_arch) {
       if (!absl::StartsWith(arch, "sm_") || arch.size() < 5) {
-        return Fail(exit_code::kRefused,
-                    absl::StrCat("refused flag ", a, ": kerncap-nvrtc writes a CUBIN for one real "
-                                 "architecture (-arch=sm_NN), not ", arch));
+        return Fail(exit_code::kRefused, absl::StrCat("refused flag ", a,
+                                                      ": kerncap-nvrtc writes a CUBIN for one real "
+                                                      "architecture (-arch=sm_NN), not ",
+                                                      arch));
       }
       inv.arch = arch;
       continue;
@@ -276,8 +275,8 @@ ParseResult ParseCommandLine(const std::vector<std::string>& args) {
         break;
       case Form::kLanguage:
         if (m.value != "cu") {
-          return Fail(exit_code::kRefused,
-                      absl::StrCat("refused flag ", written, ": kerncap-nvrtc compiles CUDA (-x cu)"));
+          return Fail(exit_code::kRefused, absl::StrCat("refused flag ", written,
+                                                        ": kerncap-nvrtc compiles CUDA (-x cu)"));
         }
         break;
     }

@@ -47,13 +47,12 @@ TEST(NvrtcOptions, TheCommandLine) {
 TEST(NvrtcOptions, PreprocessorFlagsInEverySpelling) {
   EXPECT_THAT(Options({"-DA=1", "-D", "B", "--define-macro=C", "--define-macro", "D", "-D=E"}),
               ElementsAre("-DA=1", "-DB", "-DC", "-DD", "-DE"));
-  EXPECT_THAT(Options({"-UX", "-U", "Y", "--undefine-macro=Z"}),
-              ElementsAre("-UX", "-UY", "-UZ"));
+  EXPECT_THAT(Options({"-UX", "-U", "Y", "--undefine-macro=Z"}), ElementsAre("-UX", "-UY", "-UZ"));
   EXPECT_THAT(Options({"-Isrc/a", "-I", "src/b", "--include-path=src/c", "--include-path", "d"}),
               ElementsAre("-Isrc/a", "-Isrc/b", "-Isrc/c", "-Id"));
-  EXPECT_THAT(Options({"-include", "pre.h", "--pre-include=p2.h", "-std=c++17", "--std", "c++20"}),
-              ElementsAre("--pre-include=pre.h", "--pre-include=p2.h", "--std=c++17",
-                          "--std=c++20"));
+  EXPECT_THAT(
+      Options({"-include", "pre.h", "--pre-include=p2.h", "-std=c++17", "--std", "c++20"}),
+      ElementsAre("--pre-include=pre.h", "--pre-include=p2.h", "--std=c++17", "--std=c++20"));
 }
 
 TEST(NvrtcOptions, SystemIncludeFoldersComeAfterTheOthers) {
@@ -73,8 +72,8 @@ TEST(NvrtcOptions, CodeGenerationFlags) {
                        "--fmad", "false"}),
               ElementsAre("--ftz=true", "--ftz=false", "--prec-div=false", "--prec-sqrt=true",
                           "--fmad=false"));
-  EXPECT_THAT(Options({"--extra-device-vectorization", "-extra-device-vectorization",
-                       "--restrict", "-dopt=on", "-w", "--diag-suppress=177"}),
+  EXPECT_THAT(Options({"--extra-device-vectorization", "-extra-device-vectorization", "--restrict",
+                       "-dopt=on", "-w", "--diag-suppress=177"}),
               ElementsAre("--extra-device-vectorization", "--extra-device-vectorization",
                           "--restrict", "--dopt=on", "--disable-warnings", "--diag-suppress=177"));
 }
@@ -88,10 +87,27 @@ TEST(NvrtcOptions, PtxasOptionsAreSplitAtCommas) {
 }
 
 TEST(NvrtcOptions, HostOnlyFlagsAreDroppedAndNamed) {
-  ParseResult r = Parse({"-O3", "-O", "2", "--optimize=1", "-g", "-Xcompiler", "-fPIC",
-                         "--compiler-options=-Wall", "-ccbin", "g++-12", "-fPIC", "-m64",
-                         "--threads", "4", "-compress-mode=size", "-Wno-deprecated-gpu-targets",
-                         "-x", "cu", "-rdc=false", "--expt-relaxed-constexpr", "--extended-lambda",
+  ParseResult r = Parse({"-O3",
+                         "-O",
+                         "2",
+                         "--optimize=1",
+                         "-g",
+                         "-Xcompiler",
+                         "-fPIC",
+                         "--compiler-options=-Wall",
+                         "-ccbin",
+                         "g++-12",
+                         "-fPIC",
+                         "-m64",
+                         "--threads",
+                         "4",
+                         "-compress-mode=size",
+                         "-Wno-deprecated-gpu-targets",
+                         "-x",
+                         "cu",
+                         "-rdc=false",
+                         "--expt-relaxed-constexpr",
+                         "--extended-lambda",
                          "-forward-unknown-to-host-compiler"});
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_THAT(r.invocation.options, IsEmpty());
@@ -117,9 +133,12 @@ TEST(NvrtcOptions, UnknownFlagsAreRefusedByName) {
 }
 
 TEST(NvrtcOptions, RelocatableDeviceCodeIsRefused) {
-  for (const std::vector<std::string>& f : std::vector<std::vector<std::string>>{
-           {"-rdc=true"}, {"-rdc", "true"}, {"--relocatable-device-code=true"}, {"-dc"},
-           {"--device-c"}}) {
+  for (const std::vector<std::string>& f :
+       std::vector<std::vector<std::string>>{{"-rdc=true"},
+                                             {"-rdc", "true"},
+                                             {"--relocatable-device-code=true"},
+                                             {"-dc"},
+                                             {"--device-c"}}) {
     ParseResult r = Parse(f);
     EXPECT_EQ(r.exit_code, exit_code::kRefused) << f[0];
     EXPECT_THAT(r.error, HasSubstr("device link"));
@@ -137,8 +156,8 @@ TEST(NvrtcOptions, OtherLanguagesAndVirtualArchitecturesAreRefused) {
 }
 
 TEST(NvrtcOptions, UsageErrors) {
-  EXPECT_EQ(ParseCommandLine({"-o", "o.cubin", "k.cu"}).exit_code, exit_code::kUsage);  // no arch
-  EXPECT_EQ(ParseCommandLine({"-arch=sm_90", "k.cu"}).exit_code, exit_code::kUsage);    // no -o
+  EXPECT_EQ(ParseCommandLine({"-o", "o.cubin", "k.cu"}).exit_code, exit_code::kUsage);   // no arch
+  EXPECT_EQ(ParseCommandLine({"-arch=sm_90", "k.cu"}).exit_code, exit_code::kUsage);     // no -o
   EXPECT_EQ(ParseCommandLine({"-arch=sm_90", "-o", "o"}).exit_code, exit_code::kUsage);  // no src
   EXPECT_EQ(ParseCommandLine({"-arch=sm_90", "-o", "o", "a.cu", "b.cu"}).exit_code,
             exit_code::kUsage);

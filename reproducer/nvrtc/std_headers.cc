@@ -127,7 +127,7 @@ typedef decltype(nullptr) nullptr_t;
 constexpr char kNothing[] = "#pragma once\n";
 
 constexpr BuiltinHeader kHeaders[] = {
-    {"stdint.h", kStdint}, {"cstdint", kCstdint}, {"limits.h", kLimits}, {"climits", kLimits},
+    {"stdint.h", kStdint}, {"cstdint", kCstdint}, {"limits.h", kLimits},  {"climits", kLimits},
     {"float.h", kFloat},   {"cfloat", kFloat},    {"stddef.h", kNothing}, {"cstddef", kCstddef},
     {"stdio.h", kNothing}, {"cstdio", kNothing},  {"assert.h", kNothing}, {"cassert", kNothing},
 };

@@ -326,8 +326,7 @@ TEST_F(CudaGeneratorTest, SourceProjectRecompilesAndIsRelocatable) {
   auto captured_print = KernelFingerprint(Read(moved + "/code/kernel.cubin"), "scale");
   auto nvrtc_print = KernelFingerprint(built, "scale");
   ASSERT_TRUE(captured_print.ok() && nvrtc_print.ok());
-  EXPECT_TRUE(*captured_print == *nvrtc_print)
-      << DescribeDifference(*captured_print, *nvrtc_print);
+  EXPECT_TRUE(*captured_print == *nvrtc_print) << DescribeDifference(*captured_print, *nvrtc_print);
   // COMPILER=nvcc keeps nvcc, building the same kernel.
   ToolResult with_nvcc = MakeIn(moved, {"clean", "recompile", "COMPILER=nvcc"});
   ASSERT_EQ(with_nvcc.exit_code, 0) << with_nvcc.out << with_nvcc.err;
@@ -366,8 +365,9 @@ TEST_F(CudaGeneratorTest, SourceProjectRecompilesAndIsRelocatable) {
                       fs::file_time_type::clock::now() + std::chrono::seconds(10));
   ToolResult edited = MakeIn(moved, {"recompile"});
   EXPECT_EQ(edited.exit_code, 0) << edited.err;
-  EXPECT_TRUE(absl::StrContains(edited.out, "kerncap-nvrtc --nvcc")) << "edit did not trigger a rebuild:\n"
-                                                     << edited.out << Read(moved + "/Makefile");
+  EXPECT_TRUE(absl::StrContains(edited.out, "kerncap-nvrtc --nvcc"))
+      << "edit did not trigger a rebuild:\n"
+      << edited.out << Read(moved + "/Makefile");
   EXPECT_TRUE(absl::StrContains(edited.out, "kernel.cu")) << edited.out;
   // PTX from the source, rebuilt with ptxas.
   ToolResult ptx = MakeIn(moved, {"ptx"});
@@ -408,9 +408,10 @@ TEST_F(CudaGeneratorTest, NvrtcThatCannotBeUsedFallsBackToNvccWithTheReason) {
   EXPECT_FALSE(absl::StrContains(mk, "NVRTC ?=")) << mk;
   ToolResult rc = MakeIn(out, {"recompile"});
   ASSERT_EQ(rc.exit_code, 0) << rc.out << rc.err;
-  EXPECT_TRUE(absl::StrContains(
-      rc.out, "the minimal unit, with nvcc (not NVRTC: kerncap-nvrtc refused the flags: "
-              "refused flag -Xfancy"))
+  EXPECT_TRUE(
+      absl::StrContains(rc.out,
+                        "the minimal unit, with nvcc (not NVRTC: kerncap-nvrtc refused the flags: "
+                        "refused flag -Xfancy"))
       << rc.out;
   const std::string summary = SummarizeProject(*r);
   EXPECT_TRUE(absl::StrContains(summary, "with nvcc (not NVRTC: kerncap-nvrtc refused")) << summary;
