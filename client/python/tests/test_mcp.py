@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 
 import pytest
 
+from conftest import read_fake_replayer_log, write_fake_replayer
 from fake_serve import write_project, write_server
 
 mcp = pytest.importorskip("mcp", reason="the mcp package is not installed (pip install mcp)")
@@ -64,10 +66,14 @@ def test_tools_are_listed_with_their_schemas(daemon):
         return await s.list_tools()
 
     tools = {t.name: t for t in run_session(daemon, {}, body).tools}
-    assert {"list_agents", "list_captures", "arm_and_wait", "show_capture",
-            "generate_reproducer", "evaluate_candidate", "stop_resident"} <= set(tools)
+    assert {"list_agents", "list_kernels", "list_captures", "arm_and_wait", "show_capture",
+            "generate_reproducer", "evaluate_candidate", "stop_resident", "substitute",
+            "substitution_status", "unsubstitute"} <= set(tools)
     schema = _field(tools["arm_and_wait"], "input_schema", "inputSchema")
     assert "kernel" in schema["properties"] and "kernel" in schema.get("required", [])
+    schema = _field(tools["substitute"], "input_schema", "inputSchema")
+    assert {"kernel", "code_object"} <= set(schema.get("required", []))
+    assert {"preflight", "unchecked", "ab", "count", "ttl_s"} <= set(schema["properties"])
 
 
 def test_agent_arm_capture_show_and_reproducer_through_mcp(daemon, tmpdir_short):
@@ -167,3 +173,151 @@ def test_evaluate_candidate_builds_validates_and_times_in_resident_mode(daemon, 
     assert structured(out["after_fault"])["valid"]  # a new resident replay was started
     assert structured(out["stop"])["stopped"] is True
     assert is_error(out["not_a_project"]) and "not a reproducer folder" in text(out["not_a_project"])
+
+
+def _start_substituting_agent(daemon, dispatches=5000):
+    """The synthetic agent offering live substitution (test_substitute.py):
+    it waits for a substitution, then dispatches subst_kernel every 2 ms; its
+    variant "takes" 1 us of device time and the original 2 us."""
+    argv = daemon.agent_argv(kernels="subst_kernel", dispatches=dispatches, wait_arm_ms=0)
+    argv += ["--substitution", "--wait-substitution-ms=20000", "--dispatch-interval-ms=2"]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+async def _census(s, pid):
+    """list_kernels for this pid once the agent has connected."""
+    for _ in range(200):
+        r = await s.call_tool("list_kernels", {"pid": pid})
+        if not is_error(r) and structured(r)["count"] > 0:
+            return r
+        await asyncio.sleep(0.05)
+    return r
+
+
+def test_kernel_census_and_live_substitution_through_mcp(daemon, tmpdir_short):
+    variant = os.path.join(tmpdir_short, "variant.cubin")
+    with open(variant, "wb") as f:
+        f.write(b"SYNTHETIC-VARIANT")
+    # The preflight validation runs kerncap-replay: a stand-in that passes.
+    replayer = write_fake_replayer(tmpdir_short)
+    agent = _start_substituting_agent(daemon)
+    try:
+        async def body(s):
+            out = {"census": await _census(s, agent.pid)}
+            out["census_glob"] = await s.call_tool("list_kernels", {
+                "process": "synthetic", "kernel": "subst_*", "match": "glob"})
+            out["census_none"] = await s.call_tool("list_kernels", {
+                "pid": agent.pid, "kernel": "no_such_kernel"})
+            out["ab"] = await s.call_tool("substitute", {
+                "kernel": "subst_kernel", "code_object": variant,
+                "preflight": "cap-0123456789ab", "ab": True, "count": 4, "pid": agent.pid})
+            sid = structured(out["ab"])["substitution_id"]
+            out["ab_done"] = await s.call_tool("substitution_status",
+                                               {"substitution_id": sid, "wait_s": 30})
+            out["live"] = await s.call_tool("substitute", {
+                "kernel": "subst_kernel", "code_object": variant, "unchecked": True})
+            live = structured(out["live"])["substitution_id"]
+            for _ in range(200):  # the agent reports its launches every so often
+                out["live_status"] = await s.call_tool("substitution_status",
+                                                       {"substitution_id": live})
+                a = structured(out["live_status"])["agents"]
+                if a and a[0]["variant_launches"] > 0:
+                    break
+                await asyncio.sleep(0.05)
+            out["listing"] = await s.call_tool("substitution_status", {})
+            out["unsub"] = await s.call_tool("unsubstitute", {"substitution_id": live})
+            out["after"] = await s.call_tool("substitution_status",
+                                             {"substitution_id": live, "wait_s": 10})
+            out["listing_after"] = await s.call_tool("substitution_status", {})
+            return out
+
+        out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body)
+    finally:
+        agent.kill()
+        agent.wait()
+    assert not is_error(out["census"]), text(out["census"])
+    census = structured(out["census"])
+    (mine,) = census["agents"]
+    assert mine["pid"] == agent.pid and mine["process_name"] == "synthetic_agent"
+    assert [k["name"] for k in mine["kernels"]] == ["subst_kernel"]
+    assert mine["kernels"][0]["mangled_name"] == "_Z12subst_kernelv"
+    glob = structured(out["census_glob"])
+    assert any(k["name"] == "subst_kernel" for a in glob["agents"] if a["pid"] == agent.pid
+               for k in a["kernels"]), glob
+    none = structured(out["census_none"])
+    assert none["count"] == 0 and "no_such_kernel" in none["note"]
+
+    assert not is_error(out["ab"]), text(out["ab"])
+    ab = structured(out["ab"])
+    assert ab["substitution_id"].startswith("sub-") and ab["ab"] is True
+    assert ab["preflight"].startswith("kerncap-replay validate --code-object=")
+    assert ab["preflight"].endswith(": pass (the variant reproduced the capture's outputs)")
+    argv = read_fake_replayer_log(tmpdir_short)["argv"]
+    assert argv[0] == "validate" and f"--code-object={variant}" in argv, argv
+    done = structured(out["ab_done"])
+    assert done["state"] == "ended", done
+    (a,) = done["agents"]
+    assert a["state"] == "ended" and (a["variant_launches"], a["original_launches"]) == (4, 4)
+    (r,) = done["ab_results"]
+    assert r["pid"] == agent.pid
+    assert r["variant"]["mean_us"] == 1.0 and r["original"]["mean_us"] == 2.0
+    assert r["variant"]["samples"] == 4 and r["original"]["samples"] == 4
+    assert r["variant"]["stddev_us"] == 0.0 and r["speedup"] == 2.0
+
+    live = structured(out["live"])
+    assert live["preflight"].startswith("none") and "ab_results" not in live
+    status = structured(out["live_status"])
+    assert status["state"] == "active" and status["agents"][0]["state"] == "active", status
+    assert status["agents"][0]["variant_launches"] > 0
+    assert live["substitution_id"] in {x["substitution_id"]
+                                       for x in structured(out["listing"])["substitutions"]}
+    assert not is_error(out["unsub"]), text(out["unsub"])
+    after = structured(out["after"])
+    assert after["state"] == "ended", after
+    assert live["substitution_id"] not in {
+        x["substitution_id"] for x in structured(out["listing_after"])["substitutions"]}
+
+
+def test_substitution_usage_errors_through_mcp(daemon, tmpdir_short):
+    variant = os.path.join(tmpdir_short, "variant.cubin")
+    with open(variant, "wb") as f:
+        f.write(b"SYNTHETIC-VARIANT")
+    failing = {"command": "validate", "result": "fail", "regions_compared": 1,
+               "regions_failing": 1, "region_results": [{"index": 0, "passed": False,
+                                                         "va": "0x10", "name": "out"}]}
+    replayer = write_fake_replayer(tmpdir_short, exit_code=8, doc=failing)
+
+    async def body(s):
+        return {
+            "no_agent": await s.call_tool("list_kernels", {"pid": 1}),
+            "bad_regex": await s.call_tool("list_kernels", {"kernel": "(", "match": "regex"}),
+            "missing_code": await s.call_tool("substitute", {
+                "kernel": "subst_kernel", "code_object": f"{tmpdir_short}/missing.cubin",
+                "unchecked": True}),
+            "no_preflight": await s.call_tool("substitute", {
+                "kernel": "subst_kernel", "code_object": variant}),
+            "preflight_fails": await s.call_tool("substitute", {
+                "kernel": "subst_kernel", "code_object": variant,
+                "preflight": "cap-0123456789ab"}),
+            "no_agent_offers": await s.call_tool("substitute", {
+                "kernel": "subst_kernel", "code_object": variant, "unchecked": True,
+                "pid": 1}),
+            "unknown_unsub": await s.call_tool("unsubstitute", {"substitution_id": "sub-nope"}),
+            "unknown_status": await s.call_tool("substitution_status",
+                                                {"substitution_id": "sub-nope"}),
+        }
+
+    out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body)
+    for name, r in out.items():
+        assert is_error(r), (name, structured(r))
+    assert "NotFound" in text(out["no_agent"]) and "no live agent" in text(out["no_agent"])
+    assert "InvalidArgument" in text(out["bad_regex"]) and "regex" in text(out["bad_regex"])
+    assert "NotFound" in text(out["missing_code"]) and "missing.cubin" in text(out["missing_code"])
+    assert "InvalidArgument" in text(out["no_preflight"]) and "preflight" in text(
+        out["no_preflight"])
+    assert "FailedPrecondition" in text(out["preflight_fails"])
+    assert "preflight failed" in text(out["preflight_fails"])
+    assert "nothing was substituted" in text(out["preflight_fails"])
+    assert "FailedPrecondition" in text(out["no_agent_offers"])
+    assert "NotFound" in text(out["unknown_unsub"]) and "sub-nope" in text(out["unknown_unsub"])
+    assert "NotFound" in text(out["unknown_status"])

@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Union
 from . import _progress, errors
 from ._pb import pb
 from .kcap import KcapReader, KcapWriter
-from .models import (MATCH_VALUES, REPRODUCER_KINDS, ExportResult, ReproResult)
+from .models import (MATCH_VALUES, REPRODUCER_KINDS, ExportResult, KernelList, ReproResult)
 
 UINT32_MAX = (1 << 32) - 1
 UINT64_MAX = (1 << 64) - 1
@@ -142,6 +142,43 @@ def arm_request(kernel: Optional[str] = None, *, mangled: Optional[str] = None,
     for k, v in (tags or {}).items():
         req.tags[str(k)] = str(v)
     return req
+
+
+def kernel_filter(kernel: Optional[str], match: Optional[str] = None):
+    """The census filter (kerncapctl kernels --kernel/--match): a predicate
+    over LoadedKernel that selects what an arm with this pattern would
+    take. Same rules as the agents' NameMatcher (common/agent_link/
+    selector.cc): the demangled name (the mangled one when there is none) for
+    substring, glob (whole name, fnmatch-style) and regex (search); the exact
+    mangled name for mangled. Python's re stands in for the agents' linear
+    regex engine, which accepts a subset of its syntax."""
+    match_name = (match or "substring").lower()
+    if match_name not in MATCH_VALUES:
+        raise errors.InvalidArgument(
+            f'kernels: bad match "{match}": one of substring, glob, regex, mangled')
+    pattern = kernel or ""
+    if match_name == "mangled":
+        return lambda k: k.mangled_name == pattern
+    if match_name == "substring":
+        return lambda k: pattern in k.name
+    if match_name == "glob":
+        import fnmatch
+        return lambda k: fnmatch.fnmatchcase(k.name, pattern)
+    try:
+        rx = re.compile(pattern)
+    except re.error as e:
+        raise errors.InvalidArgument(f"kernels: bad regex {pattern!r}: {e}") from None
+    return lambda k: rx.search(k.name) is not None
+
+
+def kernel_list(resp, kernel: Optional[str], match: Optional[str]) -> KernelList:
+    """A ListKernelsResponse as a KernelList, filtered by kernel_filter when
+    a pattern (or a match kind) is given; the notes are kept whole."""
+    listing = KernelList.from_pb(resp)
+    if kernel is None and match is None:
+        return listing
+    keep = kernel_filter(kernel, match)
+    return KernelList([k for k in listing if keep(k)], listing.notes)
 
 
 def disarm_request(arm: Any, all_arms: Optional[bool]):

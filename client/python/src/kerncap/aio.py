@@ -94,10 +94,11 @@ class AsyncClient:
         return AgentList(Agent.from_pb(a) for a in resp.agents)
 
     async def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
-                      agent: Optional[str] = None) -> KernelList:
+                      agent: Optional[str] = None, kernel: Optional[str] = None,
+                      match: Optional[str] = None) -> KernelList:
         req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
                                     agent_id=agent or "")
-        return KernelList.from_pb(await self._unary("ListKernels", req))
+        return _ops.kernel_list(await self._unary("ListKernels", req), kernel, match)
 
     async def arm(self, kernel: Optional[str] = None, *, mangled: Optional[str] = None,
                   match: Optional[str] = None, pid: Optional[int] = None,

@@ -119,14 +119,17 @@ class Client:
         return AgentList(Agent.from_pb(a) for a in resp.agents)
 
     def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
-                agent: Optional[str] = None) -> KernelList:
+                agent: Optional[str] = None, kernel: Optional[str] = None,
+                match: Optional[str] = None) -> KernelList:
         """The kernel census: the kernels the live agents (of this pid, of
         processes whose name contains `process`, or this agent id) have
-        loaded, to pick what to arm. Agents that gave no census are in the
-        result's `notes`, with the reason."""
+        loaded, to pick what to arm. kernel/match: only the kernels an arm
+        with this pattern would select (as arm()'s; kerncapctl kernels
+        --kernel). Agents that gave no census are in the result's `notes`,
+        with the reason."""
         req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
                                     agent_id=agent or "")
-        return KernelList.from_pb(self._unary("ListKernels", req))
+        return _ops.kernel_list(self._unary("ListKernels", req), kernel, match)
 
     # ---- arms ----
 
@@ -229,6 +232,15 @@ class Client:
         resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(include_finished=all))
         return [_ops.to_dict(s) for s in resp.substitutions]
 
+    def substitution(self, substitution: Any) -> dict:
+        """One substitution's current report (its id, or the dict substitute()
+        returned), live or ended; NotFound when kerncapd has no such id."""
+        sid = substitution["substitution_id"] if isinstance(substitution, Mapping) else str(
+            substitution)
+        resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(
+            substitution_id=sid, include_finished=True))
+        return _ops.to_dict(resp.substitutions[0])
+
     def wait_for_substitution(self, substitution: Any, timeout: Optional[float] = None,
                               poll: float = 0.25) -> dict:
         """Polls until the substitution has ended on every agent (count, ttl,
@@ -237,9 +249,7 @@ class Client:
             substitution)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(
-                substitution_id=sid, include_finished=True))
-            info = _ops.to_dict(resp.substitutions[0])
+            info = self.substitution(sid)
             if info.get("state") == "ended":
                 return info
             if deadline is not None and time.monotonic() >= deadline:

@@ -5,8 +5,9 @@
 An MCP client (a coding agent) starts this as a subprocess and calls its tools:
 
     list_agents          live agents (processes with the kerncap agent loaded) and the
-                         kernels captured from each so far (kerncapd tracks captures, not
-                         every kernel an agent ran)
+                         kernels captured from each so far
+    list_kernels         the kernel census: per live agent, the kernels its process has
+                         loaded (filters: pid, process, kernel pattern as arm_and_wait's)
     list_captures        captures in the store (optionally by kernel name)
     arm_and_wait         arm a capture of the next matching dispatch and wait for it
     show_capture         one capture: kernel, launch, arguments, memory regions
@@ -16,10 +17,18 @@ An MCP client (a coding agent) starts this as a subprocess and calls its tools:
                          verdict, timing, speedup over the captured code object,
                          optionally at another launch configuration
     stop_resident        stop the resident replay of a reproducer
+    substitute           launch a built variant instead of a kernel in the running
+                         application (after a preflight validation against a capture,
+                         or unchecked), optionally A/B: original and variant alternate
+                         per dispatch and both device times are reported
+    substitution_status  a substitution's current report (optionally waiting for it to
+                         end): per agent its state, launches, device times and spread
+    unsubstitute         end a substitution: the application runs the original again
 
 Every tool returns a JSON object (structured content). A failure is an MCP tool
 error whose text names what went wrong (kerncapd unreachable, capture not found,
-a build error with the compiler's last lines, a candidate that faulted, no GPU).
+a build error with the compiler's last lines, a candidate that faulted, no GPU,
+no live agent, a missing code object, an unknown substitution).
 Needs the ``mcp`` package (``pip install 'kerncap[mcp]'``). The connection
 options are kerncap.connect()'s (default: the local kerncapd socket).
 """
@@ -82,6 +91,29 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+def _timing(t: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    if not t or not t.get("samples"):
+        return None
+    return {k: t.get(k) for k in ("samples", "mean_us", "stddev_us", "min_us", "max_us")}
+
+
+def _substitution_report(info: Dict[str, Any]) -> Dict[str, Any]:
+    """A SubstitutionInfo (Client.substitute's dict) for the caller: the
+    daemon's report as it is, and with ab, per agent the two device times
+    with their spread and the speedup (original mean / variant mean)."""
+    out = _jsonable(info)
+    if info.get("ab"):
+        rows = []
+        for a in info.get("agents", []):
+            v, o = _timing(a.get("variant")), _timing(a.get("original"))
+            rows.append({"agent_id": a.get("agent_id"), "pid": a.get("pid"),
+                         "state": a.get("state"), "variant": v, "original": o,
+                         "speedup": (o["mean_us"] / v["mean_us"]
+                                     if v and o and v["mean_us"] else None)})
+        out["ab_results"] = rows
+    return out
+
+
 class KerncapTools:
     """The tools' implementation, independent of MCP (tested directly too)."""
 
@@ -118,8 +150,8 @@ class KerncapTools:
                         "connected": _jsonable(a.connected), "captures": a.captures,
                         "captured_kernels": kernels})
         return {"agents": out, "count": len(out),
-                "note": "captured_kernels lists the kernels captured from each process; kerncapd "
-                        "does not record every kernel an agent ran"}
+                "note": "captured_kernels lists the kernels captured from each process; "
+                        "list_kernels lists every kernel the processes have loaded"}
 
     def list_captures(self, kernel: str = "", limit: int = 50) -> Dict[str, Any]:
         caps = self.client().captures(kernel or None, limit=limit or None)
@@ -155,14 +187,92 @@ class KerncapTools:
         return _jsonable(self.client().capture(capture_id).to_dict())
 
     def generate_reproducer(self, capture_id: str, out_dir: str, kind: str = "auto",
-                            overwrite: bool = False) -> Dict[str, Any]:
+                            overwrite: bool = False, source_dir: str = "") -> Dict[str, Any]:
         r = self.client().repro(capture_id, out_dir, kind=None if kind == "auto" else kind,
-                                overwrite=overwrite)
+                                overwrite=overwrite, source_dir=source_dir or None)
         return {"capture_id": r.capture_id, "path": os.path.abspath(r.path), "files": r.files,
                 "kind": (r.project or {}).get("kind"),
                 "source": (r.project or {}).get("source", {}).get("outcome"),
                 "next": "edit src/, then evaluate_candidate(project_dir=path) to build, validate "
                         "and time it"}
+
+    # ---- kernel census and live substitution ----
+
+    def list_kernels(self, pid: int = 0, process: str = "", kernel: str = "",
+                     match: str = "substring") -> Dict[str, Any]:
+        c = self.client()
+        listing = c.kernels(pid=pid or None, process=process or None, kernel=kernel or None,
+                            match=match if kernel else None)
+        by_agent: Dict[str, Dict[str, Any]] = {}
+        for k in listing:
+            a = by_agent.setdefault(k.agent_id, {"agent_id": k.agent_id, "pid": k.pid,
+                                                 "process_name": k.process_name, "kernels": []})
+            a["kernels"].append({"name": k.name, "mangled_name": k.mangled_name,
+                                 "module": k.module})
+        notes = [_jsonable(n) for n in listing.notes]
+        if not by_agent:
+            live = [a for a in c.agents()
+                    if (not pid or a.process.pid == pid)
+                    and (not process or process in a.process.process_name)]
+            which = f" (pid={pid or 'any'}, process={process or 'any'})" if pid or process else ""
+            if not live:
+                raise errors.NotFound(
+                    f"no live agent{which} is connected to kerncapd: start the application "
+                    "with the kerncap agent loaded (list_agents shows the live processes)")
+            if notes and all(n["error"] for n in notes) and len(notes) >= len(live):
+                raise errors.Unavailable(
+                    "no agent answered the kernel census: " + "; ".join(
+                        f"pid {n['pid']} ({n['process_name']}): {n['error']}" for n in notes))
+        out: Dict[str, Any] = {"agents": list(by_agent.values()), "count": len(listing),
+                               "notes": notes}
+        if kernel and not listing:
+            out["note"] = (f"no loaded kernel matches {kernel!r} ({match}); kernels load "
+                           "lazily, so one the application has not launched yet may be missing")
+        return out
+
+    def substitute(self, kernel: str, code_object: str, preflight: str = "",
+                   unchecked: bool = False, match: str = "substring", pid: int = 0,
+                   process: str = "", count: int = 0, ttl_s: float = 0.0,
+                   ab: bool = False) -> Dict[str, Any]:
+        if not kernel:
+            raise errors.InvalidArgument("kernel: give the (part of the) name of the kernel "
+                                         "to substitute")
+        code = Path(code_object).expanduser()
+        if not code_object or not code.is_file():
+            raise errors.NotFound(f"no code object at {code_object!r}: give the path of the "
+                                  "built variant (a cubin, fatbin or PTX file)")
+        if ttl_s < 0 or count < 0:
+            raise errors.InvalidArgument("count and ttl_s must be >= 0 (0: no limit)")
+        info = self.client().substitute(kernel, code.resolve(), preflight=preflight or None,
+                                        unchecked=unchecked, match=match, pid=pid or None,
+                                        process=process or None, count=count or None,
+                                        ttl=ttl_s or None, ab=ab)
+        out = _substitution_report(info)
+        out["next"] = ("substitution_status(substitution_id, wait_s) reads its launches and "
+                       "device times; unsubstitute(substitution_id) ends it")
+        return out
+
+    def substitution_status(self, substitution_id: str = "", wait_s: float = 0.0,
+                            include_finished: bool = False) -> Dict[str, Any]:
+        c = self.client()
+        if not substitution_id:
+            subs = c.substitutions(all=include_finished)
+            return {"substitutions": [_substitution_report(x) for x in subs],
+                    "count": len(subs)}
+        if wait_s < 0 or wait_s > 3600:
+            raise errors.InvalidArgument("wait_s must be in [0, 3600]")
+        if wait_s > 0:
+            try:
+                return _substitution_report(c.wait_for_substitution(substitution_id,
+                                                                    timeout=wait_s))
+            except errors.DeadlineExceeded:
+                pass  # still live: its report so far
+        return _substitution_report(c.substitution(substitution_id))
+
+    def unsubstitute(self, substitution_id: str) -> Dict[str, Any]:
+        if not substitution_id:
+            raise errors.InvalidArgument("substitution_id: give the id substitute returned")
+        return _substitution_report(self.client().unsubstitute(substitution_id))
 
     # ---- resident evaluation ----
 
@@ -248,9 +358,11 @@ def build_server(tools: KerncapTools):
         raise errors.FailedPrecondition("the MCP server needs the mcp package: pip install mcp")
     mcp = _Server("kerncap", instructions=(
         "kerncap captures one GPU kernel dispatch from a running application and replays it "
-        "in isolation. Typical loop: list_agents -> arm_and_wait(kernel) -> "
+        "in isolation. Typical loop: list_agents / list_kernels -> arm_and_wait(kernel) -> "
         "generate_reproducer(capture_id, out_dir) -> edit the sources -> "
-        "evaluate_candidate(project_dir) until the verdict is pass and the speedup > 1."))
+        "evaluate_candidate(project_dir) until the verdict is pass and the speedup > 1 -> "
+        "substitute(kernel, code_object, preflight=capture_id, ab=true) in the live "
+        "application -> substitution_status(substitution_id, wait_s) -> unsubstitute."))
 
     @mcp.tool()
     @_reported
@@ -281,10 +393,11 @@ def build_server(tools: KerncapTools):
     @mcp.tool()
     @_reported
     def generate_reproducer(capture_id: str, out_dir: str, kind: str = "auto",
-                            overwrite: bool = False) -> Dict[str, Any]:
+                            overwrite: bool = False, source_dir: str = "") -> Dict[str, Any]:
         """Writes a reproducer project for a capture into out_dir (kind: auto, cuda, hip,
-        triton, binary)."""
-        return tools.generate_reproducer(capture_id, out_dir, kind, overwrite)
+        triton, binary). source_dir: where the application's sources are when not at the
+        paths its code object records (on kerncapd's host)."""
+        return tools.generate_reproducer(capture_id, out_dir, kind, overwrite, source_dir)
 
     @mcp.tool()
     @_reported
@@ -305,6 +418,50 @@ def build_server(tools: KerncapTools):
         """Stops the resident replay this server started for a reproducer."""
         return tools.stop_resident(project_dir)
 
+    @mcp.tool()
+    @_reported
+    def list_kernels(pid: int = 0, process: str = "", kernel: str = "",
+                     match: str = "substring") -> Dict[str, Any]:
+        """The kernel census: per live agent, the kernels its process has loaded (what
+        arm_and_wait and substitute can select). Filters: pid, process (part of the
+        process name), kernel (a pattern as arm_and_wait's; match: substring, glob, regex
+        or mangled). notes: agents that gave no (or a partial) census, with the reason."""
+        return tools.list_kernels(pid, process, kernel, match)
+
+    @mcp.tool()
+    @_reported
+    def substitute(kernel: str, code_object: str, preflight: str = "", unchecked: bool = False,
+                   match: str = "substring", pid: int = 0, process: str = "", count: int = 0,
+                   ttl_s: float = 0.0, ab: bool = False) -> Dict[str, Any]:
+        """Launches the variant in code_object (a cubin, fatbin or PTX with a kernel of the
+        same mangled name, e.g. a reproducer's build/kernel.cubin) instead of the matching
+        kernel in the live application. preflight: a capture id to validate the variant
+        against first (must pass), or unchecked=true to go live without it (a faulting
+        variant breaks the application's CUDA context). count: end after this many
+        substituted dispatches per agent; ttl_s: after this long (0: no limit). ab:
+        original and variant alternate per dispatch and both device times are measured
+        (read them with substitution_status). Returns the substitution's report."""
+        return tools.substitute(kernel, code_object, preflight, unchecked, match, pid, process,
+                                count, ttl_s, ab)
+
+    @mcp.tool()
+    @_reported
+    def substitution_status(substitution_id: str = "", wait_s: float = 0.0,
+                            include_finished: bool = False) -> Dict[str, Any]:
+        """A substitution's report: its state, per agent the state (pending, active,
+        refused with the reason, ended), launches, device times (mean, stddev, min, max in
+        us) and, for ab, the speedup. wait_s: wait up to this long for it to end first (its
+        report so far when it has not). Without an id: every live substitution
+        (include_finished: ended ones too)."""
+        return tools.substitution_status(substitution_id, wait_s, include_finished)
+
+    @mcp.tool()
+    @_reported
+    def unsubstitute(substitution_id: str) -> Dict[str, Any]:
+        """Ends a substitution: the application launches the original kernel again.
+        Returns its final report."""
+        return tools.unsubstitute(substitution_id)
+
     return mcp
 
 
@@ -319,6 +476,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("kerncap.mcp_server: the mcp package is not installed (pip install mcp)",
               file=sys.stderr)
         return 2
+    if args.replayer:
+        # substitute's preflight validates through the Client, which finds the
+        # replayer as $KERNCAP_REPLAY: the same binary as the resident replays.
+        os.environ["KERNCAP_REPLAY"] = args.replayer
     target = args.host or (f"unix:{args.socket}" if args.socket else None)
     tools = KerncapTools(lambda: connect(target) if target else connect(), args.replayer)
     try:
