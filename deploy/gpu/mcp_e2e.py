@@ -218,16 +218,17 @@ async def scenario(session, steps: Steps, cfg: Dict[str, Any]) -> None:
             p.append("no speedup over the captured code object")
         return p
     if project:
-        await step(d.call("evaluate_candidate", "evaluate_candidate",
-                          {"project_dir": project, "build": True, "iterations": 20,
-                           "compare_original": cfg["compare_original"]}, evaluated))
+        done = [await step(d.call("evaluate_candidate", "evaluate_candidate",
+                                  {"project_dir": project, "build": True, "iterations": 20,
+                                   "compare_original": cfg["compare_original"]}, evaluated))]
         if cfg.get("evaluate_variant"):
-            await step(d.call("evaluate_variant", "evaluate_candidate",
-                              {"project_dir": project, "build": False,
-                               "code_object": str(cfg["variant"]), "iterations": 20,
-                               "compare_original": cfg["compare_original"]}, evaluated))
-        await step(d.call("stop_resident", "stop_resident", {"project_dir": project},
-                          lambda doc: [] if doc.get("stopped") else ["no resident replay"]))
+            done.append(await step(d.call(
+                "evaluate_variant", "evaluate_candidate",
+                {"project_dir": project, "build": False, "code_object": str(cfg["variant"]),
+                 "iterations": 20, "compare_original": cfg["compare_original"]}, evaluated)))
+        if any(done):  # a resident replay was started
+            await step(d.call("stop_resident", "stop_resident", {"project_dir": project},
+                              lambda doc: [] if doc.get("stopped") else ["no resident replay"]))
 
     sub_args = {"kernel": kernel, "code_object": str(cfg["variant"]), "pid": pid, "ab": True}
     if cfg["preflight"]:

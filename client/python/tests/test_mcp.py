@@ -321,3 +321,47 @@ def test_substitution_usage_errors_through_mcp(daemon, tmpdir_short):
     assert "FailedPrecondition" in text(out["no_agent_offers"])
     assert "NotFound" in text(out["unknown_unsub"]) and "sub-nope" in text(out["unknown_unsub"])
     assert "NotFound" in text(out["unknown_status"])
+
+
+E2E = os.path.join(os.path.dirname(__file__), "..", "..", "..", "deploy", "gpu", "mcp_e2e.py")
+
+
+def _run_e2e(daemon, tmpdir_short, project):
+    """deploy/gpu/mcp_e2e.py (the GPU machine's MCP driver) in its CPU dry
+    run: its own kerncapd, the synthetic agent as the application."""
+    logs = os.path.join(tmpdir_short, "logs")
+    env = dict(os.environ)
+    src = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "src"))
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    build = os.path.dirname(os.path.dirname(daemon.bins["kerncapd"]))
+    r = subprocess.run([sys.executable, E2E, "--synthetic", build, logs,
+                        f"--replayer={write_server(tmpdir_short)}", f"--project={project}"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    with open(os.path.join(logs, "mcp_e2e.json")) as f:
+        return r, json.load(f)
+
+
+def test_gpu_mcp_driver_dry_run_passes_every_step(daemon, tmpdir_short):
+    r, log = _run_e2e(daemon, tmpdir_short, write_project(tmpdir_short))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert log["passed"] and log["failed"] == [], log["failed"]
+    steps = {s["step"]: s for s in log["steps"]}
+    assert ["setup", "list_tools", "list_agents", "list_kernels", "list_kernels_filtered",
+            "arm_and_wait", "show_capture", "generate_reproducer", "evaluate_candidate",
+            "stop_resident", "substitute", "substitution_status_ab", "unsubstitute",
+            "substitution_status_ended", "application_exit"] == [s["step"] for s in log["steps"]]
+    ab = steps["substitution_status_ab"]["result"]["ab_results"][0]
+    assert ab["variant"]["mean_us"] == 1.0 and ab["original"]["mean_us"] == 2.0
+    assert steps["evaluate_candidate"]["result"]["verdict"] == "pass"
+    assert steps["substitution_status_ended"]["result"]["state"] == "ended"
+
+
+def test_gpu_mcp_driver_names_the_failed_step(daemon, tmpdir_short):
+    # Not a reproducer folder: evaluate_candidate fails; the rest still runs.
+    r, log = _run_e2e(daemon, tmpdir_short, tmpdir_short)
+    assert r.returncode == 1 and "FAILED steps: evaluate_candidate" in r.stdout, r.stdout
+    assert log["failed"] == ["evaluate_candidate"], log["failed"]
+    failed = [s for s in log["steps"] if s["step"] == "evaluate_candidate"][0]
+    assert "not a reproducer folder" in failed["error"]
+    assert {"substitute", "unsubstitute", "application_exit"} <= {
+        s["step"] for s in log["steps"] if s["ok"]}
