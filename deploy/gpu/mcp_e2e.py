@@ -230,7 +230,8 @@ async def scenario(session, steps: Steps, cfg: Dict[str, Any]) -> None:
             await step(d.call("stop_resident", "stop_resident", {"project_dir": project},
                               lambda doc: [] if doc.get("stopped") else ["no resident replay"]))
 
-    sub_args = {"kernel": kernel, "code_object": str(cfg["variant"]), "pid": pid, "ab": True}
+    sub_args = {"kernel": kernel, "code_object": str(cfg["variant"]), "pid": pid, "ab": True,
+                **cfg.get("substitute_args", {})}
     if cfg["preflight"]:
         sub_args["preflight"] = cap_id
     else:
@@ -366,6 +367,7 @@ def main() -> int:
                         "--wait-arm-ms=0", "--dispatch-interval-ms=2", "--substitution"]
             app_env = env
             cfg = {"kernel": "subst_kernel", "process": "synthetic_agent", "preflight": False,
+                   "substitute_args": {"format": "cubin"},  # the stand-in bytes are no ELF
                    "project": args.project, "compare_original": True, "ab_samples": 20,
                    "check_times": lambda v, o: [] if (v["mean_us"], o["mean_us"]) == (1.0, 2.0)
                    else [f"device times {v['mean_us']} / {o['mean_us']} us, not 1 / 2"]}

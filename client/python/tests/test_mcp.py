@@ -210,12 +210,14 @@ def test_kernel_census_and_live_substitution_through_mcp(daemon, tmpdir_short):
                 "pid": agent.pid, "kernel": "no_such_kernel"})
             out["ab"] = await s.call_tool("substitute", {
                 "kernel": "subst_kernel", "code_object": variant,
-                "preflight": "cap-0123456789ab", "ab": True, "count": 4, "pid": agent.pid})
+                "preflight": "cap-0123456789ab", "ab": True, "count": 4, "pid": agent.pid,
+                "format": "cubin"})
             sid = structured(out["ab"])["substitution_id"]
             out["ab_done"] = await s.call_tool("substitution_status",
                                                {"substitution_id": sid, "wait_s": 30})
             out["live"] = await s.call_tool("substitute", {
-                "kernel": "subst_kernel", "code_object": variant, "unchecked": True})
+                "kernel": "subst_kernel", "code_object": variant, "unchecked": True,
+                "format": "cubin"})
             live = structured(out["live"])["substitution_id"]
             for _ in range(200):  # the agent reports its launches every so often
                 out["live_status"] = await s.call_tool("substitution_status",
@@ -296,12 +298,14 @@ def test_substitution_usage_errors_through_mcp(daemon, tmpdir_short):
                 "unchecked": True}),
             "no_preflight": await s.call_tool("substitute", {
                 "kernel": "subst_kernel", "code_object": variant}),
+            "not_a_code_object": await s.call_tool("substitute", {
+                "kernel": "subst_kernel", "code_object": variant, "unchecked": True}),
             "preflight_fails": await s.call_tool("substitute", {
-                "kernel": "subst_kernel", "code_object": variant,
+                "kernel": "subst_kernel", "code_object": variant, "format": "cubin",
                 "preflight": "cap-0123456789ab"}),
             "no_agent_offers": await s.call_tool("substitute", {
-                "kernel": "subst_kernel", "code_object": variant, "unchecked": True,
-                "pid": 1}),
+                "kernel": "subst_kernel", "code_object": variant, "format": "cubin",
+                "unchecked": True, "pid": 1}),
             "unknown_unsub": await s.call_tool("unsubstitute", {"substitution_id": "sub-nope"}),
             "unknown_status": await s.call_tool("substitution_status",
                                                 {"substitution_id": "sub-nope"}),
@@ -315,6 +319,7 @@ def test_substitution_usage_errors_through_mcp(daemon, tmpdir_short):
     assert "NotFound" in text(out["missing_code"]) and "missing.cubin" in text(out["missing_code"])
     assert "InvalidArgument" in text(out["no_preflight"]) and "preflight" in text(
         out["no_preflight"])
+    assert "neither a cubin" in text(out["not_a_code_object"])
     assert "FailedPrecondition" in text(out["preflight_fails"])
     assert "preflight failed" in text(out["preflight_fails"])
     assert "nothing was substituted" in text(out["preflight_fails"])

@@ -233,7 +233,7 @@ class KerncapTools:
     def substitute(self, kernel: str, code_object: str, preflight: str = "",
                    unchecked: bool = False, match: str = "substring", pid: int = 0,
                    process: str = "", count: int = 0, ttl_s: float = 0.0,
-                   ab: bool = False) -> Dict[str, Any]:
+                   ab: bool = False, format: str = "") -> Dict[str, Any]:  # noqa: A002
         if not kernel:
             raise errors.InvalidArgument("kernel: give the (part of the) name of the kernel "
                                          "to substitute")
@@ -246,7 +246,7 @@ class KerncapTools:
         info = self.client().substitute(kernel, code.resolve(), preflight=preflight or None,
                                         unchecked=unchecked, match=match, pid=pid or None,
                                         process=process or None, count=count or None,
-                                        ttl=ttl_s or None, ab=ab)
+                                        ttl=ttl_s or None, ab=ab, format=format or None)
         out = _substitution_report(info)
         out["next"] = ("substitution_status(substitution_id, wait_s) reads its launches and "
                        "device times; unsubstitute(substitution_id) ends it")
@@ -432,7 +432,8 @@ def build_server(tools: KerncapTools):
     @_reported
     def substitute(kernel: str, code_object: str, preflight: str = "", unchecked: bool = False,
                    match: str = "substring", pid: int = 0, process: str = "", count: int = 0,
-                   ttl_s: float = 0.0, ab: bool = False) -> Dict[str, Any]:
+                   ttl_s: float = 0.0, ab: bool = False,
+                   format: str = "") -> Dict[str, Any]:  # noqa: A002
         """Launches the variant in code_object (a cubin, fatbin or PTX with a kernel of the
         same mangled name, e.g. a reproducer's build/kernel.cubin) instead of the matching
         kernel in the live application. preflight: a capture id to validate the variant
@@ -440,9 +441,10 @@ def build_server(tools: KerncapTools):
         variant breaks the application's CUDA context). count: end after this many
         substituted dispatches per agent; ttl_s: after this long (0: no limit). ab:
         original and variant alternate per dispatch and both device times are measured
-        (read them with substitution_status). Returns the substitution's report."""
+        (read them with substitution_status). format: cubin, fatbin or ptx (default: from
+        the file's bytes). Returns the substitution's report."""
         return tools.substitute(kernel, code_object, preflight, unchecked, match, pid, process,
-                                count, ttl_s, ab)
+                                count, ttl_s, ab, format)
 
     @mcp.tool()
     @_reported
