@@ -20,11 +20,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/agent_link/vocabulary.h"
+#include "common/digest.h"
 #include "kerncap/v1/manifest.pb.h"
 
 namespace kerncap {
@@ -69,6 +71,31 @@ class CaptureIngest {
   virtual absl::Status MarkUnchanged(int handle, uint64_t first_chunk, uint64_t count) {
     (void)handle, (void)first_chunk, (void)count;
     return absl::UnimplementedError("this ingest takes every post chunk's bytes");
+  }
+
+  // Declares chunks [first_chunk, first_chunk + digests.size()) of region
+  // `handle` (pre or post) to be the chunks the store already holds under
+  // `digests` (an all-zero digest: a zero chunk), without their bytes. Only
+  // for digests the caller learned from this sink (CommittedDigests of an
+  // earlier capture): fails (NotFound) for a digest the store does not hold
+  // (any more), InvalidArgument for a range outside the region or chunks
+  // already written. The chunks are kept from GC from here on.
+  virtual absl::Status MarkKnown(int handle, uint64_t first_chunk,
+                                 const std::vector<Digest>& digests) {
+    (void)handle, (void)first_chunk, (void)digests;
+    return absl::UnimplementedError("this ingest takes every chunk's bytes");
+  }
+  // Whether the store holds a chunk of this digest now (a later MarkKnown
+  // can still fail if a GC removes it meanwhile).
+  virtual bool HoldsChunk(const Digest& digest) {
+    (void)digest;
+    return false;
+  }
+  // After a successful Commit: the digest of every chunk of region `handle`
+  // as stored (post regions: also the chunks equal to the pre image's).
+  virtual absl::StatusOr<std::vector<Digest>> CommittedDigests(int handle) const {
+    (void)handle;
+    return absl::UnimplementedError("this ingest does not report digests");
   }
 
   // Stores a code object image (cubin, hsaco, ...). meta.digest is filled in

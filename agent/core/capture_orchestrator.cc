@@ -62,10 +62,14 @@ Result<std::unique_ptr<PendingCapture>> CaptureOrchestrator::Before(
   p->session_ = std::move(session.value());
 
   t0 = std::chrono::steady_clock::now();
+  SetUpFingerprints(*p);
   TrySnapshot(*p, codes.value());
   if (p->ops_ != nullptr) {
     p->stats_.pre_seconds = SecondsSince(t0);
     return p;
+  }
+  if (p->fp_ops_ != nullptr) {
+    FingerprintPre(*p, [&](size_t i) { return p->regions_[i].va; });
   }
   s = SendImage(*p, ImageKind::kPre, &p->stats_.pre_bytes);
   p->stats_.pcie_bytes += p->stats_.pre_bytes;
@@ -77,6 +81,150 @@ Result<std::unique_ptr<PendingCapture>> CaptureOrchestrator::Before(
     return Error(reason);
   }
   return p;
+}
+
+void CaptureOrchestrator::SetUpFingerprints(PendingCapture& p) {
+  CaptureStatsSummary& st = p.stats_;
+  DeviceSnapshotOps* ops = p.source_->snapshot_ops();
+  if (ops == nullptr) {
+    st.fingerprint_note = "the backend offers no device fingerprints";
+    return;
+  }
+  if (!policy_.fingerprints) {
+    st.fingerprint_note = "fingerprints disabled (KERNCAP_AGENT_FINGERPRINTS=0)";
+    return;
+  }
+  const uint64_t chunk = p.session_->FingerprintChunkSize();
+  if (chunk == 0 || chunk % 8 != 0 || chunk != p.session_->UnchangedChunkSize()) {
+    st.fingerprint_note = "kerncapd does not take fingerprints (chunk_fingerprints)";
+    return;
+  }
+  p.fp_ops_ = ops;
+  p.chunk_ = chunk;
+}
+
+template <typename SrcOf>
+void CaptureOrchestrator::FingerprintPre(PendingCapture& p, const SrcOf& src_of) {
+  auto t0 = std::chrono::steady_clock::now();
+  const uint64_t chunk = p.chunk_;
+  const size_t n = p.regions_.size();
+  p.pre_fp_.assign(n, {});
+  p.pre_held_.assign(n, {});
+  std::vector<ChunkFingerprint> all;
+  for (size_t i = 0; i < n; ++i) {
+    const RegionDesc& r = p.regions_[i];
+    std::vector<ChunkFingerprint> fps;
+    Status s = p.fp_ops_->Fingerprint(src_of(i), r.size, chunk, &fps);
+    if (!s.ok() || fps.size() != (r.size + chunk - 1) / chunk) {
+      // That region goes as bytes; the others keep their fingerprints.
+      if (p.stats_.fingerprint_note.empty()) {
+        p.stats_.fingerprint_note =
+            Where(r, 0) + "not fingerprinted (" + (s.ok() ? "wrong count" : s.message()) + ")";
+      }
+      continue;
+    }
+    all.insert(all.end(), fps.begin(), fps.end());
+    p.pre_fp_[i] = std::move(fps);
+  }
+  std::vector<uint8_t> held;
+  if (!all.empty()) {
+    Status s = p.session_->QueryKnown(all, &held);
+    if (!s.ok() || held.size() != all.size()) {
+      held.assign(all.size(), 0);
+      if (p.stats_.fingerprint_note.empty()) {
+        p.stats_.fingerprint_note = "asking kerncapd which chunks it holds failed (" +
+                                    (s.ok() ? std::string("wrong count") : s.message()) + ")";
+      }
+    }
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t m = p.pre_fp_[i].size();
+    p.pre_held_[i].assign(held.begin() + at, held.begin() + at + m);
+    at += m;
+  }
+  p.stats_.fingerprint_seconds += SecondsSince(t0);
+}
+
+template <typename Read>
+Status CaptureOrchestrator::SendChunks(PendingCapture& p, int handle, const RegionDesc& r,
+                                       uint64_t first, uint64_t end,
+                                       const std::vector<ChunkFingerprint>& fps,
+                                       const std::vector<uint8_t>& held, uint64_t* bytes,
+                                       const Read& read) {
+  const uint64_t chunk = p.chunk_;
+  auto byte_at = [&](uint64_t c) { return std::min(r.size, c * chunk); };
+  if (fps.empty()) {
+    return Stream(p, handle, byte_at(first), byte_at(end) - byte_at(first), bytes, read);
+  }
+  for (uint64_t c = first; c < end;) {
+    const bool is_held = held[c] != 0;
+    uint64_t e = c;
+    while (e < end && (held[e] != 0) == is_held) ++e;
+    std::vector<ChunkFingerprint> run(fps.begin() + c, fps.begin() + e);
+    if (is_held) {
+      KC_AGENT_RETURN_IF_ERROR(p.session_->MarkKnown(handle, c, run));
+      p.stats_.known_bytes += byte_at(e) - byte_at(c);
+    } else {
+      KC_AGENT_RETURN_IF_ERROR(Stream(p, handle, byte_at(c), byte_at(e) - byte_at(c), bytes, read));
+      KC_AGENT_RETURN_IF_ERROR(p.session_->TellFingerprints(handle, c, run));
+    }
+    c = e;
+  }
+  return OkStatus();
+}
+
+Status CaptureOrchestrator::SendPostByFingerprint(PendingCapture& p, size_t i, uint64_t* bytes,
+                                                  bool* done) {
+  *done = false;
+  const RegionDesc& r = p.regions_[i];
+  if (p.fp_ops_ == nullptr || i >= p.pre_fp_.size() || p.pre_fp_[i].empty()) return OkStatus();
+  const std::vector<ChunkFingerprint>& pre = p.pre_fp_[i];
+  const uint64_t chunk = p.chunk_;
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<ChunkFingerprint> post;
+  Status s = p.fp_ops_->Fingerprint(r.va, r.size, chunk, &post);
+  if (!s.ok() || post.size() != pre.size()) {
+    p.stats_.fingerprint_seconds += SecondsSince(t0);
+    return OkStatus();  // the caller sends the region whole
+  }
+  const uint64_t n = pre.size();
+  std::vector<ChunkFingerprint> changed_fps;
+  for (uint64_t c = 0; c < n; ++c) {
+    if (post[c] != pre[c]) changed_fps.push_back(post[c]);
+  }
+  // Changed chunks the daemon may hold already (a kernel that writes what
+  // it wrote at an earlier capture).
+  std::vector<uint8_t> held_changed;
+  if (!changed_fps.empty() &&
+      (!p.session_->QueryKnown(changed_fps, &held_changed).ok() ||
+       held_changed.size() != changed_fps.size())) {
+    held_changed.assign(changed_fps.size(), 0);
+  }
+  p.stats_.fingerprint_seconds += SecondsSince(t0);
+  std::vector<uint8_t> held(n, 0);
+  for (uint64_t c = 0, k = 0; c < n; ++c) {
+    if (post[c] != pre[c]) held[c] = held_changed[k++];
+  }
+  *done = true;
+  auto handle = p.session_->AddRegion(ImageKind::kPost, r);
+  if (!handle.ok()) return Error("declaring region failed: " + handle.error());
+  auto read = [&](void* dst, uint64_t off, size_t len) {
+    return p.source_->ReadRegion(r, off, dst, len);
+  };
+  for (uint64_t c = 0; c < n;) {
+    const bool same = post[c] == pre[c];
+    uint64_t e = c;
+    while (e < n && (post[e] == pre[e]) == same) ++e;
+    if (same) {
+      KC_AGENT_RETURN_IF_ERROR(p.session_->MarkUnchanged(handle.value(), c, e - c));
+      p.stats_.unchanged_post_bytes += std::min(r.size, e * chunk) - c * chunk;
+    } else {
+      KC_AGENT_RETURN_IF_ERROR(SendChunks(p, handle.value(), r, c, e, post, held, bytes, read));
+    }
+    c = e;
+  }
+  return OkStatus();
 }
 
 void CaptureOrchestrator::TrySnapshot(PendingCapture& p, std::vector<CodeObjectRef> codes) {
@@ -264,15 +412,22 @@ Result<CaptureStatsSummary> CaptureOrchestrator::Drain(std::unique_ptr<PendingCa
 
 Status CaptureOrchestrator::SendPreFromSnapshot(PendingCapture& p) {
   DeviceSnapshotOps* ops = p.ops_;
+  if (p.fp_ops_ != nullptr) FingerprintPre(p, [&](size_t i) { return p.pre_at_[i]; });
   for (size_t i = 0; i < p.regions_.size(); ++i) {
     const RegionDesc& r = p.regions_[i];
     auto handle = p.session_->AddRegion(ImageKind::kPre, r);
     if (!handle.ok()) return Error("declaring region failed: " + handle.error());
     const uint64_t base = p.pre_at_[i];
-    KC_AGENT_RETURN_IF_ERROR(Stream(p, handle.value(), 0, r.size, &p.stats_.pre_bytes,
-                                    [&](void* dst, uint64_t off, size_t n) {
-                                      return ops->ReadToHost(base + off, dst, n);
-                                    }));
+    auto read = [&](void* dst, uint64_t off, size_t n) {
+      return ops->ReadToHost(base + off, dst, n);
+    };
+    if (p.fp_ops_ != nullptr) {
+      KC_AGENT_RETURN_IF_ERROR(SendChunks(p, handle.value(), r, 0, (r.size + p.chunk_ - 1) / p.chunk_,
+                                          p.pre_fp_[i], p.pre_held_[i], &p.stats_.pre_bytes,
+                                          read));
+    } else {
+      KC_AGENT_RETURN_IF_ERROR(Stream(p, handle.value(), 0, r.size, &p.stats_.pre_bytes, read));
+    }
   }
   p.stats_.pcie_bytes += p.stats_.pre_bytes;
   // Every pre chunk is in the ring: its snapshot is no longer needed.
@@ -304,10 +459,61 @@ Status CaptureOrchestrator::SendPostChanged(PendingCapture& p, bool from_live) {
       p.stats_.unchanged_post_bytes += std::min(r.size, e * chunk) - c * chunk;
       c = e;
     }
+    // Fingerprints of the changed chunks (from where they are read), to ask
+    // the daemon for ones it holds and to tell it the others.
+    std::vector<ChunkFingerprint> post_fp;
+    std::vector<uint8_t> held;
+    if (p.fp_ops_ != nullptr && !p.runs_[i].empty()) {
+      auto t0 = std::chrono::steady_clock::now();
+      post_fp.assign(n, ChunkFingerprint{});
+      std::vector<ChunkFingerprint> changed_fps;
+      bool ok = true;
+      for (const PendingCapture::ChangedRun& run : p.runs_[i]) {
+        std::vector<ChunkFingerprint> fps;
+        const uint64_t src = from_live ? r.va + run.offset : run.buffer_at;
+        if (!p.fp_ops_->Fingerprint(src, run.size, chunk, &fps).ok() ||
+            fps.size() != (run.size + chunk - 1) / chunk) {
+          ok = false;
+          break;
+        }
+        std::copy(fps.begin(), fps.end(), post_fp.begin() + run.offset / chunk);
+        changed_fps.insert(changed_fps.end(), fps.begin(), fps.end());
+      }
+      std::vector<uint8_t> held_changed;
+      if (ok && (!p.session_->QueryKnown(changed_fps, &held_changed).ok() ||
+                 held_changed.size() != changed_fps.size())) {
+        held_changed.assign(changed_fps.size(), 0);
+      }
+      if (ok) {
+        held.assign(n, 0);
+        size_t k = 0;
+        for (const PendingCapture::ChangedRun& run : p.runs_[i]) {
+          const uint64_t c0 = run.offset / chunk, c1 = (run.offset + run.size + chunk - 1) / chunk;
+          for (uint64_t c = c0; c < c1; ++c) held[c] = held_changed[k++];
+        }
+      } else {
+        post_fp.clear();
+      }
+      p.stats_.fingerprint_seconds += SecondsSince(t0);
+    }
     for (const PendingCapture::ChangedRun& run : p.runs_[i]) {
       uint64_t sent = 0;
       Status s;
-      if (from_live) {
+      if (!post_fp.empty()) {
+        const uint64_t c0 = run.offset / chunk, c1 = (run.offset + run.size + chunk - 1) / chunk;
+        if (from_live) {
+          s = SendChunks(p, handle.value(), r, c0, c1, post_fp, held, &sent,
+                         [&](void* dst, uint64_t off, size_t len) {
+                           return p.source_->ReadRegion(r, off, dst, len);
+                         });
+        } else {
+          const uint64_t base = run.buffer_at - run.offset;
+          s = SendChunks(p, handle.value(), r, c0, c1, post_fp, held, &sent,
+                         [&](void* dst, uint64_t off, size_t len) {
+                           return ops->ReadToHost(base + off, dst, len);
+                         });
+        }
+      } else if (from_live) {
         s = Stream(p, handle.value(), run.offset, run.size, &sent,
                    [&](void* dst, uint64_t off, size_t len) {
                      return p.source_->ReadRegion(r, off, dst, len);
@@ -360,13 +566,26 @@ Status CaptureOrchestrator::Stream(PendingCapture& p, int handle, uint64_t offse
 }
 
 Status CaptureOrchestrator::SendImage(PendingCapture& p, ImageKind image, uint64_t* bytes) {
-  for (const RegionDesc& region : p.regions_) {
+  for (size_t i = 0; i < p.regions_.size(); ++i) {
+    const RegionDesc& region = p.regions_[i];
+    auto read = [&](void* dst, uint64_t off, size_t n) {
+      return p.source_->ReadRegion(region, off, dst, n);
+    };
+    if (image == ImageKind::kPost && p.fp_ops_ != nullptr) {
+      bool done = false;
+      Status s = SendPostByFingerprint(p, i, bytes, &done);
+      if (!s.ok()) return Error("reading " + Where(region, 0) + s.message());
+      if (done) continue;
+    }
     auto handle = p.session_->AddRegion(image, region);
     if (!handle.ok()) return Error("declaring region failed: " + handle.error());
-    Status s = Stream(p, handle.value(), 0, region.size, bytes,
-                      [&](void* dst, uint64_t off, size_t n) {
-                        return p.source_->ReadRegion(region, off, dst, n);
-                      });
+    Status s;
+    if (image == ImageKind::kPre && p.fp_ops_ != nullptr && i < p.pre_fp_.size()) {
+      s = SendChunks(p, handle.value(), region, 0, (region.size + p.chunk_ - 1) / p.chunk_,
+                     p.pre_fp_[i], p.pre_held_[i], bytes, read);
+    } else {
+      s = Stream(p, handle.value(), 0, region.size, bytes, read);
+    }
     if (!s.ok()) return Error("reading " + Where(region, 0) + s.message());
   }
   return OkStatus();
@@ -402,6 +621,8 @@ void CaptureOrchestrator::FillTiming(PendingCapture& p, double held_seconds) {
   t.drain_seconds = st.drain_seconds;
   t.pcie_bytes = st.pcie_bytes;
   t.unchanged_post_bytes = st.unchanged_post_bytes;
+  t.fingerprint_seconds = st.fingerprint_seconds;
+  if (!st.fingerprint_note.empty()) t.path_reason += "; fingerprints: " + st.fingerprint_note;
   p.session_->SetTiming(t);
 }
 

@@ -26,6 +26,20 @@
 //                    not fit on the device, After() drains the pre image and
 //                    reads them from live memory inside the gate instead.
 //
+// Fingerprints (both paths; when the source's DeviceSnapshotOps can
+// Fingerprint, the daemon speaks "chunk_fingerprints" and SnapshotPolicy::
+// fingerprints is on): every pre region is fingerprinted on the device
+// (host path: inside the gate, on live memory; device_snapshot: in the
+// drain, on the snapshot), the daemon is asked which of those chunks it
+// holds from this agent's earlier captures, and those are named by
+// fingerprint (MarkKnown) instead of copied; the others are sent with their
+// fingerprints (TellFingerprints) so later captures can name them. On the
+// host path the post image is fingerprinted on the device too and only the
+// chunks whose fingerprint changed are copied, the others are declared
+// unchanged (common/agent_link/chunk_fingerprint.h says what that relies
+// on; the device_snapshot path keeps its exact compare). Any fingerprint
+// or query failure falls back to sending the bytes.
+//
 // Any failure aborts the transport session (the daemon keeps nothing of it)
 // and is returned to the caller, which logs it and lets the app continue:
 // the launch itself is never blocked or altered by a failed capture.
@@ -89,6 +103,9 @@ struct CaptureStatsSummary {
   uint64_t pcie_bytes = 0;            // bytes read device -> host
   uint64_t unchanged_post_bytes = 0;  // post bytes sent as MarkUnchanged
   uint64_t snapshot_bytes = 0;        // device memory the snapshots took (pre + post)
+  uint64_t known_bytes = 0;           // bytes named by fingerprint (the daemon held them)
+  double fingerprint_seconds = 0;     // on-device fingerprinting and the daemon's answers
+  std::string fingerprint_note;       // why fingerprints were not used (empty: they were)
 };
 
 // A capture between launch ENTER and EXIT.
@@ -125,6 +142,12 @@ class PendingCapture {
   uint64_t chunk_ = 0;                // the transport's chunk size
   std::vector<std::vector<uint8_t>> changed_;   // per region, per chunk
   std::vector<std::vector<ChangedRun>> runs_;   // per region
+  // Fingerprints: the ops that compute them (null: not used), per region
+  // the pre image's fingerprints (empty: that region is sent whole) and
+  // which of its chunks the daemon holds.
+  DeviceSnapshotOps* fp_ops_ = nullptr;
+  std::vector<std::vector<ChunkFingerprint>> pre_fp_;
+  std::vector<std::vector<uint8_t>> pre_held_;
   bool pre_sent_ = false;   // the pre image is already in the ring (post spill)
   bool post_sent_ = false;  // the post image is already in the ring (post spill)
   bool needs_drain_ = false;
@@ -166,6 +189,22 @@ class CaptureOrchestrator {
   // from live memory: from_live), MarkUnchanged for the rest.
   static Status SendPostChanged(PendingCapture& p, bool from_live);
   static Status SendCodeObjects(PendingCapture& p, const std::vector<CodeObjectRef>& codes);
+  // Decides whether fingerprints are used (p.fp_ops_, p.chunk_).
+  void SetUpFingerprints(PendingCapture& p);
+  // Fingerprints region i's pre image at device address src_of(i) and asks
+  // the daemon which chunks it holds (fills pre_fp_ / pre_held_).
+  template <typename SrcOf>
+  static void FingerprintPre(PendingCapture& p, const SrcOf& src_of);
+  // Sends chunks [first, end) of region `handle` (region i): runs the
+  // daemon holds by fingerprint, the rest as bytes read by `read` with their
+  // fingerprints. fps/held: per chunk of the region (empty: all as bytes).
+  template <typename Read>
+  static Status SendChunks(PendingCapture& p, int handle, const RegionDesc& r, uint64_t first,
+                           uint64_t end, const std::vector<ChunkFingerprint>& fps,
+                           const std::vector<uint8_t>& held, uint64_t* bytes, const Read& read);
+  // Host path with fingerprints: the post image of region i by fingerprint
+  // compare against its pre image; false when region i has none.
+  static Status SendPostByFingerprint(PendingCapture& p, size_t i, uint64_t* bytes, bool* done);
   // Streams `size` bytes read by `read(dst, offset, n)` as region bytes
   // [offset0, offset0+size) of `handle`.
   template <typename Read>

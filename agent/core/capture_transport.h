@@ -25,6 +25,7 @@
 
 #include "agent/core/capture_types.h"
 #include "agent/core/status.h"
+#include "common/agent_link/chunk_fingerprint.h"
 
 namespace kerncap::agent {
 
@@ -40,7 +41,10 @@ struct CaptureTiming {
   double drain_seconds = 0;
   uint64_t pcie_bytes = 0;
   uint64_t unchanged_post_bytes = 0;
+  double fingerprint_seconds = 0;
 };
+
+using link::ChunkFingerprint;
 
 // A ring slot the capturer fills. `data` stays valid until submitted.
 struct Slot {
@@ -67,6 +71,26 @@ class TransportSession {
   // them from the pre image it holds instead of receiving them again.
   virtual Status MarkUnchanged(int /*region*/, uint64_t /*first_chunk*/, uint64_t /*count*/) {
     return Error("this transport takes every post chunk's bytes");
+  }
+  // "chunk_fingerprints" (common/agent_link/messages.h): the daemon's chunk
+  // size when it takes fingerprints, else 0. QueryKnown: which chunks (by
+  // fingerprint) it holds from this agent's earlier captures (1 per held
+  // one). MarkKnown: chunks [first_chunk, +fps.size()) of `region` are
+  // those chunks (only ones QueryKnown said are held): their bytes are not
+  // sent. TellFingerprints: the fingerprints of chunks sent as bytes, so a
+  // later capture can name them.
+  virtual uint64_t FingerprintChunkSize() const { return 0; }
+  virtual Status QueryKnown(const std::vector<ChunkFingerprint>& /*fps*/,
+                            std::vector<uint8_t>* /*held*/) {
+    return Error("this transport takes no fingerprints");
+  }
+  virtual Status MarkKnown(int /*region*/, uint64_t /*first_chunk*/,
+                           const std::vector<ChunkFingerprint>& /*fps*/) {
+    return Error("this transport takes no fingerprints");
+  }
+  virtual Status TellFingerprints(int /*region*/, uint64_t /*first_chunk*/,
+                                  const std::vector<ChunkFingerprint>& /*fps*/) {
+    return Error("this transport takes no fingerprints");
   }
   // Sent with End (informational).
   virtual void SetTiming(const CaptureTiming& /*timing*/) {}

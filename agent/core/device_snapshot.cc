@@ -11,6 +11,7 @@ namespace kerncap::agent {
 SnapshotPolicy SnapshotPolicy::FromEnv() {
   SnapshotPolicy p;
   p.enabled = EnvInt("KERNCAP_AGENT_SNAPSHOT", 1) != 0;
+  p.fingerprints = EnvInt("KERNCAP_AGENT_FINGERPRINTS", 1) != 0;
   const int mib = EnvInt("KERNCAP_AGENT_SNAPSHOT_MARGIN_MIB", -1);
   if (mib >= 0) {
     p.margin_min_bytes = static_cast<uint64_t>(mib) << 20;

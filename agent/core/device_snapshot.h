@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "agent/core/status.h"
+#include "common/agent_link/chunk_fingerprint.h"
 
 namespace kerncap::agent {
 
@@ -45,6 +46,15 @@ class DeviceSnapshotOps {
   // compare a range says 1 for all of it).
   virtual Status DiffChunks(uint64_t a, uint64_t b, uint64_t bytes, uint64_t chunk,
                             std::vector<uint8_t>* differ) = 0;
+  // The fingerprints (common/agent_link/chunk_fingerprint.h) of the chunks
+  // of [src, src+bytes), computed on the device; waits for queued copies
+  // first. Unimplemented (an error) where the backend cannot: the capture
+  // then sends every chunk's bytes.
+  virtual Status Fingerprint(uint64_t src, uint64_t bytes, uint64_t chunk,
+                             std::vector<link::ChunkFingerprint>* fps) {
+    (void)src, (void)bytes, (void)chunk, (void)fps;
+    return Error("this backend cannot fingerprint device memory");
+  }
   // Waits for the queued copies.
   virtual Status Sync() = 0;
   // Copies device bytes to host memory (the drain; synchronous).
@@ -65,6 +75,10 @@ class DeviceSnapshotOps {
 // the host path.
 struct SnapshotPolicy {
   bool enabled = true;                      // KERNCAP_AGENT_SNAPSHOT=0: always the host path
+  // Fingerprint chunks on the device (either path) so that chunks kerncapd
+  // holds from earlier captures and post chunks the dispatch left alone do
+  // not cross PCIe (KERNCAP_AGENT_FINGERPRINTS=0: off).
+  bool fingerprints = true;
   uint64_t margin_min_bytes = 2ull << 30;   // KERNCAP_AGENT_SNAPSHOT_MARGIN_MIB
   double margin_fraction = 0.05;
 

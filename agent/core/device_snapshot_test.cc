@@ -33,6 +33,9 @@ struct FakeHbm {
   int diff_calls = 0;
   int reads_to_host = 0;
   int live_reads = 0;  // DispatchSource::ReadRegion (the host path's reads)
+  uint64_t live_read_bytes = 0;
+  int fingerprint_calls = 0;
+  bool fail_fingerprint = false;
 
   void Add(uint64_t va, std::string bytes) {
     regions.push_back(RegionDesc{va, bytes.size(), RegionKind::kDevice, 0, ""});
@@ -94,6 +97,17 @@ class FakeOps : public DeviceSnapshotOps {
     }
     return OkStatus();
   }
+  // The reference fingerprints of the fake device's bytes (fail_fingerprint:
+  // the backend cannot, as on unaligned memory).
+  Status Fingerprint(uint64_t src, uint64_t bytes, uint64_t chunk,
+                     std::vector<link::ChunkFingerprint>* fps) override {
+    ++hbm_->fingerprint_calls;
+    if (hbm_->fail_fingerprint) return Error("cannot fingerprint (injected)");
+    auto s = hbm_->Resolve(src, bytes);
+    if (!s.ok()) return Error("fingerprint outside device memory");
+    *fps = link::FingerprintChunks(s->first->data() + s->second, bytes, chunk);
+    return OkStatus();
+  }
   Status Sync() override { return OkStatus(); }
   Status ReadToHost(uint64_t src, void* dst, size_t bytes) override {
     ++hbm_->reads_to_host;
@@ -127,6 +141,7 @@ class SnapshotSource : public DispatchSource {
   }
   Status ReadRegion(const RegionDesc& region, uint64_t offset, void* dst, size_t size) override {
     ++hbm_->live_reads;
+    hbm_->live_read_bytes += size;
     std::memcpy(dst, hbm_->At(region.va).data() + offset, size);
     return OkStatus();
   }
@@ -348,6 +363,147 @@ TEST(DeviceSnapshotTest, ServiceReleasesTheApplicationBeforeTheDrain) {
   EXPECT_EQ(service.last_capture().path, CapturePath::kDeviceSnapshot);
   EXPECT_EQ(hbm.allocated, 0u);
   EXPECT_EQ(service.captures_failed(), 0u);
+}
+
+}  // namespace
+}  // namespace kerncap::agent
+
+namespace kerncap::agent {
+namespace {
+
+// Fingerprints ("chunk_fingerprints"): what crosses PCIe is what the daemon
+// does not hold yet, and the images the daemon assembles stay exact.
+struct FingerprintRun {
+  std::string pre0, pre1, post0, post1;
+  CaptureStatsSummary stats;
+};
+
+FingerprintRun CaptureOnce(FakeTransport& transport, FakeHbm& hbm, const SnapshotPolicy& policy,
+                           void (*kernel)(FakeHbm*)) {
+  FingerprintRun run;
+  run.pre0 = hbm.At(0x7f0000000000);
+  run.pre1 = hbm.At(0x7f0000100000);
+  CaptureOrchestrator orch(&transport, policy);
+  auto pending = orch.Before(std::make_unique<SnapshotSource>(&hbm, true), Header(), "");
+  EXPECT_TRUE(pending.ok()) << pending.error();
+  if (!pending.ok()) return run;
+  kernel(&hbm);
+  run.post0 = hbm.At(0x7f0000000000);
+  run.post1 = hbm.At(0x7f0000100000);
+  auto stats = orch.After(std::move(pending.value()), true);
+  EXPECT_TRUE(stats.ok()) << stats.error();
+  if (stats.ok()) run.stats = *stats;
+  return run;
+}
+
+void SecondKernel(FakeHbm* hbm) { hbm->At(0x7f0000000000)[7 * kChunk + 1] ^= 0x33; }
+
+void ExpectExact(const FakeCapture& cap, const FingerprintRun& run) {
+  ASSERT_EQ(cap.pre.size(), 2u);
+  ASSERT_EQ(cap.post.size(), 2u);
+  EXPECT_EQ(cap.pre[0].bytes, run.pre0);
+  EXPECT_EQ(cap.pre[1].bytes, run.pre1);
+  EXPECT_EQ(cap.post[0].bytes, run.post0);
+  EXPECT_EQ(cap.post[1].bytes, run.post1);
+}
+
+TEST(FingerprintCaptureTest, HostPathSendsOnlyNewChunksAndChangedPostChunks) {
+  FakeTransport transport(4 * kChunk, 2);
+  transport.set_chunk_size(kChunk);
+  transport.enable_fingerprints(true);
+  FakeHbm hbm;
+  AddRegions(&hbm);
+  hbm.free = 0;  // no room for a snapshot: the host path
+  FingerprintRun first = CaptureOnce(transport, hbm, Policy(1 * kGiB), RunKernel);
+  ASSERT_EQ(transport.committed().size(), 1u);
+  ExpectExact(transport.committed()[0], first);
+  EXPECT_EQ(first.stats.path, CapturePath::kHost);
+  // The whole pre image (nothing held yet), then only the two changed post chunks.
+  const uint64_t live = first.pre0.size() + first.pre1.size();
+  EXPECT_EQ(first.stats.pre_bytes, live);
+  EXPECT_EQ(first.stats.post_bytes, kChunk + 100);
+  EXPECT_EQ(first.stats.pcie_bytes, live + kChunk + 100);
+  EXPECT_EQ(hbm.live_read_bytes, live + kChunk + 100);
+  EXPECT_EQ(transport.committed()[0].unchanged_chunks, 12u);
+  EXPECT_EQ(first.stats.known_bytes, 0u);
+
+  // Second capture: the pre image is the first's post image (all held);
+  // the kernel changes one more chunk.
+  hbm.live_read_bytes = 0;
+  FingerprintRun second = CaptureOnce(transport, hbm, Policy(1 * kGiB), SecondKernel);
+  ASSERT_EQ(transport.committed().size(), 2u);
+  ExpectExact(transport.committed()[1], second);
+  EXPECT_EQ(second.stats.pre_bytes, 0u);
+  EXPECT_EQ(second.stats.known_bytes, live);
+  EXPECT_EQ(second.stats.post_bytes, kChunk);
+  EXPECT_EQ(hbm.live_read_bytes, kChunk) << "only the one changed chunk crossed";
+  EXPECT_EQ(transport.committed()[1].timing.path, CapturePath::kHost);
+}
+
+TEST(FingerprintCaptureTest, SnapshotPathDrainsOnlyWhatTheDaemonLacks) {
+  FakeTransport transport(4 * kChunk, 2);
+  transport.set_chunk_size(kChunk);
+  transport.enable_fingerprints(true);
+  FakeHbm hbm;
+  AddRegions(&hbm);
+  FingerprintRun first = CaptureOnce(transport, hbm, Policy(1 * kGiB), RunKernel);
+  ASSERT_EQ(transport.committed().size(), 1u);
+  EXPECT_EQ(first.stats.path, CapturePath::kDeviceSnapshot);
+  ExpectExact(transport.committed()[0], first);
+  const int reads_after_first = hbm.reads_to_host;
+  FingerprintRun second = CaptureOnce(transport, hbm, Policy(1 * kGiB), SecondKernel);
+  ASSERT_EQ(transport.committed().size(), 2u);
+  EXPECT_EQ(second.stats.path, CapturePath::kDeviceSnapshot);
+  ExpectExact(transport.committed()[1], second);
+  EXPECT_EQ(second.stats.pre_bytes, 0u);
+  EXPECT_EQ(second.stats.known_bytes, second.pre0.size() + second.pre1.size());
+  EXPECT_EQ(second.stats.post_bytes, kChunk);
+  EXPECT_EQ(hbm.reads_to_host - reads_after_first, 1) << "one changed chunk drained";
+  EXPECT_EQ(hbm.live_reads, 0);
+  EXPECT_EQ(hbm.allocated, 0u);
+}
+
+TEST(FingerprintCaptureTest, ARepeatedWriteIsNamedByFingerprintToo) {
+  FakeTransport transport(4 * kChunk, 2);
+  transport.set_chunk_size(kChunk);
+  transport.enable_fingerprints(true);
+  FakeHbm hbm;
+  AddRegions(&hbm);
+  hbm.free = 0;
+  (void)CaptureOnce(transport, hbm, Policy(1 * kGiB), RunKernel);
+  // RunKernel again flips the same bits back: its post chunks are the first
+  // capture's pre chunks, which the daemon holds.
+  hbm.live_read_bytes = 0;
+  FingerprintRun second = CaptureOnce(transport, hbm, Policy(1 * kGiB), RunKernel);
+  ExpectExact(transport.committed().at(1), second);
+  EXPECT_EQ(second.stats.post_bytes, 0u);
+  EXPECT_EQ(hbm.live_read_bytes, 0u);
+}
+
+TEST(FingerprintCaptureTest, WithoutFingerprintsEverythingIsSentAndTheReasonSaysWhy) {
+  for (int variant = 0; variant < 3; ++variant) {
+    FakeTransport transport(4 * kChunk, 2);
+    transport.set_chunk_size(kChunk);
+    transport.enable_fingerprints(variant != 0);
+    FakeHbm hbm;
+    AddRegions(&hbm);
+    hbm.free = 0;
+    hbm.fail_fingerprint = variant == 1;
+    SnapshotPolicy policy = Policy(1 * kGiB);
+    policy.fingerprints = variant != 2;
+    (void)CaptureOnce(transport, hbm, policy, RunKernel);
+    FingerprintRun second = CaptureOnce(transport, hbm, policy, SecondKernel);
+    ASSERT_EQ(transport.committed().size(), 2u);
+    ExpectExact(transport.committed()[1], second);
+    const uint64_t live = second.pre0.size() + second.pre1.size();
+    EXPECT_EQ(second.stats.pre_bytes, live) << variant;
+    EXPECT_EQ(second.stats.post_bytes, live) << variant;
+    EXPECT_EQ(second.stats.known_bytes, 0u);
+    const char* why[] = {"does not take fingerprints", "cannot fingerprint (injected)",
+                         "KERNCAP_AGENT_FINGERPRINTS=0"};
+    EXPECT_NE(transport.committed()[1].timing.path_reason.find(why[variant]), std::string::npos)
+        << transport.committed()[1].timing.path_reason;
+  }
 }
 
 }  // namespace

@@ -12,6 +12,11 @@
 //                 of its chunk when the two words differ. Exact (no hashing,
 //                 so no collisions); ranges not 8-byte aligned are reported
 //                 changed (conservative: they cross PCIe)
+//   fingerprints  kc_chunk_fingerprint, another PTX kernel
+//                 (kChunkFingerprintPtx): the chunk fingerprint of
+//                 common/agent_link/chunk_fingerprint.h at HBM speed, checked
+//                 against the CPU reference on a known buffer before the
+//                 first use of each capture
 //   drain thread  cuCtxSetCurrent(the capture's context) and the agent's
 //                 "own calls" mark (DispatchTarget::enter_agent_thread), so
 //                 its driver calls are neither tracked nor gated
@@ -44,21 +49,32 @@ class CudaSnapshotOps : public DeviceSnapshotOps {
   Status Copy(uint64_t dst, uint64_t src, uint64_t bytes) override;
   Status DiffChunks(uint64_t a, uint64_t b, uint64_t bytes, uint64_t chunk,
                     std::vector<uint8_t>* differ) override;
+  Status Fingerprint(uint64_t src, uint64_t bytes, uint64_t chunk,
+                     std::vector<link::ChunkFingerprint>* fps) override;
   Status Sync() override;
   Status ReadToHost(uint64_t src, void* dst, size_t bytes) override;
   Status BindDrainThread() override;
 
  private:
   Status Stream();
+  // Fingerprints a known buffer on the device against the reference.
+  Status SelfCheck();
+  Status FingerprintOnDevice(uint64_t src, uint64_t bytes, uint64_t chunk,
+                             std::vector<link::ChunkFingerprint>* fps);
   CUcontext ctx_;
   void (*enter_agent_thread_)();
   CUstream stream_ = nullptr;
   CUdeviceptr flags_ = 0;  // per-chunk flags of DiffChunks, grown as needed
   uint64_t flags_bytes_ = 0;
+  CUdeviceptr sums_ = 0;  // per-chunk lane sums of Fingerprint, grown as needed
+  uint64_t sums_bytes_ = 0;
+  bool self_checked_ = false;
+  Status self_check_;
 };
 
-// The compare kernel's PTX (exposed for the GPU test).
+// The compare and fingerprint kernels' PTX (exposed for the GPU test).
 extern const char kChunkDiffPtx[];
+extern const char kChunkFingerprintPtx[];
 
 }  // namespace kerncap::agent::cuda
 

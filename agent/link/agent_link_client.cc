@@ -214,6 +214,7 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
   }
   hello.features.push_back(link::kFeatureDispatchSkipped);
   hello.features.push_back(link::kFeaturePostUnchanged);
+  hello.features.push_back(link::kFeatureChunkFingerprints);
   if (options_.list_kernels) hello.features.push_back(link::kFeatureKernelCensus);
   if (options_.on_substitute) hello.features.push_back(link::kFeatureSubstitution);
   LinkStatus status = link->SendNow(hello);
@@ -536,6 +537,23 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
       if (outcome && options_.on_capture_result) options_.on_capture_result(*outcome);
       return LinkStatus::Ok();
     }
+    case MessageType::kKnownChunksAnswer: {
+      if (!link->HasFeature(link::kFeatureChunkFingerprints)) {
+        return LinkStatus::Error("KnownChunksAnswer without chunk_fingerprints");
+      }
+      link::KnownChunksAnswerMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      std::lock_guard<std::mutex> lock(mu_);
+      // Answers of abandoned queries (timed out, aborted capture) are dropped.
+      if (msg.token == link->current_token && msg.query_id == link->pending_query &&
+          msg.query_id != 0) {
+        link->known_answer = frame.payload;
+        link->known_error = msg.error;
+        cv_.notify_all();
+      }
+      return LinkStatus::Ok();
+    }
     case MessageType::kKernelsRequest: {
       if (!options_.list_kernels) {
         return LinkStatus::Error("KernelsRequest, but this agent did not offer kernel_census");
@@ -702,16 +720,26 @@ LinkResult<std::unique_ptr<CaptureSession>> AgentLinkClient::BeginCaptureImpl(
   std::shared_ptr<Link> link;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     MaybeRequestRingLocked(link_, /*force=*/true);
-    bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] {
+    bool ok = cv_.wait_until(lock, deadline, [this] {
       return link_ == nullptr || (!capture_active_ && link_->ring_state != internal::RingState::kRequested);
     });
+    // The previous capture's end may have released the ring (its arm was the
+    // last one, and this dispatch's arm was already taken when it was
+    // selected): ask again and wait for that grant too.
+    while (ok && link_ != nullptr && link_->ring_state == internal::RingState::kNone) {
+      MaybeRequestRingLocked(link_, /*force=*/true);
+      if (link_->ring_state == internal::RingState::kNone) break;  // the request was not sent
+      ok = cv_.wait_until(lock, deadline, [this] {
+        return link_ == nullptr || (!capture_active_ && link_->ring_state != internal::RingState::kRequested);
+      });
+    }
     if (link_ == nullptr) return LinkStatus::Error("not connected to kerncapd");
     if (!ok) {
       return LinkStatus::Error(capture_active_ ? "timed out waiting for the previous capture"
                                                : "timed out waiting for kerncapd's capture ring");
     }
-    if (link_->ring_state == internal::RingState::kNone) MaybeRequestRingLocked(link_, /*force=*/true);
     if (link_->ring_state != internal::RingState::kReady) {
       return LinkStatus::Error("no capture ring from kerncapd: " +
                                (link_->ring_error.empty() ? std::string("not granted")

@@ -116,6 +116,89 @@ LinkStatus CaptureSession::MarkUnchanged(uint32_t region, uint64_t first_chunk, 
   return link_->Send(msg);
 }
 
+bool CaptureSession::fingerprints_supported() const {
+  return link_->HasFeature(link::kFeatureChunkFingerprints);
+}
+
+LinkResult<std::vector<uint8_t>> CaptureSession::QueryKnown(
+    const std::vector<link::ChunkFingerprint>& fps, int timeout_ms) {
+  if (!fingerprints_supported()) {
+    return LinkStatus::Error("kerncapd does not take fingerprints (chunk_fingerprints)");
+  }
+  std::vector<uint8_t> held;
+  held.reserve(fps.size());
+  for (size_t at = 0; at < fps.size(); at += link::kMaxFingerprintsPerFrame) {
+    LinkStatus status = CheckUsable();
+    if (!status.ok()) return status;
+    const size_t n = std::min(link::kMaxFingerprintsPerFrame, fps.size() - at);
+    link::KnownChunksQueryMsg msg;
+    msg.token = token_;
+    msg.query_id = ++next_query_;
+    {
+      std::lock_guard<std::mutex> lock(client_->mu_);
+      link_->pending_query = msg.query_id;
+      link_->known_answer.reset();
+      link_->known_error.clear();
+    }
+    status = link_->Send(msg, link::EncodeFingerprints(std::vector<link::ChunkFingerprint>(
+                                  fps.begin() + at, fps.begin() + at + n)));
+    if (!status.ok()) return status;
+    std::unique_lock<std::mutex> lock(client_->mu_);
+    const bool answered =
+        client_->cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] {
+          return link_->known_answer.has_value() || !link_->alive ||
+                 (link_->result.has_value() && !link_->result->error.empty());
+        });
+    link_->pending_query = 0;
+    if (!answered) return LinkStatus::Error("kerncapd did not answer which chunks it holds");
+    if (!link_->known_answer.has_value()) {
+      return LinkStatus::Error(link_->alive ? "daemon failed the capture"
+                                            : "connection to kerncapd lost");
+    }
+    if (!link_->known_error.empty()) return LinkStatus::Error(link_->known_error);
+    const std::string& answer = *link_->known_answer;
+    if (answer.size() != n) {
+      return LinkStatus::Error("kerncapd answered " + std::to_string(answer.size()) + " of " +
+                               std::to_string(n) + " fingerprints");
+    }
+    for (char c : answer) held.push_back(c == 1 ? 1 : 0);
+    link_->known_answer.reset();
+  }
+  return held;
+}
+
+template <typename Msg>
+LinkStatus CaptureSession::SendFingerprintRanges(uint32_t region, uint64_t first_chunk,
+                                                 const std::vector<link::ChunkFingerprint>& fps) {
+  if (!fingerprints_supported()) {
+    return LinkStatus::Error("kerncapd does not take fingerprints (chunk_fingerprints)");
+  }
+  for (size_t at = 0; at < fps.size(); at += link::kMaxFingerprintsPerFrame) {
+    LinkStatus status = CheckUsable();
+    if (!status.ok()) return status;
+    const size_t n = std::min(link::kMaxFingerprintsPerFrame, fps.size() - at);
+    Msg msg;
+    msg.token = token_;
+    msg.region = region;
+    msg.first_chunk = first_chunk + at;
+    msg.chunk_count = n;
+    status = link_->Send(msg, link::EncodeFingerprints(std::vector<link::ChunkFingerprint>(
+                                  fps.begin() + at, fps.begin() + at + n)));
+    if (!status.ok()) return status;
+  }
+  return LinkStatus::Ok();
+}
+
+LinkStatus CaptureSession::MarkKnown(uint32_t region, uint64_t first_chunk,
+                                     const std::vector<link::ChunkFingerprint>& fps) {
+  return SendFingerprintRanges<link::ChunksKnownMsg>(region, first_chunk, fps);
+}
+
+LinkStatus CaptureSession::TellFingerprints(uint32_t region, uint64_t first_chunk,
+                                            const std::vector<link::ChunkFingerprint>& fps) {
+  return SendFingerprintRanges<link::ChunkFingerprintsMsg>(region, first_chunk, fps);
+}
+
 LinkStatus CaptureSession::WriteRegion(uint32_t region, const void* data, uint64_t size) {
   const uint8_t* bytes = static_cast<const uint8_t*>(data);
   uint64_t step = slot_size();

@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "common/agent_link/chunk_fingerprint.h"
 #include "common/agent_link/messages.h"
 #include "common/agent_link/result.h"
 
@@ -61,6 +63,19 @@ class CaptureSession {
   // image's (ChunksUnchanged, messages.h); fails when the daemon does not
   // speak "post_unchanged".
   LinkStatus MarkUnchanged(uint32_t region, uint64_t first_chunk, uint64_t count);
+  // "chunk_fingerprints" (messages.h): whether the daemon speaks it; which
+  // of `fps` it holds from this connection's earlier captures (one byte per
+  // fingerprint, 1: held; waits at most timeout_ms for each page); chunks
+  // [first_chunk, +fps.size()) of `region` named by fingerprint instead of
+  // sent (only ones the answer said are held); the fingerprints of chunks
+  // sent as bytes, for the daemon to remember.
+  bool fingerprints_supported() const;
+  LinkResult<std::vector<uint8_t>> QueryKnown(const std::vector<link::ChunkFingerprint>& fps,
+                                              int timeout_ms = 5000);
+  LinkStatus MarkKnown(uint32_t region, uint64_t first_chunk,
+                       const std::vector<link::ChunkFingerprint>& fps);
+  LinkStatus TellFingerprints(uint32_t region, uint64_t first_chunk,
+                              const std::vector<link::ChunkFingerprint>& fps);
   // Sent with the CaptureEnd (the manifest's agent_timing).
   void SetTiming(const link::CaptureTimingInfo& timing) { timing_ = timing; }
   // Convenience for host-resident data: copies `size` bytes into slots and
@@ -83,12 +98,17 @@ class CaptureSession {
   CaptureSession(AgentLinkClient* client, std::shared_ptr<internal::ClientLink> link,
                  uint64_t token);
   LinkStatus CheckUsable();
+  // ChunksKnown or ChunkFingerprints, in pages of kMaxFingerprintsPerFrame.
+  template <typename Msg>
+  LinkStatus SendFingerprintRanges(uint32_t region, uint64_t first_chunk,
+                                   const std::vector<link::ChunkFingerprint>& fps);
   void Finish();
 
   AgentLinkClient* client_;
   std::shared_ptr<internal::ClientLink> link_;
   uint64_t token_;
   uint32_t regions_ = 0;
+  uint64_t next_query_ = 0;
   bool finished_ = false;
   link::CaptureTimingInfo timing_;
 };

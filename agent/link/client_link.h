@@ -57,6 +57,11 @@ struct ClientLink {
   uint64_t current_token = 0;  // capture in flight, 0 when none
   std::optional<link::CaptureResultMsg> result;
   bool ending_async = false;  // current_token ended with EndAsync
+  // "chunk_fingerprints": the KnownChunksQuery a session waits for, and its
+  // answer (one byte per fingerprint) once the reader thread has it.
+  uint64_t pending_query = 0;
+  std::optional<std::string> known_answer;
+  std::string known_error;
   Clock::time_point ended_at;
 
   // Outgoing frames, written in order by the sender thread (guarded by

@@ -75,6 +75,24 @@ class LinkSession final : public TransportSession {
   Status MarkUnchanged(int region, uint64_t first_chunk, uint64_t count) override {
     return s_->MarkUnchanged(static_cast<uint32_t>(region), first_chunk, count);
   }
+  uint64_t FingerprintChunkSize() const override {
+    return s_->fingerprints_supported() && s_->unchanged_supported() ? s_->chunk_size() : 0;
+  }
+  Status QueryKnown(const std::vector<ChunkFingerprint>& fps,
+                    std::vector<uint8_t>* held) override {
+    auto r = s_->QueryKnown(fps);
+    if (!r.ok()) return r.status();
+    *held = std::move(r).value();
+    return OkStatus();
+  }
+  Status MarkKnown(int region, uint64_t first_chunk,
+                   const std::vector<ChunkFingerprint>& fps) override {
+    return s_->MarkKnown(static_cast<uint32_t>(region), first_chunk, fps);
+  }
+  Status TellFingerprints(int region, uint64_t first_chunk,
+                          const std::vector<ChunkFingerprint>& fps) override {
+    return s_->TellFingerprints(static_cast<uint32_t>(region), first_chunk, fps);
+  }
   void SetTiming(const CaptureTiming& t) override {
     link::CaptureTimingInfo w;
     w.path = t.path;
@@ -86,6 +104,7 @@ class LinkSession final : public TransportSession {
     w.drain_seconds = t.drain_seconds;
     w.pcie_bytes = t.pcie_bytes;
     w.unchanged_post_bytes = t.unchanged_post_bytes;
+    w.fingerprint_seconds = t.fingerprint_seconds;
     s_->SetTiming(w);
   }
   Status End(bool post_complete) override {

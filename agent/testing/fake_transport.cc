@@ -93,11 +93,54 @@ class FakeSession : public TransportSession {
     c_.unchanged_chunks += count;
     return OkStatus();
   }
+  uint64_t FingerprintChunkSize() const override {
+    return t_->fingerprints_ ? t_->chunk_size_ : 0;
+  }
+  Status QueryKnown(const std::vector<ChunkFingerprint>& fps,
+                    std::vector<uint8_t>* held) override {
+    if (!t_->fingerprints_) return Error("fake transport: fingerprints not enabled");
+    held->clear();
+    for (const ChunkFingerprint& f : fps) held->push_back(t_->remembered_.count({f.lo, f.hi}));
+    return OkStatus();
+  }
+  Status MarkKnown(int region, uint64_t first_chunk,
+                   const std::vector<ChunkFingerprint>& fps) override {
+    if (!t_->fingerprints_) return Error("fake transport: fingerprints not enabled");
+    FakeRegion* r = Region(region);
+    if (r == nullptr) return Error("MarkKnown: bad region");
+    const uint64_t cs = t_->chunk_size_;
+    for (size_t i = 0; i < fps.size(); ++i) {
+      auto it = t_->remembered_.find({fps[i].lo, fps[i].hi});
+      const uint64_t at = (first_chunk + i) * cs;
+      if (it == t_->remembered_.end()) return Error("MarkKnown: fingerprint not held");
+      if (at >= r->desc.size || it->second.size() != std::min(cs, r->desc.size - at)) {
+        return Error("MarkKnown: chunk of another length or outside the region");
+      }
+      std::memcpy(r->bytes.data() + at, it->second.data(), it->second.size());
+      ++c_.known_chunks;
+    }
+    return OkStatus();
+  }
+  Status TellFingerprints(int region, uint64_t first_chunk,
+                          const std::vector<ChunkFingerprint>& fps) override {
+    if (!t_->fingerprints_) return Error("fake transport: fingerprints not enabled");
+    if (Region(region) == nullptr) return Error("TellFingerprints: bad region");
+    for (size_t i = 0; i < fps.size(); ++i) told_.push_back({region, first_chunk + i, fps[i]});
+    return OkStatus();
+  }
   void SetTiming(const CaptureTiming& timing) override { c_.timing = timing; }
 
   Status End(bool post_complete) override {
     done_ = true;
     c_.post_complete = post_complete;
+    // Remembered from the bytes received (as kerncapd hashes them), under
+    // the fingerprint the agent told.
+    for (const Told& t : told_) {
+      const FakeRegion* r = Region(t.region);
+      const uint64_t cs = t_->chunk_size_, at = t.chunk * cs;
+      if (r == nullptr || at >= r->desc.size) continue;
+      t_->remembered_[{t.fp.lo, t.fp.hi}] = r->bytes.substr(at, std::min(cs, r->desc.size - at));
+    }
     t_->committed_.push_back(std::move(c_));
     return OkStatus();
   }
@@ -114,8 +157,21 @@ class FakeSession : public TransportSession {
   }
 
  private:
+  FakeRegion* Region(int region) {
+    if (region >= 0 && static_cast<size_t>(region) < c_.pre.size()) return &c_.pre[region];
+    if (region >= 0 && static_cast<size_t>(region) < c_.pre.size() + c_.post.size()) {
+      return &c_.post[region - c_.pre.size()];
+    }
+    return nullptr;
+  }
+  struct Told {
+    int region;
+    uint64_t chunk;
+    ChunkFingerprint fp;
+  };
   FakeTransport* t_;
   FakeCapture c_;
+  std::vector<Told> told_;
   bool done_ = false;
 };
 

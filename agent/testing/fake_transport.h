@@ -32,6 +32,7 @@ struct FakeCapture {
   std::string abort_reason;  // non-empty: aborted
   CaptureTiming timing;
   uint64_t unchanged_chunks = 0;  // post chunks taken from the pre image (MarkUnchanged)
+  uint64_t known_chunks = 0;      // chunks named by fingerprint (MarkKnown)
 };
 
 class FakeTransport : public CaptureTransport {
@@ -58,6 +59,11 @@ class FakeTransport : public CaptureTransport {
   // Takes MarkUnchanged in chunks of `bytes` (0: refuses it, the default);
   // SubmitSlot offsets then need only be multiples of it.
   void set_chunk_size(uint64_t bytes) { chunk_size_ = bytes; }
+  // Speaks "chunk_fingerprints" (needs set_chunk_size): like kerncapd, it
+  // remembers the chunks of committed captures whose fingerprints were told
+  // and resolves MarkKnown only to those.
+  void enable_fingerprints(bool on) { fingerprints_ = on; }
+  size_t remembered_chunks() const { return remembered_.size(); }
 
   // Dispatches reported as not captured, in order.
   struct Skipped {
@@ -100,6 +106,8 @@ class FakeTransport : public CaptureTransport {
   bool fail_code_object_ = false;
   bool refuse_begin_ = false;
   uint64_t chunk_size_ = 0;
+  bool fingerprints_ = false;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> remembered_;  // (lo, hi) -> bytes
   std::vector<FakeCapture> committed_;
   std::vector<FakeCapture> aborted_;
 };

@@ -615,6 +615,33 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
     }
     co.Print(out);
   }
+  if (m.has_agent_timing() && !m.agent_timing().path().empty()) {
+    // How the agent read the memory (the agent's own figures, except
+    // known_bytes, which kerncapd counted).
+    const v1::CaptureTiming& t = m.agent_timing();
+    out << "\nmemory read\n";
+    Table rd({"", "", ""});
+    rd.AlignRight(1);
+    rd.AddRow({"  path", t.path(), Or(t.path_reason())});
+    rd.AddRow({"  held", absl::StrFormat("%.3f s", t.held_seconds()),
+               absl::StrFormat("the application's pause (pre %.3f s, post %.3f s)",
+                               t.pre_seconds(), t.post_seconds())});
+    if (t.drain_seconds() > 0) {
+      rd.AddRow({"  drain", absl::StrFormat("%.3f s", t.drain_seconds()),
+                 "device snapshot -> kerncapd after the release"});
+    }
+    rd.AddRow({"  over PCIe", HumanBytes(t.pcie_bytes()), "device -> host"});
+    rd.AddRow({"  unchanged post", HumanBytes(t.unchanged_post_bytes()),
+               "taken from the pre image, not sent again"});
+    if (t.known_bytes() > 0 || t.fingerprint_seconds() > 0) {
+      rd.AddRow({"  by fingerprint", HumanBytes(t.known_bytes()),
+                 absl::StrFormat("held from earlier captures, not sent (fingerprints %.3f s)",
+                                 t.fingerprint_seconds())});
+    }
+    std::ostringstream tmp;
+    rd.Print(tmp);
+    out << tmp.str().substr(tmp.str().find('\n') + 1);
+  }
   const v1::CaptureStats& s = m.stats();
   out << "\nsizes\n";
   Table sz({"", "", ""});

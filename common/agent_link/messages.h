@@ -69,6 +69,25 @@
 //     itself for the pre image's bytes, so an agent can only ever point at
 //     chunks it sent in this same capture; anything else fails the capture.
 //
+//   "chunk_fingerprints" (with "post_unchanged"): the agent fingerprints its
+//     chunks on the device (chunk_fingerprint.h says how, and why a
+//     fingerprint cannot name another agent's bytes) so that chunks kerncapd
+//     already holds from this connection's earlier captures do not cross
+//     PCIe again. Fingerprints travel as payloads of 16 bytes each.
+//     A: KnownChunksQuery{token, query_id} + fingerprints (at most
+//     kMaxFingerprintsPerFrame) -> D: KnownChunksAnswer{token, query_id}
+//     + one byte per fingerprint (1: held). A: ChunkFingerprints{token,
+//     region, first_chunk, chunk_count} + fingerprints of chunks sent (or
+//     to be sent) as bytes: once the capture commits, kerncapd remembers
+//     fingerprint -> (its own SHA-256 of those bytes, length) for this
+//     connection. A: ChunksKnown{token, region, first_chunk, chunk_count}
+//     + fingerprints instead of SlotFilled for chunks the answer said are
+//     held: kerncapd records them with the digests it remembered; a
+//     fingerprint it does not hold for this connection, of another length,
+//     or a chunk already written fails the capture. What kerncapd remembers
+//     dies with the connection and is bounded
+//     (AgentLinkServerOptions::max_remembered_fingerprints).
+//
 // CaptureEnd.timing says how the agent read the memory and how long each
 // part took (CaptureTimingInfo; the manifest's agent_timing).
 //   "substitution": D: Substitute{sub_id, kernel, match, pid, process_name,
@@ -116,6 +135,7 @@ inline constexpr char kFeatureRingRelease[] = "ring_release";
 inline constexpr char kFeatureKernelCensus[] = "kernel_census";
 inline constexpr char kFeaturePostUnchanged[] = "post_unchanged";
 inline constexpr char kFeatureSubstitution[] = "substitution";
+inline constexpr char kFeatureChunkFingerprints[] = "chunk_fingerprints";
 // Substitute bounds.
 // (below the control API's 128 MiB gRPC message bound, common/control/limits.h)
 inline constexpr uint64_t kMaxSubstituteCodeObjectBytes = 96ull << 20;
@@ -351,6 +371,7 @@ struct CaptureTimingInfo {
   double drain_seconds = 0;  // snapshot -> ring after the release (0: host path)
   uint64_t pcie_bytes = 0;   // bytes the agent copied device -> host
   uint64_t unchanged_post_bytes = 0;  // post bytes sent as ChunksUnchanged
+  double fingerprint_seconds = 0;     // on-device fingerprinting ("chunk_fingerprints")
 };
 
 struct CaptureEndMsg {
@@ -366,6 +387,34 @@ struct ChunksUnchangedMsg {
   uint32_t region = 0;       // a post region
   uint64_t first_chunk = 0;  // in Welcome.chunk_size units
   uint64_t chunk_count = 0;
+};
+
+// Payload of the four: EncodeFingerprints (chunk_fingerprint.h); the
+// answer's payload is one byte (0 or 1) per queried fingerprint.
+struct KnownChunksQueryMsg {
+  static constexpr MessageType kType = MessageType::kKnownChunksQuery;
+  uint64_t token = 0;
+  uint64_t query_id = 0;
+};
+struct KnownChunksAnswerMsg {
+  static constexpr MessageType kType = MessageType::kKnownChunksAnswer;
+  uint64_t token = 0;
+  uint64_t query_id = 0;
+  std::string error;  // set when the query was refused (nothing is held then)
+};
+struct ChunksKnownMsg {
+  static constexpr MessageType kType = MessageType::kChunksKnown;
+  uint64_t token = 0;
+  uint32_t region = 0;
+  uint64_t first_chunk = 0;
+  uint64_t chunk_count = 0;  // == fingerprints in the payload
+};
+struct ChunkFingerprintsMsg {
+  static constexpr MessageType kType = MessageType::kChunkFingerprints;
+  uint64_t token = 0;
+  uint32_t region = 0;
+  uint64_t first_chunk = 0;
+  uint64_t chunk_count = 0;  // == fingerprints in the payload
 };
 
 struct CaptureAbortMsg {
@@ -573,9 +622,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CodeObjectMsg, token, format, na
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureTimingInfo, path, path_reason,
                                                 quiesce_seconds, pre_seconds, post_seconds,
                                                 held_seconds, drain_seconds, pcie_bytes,
-                                                unchanged_post_bytes)
+                                                unchanged_post_bytes, fingerprint_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureEndMsg, token, post_complete, timing)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunksUnchangedMsg, token, region, first_chunk,
+                                                chunk_count)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KnownChunksQueryMsg, token, query_id)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KnownChunksAnswerMsg, token, query_id, error)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunksKnownMsg, token, region, first_chunk,
+                                                chunk_count)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunkFingerprintsMsg, token, region, first_chunk,
                                                 chunk_count)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureAbortMsg, token, reason)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureResultMsg, token, capture_id, error)

@@ -70,6 +70,10 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kSubstitute: return "Substitute";
     case MessageType::kUnsubstitute: return "Unsubstitute";
     case MessageType::kSubstitutionReport: return "SubstitutionReport";
+    case MessageType::kKnownChunksQuery: return "KnownChunksQuery";
+    case MessageType::kKnownChunksAnswer: return "KnownChunksAnswer";
+    case MessageType::kChunksKnown: return "ChunksKnown";
+    case MessageType::kChunkFingerprints: return "ChunkFingerprints";
   }
   return "Unknown";
 }
@@ -103,9 +107,18 @@ LinkStatus DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], const FrameLimi
                              " outside [1, " + std::to_string(limits.max_json) + "]");
   }
   const MessageType type = static_cast<MessageType>(h->type);
+  const bool fingerprints =
+      type == MessageType::kKnownChunksQuery || type == MessageType::kKnownChunksAnswer ||
+      type == MessageType::kChunksKnown || type == MessageType::kChunkFingerprints;
   if (h->payload_length > 0 && type != MessageType::kCaptureBegin &&
-      type != MessageType::kCodeObject && type != MessageType::kSubstitute) {
+      type != MessageType::kCodeObject && type != MessageType::kSubstitute && !fingerprints) {
     return LinkStatus::Error(std::string(MessageTypeName(type)) + " frames carry no payload (" +
+                             std::to_string(h->payload_length) + " bytes declared)");
+  }
+  // Refused before a byte of it is read (the receiver buffers payloads).
+  if (fingerprints && h->payload_length > kMaxFingerprintsPerFrame * 16) {
+    return LinkStatus::Error(std::string(MessageTypeName(type)) + " with more than " +
+                             std::to_string(kMaxFingerprintsPerFrame) + " fingerprints (" +
                              std::to_string(h->payload_length) + " bytes declared)");
   }
   if (h->payload_length > limits.max_payload) {

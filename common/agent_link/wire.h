@@ -73,8 +73,15 @@ enum class MessageType : uint16_t {
   kSubstitute = 22,          // daemon -> agent, payload: the variant's code object
   kUnsubstitute = 23,        // daemon -> agent
   kSubstitutionReport = 24,  // agent -> daemon: a substitution's state, counts and timings
+  kKnownChunksQuery = 25,    // agent -> daemon, payload: fingerprints; which do you hold?
+  kKnownChunksAnswer = 26,   // daemon -> agent, payload: one byte per fingerprint
+  kChunksKnown = 27,         // agent -> daemon, payload: fingerprints of chunks not sent
+  kChunkFingerprints = 28,   // agent -> daemon, payload: fingerprints of chunks sent as bytes
 };
-inline constexpr uint16_t kMaxMessageType = 24;
+inline constexpr uint16_t kMaxMessageType = 28;
+// Fingerprints (16 bytes each, chunk_fingerprint.h) in one KnownChunksQuery,
+// KnownChunksAnswer (1 byte each), ChunksKnown or ChunkFingerprints payload.
+inline constexpr size_t kMaxFingerprintsPerFrame = 1u << 16;
 
 const char* MessageTypeName(MessageType type);
 

@@ -204,6 +204,9 @@ TEST(WireTest, BadMagicVersionTypeAndOversizeAreRejected) {
       {Header(kFrameMagic, 1, 1, 2, 0, 1), "Hello frames carry no payload"},
       {Header(kFrameMagic, 1, 7, 2, 0, 4096), "SlotFilled frames carry no payload"},
       {Header(kFrameMagic, 1, 1, 2, 100, 0), "fd count"},
+      // Fingerprint frames are bounded before their payload is read.
+      {Header(kFrameMagic, 1, 27, 2, 0, kMaxFingerprintsPerFrame * 16 + 16),
+       "ChunksKnown with more than"},
   };
   for (const Case& c : cases) {
     SocketPair sp;
@@ -212,6 +215,18 @@ TEST(WireTest, BadMagicVersionTypeAndOversizeAreRejected) {
     ASSERT_FALSE(frame.ok()) << c.expect;
     EXPECT_NE(frame.error().find(c.expect), std::string::npos) << frame.error();
   }
+}
+
+TEST(WireTest, FingerprintFramesCarryTheirPayload) {
+  SocketPair sp;
+  ChunksKnownMsg m;
+  m.token = 3;
+  m.chunk_count = 2;
+  ASSERT_TRUE(SendMessage(sp.a.get(), m, std::string(32, 'f')).ok());
+  LinkResult<Frame> frame = RecvFrame(sp.b.get(), FrameLimits());
+  ASSERT_TRUE(frame.ok()) << frame.error();
+  EXPECT_EQ(frame->type, MessageType::kChunksKnown);
+  EXPECT_EQ(frame->payload, std::string(32, 'f'));
 }
 
 TEST(WireTest, FileDescriptorRidesWithFrame) {

@@ -146,6 +146,12 @@ LinkStatus AgentConnection::Handshake() {
   welcome.features.push_back(kFeatureDispatchSkipped);
   post_unchanged_ = HasFeature(hello_.features, kFeaturePostUnchanged);
   if (post_unchanged_) welcome.features.push_back(kFeaturePostUnchanged);
+  fingerprints_ = post_unchanged_ && opt.max_remembered_fingerprints > 0 &&
+                  HasFeature(hello_.features, kFeatureChunkFingerprints);
+  if (fingerprints_) {
+    welcome.features.push_back(kFeatureChunkFingerprints);
+    remembered_ = std::make_unique<RememberedChunks>(opt.max_remembered_fingerprints);
+  }
   if (HasFeature(hello_.features, kFeatureSubstitution)) {
     welcome.features.push_back(kFeatureSubstitution);
   }
@@ -336,6 +342,9 @@ LinkStatus AgentConnection::ServeFrames() {
       case MessageType::kRegionBegin: status = OnRegionBegin(*frame); break;
       case MessageType::kSlotFilled: status = OnSlotFilled(*frame); break;
       case MessageType::kChunksUnchanged: status = OnChunksUnchanged(*frame); break;
+      case MessageType::kKnownChunksQuery: status = OnKnownChunksQuery(*frame); break;
+      case MessageType::kChunksKnown: status = OnChunksKnown(*frame); break;
+      case MessageType::kChunkFingerprints: status = OnChunkFingerprints(*frame); break;
       case MessageType::kCodeObject: status = OnCodeObject(*frame); break;
       case MessageType::kCaptureEnd: status = OnCaptureEnd(*frame); break;
       case MessageType::kCaptureAbort: status = OnCaptureAbort(*frame); break;
@@ -651,6 +660,162 @@ LinkStatus AgentConnection::OnChunksUnchanged(const Frame& frame) {
   return LinkStatus::Ok();
 }
 
+LinkStatus AgentConnection::CheckFingerprintFrame(const Frame& frame, const char* what,
+                                                  std::vector<ChunkFingerprint>* fps) {
+  if (!fingerprints_) {
+    return LinkStatus::Error(std::string(what) +
+                             " from an agent that did not announce chunk_fingerprints");
+  }
+  if (frame.payload.size() > kMaxFingerprintsPerFrame * kFingerprintWireBytes) {
+    return LinkStatus::Error(std::string(what) + " with more than " +
+                             std::to_string(kMaxFingerprintsPerFrame) + " fingerprints");
+  }
+  if (!DecodeFingerprints(frame.payload, fps)) {
+    return LinkStatus::Error(std::string(what) + " payload of " +
+                             std::to_string(frame.payload.size()) +
+                             " bytes is not a whole number of fingerprints");
+  }
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentConnection::CheckChunkRange(const Capture& c, uint32_t region,
+                                            uint64_t first_chunk, uint64_t count,
+                                            const char* what) {
+  if (region >= c.region_count) {
+    return LinkStatus::Error(std::string(what) + " for undeclared region " +
+                             std::to_string(region));
+  }
+  if (c.failed) return LinkStatus::Ok();
+  const uint64_t chunk = options_.chunk_size;
+  const uint64_t chunks = (c.regions[region].size + chunk - 1) / chunk;
+  if (count == 0 || first_chunk >= chunks || count > chunks - first_chunk) {
+    return LinkStatus::Error(std::string(what) + " chunks [" + std::to_string(first_chunk) +
+                             ", +" + std::to_string(count) + ") outside region " +
+                             std::to_string(region) + " of " + std::to_string(chunks) +
+                             " chunks");
+  }
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentConnection::OnKnownChunksQuery(const Frame& frame) {
+  KnownChunksQueryMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "KnownChunksQuery");
+  if (!status.ok()) return status;
+  std::vector<ChunkFingerprint> fps;
+  status = CheckFingerprintFrame(frame, "KnownChunksQuery", &fps);
+  if (!status.ok()) return status;
+  Capture& c = *capture_;
+  KnownChunksAnswerMsg answer;
+  answer.token = msg.token;
+  answer.query_id = msg.query_id;
+  std::string held(fps.size(), '\0');
+  if (c.failed) {
+    answer.error = "the capture already failed";
+  } else {
+    for (size_t i = 0; i < fps.size(); ++i) {
+      const RememberedChunks::Entry* e = remembered_->Find(fps[i]);
+      held[i] = e != nullptr && c.ingest->HoldsChunk(e->digest) ? 1 : 0;
+    }
+  }
+  return Send(answer, held);
+}
+
+LinkStatus AgentConnection::OnChunksKnown(const Frame& frame) {
+  ChunksKnownMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "ChunksKnown");
+  if (!status.ok()) return status;
+  std::vector<ChunkFingerprint> fps;
+  status = CheckFingerprintFrame(frame, "ChunksKnown", &fps);
+  if (!status.ok()) return status;
+  if (fps.size() != msg.chunk_count) {
+    return LinkStatus::Error("ChunksKnown names " + std::to_string(msg.chunk_count) +
+                             " chunks but carries " + std::to_string(fps.size()) +
+                             " fingerprints");
+  }
+  Capture& c = *capture_;
+  status = CheckChunkRange(c, msg.region, msg.first_chunk, msg.chunk_count, "ChunksKnown");
+  if (!status.ok() || c.failed) return status;
+  const RegionState& region = c.regions[msg.region];
+  const uint64_t chunk = options_.chunk_size;
+  std::vector<Digest> digests;
+  digests.reserve(fps.size());
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < fps.size(); ++i) {
+    const uint64_t at = (msg.first_chunk + i) * chunk;
+    const uint64_t length = std::min(chunk, region.size - at);
+    const RememberedChunks::Entry* e = remembered_->Find(fps[i]);
+    if (e == nullptr || e->length != length) {
+      FailCapture(absl::StrCat("region ", msg.region, " chunk ", msg.first_chunk + i,
+                               ": the agent named it by a fingerprint kerncapd does not hold ",
+                               e == nullptr ? "for this agent" : "for a chunk of that length"));
+      return LinkStatus::Ok();
+    }
+    digests.push_back(e->digest);
+    bytes += length;
+  }
+  absl::Status mark = c.ingest->MarkKnown(region.handle, msg.first_chunk, digests);
+  if (!mark.ok()) {
+    FailCapture(absl::StrCat("known chunks of region ", msg.region, ": ", mark.ToString()));
+    return LinkStatus::Ok();
+  }
+  c.received += bytes;
+  c.known_bytes += bytes;
+  PublishProgress(false);
+  return LinkStatus::Ok();
+}
+
+LinkStatus AgentConnection::OnChunkFingerprints(const Frame& frame) {
+  ChunkFingerprintsMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  status = CheckToken(msg.token, "ChunkFingerprints");
+  if (!status.ok()) return status;
+  std::vector<ChunkFingerprint> fps;
+  status = CheckFingerprintFrame(frame, "ChunkFingerprints", &fps);
+  if (!status.ok()) return status;
+  if (fps.size() != msg.chunk_count) {
+    return LinkStatus::Error("ChunkFingerprints names " + std::to_string(msg.chunk_count) +
+                             " chunks but carries " + std::to_string(fps.size()) +
+                             " fingerprints");
+  }
+  Capture& c = *capture_;
+  status = CheckChunkRange(c, msg.region, msg.first_chunk, msg.chunk_count, "ChunkFingerprints");
+  if (!status.ok() || c.failed) return status;
+  // Kept until the commit, which says what digests these chunks got; at most
+  // one per declared chunk (the ranges are checked against the region).
+  std::vector<std::pair<uint64_t, ChunkFingerprint>>& told = c.told[msg.region];
+  for (size_t i = 0; i < fps.size(); ++i) told.emplace_back(msg.first_chunk + i, fps[i]);
+  c.told_count += fps.size();
+  if (c.told_count > c.declared_chunks) {
+    return LinkStatus::Error("ChunkFingerprints for more chunks than the capture declared");
+  }
+  return LinkStatus::Ok();
+}
+
+void AgentConnection::RememberCommitted(const Capture& c) {
+  const uint64_t chunk = options_.chunk_size;
+  for (const auto& [region_index, told] : c.told) {
+    const RegionState& region = c.regions[region_index];
+    absl::StatusOr<std::vector<Digest>> digests = c.ingest->CommittedDigests(region.handle);
+    if (!digests.ok()) {
+      log::Warn("agent_link.fingerprints_not_remembered",
+                {{"agent", agent_id_}, {"error", digests.status().ToString()}});
+      return;
+    }
+    for (const auto& [index, fp] : told) {
+      if (index >= digests->size()) continue;
+      const uint64_t length = std::min(chunk, region.size - index * chunk);
+      if (!remembered_->Remember(fp, {(*digests)[index], static_cast<uint32_t>(length)})) {
+        return;  // full: later captures send these chunks again
+      }
+    }
+  }
+}
+
 void AgentConnection::PublishProgress(bool force) {
   Capture& c = *capture_;
   absl::Time now = absl::Now();
@@ -718,12 +883,17 @@ LinkStatus AgentConnection::OnCaptureEnd(const Frame& frame) {
       t->set_drain_seconds(msg.timing.drain_seconds);
       t->set_pcie_bytes(msg.timing.pcie_bytes);
       t->set_unchanged_post_bytes(msg.timing.unchanged_post_bytes);
+      t->set_fingerprint_seconds(msg.timing.fingerprint_seconds);
+    }
+    if (fingerprints_) {
+      c.manifest.mutable_agent_timing()->set_known_bytes(c.known_bytes);
     }
     v1::CaptureManifest manifest = c.manifest;
     absl::StatusOr<std::string> id = c.ingest->Commit(std::move(manifest));
     if (!id.ok()) {
       FailCapture(absl::StrCat("commit: ", id.status().ToString()));
     } else {
+      if (fingerprints_) RememberCommitted(c);
       c.ingest.reset();
       ReleaseDeclaredChunks();
       host_.IngestFinished();

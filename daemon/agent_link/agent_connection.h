@@ -25,11 +25,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -40,6 +42,7 @@
 #include "common/agent_link/ring.h"
 #include "common/agent_link/wire.h"
 #include "daemon/agent_link/agent_link_options.h"
+#include "daemon/agent_link/remembered_chunks.h"
 #include "daemon/capture_sink.h"
 #include "daemon/event_bus.h"
 #include "kerncap/v1/control.pb.h"
@@ -121,6 +124,12 @@ struct CaptureInFlight {
   uint64_t code_object_bytes = 0;
   uint64_t received = 0;
   absl::Time last_progress;
+  // "chunk_fingerprints": per region number, (chunk, fingerprint) of chunks
+  // sent as bytes, remembered once the capture commits; bytes named by
+  // ChunksKnown instead of sent.
+  std::map<uint32_t, std::vector<std::pair<uint64_t, ChunkFingerprint>>> told;
+  uint64_t told_count = 0;
+  uint64_t known_bytes = 0;
 };
 
 class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
@@ -208,6 +217,19 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   LinkStatus OnRegionBegin(const Frame& frame);
   LinkStatus OnSlotFilled(const Frame& frame);
   LinkStatus OnChunksUnchanged(const Frame& frame);
+  LinkStatus OnKnownChunksQuery(const Frame& frame);
+  LinkStatus OnChunksKnown(const Frame& frame);
+  LinkStatus OnChunkFingerprints(const Frame& frame);
+  // The feature is spoken, the payload is at most kMaxFingerprintsPerFrame
+  // whole fingerprints.
+  LinkStatus CheckFingerprintFrame(const Frame& frame, const char* what,
+                                   std::vector<ChunkFingerprint>* fps);
+  // A declared region and a non-empty range of its chunks (nothing to check
+  // once the capture failed).
+  LinkStatus CheckChunkRange(const CaptureInFlight& c, uint32_t region, uint64_t first_chunk,
+                             uint64_t count, const char* what);
+  // After a commit: what the told chunks were stored as.
+  void RememberCommitted(const CaptureInFlight& c);
   LinkStatus OnCodeObject(const Frame& frame);
   LinkStatus OnCaptureEnd(const Frame& frame);
   LinkStatus OnCaptureAbort(const Frame& frame);
@@ -244,6 +266,9 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   uint64_t ring_charged_ = 0;  // bytes charged to the host's ring budget
   bool lazy_ring_ = false;
   bool post_unchanged_ = false;   // both sides speak "post_unchanged"
+  bool fingerprints_ = false;     // both sides speak "chunk_fingerprints"
+  // Reader thread only; what this connection's committed captures sent.
+  std::unique_ptr<RememberedChunks> remembered_;
   bool release_capable_ = false;  // lazy_ring + ring_release; set before registration
   bool census_ = false;           // the agent offers "kernel_census"; set before registration
   bool registered_ = false;

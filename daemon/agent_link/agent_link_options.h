@@ -69,6 +69,10 @@ struct AgentLinkServerOptions {
   // counted as left out): a census is answered in memory, one per RPC.
   absl::Duration census_timeout = absl::Seconds(5);
   uint64_t max_census_kernels = 100000;
+  // "chunk_fingerprints": chunks remembered per agent connection (about 80
+  // bytes each; 1M chunks of 1 MiB cover 1 TiB of device memory). 0 turns
+  // the feature off.
+  size_t max_remembered_fingerprints = 1u << 20;
 };
 
 }  // namespace kerncap::link

@@ -232,6 +232,46 @@ TEST_F(StagingTest, IdleAgentsGiveTheirRingBack) {
   EXPECT_EQ(mapped_.size(), 2u);
 }
 
+// Two arms, both taken by dispatches before either capture began (a graph
+// launch captures two of its nodes): the first capture's end leaves no arm,
+// so the ring goes back while the second capture waits for the first; the
+// second must then get a new ring, not fail with "not granted".
+TEST_F(StagingTest, ACaptureWaitingForThePreviousOneGetsARingAgain) {
+  StartServer();
+  agent::AgentLinkClient& client = NewLazyClient();
+  ASSERT_TRUE(client.connected());
+  ArmKernel("k1");
+  ArmKernel("k2");
+  ASSERT_TRUE(WaitRing(client));
+  std::optional<agent::ArmMatch> first, second;
+  ASSERT_TRUE(Eventually([&] { return (first = client.ShouldCapture("k1", "", 0)).has_value(); }));
+  ASSERT_TRUE(Eventually([&] { return (second = client.ShouldCapture("k2", "", 0)).has_value(); }));
+  CaptureBeginMsg begin;
+  begin.arm_id = first->arm_id;
+  begin.demangled_name = "k1";
+  begin.mangled_name = agent::testing::SyntheticMangled("k1");
+  begin.platform = Platform::kSynthetic;
+  auto s1 = client.BeginCapture(begin, "");
+  ASSERT_TRUE(s1.ok()) << s1.error();
+  RegionBeginMsg r;
+  r.va = agent::testing::SyntheticVa(0);
+  r.size = kChunk;
+  r.image = ImageKind::kPre;
+  auto h = (*s1)->AddRegion(r);
+  ASSERT_TRUE(h.ok());
+  const std::string data = agent::testing::SyntheticBytes(5, 0, 0, kChunk);
+  ASSERT_TRUE((*s1)->WriteRegion(*h, data.data(), data.size()).ok());
+  absl::StatusOr<std::string> id2 = absl::UnknownError("not run");
+  std::thread t([&] { id2 = DoCapture(client, second->arm_id, "k2", {data}, {}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // t waits for capture 1
+  auto id1 = (*s1)->End();
+  ASSERT_TRUE(id1.ok()) << id1.error();
+  t.join();
+  EXPECT_TRUE(id2.ok()) << id2.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(mapped_.size(), 2u) << "the ring went back after capture 1 and came again";
+}
+
 TEST_F(StagingTest, TotalStagingBudgetIsAHardBoundAndServesCapturesFirst) {
   AgentLinkServerOptions o = Options();
   o.slot_count = 8;

@@ -24,6 +24,7 @@
 #include "agent/link/agent_link_client.h"
 #include "agent/testing/synthetic_content.h"
 #include "common/agent_link/messages.h"
+#include "common/digest.h"
 #include "common/agent_link/wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -45,6 +46,7 @@ struct RecordedRegion {
   // Commit, like the store does.
   std::vector<std::pair<uint64_t, uint64_t>> unchanged;
   int same_as = -1;
+  uint64_t known = 0;  // bytes MarkKnown filled in
 };
 
 struct RecordedCapture {
@@ -122,6 +124,9 @@ class RecordingSink : public CaptureSink {
 
   absl::Mutex mu_;
   std::vector<RecordedCapture> captures_ ABSL_GUARDED_BY(mu_);
+  // Chunks of committed captures by digest (MarkKnown / HoldsChunk), like
+  // the store's content-addressed chunks.
+  std::map<Digest, std::string> chunks_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void()>> held_ ABSL_GUARDED_BY(mu_);
   absl::Mutex work_mu_;
   std::vector<std::function<void()>> work_ ABSL_GUARDED_BY(work_mu_);
@@ -146,7 +151,7 @@ class RecordingIngest : public CaptureIngest {
     if (fail_regions_) return absl::ResourceExhaustedError("disk full (test)");
     absl::MutexLock lock(&sink_->mu_);
     RecordedCapture& c = sink_->captures_[index_];
-    c.regions.push_back({image, region, std::string(region.data().size(), '\0'), 0, {}, -1});
+    c.regions.push_back({image, region, std::string(region.data().size(), '\0'), 0, {}, -1, 0});
     return static_cast<int>(c.regions.size() - 1);
   }
   absl::Status WriteRegion(int handle, uint64_t offset, const void* data, size_t size,
@@ -210,6 +215,50 @@ class RecordingIngest : public CaptureIngest {
     post.written += end - begin;
     return absl::OkStatus();
   }
+  // The store's checks: only digests it holds, inside the region, once.
+  absl::Status MarkKnown(int handle, uint64_t first_chunk,
+                         const std::vector<Digest>& digests) override {
+    absl::MutexLock lock(&sink_->mu_);
+    RecordedCapture& c = sink_->captures_[index_];
+    if (handle < 0 || handle >= static_cast<int>(c.regions.size())) {
+      return absl::InvalidArgumentError("bad handle");
+    }
+    RecordedRegion& r = c.regions[handle];
+    const uint64_t chunks = (r.bytes.size() + kChunk - 1) / kChunk;
+    if (digests.empty() || first_chunk >= chunks || digests.size() > chunks - first_chunk) {
+      return absl::InvalidArgumentError("outside the region");
+    }
+    for (size_t i = 0; i < digests.size(); ++i) {
+      auto it = sink_->chunks_.find(digests[i]);
+      if (it == sink_->chunks_.end()) return absl::NotFoundError("no such chunk");
+      const uint64_t at = (first_chunk + i) * kChunk;
+      if (it->second.size() != std::min<uint64_t>(kChunk, r.bytes.size() - at)) {
+        return absl::InvalidArgumentError("chunk of another length");
+      }
+      std::memcpy(r.bytes.data() + at, it->second.data(), it->second.size());
+      r.written += it->second.size();
+      r.known += it->second.size();
+    }
+    return absl::OkStatus();
+  }
+  bool HoldsChunk(const Digest& digest) override {
+    absl::MutexLock lock(&sink_->mu_);
+    return sink_->chunks_.count(digest) > 0;
+  }
+  absl::StatusOr<std::vector<Digest>> CommittedDigests(int handle) const override {
+    absl::MutexLock lock(&sink_->mu_);
+    const RecordedCapture& c = sink_->captures_[index_];
+    if (!c.committed) return absl::FailedPreconditionError("not committed");
+    if (handle < 0 || handle >= static_cast<int>(c.regions.size())) {
+      return absl::InvalidArgumentError("bad handle");
+    }
+    std::vector<Digest> out;
+    const std::string& b = c.regions[handle].bytes;
+    for (uint64_t at = 0; at < b.size(); at += kChunk) {
+      out.push_back(Sha256(b.data() + at, std::min<uint64_t>(kChunk, b.size() - at)));
+    }
+    return out;
+  }
   absl::Status AddCodeObject(const v1::CodeObject& meta, const void* data,
                              size_t size) override {
     absl::MutexLock lock(&sink_->mu_);
@@ -236,6 +285,12 @@ class RecordingIngest : public CaptureIngest {
     }
     c.manifest = manifest;
     c.committed = true;
+    for (const RecordedRegion& r : c.regions) {
+      for (uint64_t at = 0; at < r.bytes.size(); at += kChunk) {
+        std::string chunk = r.bytes.substr(at, kChunk);
+        sink_->chunks_[Sha256(chunk)] = chunk;
+      }
+    }
     return manifest.capture_id();
   }
   void Abort(absl::string_view reason) override {
@@ -397,7 +452,8 @@ struct RawAgent {
   WelcomeMsg welcome;
   UniqueFd ring_fd;
 
-  static RawAgent Connect(const std::string& path, bool hello = true) {
+  static RawAgent Connect(const std::string& path, bool hello = true,
+                          std::vector<std::string> features = {}) {
     RawAgent a;
     LinkResult<UniqueFd> fd = ConnectUnix(path);
     EXPECT_TRUE(fd.ok()) << fd.error();
@@ -407,6 +463,7 @@ struct RawAgent {
     HelloMsg h;
     h.pid = 4242;
     h.process_name = "raw";
+    h.features = std::move(features);
     EXPECT_TRUE(SendMessage(a.fd.get(), h).ok());
     LinkResult<Frame> f = RecvFrame(a.fd.get(), FrameLimits());
     EXPECT_TRUE(f.ok()) << f.error();

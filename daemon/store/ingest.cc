@@ -261,6 +261,67 @@ absl::Status IngestImpl::MarkUnchanged(int handle, uint64_t first_chunk, uint64_
   return absl::OkStatus();
 }
 
+bool IngestImpl::HoldsChunk(const Digest& digest) {
+  if (IsZeroDigest(digest)) return true;
+  uint64_t seq = 0;
+  return store_->FindStored(digest, &seq);
+}
+
+absl::Status IngestImpl::MarkKnown(int handle, uint64_t first_chunk,
+                                   const std::vector<Digest>& digests) {
+  // Pin first, then look up (gc_pins.h): a sweep after the Note keeps them,
+  // one before has already removed them from the index and they are missed.
+  std::vector<uint64_t> seqs(digests.size(), 0);
+  for (size_t i = 0; i < digests.size(); ++i) {
+    if (IsZeroDigest(digests[i])) continue;
+    store_->pins_.Note(this, digests[i]);
+    if (!store_->FindStored(digests[i], &seqs[i])) {
+      return absl::NotFoundError(absl::StrCat("chunk ", digests[i].ToHex(),
+                                              " is no longer in the store (removed by a GC?)"));
+    }
+  }
+  absl::MutexLock l(&mu_);
+  KC_RETURN_IF_ERROR(Usable());
+  if (handle < 0 || static_cast<size_t>(handle) >= slots_.size() || slots_[handle]->is_code) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown region handle ", handle));
+  }
+  Slot* s = slots_[handle].get();
+  const uint64_t total = s->digests.size();
+  const uint64_t count = digests.size();
+  if (count == 0 || first_chunk >= total || count > total - first_chunk) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "region at va 0x%x: known chunks [%d, +%d) outside its %d chunks", s->region.va(),
+        first_chunk, count, total));
+  }
+  for (uint64_t i = first_chunk; i < first_chunk + count; ++i) {
+    if (s->received[i]) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "region at va 0x%x: chunk %d written or declared twice", s->region.va(), i));
+    }
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    s->received[first_chunk + i] = 1;
+    s->digests[first_chunk + i] = digests[i];
+    if (seqs[i] > 0) pack_deps_.insert(seqs[i]);
+  }
+  s->received_count += static_cast<uint32_t>(count);
+  uint64_t bytes = 0;
+  for (uint64_t i = first_chunk; i < first_chunk + count; ++i) {
+    bytes += std::min<uint64_t>(chunk_size_, s->size - i * chunk_size_);
+  }
+  progress_.bytes_received += bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Digest>> IngestImpl::CommittedDigests(int handle) const {
+  absl::MutexLock l(&mu_);
+  if (!committed_) return absl::FailedPreconditionError("the capture is not committed");
+  if (handle < 0 || static_cast<size_t>(handle) >= slots_.size() || slots_[handle]->is_code) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown region handle ", handle));
+  }
+  return slots_[handle]->digests;
+}
+
 void IngestImpl::SubmitChunks(int slot, uint64_t offset, const char* data, size_t size,
                               std::function<void()> on_consumed) {
   const uint32_t n = NumChunks(size);

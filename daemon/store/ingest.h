@@ -36,6 +36,10 @@ class IngestImpl : public CaptureIngest {
   absl::Status WriteRegion(int handle, uint64_t offset, const void* data, size_t size,
                            std::function<void()> on_consumed) override;
   absl::Status MarkUnchanged(int handle, uint64_t first_chunk, uint64_t count) override;
+  absl::Status MarkKnown(int handle, uint64_t first_chunk,
+                         const std::vector<Digest>& digests) override;
+  bool HoldsChunk(const Digest& digest) override;
+  absl::StatusOr<std::vector<Digest>> CommittedDigests(int handle) const override;
   absl::Status AddCodeObject(const v1::CodeObject& meta, const void* data, size_t size) override;
   absl::StatusOr<std::string> Commit(v1::CaptureManifest manifest) override;
   void Abort(absl::string_view reason) override;

@@ -1,10 +1,11 @@
-// CaptureIngest::MarkUnchanged (the agent-link's ChunksUnchanged): post chunks
-// declared unchanged get the digests the ingest computed for the pre image's
-// bytes, and nothing a producer says can make a manifest name a chunk this
-// capture did not send.
+// CaptureIngest::MarkUnchanged (the agent-link's ChunksUnchanged; MarkKnown,
+// ChunksKnown, at the end of this file): post chunks declared unchanged get
+// the digests the ingest computed for the pre image's bytes, and nothing a
+// producer says can make a manifest name a chunk this capture did not send.
 #include <cstring>
 #include <string>
 
+#include "common/digest.h"
 #include "daemon/store/store.h"
 #include "daemon/store/store_test_util.h"
 #include "gmock/gmock.h"
@@ -125,6 +126,70 @@ TEST(IngestUnchangedTest, LiesAboutUnchangedChunksFailTheCaptureAndNameNoChunk) 
     auto id = (*ingest)->Commit(Manifest());
     EXPECT_FALSE(id.ok());
   }
+}
+
+}  // namespace
+}  // namespace kerncap::store
+
+namespace kerncap::store {
+namespace {
+
+// CaptureIngest::MarkKnown (the agent link's ChunksKnown): a later capture
+// names chunks of an earlier one by the digests the store reported for it
+// (CommittedDigests); only digests the store holds are accepted.
+TEST(IngestKnownTest, ALaterCaptureNamesEarlierChunksByDigest) {
+  TempDir dir;
+  auto store = Store::Open(SmallOptions(dir.path()));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const std::string pre = RandomBytes(3 * kChunk + 5, 6) + std::string(kChunk, '\0');
+  auto first = (*store)->BeginCapture();
+  ASSERT_TRUE(first.ok());
+  auto h1 = (*first)->AddRegion(ImageKind::kPre, Region(0x1000, pre.size()));
+  ASSERT_TRUE(h1.ok());
+  ASSERT_TRUE((*first)->WriteRegion(*h1, 0, pre.data(), pre.size(), nullptr).ok());
+  EXPECT_FALSE((*first)->CommittedDigests(*h1).ok()) << "not before the commit";
+  auto id1 = (*first)->Commit(Manifest());
+  ASSERT_TRUE(id1.ok()) << id1.status();
+  auto digests = (*first)->CommittedDigests(*h1);
+  ASSERT_TRUE(digests.ok()) << digests.status();
+  ASSERT_EQ(digests->size(), 5u);
+  EXPECT_EQ((*digests)[4], Digest{}) << "a zero chunk";
+  EXPECT_TRUE((*first)->HoldsChunk((*digests)[0]));
+
+  auto second = (*store)->BeginCapture();
+  ASSERT_TRUE(second.ok());
+  auto h2 = (*second)->AddRegion(ImageKind::kPre, Region(0x1000, pre.size()));
+  ASSERT_TRUE(h2.ok());
+  ASSERT_TRUE((*second)->MarkKnown(*h2, 0, *digests).ok());
+  EXPECT_FALSE((*second)->MarkKnown(*h2, 1, {(*digests)[1]}).ok()) << "declared twice";
+  auto id2 = (*second)->Commit(Manifest());
+  ASSERT_TRUE(id2.ok()) << id2.status();
+  auto m1 = (*store)->GetManifest(*id1);
+  auto m2 = (*store)->GetManifest(*id2);
+  ASSERT_TRUE(m1.ok() && m2.ok());
+  EXPECT_EQ(m2->pre().regions(0).data().SerializeAsString(),
+            m1->pre().regions(0).data().SerializeAsString());
+  EXPECT_EQ(m2->stats().new_raw_bytes(), 0u);
+  EXPECT_TRUE(testing::VerifyProblems(**store, *id2).empty());
+}
+
+TEST(IngestKnownTest, DigestsTheStoreDoesNotHoldAndBadRangesFail) {
+  TempDir dir;
+  auto store = Store::Open(SmallOptions(dir.path()));
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto ingest = (*store)->BeginCapture();
+  ASSERT_TRUE(ingest.ok());
+  auto h = (*ingest)->AddRegion(ImageKind::kPre, Region(0x1000, 2 * kChunk));
+  ASSERT_TRUE(h.ok());
+  const Digest made_up = Sha256(std::string("never stored"));
+  EXPECT_FALSE((*ingest)->HoldsChunk(made_up));
+  absl::Status st = (*ingest)->MarkKnown(*h, 0, {made_up});
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("no longer in the store"));
+  EXPECT_FALSE((*ingest)->MarkKnown(*h, 2, {Digest{}}).ok()) << "past the region";
+  EXPECT_FALSE((*ingest)->MarkKnown(*h, 0, {}).ok()) << "empty";
+  // Nothing was recorded: the region is still unwritten.
+  EXPECT_FALSE((*ingest)->Commit(Manifest()).ok());
 }
 
 }  // namespace

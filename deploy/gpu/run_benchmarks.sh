@@ -45,8 +45,9 @@
 #       manifest (agent_timing), and peak RSS of the app and of kerncapd.
 #   P2  the second capture of the same process (same run as P1d): pause vs
 #       the first capture's (target <= 0.05; bytes over PCIe <= changed + 1%).
-#       The pre image of the second capture still crosses PCIe in full (the
-#       store's earlier chunks are not yet used to skip it).
+#       With chunk fingerprints (chunk_fingerprints) the second capture names
+#       the chunks kerncapd holds from the first by their GPU fingerprint;
+#       agent_timing.known_bytes says how many bytes did not cross.
 #   P5b/serve  kerncap-replay serve (resident mode): median overhead per
 #       candidate evaluation (server wall time minus device time of its
 #       launches) with 1 GiB of state, 20 evaluations of the same cubin

@@ -10,6 +10,13 @@
 //   2. too little free device memory (a margin larger than the device):
 //      the host path, with the reason, the same exact images.
 //   3. with snapshots off (KERNCAP_AGENT_SNAPSHOT=0 policy): the host path.
+//   4. the device's chunk fingerprints (kc_chunk_fingerprint) equal the CPU
+//      reference (common/agent_link/chunk_fingerprint.h) for several chunk
+//      sizes, unaligned lengths and short last chunks.
+//   5. fingerprints against a transport that speaks "chunk_fingerprints",
+//      on both paths: the second capture of the same memory names every
+//      chunk by fingerprint (nothing of it crosses PCIe) and both captures'
+//      images are still exact.
 // Skips (exit 77) without a GPU.
 #include <cuda.h>
 
@@ -17,6 +24,8 @@
 #include <vector>
 
 #include "agent/cuda/cuda_agent.h"
+#include "agent/cuda/cuda_snapshot.h"
+#include "common/agent_link/chunk_fingerprint.h"
 #include "agent/testing/fake_transport.h"
 #include "gpu_test_util.h"
 
@@ -71,8 +80,9 @@ static const kerncap::agent::FakeRegion* Find(const std::vector<kerncap::agent::
   return nullptr;
 }
 
-static void CaptureOnce(CudaAgent& agent, const char* label, const char* want_path,
-                        const char* want_reason) {
+// max_pcie < 0: no bound on the bytes over PCIe.
+static void CaptureOnce(CudaAgent& agent, AsyncTransport& transport, const char* label,
+                        const char* want_path, const char* want_reason, long long max_pcie = -1) {
   const uint64_t a_bytes = 32 * kChunk;
   const uint64_t b_size = 1000003;  // not a multiple of 8
   unsigned* a;
@@ -92,7 +102,7 @@ static void CaptureOnce(CudaAgent& agent, const char* label, const char* want_pa
   ea[17 * kChunk / 4] += 1;
   eb[b_size - 1] ^= 0x5a;
 
-  AsyncTransport transport;
+  const size_t before = transport.committed().size();
   agent.SetTransport(&transport);
   transport.Arm("kc_snap_write");
   kc_snap_write<<<1, 32>>>(a, b, b_size);
@@ -103,11 +113,11 @@ static void CaptureOnce(CudaAgent& agent, const char* label, const char* want_pa
   CHECK(agent.WaitForCaptureDrain(60000), "%s: the drain did not finish", label);
   transport.set_armed(false);
   agent.SetTransport(nullptr);
-  CHECK(transport.committed().size() == 1, "%s: %zu captures committed, %zu aborted (%s)", label,
-        transport.committed().size(), transport.aborted().size(),
+  CHECK(transport.committed().size() == before + 1, "%s: %zu captures committed, %zu aborted (%s)",
+        label, transport.committed().size(), transport.aborted().size(),
         transport.aborted().empty() ? "" : transport.aborted()[0].abort_reason.c_str());
-  if (transport.committed().size() == 1) {
-    const FakeCapture& c = transport.committed()[0];
+  if (transport.committed().size() == before + 1) {
+    const FakeCapture& c = transport.committed().back();
     CHECK(kerncap::link::WireName(c.timing.path) == want_path, "%s: path %s (%s), want %s", label,
           std::string(kerncap::link::WireName(c.timing.path)).c_str(),
           c.timing.path_reason.c_str(), want_path);
@@ -126,6 +136,11 @@ static void CaptureOnce(CudaAgent& agent, const char* label, const char* want_pa
       CHECK(std::memcmp(post_b->bytes.data(), eb.data(), b_size) == 0, "%s: post image of b",
             label);
     }
+    if (max_pcie >= 0) {
+      CHECK(static_cast<long long>(c.timing.pcie_bytes) <= max_pcie,
+            "%s: %llu bytes over PCIe, want at most %lld", label,
+            static_cast<unsigned long long>(c.timing.pcie_bytes), max_pcie);
+    }
     if (std::string(want_path) == "device_snapshot") {
       // a: 32 chunks, 2 changed; b: conservatively all sent (size % 8 != 0).
       CHECK(c.unchanged_chunks >= 30, "%s: %llu unchanged chunks", label,
@@ -133,14 +148,49 @@ static void CaptureOnce(CudaAgent& agent, const char* label, const char* want_pa
       CHECK(c.timing.drain_seconds > 0, "%s: no drain time", label);
     }
     std::printf("%s: path %s (%s); held %.4f s, pre %.4f s, post %.4f s, drain %.4f s, PCIe "
-                "%.2f MiB, unchanged post %.2f MiB\n",
+                "%.2f MiB, unchanged post %.2f MiB, named by fingerprint %llu chunks, fingerprints "
+                "%.4f s\n",
                 label, std::string(kerncap::link::WireName(c.timing.path)).c_str(), c.timing.path_reason.c_str(),
                 c.timing.held_seconds, c.timing.pre_seconds, c.timing.post_seconds,
                 c.timing.drain_seconds, c.timing.pcie_bytes / 1048576.0,
-                c.timing.unchanged_post_bytes / 1048576.0);
+                c.timing.unchanged_post_bytes / 1048576.0,
+                static_cast<unsigned long long>(c.known_chunks), c.timing.fingerprint_seconds);
   }
   GT_CHECK(cudaFree(a));
   GT_CHECK(cudaFree(b));
+}
+
+// The device kernel against the reference on random bytes.
+static void CheckFingerprints() {
+  CUcontext ctx = nullptr;
+  cuCtxGetCurrent(&ctx);
+  kerncap::agent::cuda::CudaSnapshotOps ops(ctx, nullptr);
+  const uint64_t sizes[] = {8, 13, 4096, 65536 + 7, 3 * (1 << 20) + 5, 40ull << 20};
+  const uint64_t chunks[] = {4096 + 8, 65536, 1 << 20};
+  for (uint64_t size : sizes) {
+    std::vector<unsigned char> host(size);
+    uint64_t x = 0x9e3779b97f4a7c15ull ^ size;
+    for (auto& b : host) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      b = static_cast<unsigned char>(x >> 11);
+    }
+    void* dev = nullptr;
+    GT_CHECK(cudaMalloc(&dev, size));
+    GT_CHECK(cudaMemcpy(dev, host.data(), size, cudaMemcpyHostToDevice));
+    for (uint64_t chunk : chunks) {
+      std::vector<kerncap::link::ChunkFingerprint> got;
+      auto st = ops.Fingerprint(reinterpret_cast<uint64_t>(dev), size, chunk, &got);
+      CHECK(st.ok(), "fingerprint of %llu bytes in chunks of %llu: %s",
+            static_cast<unsigned long long>(size), static_cast<unsigned long long>(chunk),
+            st.message().c_str());
+      CHECK(got == kerncap::link::FingerprintChunks(host.data(), size, chunk),
+            "device fingerprints of %llu bytes in chunks of %llu differ from the reference",
+            static_cast<unsigned long long>(size), static_cast<unsigned long long>(chunk));
+    }
+    GT_CHECK(cudaFree(dev));
+  }
+  std::printf("device fingerprints: %zu sizes x %zu chunk sizes checked\n",
+              sizeof(sizes) / sizeof(sizes[0]), sizeof(chunks) / sizeof(chunks[0]));
 }
 
 int main() {
@@ -159,15 +209,47 @@ int main() {
   fits.margin_min_bytes = 256ull << 20;
   fits.margin_fraction = 0;
   agent.SetSnapshotPolicy(fits);
-  CaptureOnce(agent, "device snapshot", "device_snapshot", "fits");
-
+  {
+    AsyncTransport t;
+    CaptureOnce(agent, t, "device snapshot", "device_snapshot", "fits");
+  }
   SnapshotPolicy short_of_memory = fits;
   short_of_memory.margin_min_bytes = 1ull << 50;  // more than any device has free
   agent.SetSnapshotPolicy(short_of_memory);
-  CaptureOnce(agent, "too little free HBM", "host", "free device memory too small");
-
+  {
+    AsyncTransport t;
+    CaptureOnce(agent, t, "too little free HBM", "host", "free device memory too small");
+  }
   agent.SetSnapshotPolicy(SnapshotPolicy::HostOnly());
-  CaptureOnce(agent, "snapshots off", "host", "disabled");
+  {
+    AsyncTransport t;
+    CaptureOnce(agent, t, "snapshots off", "host", "disabled");
+  }
+
+  CheckFingerprints();
+  // Fingerprints on both paths: the same memory captured twice through one
+  // "connection"; the second capture sends nothing (its pre image and its
+  // changed post chunks are what the first one sent).
+  for (int host = 0; host < 2; ++host) {
+    agent.SetSnapshotPolicy(host ? short_of_memory : fits);
+    AsyncTransport t;
+    t.enable_fingerprints(true);
+    const char* path = host ? "host" : "device_snapshot";
+    CaptureOnce(agent, t, host ? "fingerprints, host path, first" : "fingerprints, snapshot, first",
+                path, "");
+    CaptureOnce(agent, t, host ? "fingerprints, host path, second" : "fingerprints, snapshot, second",
+                path, "", /*max_pcie=*/0);
+    if (t.committed().size() == 2) {
+      CHECK(t.committed()[1].known_chunks > 0, "%s: nothing named by fingerprint", path);
+      if (host) {
+        // First capture, host path: the post image by fingerprint compare:
+        // only a's 2 changed chunks and b's last one crossed after the pre image.
+        const uint64_t pre = 32 * kChunk + 1000003;
+        CHECK(t.committed()[0].timing.pcie_bytes <= pre + 3 * kChunk, "host path: %llu bytes",
+              static_cast<unsigned long long>(t.committed()[0].timing.pcie_bytes));
+      }
+    }
+  }
 
   if (failures != 0) {
     std::printf("FAIL: %d checks failed\n", failures);

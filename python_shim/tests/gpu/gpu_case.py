@@ -12,6 +12,7 @@ carry the expected (chosen) configuration.
 Exit codes: 0 pass, 1 fail, 77 skip (no torch/triton/GPU).
 """
 import base64
+import re
 import json
 import os
 import subprocess
@@ -122,13 +123,18 @@ def jit_document(m):
     return json.loads(text)
 
 
+def digest_hex(d):
+    """A digest from kerncapctl's JSON as lowercase hex: the JSON policy
+    (docs/JSON.md) writes digests as hex; older daemons wrote base64."""
+    if not d:
+        return ""
+    if re.fullmatch(r"[0-9a-f]{64}", d):
+        return d
+    return base64.b64decode(d).hex()
+
+
 def code_digests(m):
-    out = []
-    for c in m.get("code_objects") or []:
-        d = c.get("digest")
-        if d:
-            out.append(base64.b64decode(d).hex())
-    return out
+    return [digest_hex(c.get("digest")) for c in m.get("code_objects") or [] if c.get("digest")]
 
 
 def captured_variant(doc, m):
@@ -161,7 +167,7 @@ def describe(doc, m):
     launch = m.get("launch") or {}
     print("  capture: grid %s block %s; code objects %s" % (
         launch.get("grid"), launch.get("block"),
-        [(c.get("name"), base64.b64decode(c.get("digest") or "").hex()[:16]) for c in m.get("code_objects") or []]))
+        [(c.get("name"), digest_hex(c.get("digest"))[:16]) for c in m.get("code_objects") or []]))
     for v in doc.get("variants", []):
         print("  variant %s%s constexprs=%s num_warps=%s num_stages=%s config_index=%s" % (
             v["id"][:16], " (current)" if v["id"] == doc.get("current") else "", v.get("constexprs"),

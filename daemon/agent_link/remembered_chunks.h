@@ -1,0 +1,49 @@
+// remembered_chunks.h: what kerncapd remembers of the chunks one agent
+// connection sent as bytes, for the "chunk_fingerprints" feature
+// (common/agent_link/messages.h): the agent's fingerprint of each chunk ->
+// the SHA-256 digest kerncapd computed itself for those bytes, and their
+// length. Filled only from committed captures of the same connection, so a
+// fingerprint can only ever name bytes this agent sent (a lying agent makes
+// its own capture wrong, never reads or references another's). It dies
+// with the connection; at most `max_entries` are kept (further chunks are
+// simply not remembered: their later captures send them again).
+//
+// Thread-safety: the connection's reader thread only.
+#ifndef KERNCAP_DAEMON_AGENT_LINK_REMEMBERED_CHUNKS_H_
+#define KERNCAP_DAEMON_AGENT_LINK_REMEMBERED_CHUNKS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/agent_link/chunk_fingerprint.h"
+#include "common/digest.h"
+
+namespace kerncap::link {
+
+class RememberedChunks {
+ public:
+  struct Entry {
+    Digest digest;        // all-zero: a zero chunk
+    uint32_t length = 0;  // the chunk's bytes
+  };
+  explicit RememberedChunks(size_t max_entries) : max_entries_(max_entries) {}
+
+  // Remembers (or refreshes) one chunk; false when the table is full.
+  bool Remember(const ChunkFingerprint& fp, const Entry& entry);
+  const Entry* Find(const ChunkFingerprint& fp) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct FpHash {
+    size_t operator()(const ChunkFingerprint& f) const {
+      return absl::HashOf(f.lo, f.hi);
+    }
+  };
+  size_t max_entries_;
+  absl::flat_hash_map<ChunkFingerprint, Entry, FpHash> entries_;
+};
+
+}  // namespace kerncap::link
+
+#endif  // KERNCAP_DAEMON_AGENT_LINK_REMEMBERED_CHUNKS_H_
