@@ -34,13 +34,13 @@ __global__ void kc_snap_fill(uint32_t* p, uint64_t n, uint64_t seed) {
 }
 
 // The captured kernel: rewrites every 100th MiB of the buffer (1% of it,
-// spread over the whole buffer).
-__global__ void kc_snap_touch(uint32_t* p, uint64_t n) {
+// spread over the whole buffer): `touch` words in all, of the buffer's `words`.
+__global__ void kc_snap_touch(uint32_t* p, uint64_t touch, uint64_t words) {
   const uint64_t per_mib = (1ull << 20) / 4;
-  for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+  for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < touch;
        i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
     const uint64_t w = (i / per_mib) * 100 * per_mib + i % per_mib;
-    if (w < n) p[w] = p[w] * 2654435761u + 1;
+    if (w < words) p[w] = p[w] * 2654435761u + 1;
   }
 }
 
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   KB_CHECK(cudaMalloc(&live, total));
   kc_snap_fill<<<4096, 256>>>(live, total / 4, 12345);
   KB_CHECK(cudaDeviceSynchronize());
-  kc_snap_touch<<<1, 1>>>(live, 0);  // loads the module
+  kc_snap_touch<<<1, 1>>>(live, 0, 0);  // loads the module
   KB_CHECK(cudaDeviceSynchronize());
   std::printf("allocated and filled %.2f GiB (%.2f s)\n", total / 1073741824.0, Now() - t0);
 
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     KB_CHECK(cudaDeviceSynchronize());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     t0 = Now();
-    kc_snap_touch<<<4096, 256>>>(live, total / 4 / 100);
+    kc_snap_touch<<<4096, 256>>>(live, total / 4 / 100, total / 4);
     pause[c] = Now() - t0;
     KB_CHECK(cudaDeviceSynchronize());
     // The drain runs after the release; the next capture (and the figures)
