@@ -53,6 +53,10 @@ TEST(KerncapctlEndToEndTest, StatusShowExportImportPullAndExitCodes) {
   EXPECT_TRUE(absl::StrContains(r.out, "memory map")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "0x7f0000100000")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "100.0%")) << r.out;  // the all-zero region
+  EXPECT_TRUE(absl::StrContains(r.out, "memory read")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "free device memory too small")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "by fingerprint")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "0.250 s")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "texture 0x5 at argument offset(s) 8: linear 4096 bytes "
                                        "at 0x7f0000000000, format 0x20 x1"))
       << r.out;

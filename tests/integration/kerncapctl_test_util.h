@@ -120,6 +120,14 @@ inline std::vector<std::string> SeedStore(const std::string& dir) {
       t->mutable_resource()->set_size_bytes(4096);
       t->mutable_resource()->set_format(0x20);
       t->mutable_resource()->set_num_channels(1);
+      // How the agent read the memory (kerncapctl show's "memory read").
+      v1::CaptureTiming* timing = m.mutable_agent_timing();
+      timing->set_path("host");
+      timing->set_path_reason("free device memory too small");
+      timing->set_held_seconds(0.25);
+      timing->set_pcie_bytes(3ull << 20);
+      timing->set_known_bytes(300ull << 10);
+      timing->set_fingerprint_seconds(0.004);
     }
     auto id = store::testing::IngestCapture(
         **s,
