@@ -124,6 +124,11 @@ if [[ -x $HERE/tests/substitute_gpu_test ]]; then
   run substitute_gpu_test timeout "${KC_T_SUBSTITUTE:-120}" "$HERE"/tests/substitute_gpu_test \
     --gtest_output=xml:"$LOGS"/substitute_gpu_test.xml
 fi
+# kerncap tune over the real resident server (needs this script's library path).
+if [[ -n $PY && -f $HERE/python_client/tests/gpu/tune_gpu_test.py ]]; then
+  run tune_gpu_test timeout "${KC_T_TUNE:-150}" "$PY" "$HERE"/python_client/tests/gpu/tune_gpu_test.py \
+    --build "$HERE"
+fi
 run gpu_e2e_test timeout "${KC_T_NATIVE:-230}" "$HERE"/tests/gpu_e2e_test \
   --gtest_filter="${KERNCAP_GPU_E2E_FILTER:--*torch*:*triton*}" --gtest_output=xml:"$LOGS"/gpu_e2e_test.xml
 # KERNCAP_GPU_PYTHON=0 leaves them out (a quicker run of the native cases).
