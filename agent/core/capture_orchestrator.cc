@@ -103,6 +103,21 @@ void CaptureOrchestrator::SetUpFingerprints(PendingCapture& p) {
   p.chunk_ = chunk;
 }
 
+std::vector<uint8_t> CaptureOrchestrator::HeldByDaemon(PendingCapture& p,
+                                                       const std::vector<ChunkFingerprint>& fps) {
+  std::vector<uint8_t> held;
+  if (fps.empty()) return held;
+  Status s = p.session_->QueryKnown(fps, &held);
+  if (!s.ok() || held.size() != fps.size()) {
+    held.assign(fps.size(), 0);
+    if (p.stats_.fingerprint_note.empty()) {
+      p.stats_.fingerprint_note = "asking kerncapd which chunks it holds failed (" +
+                                  (s.ok() ? std::string("wrong count") : s.message()) + ")";
+    }
+  }
+  return held;
+}
+
 template <typename SrcOf>
 void CaptureOrchestrator::FingerprintPre(PendingCapture& p, const SrcOf& src_of) {
   auto t0 = std::chrono::steady_clock::now();
@@ -126,17 +141,7 @@ void CaptureOrchestrator::FingerprintPre(PendingCapture& p, const SrcOf& src_of)
     all.insert(all.end(), fps.begin(), fps.end());
     p.pre_fp_[i] = std::move(fps);
   }
-  std::vector<uint8_t> held;
-  if (!all.empty()) {
-    Status s = p.session_->QueryKnown(all, &held);
-    if (!s.ok() || held.size() != all.size()) {
-      held.assign(all.size(), 0);
-      if (p.stats_.fingerprint_note.empty()) {
-        p.stats_.fingerprint_note = "asking kerncapd which chunks it holds failed (" +
-                                    (s.ok() ? std::string("wrong count") : s.message()) + ")";
-      }
-    }
-  }
+  const std::vector<uint8_t> held = HeldByDaemon(p, all);
   size_t at = 0;
   for (size_t i = 0; i < n; ++i) {
     const size_t m = p.pre_fp_[i].size();
@@ -195,12 +200,7 @@ Status CaptureOrchestrator::SendPostByFingerprint(PendingCapture& p, size_t i, u
   }
   // Changed chunks the daemon may hold already (a kernel that writes what
   // it wrote at an earlier capture).
-  std::vector<uint8_t> held_changed;
-  if (!changed_fps.empty() &&
-      (!p.session_->QueryKnown(changed_fps, &held_changed).ok() ||
-       held_changed.size() != changed_fps.size())) {
-    held_changed.assign(changed_fps.size(), 0);
-  }
+  const std::vector<uint8_t> held_changed = HeldByDaemon(p, changed_fps);
   p.stats_.fingerprint_seconds += SecondsSince(t0);
   std::vector<uint8_t> held(n, 0);
   for (uint64_t c = 0, k = 0; c < n; ++c) {
@@ -479,12 +479,8 @@ Status CaptureOrchestrator::SendPostChanged(PendingCapture& p, bool from_live) {
         std::copy(fps.begin(), fps.end(), post_fp.begin() + run.offset / chunk);
         changed_fps.insert(changed_fps.end(), fps.begin(), fps.end());
       }
-      std::vector<uint8_t> held_changed;
-      if (ok && (!p.session_->QueryKnown(changed_fps, &held_changed).ok() ||
-                 held_changed.size() != changed_fps.size())) {
-        held_changed.assign(changed_fps.size(), 0);
-      }
       if (ok) {
+        const std::vector<uint8_t> held_changed = HeldByDaemon(p, changed_fps);
         held.assign(n, 0);
         size_t k = 0;
         for (const PendingCapture::ChangedRun& run : p.runs_[i]) {

@@ -189,6 +189,10 @@ class CaptureOrchestrator {
   // from live memory: from_live), MarkUnchanged for the rest.
   static Status SendPostChanged(PendingCapture& p, bool from_live);
   static Status SendCodeObjects(PendingCapture& p, const std::vector<CodeObjectRef>& codes);
+  // Which of `fps` the daemon holds (1 each); none when asking fails (the
+  // chunks are then sent, and the reason noted once).
+  static std::vector<uint8_t> HeldByDaemon(PendingCapture& p,
+                                           const std::vector<ChunkFingerprint>& fps);
   // Decides whether fingerprints are used (p.fp_ops_, p.chunk_).
   void SetUpFingerprints(PendingCapture& p);
   // Fingerprints region i's pre image at device address src_of(i) and asks

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "agent/cuda/driver_api.h"
 
@@ -170,49 +171,27 @@ DONE:
 
 namespace {
 
-Status Check(CUresult r, const char* what) {
+Status Check(CUresult r, const std::string& what) {
   if (r == CUDA_SUCCESS) return OkStatus();
-  return Error(std::string(what) + ": " + CuErrorString(r));
+  return Error(what + ": " + CuErrorString(r));
 }
 
-// The compare kernel, loaded once per context (never unloaded: a few KiB).
-Result<CUfunction> DiffKernel(CUcontext ctx) {
+// One of the agent's PTX kernels, loaded once per context (never unloaded:
+// a few KiB each).
+Result<CUfunction> AgentKernel(CUcontext ctx, const char* ptx, const char* name) {
   static std::mutex mu;
-  static std::map<CUcontext, CUfunction>* loaded = new std::map<CUcontext, CUfunction>();
+  static auto* loaded = new std::map<std::pair<CUcontext, std::string>, CUfunction>();
   std::lock_guard lock(mu);
-  auto it = loaded->find(ctx);
+  auto it = loaded->find({ctx, name});
   if (it != loaded->end()) return it->second;
   CUmodule module = nullptr;
-  KC_AGENT_RETURN_IF_ERROR(Check(Driver().cuModuleLoadData(&module, kChunkDiffPtx),
-                                 "loading the compare kernel (cuModuleLoadData)"));
+  KC_AGENT_RETURN_IF_ERROR(Check(Driver().cuModuleLoadData(&module, ptx),
+                                 std::string("loading ") + name + " (cuModuleLoadData)"));
   CUfunction f = nullptr;
   KC_AGENT_RETURN_IF_ERROR(
-      Check(Driver().cuModuleGetFunction(&f, module, "kc_chunk_diff"), "cuModuleGetFunction"));
-  (*loaded)[ctx] = f;
+      Check(Driver().cuModuleGetFunction(&f, module, name), "cuModuleGetFunction"));
+  (*loaded)[{ctx, name}] = f;
   return f;
-}
-
-// The fingerprint kernel, loaded once per context like the compare kernel.
-Result<CUfunction> FingerprintKernel(CUcontext ctx) {
-  static std::mutex mu;
-  static std::map<CUcontext, CUfunction>* loaded = new std::map<CUcontext, CUfunction>();
-  std::lock_guard lock(mu);
-  auto it = loaded->find(ctx);
-  if (it != loaded->end()) return it->second;
-  CUmodule module = nullptr;
-  KC_AGENT_RETURN_IF_ERROR(Check(Driver().cuModuleLoadData(&module, kChunkFingerprintPtx),
-                                 "loading the fingerprint kernel (cuModuleLoadData)"));
-  CUfunction f = nullptr;
-  KC_AGENT_RETURN_IF_ERROR(Check(Driver().cuModuleGetFunction(&f, module, "kc_chunk_fingerprint"),
-                                 "cuModuleGetFunction"));
-  (*loaded)[ctx] = f;
-  return f;
-}
-
-uint64_t LoadLe(const unsigned char* p, size_t n) {
-  uint64_t v = 0;
-  for (size_t b = 0; b < n; ++b) v |= static_cast<uint64_t>(p[b]) << (8 * b);
-  return v;
 }
 
 }  // namespace
@@ -260,7 +239,7 @@ Status CudaSnapshotOps::DiffChunks(uint64_t a, uint64_t b, uint64_t bytes, uint6
   // is reported changed (correct, only slower).
   if (a % 8 != 0 || b % 8 != 0 || bytes % 8 != 0 || chunk % 8 != 0 || n == 0) return OkStatus();
   KC_AGENT_RETURN_IF_ERROR(Stream());
-  auto f = DiffKernel(ctx_);
+  auto f = AgentKernel(ctx_, kChunkDiffPtx, "kc_chunk_diff");
   if (!f.ok()) return f.status();
   if (flags_bytes_ < n * 4) {
     if (flags_ != 0) Driver().cuMemFree(flags_);
@@ -334,7 +313,7 @@ Status CudaSnapshotOps::FingerprintOnDevice(uint64_t src, uint64_t bytes, uint64
   const uint64_t n = (bytes + chunk - 1) / chunk;
   if (n == 0) return OkStatus();
   KC_AGENT_RETURN_IF_ERROR(Stream());
-  auto f = FingerprintKernel(ctx_);
+  auto f = AgentKernel(ctx_, kChunkFingerprintPtx, "kc_chunk_fingerprint");
   if (!f.ok()) return f.status();
   if (sums_bytes_ < n * 16) {
     if (sums_ != 0) Driver().cuMemFree(sums_);
@@ -372,11 +351,11 @@ Status CudaSnapshotOps::FingerprintOnDevice(uint64_t src, uint64_t bytes, uint64
   KC_AGENT_RETURN_IF_ERROR(Sync());
   if (tail_bytes != 0) {
     // The zero-padded last word, as the reference reads it.
-    const uint64_t w = LoadLe(tail, tail_bytes);
     const uint64_t c = words / wpc;
-    const uint64_t pos = words - c * wpc + 1;
-    sums[2 * c] += link::FingerprintMix(w + pos * link::kFingerprintK0);
-    sums[2 * c + 1] += link::FingerprintMix(w + pos * link::kFingerprintK1);
+    link::FingerprintSums last{sums[2 * c], sums[2 * c + 1]};
+    link::AddFingerprintTerm(&last, link::LoadFingerprintWord(tail, tail_bytes), words - c * wpc);
+    sums[2 * c] = last.s0;
+    sums[2 * c + 1] = last.s1;
   }
   fps->resize(n);
   for (uint64_t c = 0; c < n; ++c) {

@@ -721,19 +721,18 @@ LinkResult<std::unique_ptr<CaptureSession>> AgentLinkClient::BeginCaptureImpl(
   {
     std::unique_lock<std::mutex> lock(mu_);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    MaybeRequestRingLocked(link_, /*force=*/true);
-    bool ok = cv_.wait_until(lock, deadline, [this] {
+    auto settled = [this] {
       return link_ == nullptr || (!capture_active_ && link_->ring_state != internal::RingState::kRequested);
-    });
+    };
+    MaybeRequestRingLocked(link_, /*force=*/true);
+    bool ok = cv_.wait_until(lock, deadline, settled);
     // The previous capture's end may have released the ring (its arm was the
     // last one, and this dispatch's arm was already taken when it was
     // selected): ask again and wait for that grant too.
     while (ok && link_ != nullptr && link_->ring_state == internal::RingState::kNone) {
       MaybeRequestRingLocked(link_, /*force=*/true);
       if (link_->ring_state == internal::RingState::kNone) break;  // the request was not sent
-      ok = cv_.wait_until(lock, deadline, [this] {
-        return link_ == nullptr || (!capture_active_ && link_->ring_state != internal::RingState::kRequested);
-      });
+      ok = cv_.wait_until(lock, deadline, settled);
     }
     if (link_ == nullptr) return LinkStatus::Error("not connected to kerncapd");
     if (!ok) {

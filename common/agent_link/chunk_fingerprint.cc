@@ -6,17 +6,18 @@
 namespace kerncap::link {
 namespace {
 
-uint64_t LoadLe64(const unsigned char* p, size_t n) {
-  uint64_t v = 0;
-  for (size_t b = 0; b < n; ++b) v |= static_cast<uint64_t>(p[b]) << (8 * b);
-  return v;
-}
-
 void PutLe64(uint64_t v, char* out) {
   for (int b = 0; b < 8; ++b) out[b] = static_cast<char>((v >> (8 * b)) & 0xff);
 }
 
 }  // namespace
+
+uint64_t LoadFingerprintWord(const void* p, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  uint64_t v = 0;
+  for (size_t i = 0; i < n && i < 8; ++i) v |= static_cast<uint64_t>(b[i]) << (8 * i);
+  return v;
+}
 
 ChunkFingerprint FinishFingerprint(const FingerprintSums& sums, uint64_t bytes) {
   return ChunkFingerprint{FingerprintMix(sums.s0 ^ bytes), FingerprintMix(sums.s1 ^ ~bytes)};
@@ -28,10 +29,7 @@ ChunkFingerprint FingerprintChunk(const void* data, size_t bytes) {
   const size_t words = (bytes + 7) / 8;
   for (size_t i = 0; i < words; ++i) {
     const size_t at = i * 8;
-    const uint64_t w = LoadLe64(p + at, std::min<size_t>(8, bytes - at));
-    const uint64_t pos = static_cast<uint64_t>(i) + 1;
-    sums.s0 += FingerprintMix(w + pos * kFingerprintK0);
-    sums.s1 += FingerprintMix(w + pos * kFingerprintK1);
+    AddFingerprintTerm(&sums, LoadFingerprintWord(p + at, std::min<size_t>(8, bytes - at)), i);
   }
   return FinishFingerprint(sums, bytes);
 }
@@ -61,8 +59,8 @@ bool DecodeFingerprints(std::string_view payload, std::vector<ChunkFingerprint>*
   fps->resize(n);
   const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
   for (size_t i = 0; i < n; ++i) {
-    (*fps)[i].lo = LoadLe64(p + i * kFingerprintWireBytes, 8);
-    (*fps)[i].hi = LoadLe64(p + i * kFingerprintWireBytes + 8, 8);
+    (*fps)[i].lo = LoadFingerprintWord(p + i * kFingerprintWireBytes, 8);
+    (*fps)[i].hi = LoadFingerprintWord(p + i * kFingerprintWireBytes + 8, 8);
   }
   return true;
 }

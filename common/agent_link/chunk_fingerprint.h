@@ -66,6 +66,13 @@ struct FingerprintSums {
   uint64_t s0 = 0;
   uint64_t s1 = 0;
 };
+// Adds the terms of word `index` (0-based, in its chunk) to `sums`.
+inline void AddFingerprintTerm(FingerprintSums* sums, uint64_t word, uint64_t index) {
+  sums->s0 += FingerprintMix(word + (index + 1) * kFingerprintK0);
+  sums->s1 += FingerprintMix(word + (index + 1) * kFingerprintK1);
+}
+// The little-endian word of the n <= 8 bytes at `p`, zero-padded.
+uint64_t LoadFingerprintWord(const void* p, size_t n);
 // The finished fingerprint of a chunk of `bytes` bytes from its lane sums.
 ChunkFingerprint FinishFingerprint(const FingerprintSums& sums, uint64_t bytes);
 

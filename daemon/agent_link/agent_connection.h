@@ -220,8 +220,7 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   LinkStatus OnKnownChunksQuery(const Frame& frame);
   LinkStatus OnChunksKnown(const Frame& frame);
   LinkStatus OnChunkFingerprints(const Frame& frame);
-  // The feature is spoken, the payload is at most kMaxFingerprintsPerFrame
-  // whole fingerprints.
+  // The feature is spoken and the payload is whole fingerprints.
   LinkStatus CheckFingerprintFrame(const Frame& frame, const char* what,
                                    std::vector<ChunkFingerprint>* fps);
   // A declared region and a non-empty range of its chunks (nothing to check
