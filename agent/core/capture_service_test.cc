@@ -120,14 +120,14 @@ TEST(CaptureServiceTest, SkipIsCountedAndReportedOnTheArm) {
   CaptureService service;
   FakeTransport t;
   t.Arm("k");
-  service.Skip(&t, CaptureTicket{"arm-7", 3}, KernelMatchInfo{"_Z1kv", "k()", 1},
+  service.Skip(&t, CaptureTicket{"arm-7", 3, ""}, KernelMatchInfo{"_Z1kv", "k()", 1, {}},
                "the gate timed out", /*give_back=*/true);
   ASSERT_EQ(t.skipped().size(), 1u);
   EXPECT_EQ(t.skipped()[0].ticket.arm_id, "arm-7");
   EXPECT_EQ(t.skipped()[0].reason, "the gate timed out");
   EXPECT_TRUE(t.skipped()[0].give_back);
   EXPECT_EQ(service.captures_failed(), 1u);
-  service.Skip(nullptr, CaptureTicket{"arm-7", 4}, KernelMatchInfo{}, "no link", false);
+  service.Skip(nullptr, CaptureTicket{"arm-7", 4, ""}, KernelMatchInfo{}, "no link", false);
   EXPECT_EQ(service.captures_failed(), 2u);
 }
 

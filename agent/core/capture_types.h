@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/agent_link/launch_shape.h"
 #include "common/agent_link/vocabulary.h"
 
 namespace kerncap::agent {
@@ -162,6 +163,7 @@ struct CaptureHeader {
   bool from_graph = false;  // `graph` is set
   GraphOriginDesc graph;
   std::vector<TextureObjectDesc> texture_objects;  // the argument blob's texture/surface handles
+  std::string launch_shape;  // CaptureTicket.launch_shape
 };
 
 // What a selector sees about a dispatch (the link decides whether to capture).
@@ -169,12 +171,17 @@ struct KernelMatchInfo {
   std::string mangled_name;
   std::string demangled_name;
   int device = 0;
+  // The dispatch's shape key, asked for only by per-shape arms whose pattern
+  // matches (common/agent_link/launch_shape.h); empty: not known, and
+  // per-shape arms do not take the dispatch.
+  link::LaunchShapeFn launch_shape;
 };
 
 // A positive selector decision.
 struct CaptureTicket {
   std::string arm_id;
   uint64_t dispatch_index = 0;
+  std::string launch_shape;  // the key's text, for a per-shape arm's capture
 };
 
 // 64-bit FNV-1a of the image bytes, mixed with the size. Used only to find

@@ -849,8 +849,19 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   // Taken before the decision: the arm may be used up by it, and other
   // threads must stay gated until this capture is over.
   AcquireCaptureRef();
-  std::optional<CaptureTicket> ticket =
-      t->ShouldCapture(KernelMatchInfo{info->mangled_name, info->demangled_name, device});
+  KernelMatchInfo selecting{info->mangled_name, info->demangled_name, device, {}};
+  // One reference captured, so the std::function holds it without a heap
+  // allocation on this path.
+  struct ShapeOfThisLaunch {
+    CudaAgent* agent;
+    const LaunchCall* call;
+    const KernelInfo* info;
+  } shape_of{this, &*call, info.get()};
+  selecting.launch_shape = [&shape_of](link::PerShape mode) {
+    return shape_of.agent->LaunchShapeOf(mode, shape_of.call->desc, shape_of.call->kernel_params,
+                                         shape_of.call->extra, *shape_of.info);
+  };
+  std::optional<CaptureTicket> ticket = t->ShouldCapture(selecting);
   // Released on every way out of here except a capture that goes on to
   // OnLaunchExit, which releases it there.
   bool capture_continues = false;
@@ -863,7 +874,7 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   } capture_ref{this, &capture_continues};
   if (!ticket) return hold_shared();
 
-  const KernelMatchInfo match_info{info->mangled_name, info->demangled_name, device};
+  const KernelMatchInfo match_info{info->mangled_name, info->demangled_name, device, {}};
   // Skips that depend on the moment (a graph being recorded, threads inside
   // CUDA calls) give the capture back to the arm: a later matching dispatch
   // is taken. Skips due to the kernel itself do not (they would repeat).
@@ -904,6 +915,27 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   capture_continues = true;
 }
 
+std::optional<uint64_t> CudaAgent::LaunchShapeOf(link::PerShape mode, const LaunchDesc& desc,
+                                                 void* const* kernel_params, void* const* extra,
+                                                 const KernelInfo& info) {
+  link::LaunchShapeInputs in;
+  in.grid = desc.grid;
+  in.block = desc.block;
+  in.shared_mem_bytes = desc.shared_mem_bytes;
+  in.cluster = desc.cluster;
+  std::string blob;
+  if (mode == link::PerShape::kScalars) {
+    if (!info.params_known && kernel_params != nullptr) return std::nullopt;
+    Result<std::string> b = AssembleParamBlob(kernel_params, extra, info.params);
+    if (!b.ok()) return std::nullopt;
+    blob = std::move(b.value());
+    in.argument_blob = blob;
+  }
+  return link::LaunchShapeKey(mode, in, [this](uint64_t word) {
+    return allocations_.Lookup(word).has_value();
+  });
+}
+
 Result<ActiveCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
                                                const std::shared_ptr<const KernelInfo>& info,
                                                int device, CUstream stream,
@@ -941,6 +973,7 @@ Result<ActiveCapture*> CudaAgent::BeginCapture(const LaunchCall* call,
   CaptureHeader header;
   header.arm_id = ticket->arm_id;
   header.dispatch_index = ticket->dispatch_index;
+  header.launch_shape = ticket->launch_shape;
   header.kernel.mangled_name = info->mangled_name;
   header.kernel.demangled_name = info->demangled_name;
   header.kernel.platform = Platform::kCuda;

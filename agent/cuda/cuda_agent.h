@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "agent/core/agent_env.h"
@@ -137,6 +138,13 @@ class CudaAgent {
                                       CUstream stream, const CaptureTicket* ticket,
                                       CaptureTransport* t, const GraphOriginDesc* graph,
                                       std::chrono::steady_clock::time_point gate_taken);
+  // A launch's shape key for a per-shape arm (common/agent_link/
+  // launch_shape.h): launch configuration from `desc`, scalars from the
+  // argument blob with words into tracked allocations left out. nullopt when
+  // the arguments cannot be read (unknown parameter layout).
+  std::optional<uint64_t> LaunchShapeOf(link::PerShape mode, const LaunchDesc& desc,
+                                        void* const* kernel_params, void* const* extra,
+                                        const KernelInfo& info);
   // After the dispatch ran: post image, commit, counters, log. `release`
   // runs as soon as the application may continue (before the log).
   void EndCapture(ActiveCapture* capture, bool launch_ok, CaptureTransport* t,

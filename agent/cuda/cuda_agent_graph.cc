@@ -64,15 +64,28 @@ void CudaAgent::OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackDa
           "a CUDA graph instantiated before the agent was loaded was launched; kernels of such "
           "graphs are not captured (load the agent at process start)";
       KC_ALOG(kWarn, "%s", why);
-      t->ReportSkipped(CaptureTicket{}, KernelMatchInfo{"", "cuGraphLaunch", device}, why,
+      t->ReportSkipped(CaptureTicket{}, KernelMatchInfo{"", "cuGraphLaunch", device, {}}, why,
                        /*give_back=*/false);
     }
     return;
   }
+  CUcontext launch_context = cb->context;
   auto describe = [&](const FlatNode& n) {
     std::shared_ptr<const KernelInfo> info =
         kernels_.Get(reinterpret_cast<CUfunction>(static_cast<uintptr_t>(n.function)), nullptr);
-    return KernelMatchInfo{info->mangled_name, info->demangled_name, device};
+    KernelMatchInfo match{info->mangled_name, info->demangled_name, device, {}};
+    // The node's own launch configuration and arguments, read only when a
+    // per-shape arm's pattern matches it. Called by the selection right
+    // away, while `plan` and the node are alive.
+    const FlatNode* node = &n;
+    const GraphLaunchPlan* graph_plan = plan.get();
+    match.launch_shape = [this, node, graph_plan, launch_context,
+                          info](link::PerShape mode) -> std::optional<uint64_t> {
+      EagerOp op;
+      if (!PrepareEagerOp(*node, *graph_plan, launch_context, &op).ok()) return std::nullopt;
+      return LaunchShapeOf(mode, op.desc, op.kernel_params, op.extra, *info);
+    };
+    return match;
   };
   if (!plan->unsupported.empty()) {
     if (graphs_.FirstReport(plan->serial, "")) {

@@ -44,7 +44,7 @@ int ReportGraphRefusal(const GraphLaunchPlan& plan, const DescribeKernelNode& de
     for (const std::string& arm : transport->ArmsMatching(info)) {
       if (!arms_done.insert(arm).second) continue;
       if (!registry->FirstReport(plan.serial, arm)) continue;
-      transport->ReportSkipped(CaptureTicket{arm, 0}, info, text, /*give_back=*/false);
+      transport->ReportSkipped(CaptureTicket{arm, 0, ""}, info, text, /*give_back=*/false);
       ++sent;
     }
   }

@@ -148,6 +148,11 @@ Status PrepareOne(const FlatNode& n, const GraphLaunchPlan& plan, CUcontext laun
 
 }  // namespace
 
+Status PrepareEagerOp(const FlatNode& node, const GraphLaunchPlan& plan, CUcontext launch_context,
+                      EagerOp* op) {
+  return PrepareOne(node, plan, launch_context, op);
+}
+
 Result<std::vector<EagerOp>> PrepareEagerRun(const GraphLaunchPlan& plan, CUcontext launch_context) {
   if (!plan.unsupported.empty()) return Error(plan.unsupported);
   const std::vector<FlatNode>& nodes = plan.nodes();

@@ -59,6 +59,10 @@ struct EagerOp {
 // `launch_context` (a kernel of another context, a memset element size other
 // than 1, 2 or 4).
 Result<std::vector<EagerOp>> PrepareEagerRun(const GraphLaunchPlan& plan, CUcontext launch_context);
+// The op of one node of `plan` (what PrepareEagerRun does for each); e.g. a
+// kernel node's launch configuration and arguments for its shape key.
+Status PrepareEagerOp(const FlatNode& node, const GraphLaunchPlan& plan, CUcontext launch_context,
+                      EagerOp* op);
 
 // Enqueues `op` on `stream`.
 Status EnqueueEagerOp(const EagerOp& op, CUstream stream);

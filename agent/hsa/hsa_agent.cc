@@ -358,6 +358,31 @@ std::vector<hsa_signal_t> HsaAgent::OtherFences(const QueueState* q) {
   return out;
 }
 
+std::optional<uint64_t> HsaAgent::LaunchShapeOf(link::PerShape mode,
+                                                const hsa_kernel_dispatch_packet_t& packet,
+                                                const KernelRecord& kernel) {
+  const LaunchDesc launch = LaunchOf(packet);
+  link::LaunchShapeInputs in;
+  in.grid = launch.grid;
+  in.block = launch.block;
+  in.shared_mem_bytes = launch.shared_mem_bytes;
+  in.cluster = launch.cluster;
+  std::string blob;
+  if (mode == link::PerShape::kScalars) {
+    if (!kernel.kernarg_error.empty()) return std::nullopt;
+    blob.assign(kernel.kernarg_size, '\0');
+    if (kernel.kernarg_size > 0 &&
+        tables_.core.hsa_memory_copy_fn(blob.data(), packet.kernarg_address, blob.size()) !=
+            HSA_STATUS_SUCCESS) {
+      return std::nullopt;
+    }
+    in.argument_blob = blob;
+  }
+  return link::LaunchShapeKey(mode, in, [this](uint64_t word) {
+    return allocations_.Lookup(word).has_value();
+  });
+}
+
 void HsaAgent::HandleArmed(QueueState* q, const uint8_t* p, uint64_t count,
                            hsa_amd_queue_intercept_packet_writer writer, CaptureTransport* t) {
   uint64_t done = 0;  // packets [0, done) are forwarded
@@ -378,8 +403,18 @@ void HsaAgent::HandleArmed(QueueState* q, const uint8_t* p, uint64_t count,
       hsa_kernel_dispatch_packet_t dispatch;
       std::memcpy(&dispatch, pkt, sizeof(dispatch));
       std::shared_ptr<const KernelRecord> kernel = kernels_->Get(dispatch.kernel_object);
-      std::optional<CaptureTicket> ticket =
-          t->ShouldCapture(KernelMatchInfo{kernel->mangled_name, kernel->demangled_name, q->device});
+      KernelMatchInfo selecting{kernel->mangled_name, kernel->demangled_name, q->device, {}};
+      // Read only when a per-shape arm's pattern matches (one reference
+      // captured: no allocation on this path).
+      struct ShapeOfThisDispatch {
+        HsaAgent* agent;
+        const hsa_kernel_dispatch_packet_t* packet;
+        const KernelRecord* kernel;
+      } shape_of{this, &dispatch, kernel.get()};
+      selecting.launch_shape = [&shape_of](link::PerShape mode) {
+        return shape_of.agent->LaunchShapeOf(mode, *shape_of.packet, *shape_of.kernel);
+      };
+      std::optional<CaptureTicket> ticket = t->ShouldCapture(selecting);
       if (!ticket) continue;
       flush(i);
       if (shared) {
@@ -408,7 +443,7 @@ bool HsaAgent::CaptureDispatch(QueueState* q, const hsa_kernel_dispatch_packet_t
   // Skips that depend on the moment (other threads inside the gate) give the
   // capture back to the arm: a later matching dispatch is taken. Skips due to
   // the kernel itself do not (they would repeat).
-  const KernelMatchInfo match_info{kernel->mangled_name, kernel->demangled_name, q->device};
+  const KernelMatchInfo match_info{kernel->mangled_name, kernel->demangled_name, q->device, {}};
   auto skip = [&](const std::string& why, bool give_back = false) {
     service_.Skip(t, ticket, match_info, why, give_back);
   };
@@ -436,6 +471,7 @@ bool HsaAgent::CaptureDispatch(QueueState* q, const hsa_kernel_dispatch_packet_t
   CaptureHeader header;
   header.arm_id = ticket.arm_id;
   header.dispatch_index = ticket.dispatch_index;
+  header.launch_shape = ticket.launch_shape;
   header.kernel.mangled_name = kernel->mangled_name;
   header.kernel.demangled_name = kernel->demangled_name;
   header.kernel.platform = Platform::kHsa;

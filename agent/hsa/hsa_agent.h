@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,13 @@ class HsaAgent {
   int DeviceOfAgent(hsa_agent_t agent) const;  // kAnyDevice for CPU/unknown
   int DeviceOfPool(hsa_amd_memory_pool_t pool) const;
   void TrackPointer(void* ptr, size_t size, int device_hint, AllocationKind kind);
+  // A dispatch's shape key for a per-shape arm (common/agent_link/
+  // launch_shape.h): grid and workgroup sizes, group segment, and the
+  // kernarg segment (hidden arguments included) with words into tracked
+  // allocations left out. nullopt when the kernarg segment cannot be read.
+  std::optional<uint64_t> LaunchShapeOf(link::PerShape mode,
+                                        const hsa_kernel_dispatch_packet_t& packet,
+                                        const KernelRecord& kernel);
   void HandleArmed(QueueState* q, const uint8_t* packets, uint64_t count,
                    hsa_amd_queue_intercept_packet_writer writer, CaptureTransport* t);
   // Captures around forwarding `packet`; false when it did not forward it.

@@ -653,11 +653,11 @@ void AgentLinkClient::RecomputeArmedLocked() {
 }
 
 std::optional<ArmMatch> AgentLinkClient::ShouldCapture(std::string_view demangled,
-                                                       std::string_view mangled,
-                                                       int32_t device) {
+                                                       std::string_view mangled, int32_t device,
+                                                       const link::LaunchShapeFn* shape) {
   if (!armed_.load(std::memory_order_acquire)) return std::nullopt;
   try {
-    return ShouldCaptureSlow(demangled, mangled, device);
+    return ShouldCaptureSlow(demangled, mangled, device, shape);
   } catch (const std::exception&) {
     return std::nullopt;  // e.g. bad_alloc: never into the application
   }
@@ -683,18 +683,35 @@ std::vector<std::string> AgentLinkClient::ArmsMatching(std::string_view demangle
 
 std::optional<ArmMatch> AgentLinkClient::ShouldCaptureSlow(std::string_view demangled,
                                                            std::string_view mangled,
-                                                           int32_t device) {
+                                                           int32_t device,
+                                                           const link::LaunchShapeFn* shape) {
   std::lock_guard<std::mutex> lock(mu_);
   std::optional<ArmMatch> result;
   int64_t now = NowUnixMs();
+  // Each mode's key is computed once per dispatch, and only if a per-shape
+  // arm's pattern matches (it may read the arguments).
+  std::optional<uint64_t> keys[3];
+  bool computed[3] = {false, false, false};
+  auto key_for = [&](link::PerShape mode) -> std::optional<uint64_t> {
+    const int m = static_cast<int>(mode);
+    if (m <= 0 || m > 2) return std::nullopt;
+    if (!computed[m]) {
+      computed[m] = true;
+      if (shape != nullptr && *shape) keys[m] = (*shape)(mode);
+    }
+    return keys[m];
+  };
   // Arms are considered in arming order; a dispatch is taken by at most one
   // arm, and arms after it do not count it.
   for (LocalArm& arm : arms_) {
     if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
     if (!link::MatchesDevice(arm.selector, device)) continue;
     if (!arm.matcher.Matches(demangled, mangled)) continue;
-    if (std::optional<uint64_t> index = arm.counter.OnMatch()) {
-      result = ArmMatch{arm.arm_id, *index};
+    std::optional<uint64_t> key;
+    if (arm.counter.per_shape()) key = key_for(arm.selector.per_shape);
+    if (std::optional<uint64_t> index = arm.counter.OnMatch(key)) {
+      result = ArmMatch{arm.arm_id, *index,
+                        arm.counter.per_shape() && key ? link::LaunchShapeKeyText(*key) : ""};
       if (arm.counter.done()) last_taken_ = arm;
       break;
     }

@@ -127,6 +127,7 @@ struct CaptureOutcome {
 struct ArmMatch {
   std::string arm_id;
   uint64_t dispatch_index = 0;  // 1-based index among this arm's matching dispatches
+  std::string launch_shape;     // the shape key's text when the arm is per-shape
 };
 
 class AgentLinkClient {
@@ -142,9 +143,13 @@ class AgentLinkClient {
   // Disconnects and joins the background thread. Idempotent.
   void Stop();
 
-  // Hot path. With no active arm this is a single atomic load.
+  // Hot path. With no active arm this is a single atomic load. `shape`
+  // gives the dispatch's shape key; it is called (at most once per mode) only
+  // when a per-shape arm's pattern matches, and without it (null or empty)
+  // per-shape arms do not take the dispatch.
   std::optional<ArmMatch> ShouldCapture(std::string_view demangled, std::string_view mangled,
-                                        int32_t device);
+                                        int32_t device,
+                                        const link::LaunchShapeFn* shape = nullptr);
   // The ids of the active arms that would select this dispatch, without
   // counting it (ShouldCapture counts). Empty with no active arm.
   std::vector<std::string> ArmsMatching(std::string_view demangled, std::string_view mangled,
@@ -206,7 +211,7 @@ class AgentLinkClient {
   };
 
   std::optional<ArmMatch> ShouldCaptureSlow(std::string_view demangled, std::string_view mangled,
-                                            int32_t device);
+                                            int32_t device, const link::LaunchShapeFn* shape);
   LinkResult<std::unique_ptr<CaptureSession>> BeginCaptureImpl(link::CaptureBeginMsg begin,
                                                                std::string_view argument_blob,
                                                                int timeout_ms);

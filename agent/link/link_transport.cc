@@ -138,6 +138,7 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
   link::CaptureBeginMsg m;
   m.arm_id = h.arm_id;
   m.dispatch_index = h.dispatch_index;
+  m.launch_shape = h.launch_shape;
   m.mangled_name = h.kernel.mangled_name;
   m.demangled_name = h.kernel.demangled_name;
   m.platform = h.kernel.platform;
@@ -192,9 +193,10 @@ link::RegionBeginMsg ToRegionBegin(ImageKind image, const RegionDesc& region) {
 }
 
 std::optional<CaptureTicket> LinkTransport::ShouldCapture(const KernelMatchInfo& info) {
-  auto match = client_->ShouldCapture(info.demangled_name, info.mangled_name, info.device);
+  auto match = client_->ShouldCapture(info.demangled_name, info.mangled_name, info.device,
+                                      &info.launch_shape);
   if (!match) return std::nullopt;
-  return CaptureTicket{match->arm_id, match->dispatch_index};
+  return CaptureTicket{match->arm_id, match->dispatch_index, match->launch_shape};
 }
 
 std::vector<std::string> LinkTransport::ArmsMatching(const KernelMatchInfo& info) {

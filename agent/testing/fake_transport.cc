@@ -211,14 +211,14 @@ bool FakeTransport::ReportSkipped(const CaptureTicket& ticket, const KernelMatch
 std::optional<CaptureTicket> FakeTransport::ShouldCapture(const KernelMatchInfo& info) {
   if (!armed_) return std::nullopt;
   if (info.demangled_name.find(pattern_) == std::string::npos) return std::nullopt;
-  if (!counted_) return CaptureTicket{"arm-fake", ++dispatches_};
+  if (!counted_) return CaptureTicket{"arm-fake", ++dispatches_, ""};
   const uint64_t index = ++matched_;
   if (index <= skip_) return std::nullopt;
   const bool take = nth_ != 0 ? index == skip_ + nth_ : taken_ < count_;
   if (!take) return std::nullopt;
   ++taken_;
   if (nth_ != 0 || taken_ >= count_) armed_ = false;  // done
-  return CaptureTicket{"arm-fake", index};
+  return CaptureTicket{"arm-fake", index, ""};
 }
 
 Result<std::unique_ptr<TransportSession>> FakeTransport::Begin(const CaptureHeader& header,

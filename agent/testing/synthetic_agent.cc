@@ -26,11 +26,13 @@
 // that come back are known exactly.
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +62,11 @@ struct Flags {
   bool substitution = false;
   int wait_substitution_ms = 0;
   int dispatch_interval_ms = 0;
+  // Launch shapes (per-shape arms): 0, every dispatch its own grid; else
+  // dispatch i has grid (i % shapes) + 1, a scalar argument i % scalar_shapes
+  // (when set) and buffer pointers that move inside their regions.
+  uint64_t shapes = 0;
+  uint64_t scalar_shapes = 0;
 };
 
 std::vector<std::string> Split(const std::string& s) {
@@ -108,6 +115,13 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* error) {
         }
         f->region_bytes.push_back(static_cast<uint64_t>(std::llround(mib * (1 << 20))));
       }
+    } else if (key == "--shapes" || key == "--scalar-shapes") {
+      uint64_t v = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || v == 0) {
+        *error = "bad " + key + " (a count of 1 or more)";
+        return false;
+      }
+      (key == "--shapes" ? f->shapes : f->scalar_shapes) = v;
     } else if (key == "--seed") {
       f->seed = std::strtoull(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0') {
@@ -149,24 +163,62 @@ link::LinkStatus SendImage(CaptureSession& s, uint32_t handle, uint32_t r, uint6
   return link::LinkStatus::Ok();
 }
 
+// Dispatch i's launch: its grid and argument blob (one pointer per region,
+// then the scalar with --scalar-shapes).
+struct SyntheticLaunch {
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{128, 1, 1};
+  std::string blob;
+  bool has_scalar = false;
+};
+
+SyntheticLaunch LaunchOf(const Flags& f, uint64_t dispatch) {
+  SyntheticLaunch l;
+  l.grid[0] = static_cast<uint32_t>(f.shapes == 0 ? dispatch + 1 : dispatch % f.shapes + 1);
+  for (uint32_t r = 0; r < f.region_bytes.size(); ++r) {
+    uint64_t va = st::SyntheticVa(r);
+    if (f.shapes != 0) va += 64 * (dispatch % 4) % f.region_bytes[r];
+    l.blob.append(reinterpret_cast<const char*>(&va), sizeof(va));
+  }
+  if (f.scalar_shapes != 0) {
+    const uint64_t n = dispatch % f.scalar_shapes;
+    l.blob.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    l.has_scalar = true;
+  }
+  return l;
+}
+
+// The synthetic "allocation table": the regions' address ranges.
+bool PointsIntoRegion(const Flags& f, uint64_t word) {
+  for (uint32_t r = 0; r < f.region_bytes.size(); ++r) {
+    if (word >= st::SyntheticVa(r) && word - st::SyntheticVa(r) < f.region_bytes[r]) return true;
+  }
+  return false;
+}
+
 nlohmann::json Capture(AgentLinkClient& client, const Flags& f, const std::string& kernel,
                        uint64_t dispatch, const kerncap::agent::ArmMatch& arm) {
   nlohmann::json line = {{"kernel", kernel}, {"dispatch", dispatch}, {"arm_id", arm.arm_id}};
+  if (!arm.launch_shape.empty()) line["launch_shape"] = arm.launch_shape;
+  const SyntheticLaunch launch = LaunchOf(f, dispatch);
   link::CaptureBeginMsg begin;
   begin.arm_id = arm.arm_id;
   begin.mangled_name = st::SyntheticMangled(kernel);
   begin.demangled_name = kernel;
   begin.platform = link::Platform::kSynthetic;
   begin.arch = "synthetic";
-  begin.launch.grid = {static_cast<uint32_t>(dispatch + 1), 1, 1};
-  begin.launch.block = {128, 1, 1};
+  begin.launch.grid = {launch.grid.begin(), launch.grid.end()};
+  begin.launch.block = {launch.block.begin(), launch.block.end()};
   begin.device = 0;
   begin.dispatch_index = arm.dispatch_index;
-  std::string blob;
+  begin.launch_shape = arm.launch_shape;
+  const std::string& blob = launch.blob;
   for (uint32_t r = 0; r < f.region_bytes.size(); ++r) {
-    uint64_t va = st::SyntheticVa(r);
-    blob.append(reinterpret_cast<const char*>(&va), sizeof(va));
     begin.arguments.push_back({r * 8, 8, link::ArgumentKind::kPointer, "buf" + std::to_string(r), "void*", ""});
+  }
+  if (launch.has_scalar) {
+    begin.arguments.push_back({static_cast<uint32_t>(f.region_bytes.size() * 8), 8,
+                               link::ArgumentKind::kValue, "n", "uint64_t", ""});
   }
   auto session = client.BeginCapture(begin, blob);
   if (!session.ok()) {
@@ -218,7 +270,7 @@ Connects to kerncapd's agent socket, "launches" fake kernels and captures the on
 
 Usage: synthetic_agent [--socket=PATH] [--kernels=A,B,...] [--dispatches=N]
                        [--region-mib=X,Y,...] [--seed=N] [--mutate] [--wait-arm-ms=MS]
-                       [--eager-ring]
+                       [--eager-ring] [--shapes=N [--scalar-shapes=M]]
 
   --socket=PATH        kerncapd's agent socket (default: $KERNCAP_AGENT_SOCKET, else
                        kerncapd's default agent socket)
@@ -230,6 +282,10 @@ Usage: synthetic_agent [--socket=PATH] [--kernels=A,B,...] [--dispatches=N]
   --mutate             the kernel writes its regions (post image differs from pre)
   --wait-arm-ms=MS     wait up to MS for an arm before the first dispatch (default 0)
   --eager-ring         take the staging ring at connect time instead of when armed
+  --shapes=N           dispatch i launches with grid (i % N) + 1, its buffer pointers moving
+                       inside their regions (default: grid i + 1, every dispatch its own shape)
+  --scalar-shapes=M    dispatch i also passes a scalar argument i % M (per-shape arms
+                       tell these apart with --per-shape=scalars, not with =launch)
 
 Prints one JSON line per capture attempt ({"capture_id":...,"kernel":...,"dispatch":...}
 or {"error":...}); exits 0, or 2 on bad flags.
@@ -334,7 +390,16 @@ int main(int argc, char** argv) {
       }
       send_reports(false);
     }
-    auto arm = client.ShouldCapture(kernel, st::SyntheticMangled(kernel), 0);
+    const link::LaunchShapeFn shape = [&flags, i](link::PerShape mode) -> std::optional<uint64_t> {
+      const SyntheticLaunch l = LaunchOf(flags, i);
+      link::LaunchShapeInputs in;
+      in.grid = l.grid;
+      in.block = l.block;
+      in.argument_blob = l.blob;
+      return link::LaunchShapeKey(mode, in,
+                                  [&flags](uint64_t w) { return PointsIntoRegion(flags, w); });
+    };
+    auto arm = client.ShouldCapture(kernel, st::SyntheticMangled(kernel), 0, &shape);
     if (!arm.has_value()) continue;
     nlohmann::json line = Capture(client, flags, kernel, i, *arm);
     std::printf("%s\n", line.dump().c_str());

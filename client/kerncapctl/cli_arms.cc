@@ -35,14 +35,31 @@ void AddArmCommands(Cli& cli) {
   arm->add_option("--count", opts->count, "captures to take before the arm is done")
       ->check(WholeNumber(1, static_cast<long long>(service::kMaxArmCount)))
       ->capture_default_str();
+  arm->add_option("--per-shape", opts->per_shape,
+                  "one capture per distinct launch shape (per process; --count caps them, "
+                  "default 16): scalars = launch configuration and the scalar (non-pointer) "
+                  "arguments, launch = launch configuration only")
+      ->expected(0, 1)
+      ->default_str("scalars");
   arm->add_option("--ttl", opts->ttl, "expire after this long (30s, 5m, 2h, 1d; default: never)");
   arm->add_option("--tag", opts->tags, "k=v tag copied to every capture (repeatable)");
   SetCommandHelp(arm, Uses::kDaemon,
                  {"kerncapctl arm --kernel=matmul --count=1",
                   "kerncapctl arm --kernel='gemm_*' --match=glob --pid=4242 --ttl=10m --tag run=base",
-                  "kerncapctl arm --kernel=softmax --nth=100 -q     # prints the arm id only"},
+                  "kerncapctl arm --kernel=softmax --nth=100 -q     # prints the arm id only",
+                  "kerncapctl arm --kernel=gemm --per-shape --count=8   # one per shape, at most 8"},
                  "Selectors: kerncapctl help selectors.");
-  arm->callback([&cli, opts] {
+  CLI::Option* count_option = arm->get_option("--count");
+  CLI::Option* per_shape_option = arm->get_option("--per-shape");
+  arm->callback([&cli, opts, count_option, per_shape_option] {
+    opts->count_given = count_option->count() > 0;
+    // Given without a value: the default mode.
+    if (per_shape_option->count() > 0 && opts->per_shape.empty()) opts->per_shape = "scalars";
+    if (opts->nth != 0 && !opts->per_shape.empty()) {
+      throw CLI::ValidationError("--per-shape",
+                                 "takes the first dispatch of each shape; --nth names one "
+                                 "dispatch (use --skip to let dispatches pass first)");
+    }
     cli.remote = [opts](Connection& c, Output o) { return CmdArm(c, o, *opts); };
   });
 

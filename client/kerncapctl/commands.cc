@@ -79,6 +79,7 @@ std::string SelectorText(const v1::Selector& s) {
   if (s.has_rank()) absl::StrAppend(&text, " rank=", s.rank());
   if (s.skip() != 0) absl::StrAppend(&text, " skip=", s.skip());
   if (s.nth() != 0) absl::StrAppend(&text, " nth=", s.nth());
+  if (s.per_shape() != v1::PER_SHAPE_OFF) absl::StrAppend(&text, " per-shape=", Name(s.per_shape()));
   return text;
 }
 
@@ -337,6 +338,17 @@ absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
   s->set_skip(opts.skip);
   s->set_nth(opts.nth);
   s->set_count(opts.count);
+  if (!opts.per_shape.empty()) {
+    std::optional<v1::PerShape> mode = api::Parse<v1::PerShape>(opts.per_shape);
+    if (!mode || *mode == v1::PER_SHAPE_OFF) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--per-shape: expected scalars (launch configuration and scalar arguments, the "
+          "default) or launch (launch configuration only); got \"",
+          opts.per_shape, "\""));
+    }
+    s->set_per_shape(*mode);
+    if (!opts.count_given) s->set_count(0);  // kerncapd's per-shape default
+  }
   if (!opts.ttl.empty()) {
     KC_ASSIGN_OR_RETURN(absl::Duration ttl, ParseDuration(opts.ttl));
     req.set_ttl_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(ttl)));
@@ -358,6 +370,7 @@ absl::Status CmdArm(Connection& c, Output o, const ArmOptions& opts) {
   }
   o.out << "armed " << info.arm_id() << ": " << SelectorText(info.selector()) << ", count "
         << std::max<uint32_t>(1, info.selector().count());
+  if (info.selector().per_shape() != v1::PER_SHAPE_OFF) o.out << " (at most one per shape)";
   if (info.expires_unix_ms() != 0) o.out << ", expires " << FormatTime(info.expires_unix_ms());
   o.out << "\n";
   PrintArmPreview(c, o, info.selector());
@@ -504,7 +517,9 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
   head.AddRow({"capture", m.capture_id()});
   head.AddRow(
       {"created", absl::StrCat(FormatTime(m.created_unix_ms()), "  source ", Name(m.source()),
-                               "  arm ", Or(m.arm_id()), "  dispatch #", m.dispatch_index())});
+                               "  arm ", Or(m.arm_id()), "  dispatch #", m.dispatch_index(),
+                               m.launch_shape().empty() ? "" : "  shape ",
+                               m.launch_shape())});
   head.AddRow({"kernel", Or(m.kernel().demangled_name())});
   head.AddRow({"mangled", Or(m.kernel().mangled_name())});
   head.AddRow({"platform", absl::StrCat(Name(m.kernel().platform()), "  arch ",

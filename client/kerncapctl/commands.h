@@ -26,6 +26,8 @@ struct ArmOptions {
   uint64_t skip = 0;
   uint64_t nth = 0;
   uint32_t count = 1;
+  bool count_given = false;  // --count on the command line (per-shape arms default to 16)
+  std::string per_shape;     // "", "scalars" or "launch"
   std::string ttl;
   std::vector<std::string> tags;
 };

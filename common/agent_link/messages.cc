@@ -21,6 +21,7 @@ ArmMsg ArmFromSelector(std::string arm_id, const Selector& s) {
   a.count = s.count;
   a.expires_unix_ms = s.expires_unix_ms;
   a.rank = s.rank;
+  a.per_shape = s.per_shape;
   return a;
 }
 
@@ -36,6 +37,7 @@ Selector SelectorFromArm(const ArmMsg& a) {
   s.count = a.count;
   s.expires_unix_ms = a.expires_unix_ms;
   s.rank = a.rank;
+  s.per_shape = a.per_shape;
   return s;
 }
 

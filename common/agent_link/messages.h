@@ -200,6 +200,7 @@ struct ArmMsg {
   // offer a dispatch to their arms in this order (selector.h).
   uint64_t seq = 0;
   int64_t rank = -1;  // -1: any process; else only the one of this launcher rank
+  PerShape per_shape = PerShape::kOff;  // one capture per launch shape (selector.h)
 };
 
 struct WelcomeMsg {
@@ -322,6 +323,10 @@ struct CaptureBeginMsg {
   std::string jit_metadata_json;
   GraphOriginInfo graph;
   std::vector<TextureObjectInfo> texture_objects;
+  // The dispatch's shape key when its arm is per-shape (16 lowercase hex
+  // digits, agent/core/launch_shape.h); empty otherwise. kerncapd refuses a
+  // per-shape arm's capture without one, or of a shape the arm already has.
+  std::string launch_shape;
 };
 
 struct RegionBeginMsg {
@@ -571,6 +576,7 @@ KERNCAP_LINK_ENUM_JSON(UnsubstituteReason, "unsubstitute reason")
 KERNCAP_LINK_ENUM_JSON(TextureObjectType, "texture object type")
 KERNCAP_LINK_ENUM_JSON(TextureResourceType, "texture resource type")
 KERNCAP_LINK_ENUM_JSON(NameMatch, "name match")
+KERNCAP_LINK_ENUM_JSON(PerShape, "per shape")
 #undef KERNCAP_LINK_ENUM_JSON
 #undef KERNCAP_LINK_OPEN_ENUM_JSON
 
@@ -584,7 +590,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid,
                                                 agent_version, features, rank)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
                                                 device, skip, nth, count, expires_unix_ms, seq,
-                                                rank)
+                                                rank, per_shape)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
                                                 slot_count, max_payload, arms, features)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DisarmMsg, arm_id, reason)
@@ -612,7 +618,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureObjectInfo, type, handle,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureBeginMsg, token, arm_id, mangled_name,
                                                 demangled_name, platform, arch, launch, arguments,
                                                 device, dispatch_index, jit_metadata_json, graph,
-                                                texture_objects)
+                                                texture_objects, launch_shape)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RegionBeginMsg, token, region, image, va, size,
                                                 kind, device, name)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFilledMsg, token, slot, region, offset,

@@ -109,6 +109,14 @@ std::string ValidateSelector(const Selector& s) {
     return "selector.skip: skip and nth both choose which dispatch is taken; give nth=N (the "
            "Nth matching dispatch) or skip=S (the dispatches after the first S), not both";
   }
+  if (s.per_shape != PerShape::kOff && s.per_shape != PerShape::kScalars &&
+      s.per_shape != PerShape::kLaunch) {
+    return "selector.per_shape: unknown value " + std::to_string(static_cast<int>(s.per_shape));
+  }
+  if (s.per_shape != PerShape::kOff && s.nth > 0) {
+    return "selector.nth: a per-shape arm takes the first dispatch of each shape; nth names one "
+           "dispatch. Use skip=S to let the first S matching dispatches pass";
+  }
   if (s.nth > 0 && s.count > 1 && s.pid != 0) {
     return "selector.count: nth takes one dispatch per process, and pid names one process, so "
            "count must be 1";
@@ -200,11 +208,16 @@ bool NameMatcher::Matches(std::string_view demangled, std::string_view mangled) 
   return result;
 }
 
-std::optional<uint64_t> DispatchCounter::OnMatch() {
+std::optional<uint64_t> DispatchCounter::OnMatch(std::optional<uint64_t> shape_key) {
   if (done()) return std::nullopt;
   uint64_t index = ++matched_;
   bool take = nth_ > 0 ? index == skip_ + nth_ : index > skip_;
   if (!take) return std::nullopt;
+  if (per_shape_) {
+    if (!shape_key || shapes_.count(*shape_key) != 0) return std::nullopt;
+    shapes_.insert(*shape_key);
+    last_shape_ = shape_key;
+  }
   ++captured_;
   return index;
 }
@@ -212,6 +225,10 @@ std::optional<uint64_t> DispatchCounter::OnMatch() {
 bool DispatchCounter::GiveBack() {
   if (nth_ > 0 || captured_ == 0) return false;
   --captured_;
+  if (last_shape_) {
+    shapes_.erase(*last_shape_);
+    last_shape_.reset();
+  }
   return true;
 }
 

@@ -36,6 +36,16 @@
 //                 nth dispatch of `count` processes (refused with a pid,
 //                 which names one process).
 //   expires       unix ms after which the arm is dead; 0: never.
+//   per_shape     kOff: as above. Otherwise one capture per distinct launch
+//                 shape of each process: after `skip`, a matching dispatch
+//                 is taken only when no earlier capture of this arm in the
+//                 process had its shape key (agent/core/launch_shape.h says
+//                 what kScalars and kLaunch put into the key); up to `count`
+//                 captures (0 means kDefaultPerShapeCount). A dispatch whose
+//                 shape the agent cannot compute is never taken. nth
+//                 contradicts it (refused). kerncapd keeps the shapes of the
+//                 captures it took for the arm and refuses a capture of a
+//                 shape the arm already has (from another process).
 //
 // Competing arms: a dispatch is offered to the active arms in arming order
 // (oldest first); the first arm that takes it captures it, and it is not
@@ -51,7 +61,9 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "common/agent_link/launch_shape.h"
 #include "common/agent_link/linear_regex.h"
 #include "common/agent_link/result.h"
 #include "common/agent_link/vocabulary.h"
@@ -77,14 +89,21 @@ struct Selector {
   uint32_t count = 0;
   int64_t expires_unix_ms = 0;
   int64_t rank = -1;  // -1: any; else only the process of this rank (never an unknown one)
+  PerShape per_shape = PerShape::kOff;
 };
+
+// Captures a per-shape arm takes when its count is 0.
+inline constexpr uint32_t kDefaultPerShapeCount = 16;
 
 // Empty when valid; otherwise a message naming the bad field, e.g.
 // "selector.kernel: invalid regex '(': missing ): (". Also refuses
 // contradictory combinations (skip with nth; nth with count > 1 and a pid).
 std::string ValidateSelector(const Selector& selector);
 
-inline uint32_t EffectiveCount(const Selector& s) { return s.count == 0 ? 1 : s.count; }
+inline uint32_t EffectiveCount(const Selector& s) {
+  if (s.count != 0) return s.count;
+  return s.per_shape == PerShape::kOff ? 1 : kDefaultPerShapeCount;
+}
 
 bool MatchesProcess(const Selector& selector, uint32_t pid, std::string_view process_name,
                     int64_t rank = -1);
@@ -127,21 +146,29 @@ class NameMatcher {
 };
 
 // Per-process dispatch accounting of one arm: decides which of the matching
-// dispatches is captured (skip / nth / count). Not thread-safe.
+// dispatches is captured (skip / nth / count / per_shape). Not thread-safe.
 class DispatchCounter {
  public:
   explicit DispatchCounter(const Selector& selector)
-      : skip_(selector.skip), nth_(selector.nth), count_(EffectiveCount(selector)) {}
+      : skip_(selector.skip),
+        nth_(selector.nth),
+        count_(EffectiveCount(selector)),
+        per_shape_(selector.per_shape != PerShape::kOff) {}
 
-  // Called for each dispatch that matches the selector. Returns the 1-based
-  // index of this matching dispatch when it is to be captured.
-  std::optional<uint64_t> OnMatch();
+  // Called for each dispatch that matches the selector; `shape_key` is the
+  // dispatch's shape key for the arm's per_shape mode (ignored by arms that
+  // are not per-shape; nullopt: the agent could not compute it, and a
+  // per-shape arm then lets the dispatch pass). Returns the 1-based index of
+  // this matching dispatch when it is to be captured.
+  std::optional<uint64_t> OnMatch(std::optional<uint64_t> shape_key = std::nullopt);
   // True once this process can take no more captures for the arm.
   bool done() const;
   // Returns the capture of the last OnMatch to the arm (that dispatch could
-  // not be captured), so a later matching dispatch is taken. Only arms
-  // without nth can do that (nth names one dispatch); false otherwise.
+  // not be captured), so a later matching dispatch is taken (of a per-shape
+  // arm: a later one of the same shape). Only arms without nth can do that
+  // (nth names one dispatch); false otherwise.
   bool GiveBack();
+  bool per_shape() const { return per_shape_; }
   uint64_t matched() const { return matched_; }
   uint32_t captured() const { return captured_; }
 
@@ -149,8 +176,13 @@ class DispatchCounter {
   uint64_t skip_;
   uint64_t nth_;
   uint32_t count_;
+  bool per_shape_;
   uint64_t matched_ = 0;
   uint32_t captured_ = 0;
+  // Per-shape arms: the shapes captured (at most count_ keys), and the key
+  // of the last capture, which GiveBack forgets again.
+  std::unordered_set<uint64_t> shapes_;
+  std::optional<uint64_t> last_shape_;
 };
 
 }  // namespace kerncap::link

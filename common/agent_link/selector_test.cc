@@ -252,6 +252,67 @@ TEST(SelectorTest, GiveBackLetsALaterDispatchBeTaken) {
   EXPECT_FALSE(fresh.GiveBack());  // nothing taken yet
 }
 
+TEST(SelectorTest, PerShapeTakesTheFirstDispatchOfEachShapeUpToItsCount) {
+  Selector s;
+  s.per_shape = PerShape::kScalars;
+  EXPECT_EQ(EffectiveCount(s), kDefaultPerShapeCount);
+  s.count = 3;
+  s.skip = 1;
+  DispatchCounter c(s);
+  ASSERT_TRUE(c.per_shape());
+  const uint64_t shapes[] = {7, 7, 8, 7, 9, 8, 10, 11};
+  std::vector<uint64_t> taken;
+  for (uint64_t key : shapes) {
+    if (auto idx = c.OnMatch(key)) taken.push_back(*idx);
+  }
+  // Dispatch 1 is skipped; then shapes 7 (2), 8 (3), 9 (5); count 3 ends it.
+  EXPECT_EQ(taken, (std::vector<uint64_t>{2, 3, 5}));
+  EXPECT_TRUE(c.done());
+
+  // No key (the agent could not compute it): never taken.
+  Selector t;
+  t.per_shape = PerShape::kLaunch;
+  DispatchCounter d(t);
+  EXPECT_FALSE(d.OnMatch(std::nullopt).has_value());
+  EXPECT_EQ(d.OnMatch(1).value_or(0), 2u);
+  EXPECT_FALSE(d.OnMatch(1).has_value());  // same shape again
+
+  // A dispatch given back leaves its shape open for the next one of it.
+  EXPECT_TRUE(d.GiveBack());
+  EXPECT_EQ(d.OnMatch(1).value_or(0), 4u);
+  EXPECT_EQ(d.captured(), 1u);
+
+  // Arms that are not per-shape ignore keys.
+  Selector plain;
+  plain.count = 2;
+  DispatchCounter e(plain);
+  EXPECT_EQ(e.OnMatch(5).value_or(0), 1u);
+  EXPECT_EQ(e.OnMatch(5).value_or(0), 2u);
+}
+
+TEST(SelectorTest, PerShapeRefusesNthAndTravelsInTheArm) {
+  Selector s;
+  s.kernel = "gemm";
+  s.per_shape = PerShape::kScalars;
+  EXPECT_EQ(ValidateSelector(s), "");
+  s.nth = 3;
+  EXPECT_NE(ValidateSelector(s).find("selector.nth"), std::string::npos);
+  s.nth = 0;
+  s.per_shape = static_cast<PerShape>(7);
+  EXPECT_NE(ValidateSelector(s).find("selector.per_shape"), std::string::npos);
+  s.per_shape = PerShape::kLaunch;
+  ArmMsg a = ArmFromSelector("arm-1", s);
+  nlohmann::json j = a;
+  EXPECT_EQ(j["per_shape"], "launch");
+  ArmMsg back = j.get<ArmMsg>();
+  EXPECT_EQ(SelectorFromArm(back).per_shape, PerShape::kLaunch);
+  // From a daemon that predates per-shape arms: off.
+  j.erase("per_shape");
+  EXPECT_EQ(SelectorFromArm(j.get<ArmMsg>()).per_shape, PerShape::kOff);
+  j["per_shape"] = "sometimes";
+  EXPECT_THROW(j.get<ArmMsg>(), std::exception);
+}
+
 TEST(SelectorTest, ArmMessageRoundTrip) {
   Selector s;
   s.kernel = "mm.*";

@@ -12,6 +12,12 @@ constexpr WireNameEntry<NameMatch> kNameMatchNames[] = {
     {NameMatch::kRegex, "regex"},
     {NameMatch::kMangled, "mangled"},
 };
+// "" for off: arms from daemons that predate per-shape arms carry none.
+constexpr WireNameEntry<PerShape> kPerShapeNames[] = {
+    {PerShape::kOff, ""},
+    {PerShape::kScalars, "scalars"},
+    {PerShape::kLaunch, "launch"},
+};
 constexpr WireNameEntry<Platform> kPlatformNames[] = {
     {Platform::kUnspecified, ""},
     {Platform::kCuda, "cuda"},
@@ -86,6 +92,7 @@ constexpr WireNameEntry<TextureResourceType> kTextureResourceTypeNames[] = {
 }  // namespace
 
 WireNameTable<NameMatch> WireNames(NameMatch) { return {kNameMatchNames, std::size(kNameMatchNames)}; }
+WireNameTable<PerShape> WireNames(PerShape) { return {kPerShapeNames, std::size(kPerShapeNames)}; }
 WireNameTable<Platform> WireNames(Platform) { return {kPlatformNames, std::size(kPlatformNames)}; }
 WireNameTable<RegionKind> WireNames(RegionKind) { return {kRegionKindNames, std::size(kRegionKindNames)}; }
 WireNameTable<ImageKind> WireNames(ImageKind) { return {kImageKindNames, std::size(kImageKindNames)}; }

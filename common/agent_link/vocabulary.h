@@ -30,6 +30,10 @@ namespace kerncap::link {
 // Substitute.match.
 enum class NameMatch : int { kSubstring = 0, kGlob = 1, kRegex = 2, kMangled = 3 };
 
+// == kerncap.v1.PerShape. Arm.per_shape: what makes two dispatches of a
+// kernel the same shape for a per-shape arm (selector.h).
+enum class PerShape : int { kOff = 0, kScalars = 1, kLaunch = 2 };
+
 // == kerncap.v1.Platform. Hello.platform, CaptureBegin.platform (empty: the
 // Hello's).
 enum class Platform : int { kUnspecified = 0, kCuda = 1, kHsa = 2, kSynthetic = 3 };
@@ -120,6 +124,7 @@ struct WireNameTable {
 
 // The name tables, one per enum (found by overload on the enum type).
 WireNameTable<NameMatch> WireNames(NameMatch);
+WireNameTable<PerShape> WireNames(PerShape);
 WireNameTable<Platform> WireNames(Platform);
 WireNameTable<RegionKind> WireNames(RegionKind);
 WireNameTable<ImageKind> WireNames(ImageKind);

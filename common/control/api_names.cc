@@ -34,6 +34,7 @@ std::vector<Entry> BuildTable() {
   const EnumDescriptor* tex = v1::TextureObject::Type_descriptor();
   const EnumDescriptor* res = v1::TextureResource::Type_descriptor();
   const EnumDescriptor* sub = v1::SubstitutionState_descriptor();
+  const EnumDescriptor* shape = v1::PerShape_descriptor();
   return {
       {match, v1::NAME_MATCH_UNSPECIFIED, "substring"},
       {match, v1::NAME_SUBSTRING, "substring"},
@@ -45,6 +46,9 @@ std::vector<Entry> BuildTable() {
       {arm, v1::ARM_DONE, "done"},
       {arm, v1::ARM_EXPIRED, "expired"},
       {arm, v1::ARM_DISARMED, "disarmed"},
+      {shape, v1::PER_SHAPE_OFF, "off"},
+      {shape, v1::PER_SHAPE_SCALARS, "scalars"},
+      {shape, v1::PER_SHAPE_LAUNCH, "launch"},
       {sub, v1::SUBSTITUTION_STATE_UNSPECIFIED, "unspecified"},
       {sub, v1::SUBSTITUTION_ACTIVE, "active"},
       {sub, v1::SUBSTITUTION_ENDED, "ended"},

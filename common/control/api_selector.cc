@@ -19,6 +19,11 @@ Selector SelectorFromProto(const v1::Selector& in, int64_t expires_unix_ms) {
   s.count = in.count();
   s.expires_unix_ms = expires_unix_ms;
   s.rank = in.has_rank() ? in.rank() : -1;
+  switch (in.per_shape()) {
+    case v1::PER_SHAPE_SCALARS: s.per_shape = PerShape::kScalars; break;
+    case v1::PER_SHAPE_LAUNCH: s.per_shape = PerShape::kLaunch; break;
+    default: s.per_shape = PerShape::kOff; break;
+  }
   return s;
 }
 

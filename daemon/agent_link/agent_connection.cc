@@ -402,7 +402,7 @@ void AgentConnection::FailCapture(const std::string& reason) {
   c.failed = true;
   DropIngest(reason);
   if (c.arm_reserved) {
-    host_.ReleaseArm(c.arm_id, c.capture_id, /*committed=*/false);
+    host_.ReleaseArm(c.arm_id, c.capture_id, /*committed=*/false, c.launch_shape);
     c.arm_reserved = false;
   }
   log::Warn("capture.failed",
@@ -478,6 +478,7 @@ LinkStatus AgentConnection::OnCaptureBegin(const Frame& frame) {
     return LinkStatus::Ok();
   }
   c.arm_reserved = true;
+  c.launch_shape = begin.launch_shape;
   FillManifest(hello_, begin, frame.payload, &c.manifest);
   c.manifest.set_capture_id(c.capture_id);
   c.manifest.set_created_unix_ms(NowMs());
@@ -922,7 +923,7 @@ LinkStatus AgentConnection::OnCaptureEnd(const Frame& frame) {
       // After capture_committed, so watchers see the capture before the arm
       // that it completed turns DONE.
       if (c.arm_reserved) {
-        host_.ReleaseArm(c.arm_id, *id, /*committed=*/true);
+        host_.ReleaseArm(c.arm_id, *id, /*committed=*/true, c.launch_shape);
         c.arm_reserved = false;
       }
       CaptureResultMsg result;
@@ -955,7 +956,7 @@ void AgentConnection::Cleanup(const std::string& reason) {
     const std::string why =
         reason.empty() ? std::string("agent disconnected") : "agent disconnected: " + reason;
     DropIngest(why);
-    if (c.arm_reserved) host_.ReleaseArm(c.arm_id, c.capture_id, false);
+    if (c.arm_reserved) host_.ReleaseArm(c.arm_id, c.capture_id, false, c.launch_shape);
     log::Warn("capture.failed", {{"capture", c.capture_id}, {"agent", agent_id_}, {"reason", why}});
     v1::Event event;
     v1::CaptureFailed* f = event.mutable_capture_failed();

@@ -91,7 +91,7 @@ class ConnectionHost {
                                  const CaptureBeginMsg& begin,
                                  google::protobuf::Map<std::string, std::string>* tags) = 0;
   virtual void ReleaseArm(const std::string& arm_id, const std::string& capture_id,
-                          bool committed) = 0;
+                          bool committed, const std::string& launch_shape) = 0;
   virtual void NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped) = 0;
 
   // A substitution's state as the agent reports it.
@@ -110,6 +110,7 @@ struct CaptureInFlight {
   bool failed = false;  // CaptureResult already sent; ignore until End/Abort
   std::string capture_id;
   std::string arm_id;
+  std::string launch_shape;  // CaptureBegin's, reserved with the arm (per-shape arms)
   bool arm_reserved = false;
   std::unique_ptr<CaptureIngest> ingest;
   v1::CaptureManifest manifest;

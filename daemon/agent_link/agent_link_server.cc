@@ -561,8 +561,8 @@ void AgentLinkServer::NoteSkipped(const std::string& arm_id, v1::SkippedDispatch
 }
 
 void AgentLinkServer::ReleaseArm(const std::string& arm_id, const std::string& capture_id,
-                                 bool committed) {
-  ArmRegistry::Released released = arms_.Release(arm_id, capture_id, committed);
+                                 bool committed, const std::string& launch_shape) {
+  ArmRegistry::Released released = arms_.Release(arm_id, capture_id, committed, launch_shape);
   if (released.changed.has_value()) {
     v1::Event event;
     *event.mutable_arm_changed() = *released.changed;

@@ -123,8 +123,8 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
   std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello,
                          const CaptureBeginMsg& begin,
                          google::protobuf::Map<std::string, std::string>* tags) override;
-  void ReleaseArm(const std::string& arm_id, const std::string& capture_id,
-                  bool committed) override;
+  void ReleaseArm(const std::string& arm_id, const std::string& capture_id, bool committed,
+                  const std::string& launch_shape) override;
   // Publishes arm_changed; unknown arms are ignored.
   void NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped) override;
   void OnSubstitutionReport(const std::string& agent_id,

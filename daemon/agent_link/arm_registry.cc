@@ -52,6 +52,10 @@ absl::StatusOr<ArmRegistry::NewArm> ArmRegistry::Prepare(const v1::ArmRequest& r
   v1::ArmInfo& info = arm.info;
   info.set_arm_id(RandomLinkId("arm-"));
   *info.mutable_selector() = request.selector();
+  // The count the arm takes, stated (0 means 1, or kDefaultPerShapeCount per
+  // shape), so every listing shows what it will do.
+  info.mutable_selector()->set_count(EffectiveCount(arm.selector));
+  arm.selector.count = EffectiveCount(arm.selector);
   info.set_state(v1::ARM_ACTIVE);
   info.set_created_unix_ms(now_ms);
   info.set_expires_unix_ms(expires);
@@ -189,20 +193,35 @@ std::string ArmRegistry::Reserve(const std::string& arm_id, const HelloMsg& hell
   if (arm.info.captured() + arm.pending >= EffectiveCount(arm.selector)) {
     return "arm " + arm_id + " already has its captures";
   }
+  if (arm.selector.per_shape != PerShape::kOff) {
+    if (!IsLaunchShapeKey(begin.launch_shape)) {
+      return "arm " + arm_id +
+             " captures one dispatch per launch shape, and the agent named no shape for this "
+             "one (an agent older than per-shape arms?)";
+    }
+    if (!arm.shapes.insert(begin.launch_shape).second) {
+      return "arm " + arm_id + " already has a capture of launch shape " + begin.launch_shape +
+             " (from another process)";
+    }
+  }
   ++arm.pending;
   if (tags != nullptr) *tags = arm.info.tags();
   return "";
 }
 
 ArmRegistry::Released ArmRegistry::Release(const std::string& arm_id,
-                                           const std::string& capture_id, bool committed) {
+                                           const std::string& capture_id, bool committed,
+                                           const std::string& launch_shape) {
   Released out;
   absl::MutexLock lock(&mu_);
   auto it = arms_.find(arm_id);
   if (it == arms_.end()) return out;
   Entry& arm = it->second;
   if (arm.pending > 0) --arm.pending;
-  if (!committed) return out;
+  if (!committed) {
+    if (arm.selector.per_shape != PerShape::kOff) arm.shapes.erase(launch_shape);
+    return out;
+  }
   arm.info.set_captured(arm.info.captured() + 1);
   arm.info.add_capture_ids(capture_id);
   if (!ArmFinished(arm.info) && arm.info.captured() >= EffectiveCount(arm.selector)) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,7 +90,9 @@ class ArmRegistry {
   // `begin.device` in the process `hello` describes, at `now_ms`. Empty on
   // success, the arm's tags then copied into `tags` (when not null);
   // otherwise why not: the arm is unknown or not active, does not apply to
-  // that dispatch, or has its captures (committed plus reserved).
+  // that dispatch, or has its captures (committed plus reserved); of a
+  // per-shape arm also when begin.launch_shape is not a shape key or is one
+  // the arm already has (committed or reserved, from any process).
   std::string Reserve(const std::string& arm_id, const HelloMsg& hello,
                       const CaptureBeginMsg& begin, int64_t now_ms,
                       google::protobuf::Map<std::string, std::string>* tags)
@@ -102,10 +105,11 @@ class ArmRegistry {
     std::vector<FinishedArm> finished;
   };
   // Ends a reservation: committed, the arm counts `capture_id` as captured
-  // (and is DONE with its count); otherwise only the reservation goes.
-  // Unknown arms are ignored.
-  Released Release(const std::string& arm_id, const std::string& capture_id, bool committed)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // (and is DONE with its count); otherwise only the reservation goes (and,
+  // of a per-shape arm, the reserved `launch_shape`, so another dispatch of
+  // that shape can be taken). Unknown arms are ignored.
+  Released Release(const std::string& arm_id, const std::string& capture_id, bool committed,
+                   const std::string& launch_shape = "") ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records a dispatch the arm selected that its agent did not capture
   // (ArmInfo.skipped keeps the newest kMaxSkipsKept; skipped_count counts
@@ -123,6 +127,9 @@ class ArmRegistry {
     std::shared_ptr<NameMatcher> matcher;
     uint64_t seq = 0;      // arming order: competing arms are served oldest first
     uint32_t pending = 0;  // captures begun but not yet committed/failed
+    // Per-shape arms: the launch shapes of the captures reserved and taken
+    // (at most EffectiveCount(selector) of them).
+    std::set<std::string> shapes;
   };
 
   void FinishLocked(Entry& arm, v1::ArmState state, std::vector<FinishedArm>* finished)

@@ -226,6 +226,49 @@ TEST(ArmRegistryTest, CommittedCapturesCountAndTheLastOneFinishesTheArm) {
   EXPECT_THAT(unknown.finished, IsEmpty());
 }
 
+TEST(ArmRegistryTest, PerShapeArmsTakeEachShapeOnceAcrossProcesses) {
+  ArmRegistry arms;
+  v1::ArmRequest req = Request("k", 0);
+  req.mutable_selector()->set_per_shape(v1::PER_SHAPE_SCALARS);
+  const v1::ArmInfo info = AddArm(arms, req);
+  // count 0 is stated as the per-shape default.
+  EXPECT_EQ(info.selector().count(), kDefaultPerShapeCount);
+  const std::string id = info.arm_id();
+  auto begin = [](const std::string& shape) {
+    CaptureBeginMsg b = Begin("k");
+    b.launch_shape = shape;
+    return b;
+  };
+  const std::string a = LaunchShapeKeyText(0xa), b = LaunchShapeKeyText(0xb);
+  ASSERT_EQ(arms.Reserve(id, Hello(100), begin(a), kNow, nullptr), "");
+  // Another process, same shape: refused while reserved and once committed.
+  EXPECT_THAT(arms.Reserve(id, Hello(200), begin(a), kNow, nullptr),
+              HasSubstr("already has a capture of launch shape " + a));
+  ASSERT_EQ(arms.Reserve(id, Hello(200), begin(b), kNow, nullptr), "");
+  // A failed capture frees its shape; a committed one keeps it.
+  arms.Release(id, "", /*committed=*/false, b);
+  EXPECT_EQ(arms.Reserve(id, Hello(300), begin(b), kNow, nullptr), "");
+  arms.Release(id, "cap-000000000001", /*committed=*/true, a);
+  EXPECT_THAT(arms.Reserve(id, Hello(300), begin(a), kNow, nullptr), HasSubstr("already has"));
+  // No key, or not a key: refused with the reason.
+  EXPECT_THAT(arms.Reserve(id, Hello(), begin(""), kNow, nullptr), HasSubstr("named no shape"));
+  EXPECT_THAT(arms.Reserve(id, Hello(), begin("ABCDEF0123456789"), kNow, nullptr),
+              HasSubstr("named no shape"));
+  // Arms that are not per-shape do not look at shapes.
+  const std::string plain = AddArm(arms, Request("k", 2)).arm_id();
+  EXPECT_EQ(arms.Reserve(plain, Hello(), begin(a), kNow, nullptr), "");
+  EXPECT_EQ(arms.Reserve(plain, Hello(), begin(a), kNow, nullptr), "");
+}
+
+TEST(ArmRegistryTest, PerShapeWithNthIsRefused) {
+  v1::ArmRequest req = Request("k", 1);
+  req.mutable_selector()->set_per_shape(v1::PER_SHAPE_LAUNCH);
+  req.mutable_selector()->set_nth(3);
+  absl::StatusOr<ArmRegistry::NewArm> arm = ArmRegistry::Prepare(req, kNow);
+  ASSERT_FALSE(arm.ok());
+  EXPECT_THAT(arm.status().message(), HasSubstr("selector.nth"));
+}
+
 TEST(ArmRegistryTest, ArmsExpireAtTheirDeadline) {
   ArmRegistry arms;
   v1::ArmRequest ttl = Request("k");

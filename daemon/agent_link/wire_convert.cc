@@ -205,6 +205,9 @@ void FillManifest(const HelloMsg& h, const CaptureBeginMsg& b, const std::string
     p->set_rank(h.rank.rank);
     p->set_has_rank(true);
   }
+  // Only a well-formed key is kept (ArmRegistry::Reserve refuses a per-shape
+  // arm's capture without one; other arms' captures carry none).
+  if (IsLaunchShapeKey(b.launch_shape)) m->set_launch_shape(b.launch_shape);
   for (const DeviceInfo& d : h.devices) {
     if (d.ordinal == b.device) *m->mutable_device() = DeviceFromWire(d);
   }

@@ -98,6 +98,9 @@ absl::Status ValidateArm(const v1::ArmRequest& request, int64_t now_unix_ms) {
       s.match() != v1::NAME_SUBSTRING) {
     return Invalid("selector.kernel", "required with glob, regex or mangled matching");
   }
+  if (!v1::PerShape_IsValid(s.per_shape())) {
+    return Invalid("selector.per_shape", absl::StrCat("unknown value ", s.per_shape()));
+  }
   if (s.has_rank() && s.rank() < 0) {
     return Invalid("selector.rank", absl::StrCat("negative rank ", s.rank()));
   }

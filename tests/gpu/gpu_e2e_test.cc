@@ -113,6 +113,7 @@ struct Case {
   bool kerncapctl_validate = false;  // also validate through `kerncapctl validate`
   // Kernels inside CUDA graphs and refusals:
   int captures = 1;  // captures to wait for; each is shown, exported and validated
+  bool exact_captures = false;  // and no more than that once the program has ended
   std::vector<std::string> show_contains = {};  // in `kerncapctl show` of every capture
   std::vector<std::string> show_lacks = {};     // never in it
   std::vector<std::string> arms_contain = {};   // in `kerncapctl --json arms --all` afterwards
@@ -276,6 +277,21 @@ std::vector<Case> Cases() {
        .python_script = "torch_cuda_graph_decode.py",
        .show_contains = {"of exec"},
        .arm_in_app = true},
+      // Per-shape arms: one capture per distinct launch shape (3 of 12
+      // dispatches; the buffer pointer moves between rounds and must not
+      // make new shapes), each validated.
+      {.name = "per_shape_scalars",
+       .program = "launch_shapes",
+       .arm = {"--kernel=shaped_scale", "--per-shape", "--count=8"},
+       .captures = 3,
+       .exact_captures = true,
+       .show_contains = {"  shape "}},
+      {.name = "per_shape_launch",
+       .program = "launch_shapes",
+       .arm = {"--kernel=shaped_scale", "--per-shape=launch"},
+       .captures = 3,
+       .exact_captures = true,
+       .show_contains = {"  shape "}},
   };
 }
 
@@ -411,6 +427,13 @@ TEST_P(GpuEndToEndTest, CaptureReplayValidates) {
       seconds(30));
   ASSERT_GE(static_cast<int>(capture_ids.size()), c.captures)
       << "captures did not appear; program stderr:\n" << app.err;
+  if (c.exact_captures) {
+    std::this_thread::sleep_for(seconds(2));  // anything still on its way lands
+    testing::RunResult r = testing::RunProcess(Ctl({"--json", "captures"}), seconds(20));
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(static_cast<int>(j["captures"].size()), c.captures) << r.out;
+  }
 
   if (!c.arms_contain.empty()) {
     testing::RunResult arms = testing::RunProcess(Ctl({"--json", "arms", "--all"}), seconds(30));

@@ -86,6 +86,27 @@ def test_arm_mirrors_the_selector_and_disarm(client):
     assert "arm-" in client.arms(all=True)._repr_html_()
 
 
+def test_per_shape_arm_takes_one_capture_per_launch_shape(client, daemon):
+    arm = client.arm("shapeprobe", per_shape=True, count=5, ttl="5m")
+    s = arm.selector
+    assert (s.per_shape, s.count) == ("scalars", 5) and "per-shape=scalars" in str(s)
+    lines = daemon.run_agent(kernels="shapeprobe", dispatches=12, shapes=3, mutate=False)
+    shapes = [line["launch_shape"] for line in lines if "capture_id" in line]
+    assert len(shapes) == 3 and len(set(shapes)) == 3, lines
+    assert [line["dispatch"] for line in lines] == [0, 1, 2]
+    got = {a.arm_id: a for a in client.arms(all=True)}[arm.arm_id]
+    assert got.captured == 3 and got.state == "active"
+    launch = client.arm("shapeprobe_other", per_shape="launch")
+    assert (launch.selector.per_shape, launch.selector.count) == ("launch", 16)
+    assert launch.to_dict()["selector"]["per_shape"] == "launch"
+    with pytest.raises(kerncap.InvalidArgument, match="per_shape"):
+        client.arm("k", per_shape="sometimes")
+    with pytest.raises(kerncap.InvalidArgument, match="nth"):
+        client.arm("k", per_shape=True, nth=2)
+    client.disarm(arm)
+    client.disarm(launch)
+
+
 def test_bad_selectors_are_invalid_argument(client):
     with pytest.raises(kerncap.InvalidArgument, match="selector.kernel"):
         client.arm("", match="regex")       # the daemon's check

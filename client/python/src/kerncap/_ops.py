@@ -101,7 +101,8 @@ def arm_request(kernel: Optional[str] = None, *, mangled: Optional[str] = None,
                 process: Optional[str] = None, device: Optional[int] = None,
                 skip: Optional[int] = None, nth: Optional[int] = None,
                 count: Optional[int] = None, expires: Any = None, ttl: Any = None,
-                tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None):
+                tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None,
+                per_shape: Union[bool, str, None] = None):
     if mangled is not None:
         if kernel is not None:
             raise errors.InvalidArgument("arm: give kernel= or mangled=, not both")
@@ -129,6 +130,17 @@ def arm_request(kernel: Optional[str] = None, *, mangled: Optional[str] = None,
             raise errors.InvalidArgument(f"rank: expected a rank (an integer >= 0), not {rank!r}")
         sel.rank = rank
         sel.has_rank = True
+    if per_shape is not None and per_shape is not False:
+        mode = "scalars" if per_shape is True else str(per_shape).lower()
+        if mode not in ("scalars", "launch"):
+            raise errors.InvalidArgument(
+                f"per_shape: expected True/'scalars' (launch configuration and scalar "
+                f"arguments) or 'launch' (launch configuration only), not {per_shape!r}")
+        if nth is not None:
+            raise errors.InvalidArgument(
+                "arm: per_shape takes the first dispatch of each shape; nth names one "
+                "dispatch (use skip= to let dispatches pass first)")
+        sel.per_shape = pb.PER_SHAPE_SCALARS if mode == "scalars" else pb.PER_SHAPE_LAUNCH
     req = pb.ArmRequest(selector=sel)
     if expires is not None and ttl is not None:
         raise errors.InvalidArgument("arm: give expires= or ttl=, not both")

@@ -50,6 +50,11 @@ ENUM_NAMES: Dict[str, Dict[str, str]] = {
         "NAME_REGEX": "regex",
         "NAME_SUBSTRING": "substring",
     },
+    "kerncap.v1.PerShape": {
+        "PER_SHAPE_LAUNCH": "launch",
+        "PER_SHAPE_OFF": "off",
+        "PER_SHAPE_SCALARS": "scalars",
+    },
     "kerncap.v1.Platform": {
         "PLATFORM_CUDA": "cuda",
         "PLATFORM_HSA": "hsa",

@@ -138,7 +138,8 @@ class Client:
             process: Optional[str] = None, device: Optional[int] = None,
             skip: Optional[int] = None, nth: Optional[int] = None, count: Optional[int] = None,
             expires: Any = None, ttl: Any = None,
-            tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None) -> Arm:
+            tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None,
+            per_shape: Union[bool, str, None] = None) -> Arm:
         """Arms a capture of the next matching dispatch(es).
 
         kernel   name to match (per `match`: "substring" (default), "glob",
@@ -150,14 +151,18 @@ class Client:
                  torchrun, Slurm; read by the agent from its launcher)
         skip     let this many matching dispatches pass first
         nth      capture only the nth matching dispatch (1-based)
-        count    captures to take before the arm is done (default 1)
+        count    captures to take before the arm is done (default 1; with
+                 per_shape 16)
+        per_shape  one capture per distinct launch shape of each process:
+                 True or "scalars" (launch configuration and scalar
+                 arguments), "launch" (launch configuration only)
         ttl      expire after this long (seconds, timedelta or "5m"); or
         expires  an absolute datetime / unix seconds
         tags     copied to every capture it takes
         """
         req = _ops.arm_request(kernel, mangled=mangled, match=match, pid=pid, process=process,
                                device=device, skip=skip, nth=nth, count=count, expires=expires,
-                               ttl=ttl, tags=tags, rank=rank)
+                               ttl=ttl, tags=tags, rank=rank, per_shape=per_shape)
         return Arm.from_pb(self._unary("Arm", req))
 
     def disarm(self, arm_id: Any = None, *, all: Optional[bool] = None) -> ArmList:  # noqa: A002

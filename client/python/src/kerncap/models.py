@@ -31,6 +31,7 @@ MATCHES = _names("NameMatch")
 # Parsing: "substring" is NAME_SUBSTRING (0, unspecified, also reads as substring).
 MATCH_VALUES = {short: v for v, short in sorted(MATCHES.items()) if v != 0}
 ARM_STATES = _names("ArmState")
+PER_SHAPES = _names("PerShape")
 REGION_KINDS = _names("RegionKind")
 SOURCES = _names("CaptureSource")
 ARG_KINDS = _names("ArgumentKind")
@@ -343,12 +344,13 @@ class Selector(JsonMixin):
     nth: int = 0
     count: int = 1
     rank: Optional[int] = None
+    per_shape: str = "off"  # "off", "scalars" or "launch"
 
     @classmethod
     def from_pb(cls, m) -> "Selector":
         return cls(m.kernel, MATCHES.get(m.match, "substring"), m.pid, m.process_name,
                    m.device if m.has_device else None, m.skip, m.nth, max(1, m.count),
-                   m.rank if m.has_rank else None)
+                   m.rank if m.has_rank else None, PER_SHAPES.get(m.per_shape, "off"))
 
     def __str__(self) -> str:
         text = f'{self.match} "{self.kernel}"'
@@ -359,6 +361,8 @@ class Selector(JsonMixin):
             text += f" device={self.device}"
         if self.rank is not None:
             text += f" rank={self.rank}"
+        if self.per_shape != "off":
+            text += f" per-shape={self.per_shape}"
         return text
 
 
