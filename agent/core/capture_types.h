@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/agent_link/launch_shape.h"
@@ -63,6 +64,14 @@ struct LaunchDesc {
   uint64_t stream = 0;
   std::map<std::string, int64_t> attributes;  // function and launch attributes by name
 };
+
+class AllocationTable;  // allocation_table.h
+
+// A dispatch's per-shape key (common/agent_link/launch_shape.h) from its
+// launch and, for kScalars, its argument bytes; a word counts as a pointer
+// when `allocations` holds its address. What both backends compute.
+uint64_t DispatchShapeKey(link::PerShape mode, const LaunchDesc& launch,
+                          std::string_view argument_blob, const AllocationTable& allocations);
 
 struct KernelDesc {
   std::string mangled_name;

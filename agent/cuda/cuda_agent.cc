@@ -918,22 +918,14 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
 std::optional<uint64_t> CudaAgent::LaunchShapeOf(link::PerShape mode, const LaunchDesc& desc,
                                                  void* const* kernel_params, void* const* extra,
                                                  const KernelInfo& info) {
-  link::LaunchShapeInputs in;
-  in.grid = desc.grid;
-  in.block = desc.block;
-  in.shared_mem_bytes = desc.shared_mem_bytes;
-  in.cluster = desc.cluster;
   std::string blob;
   if (mode == link::PerShape::kScalars) {
     if (!info.params_known && kernel_params != nullptr) return std::nullopt;
     Result<std::string> b = AssembleParamBlob(kernel_params, extra, info.params);
     if (!b.ok()) return std::nullopt;
     blob = std::move(b.value());
-    in.argument_blob = blob;
   }
-  return link::LaunchShapeKey(mode, in, [this](uint64_t word) {
-    return allocations_.Lookup(word).has_value();
-  });
+  return DispatchShapeKey(mode, desc, blob, allocations_);
 }
 
 Result<ActiveCapture*> CudaAgent::BeginCapture(const LaunchCall* call,

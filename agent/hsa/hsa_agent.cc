@@ -361,12 +361,6 @@ std::vector<hsa_signal_t> HsaAgent::OtherFences(const QueueState* q) {
 std::optional<uint64_t> HsaAgent::LaunchShapeOf(link::PerShape mode,
                                                 const hsa_kernel_dispatch_packet_t& packet,
                                                 const KernelRecord& kernel) {
-  const LaunchDesc launch = LaunchOf(packet);
-  link::LaunchShapeInputs in;
-  in.grid = launch.grid;
-  in.block = launch.block;
-  in.shared_mem_bytes = launch.shared_mem_bytes;
-  in.cluster = launch.cluster;
   std::string blob;
   if (mode == link::PerShape::kScalars) {
     if (!kernel.kernarg_error.empty()) return std::nullopt;
@@ -376,11 +370,8 @@ std::optional<uint64_t> HsaAgent::LaunchShapeOf(link::PerShape mode,
             HSA_STATUS_SUCCESS) {
       return std::nullopt;
     }
-    in.argument_blob = blob;
   }
-  return link::LaunchShapeKey(mode, in, [this](uint64_t word) {
-    return allocations_.Lookup(word).has_value();
-  });
+  return DispatchShapeKey(mode, LaunchOf(packet), blob, allocations_);
 }
 
 void HsaAgent::HandleArmed(QueueState* q, const uint8_t* p, uint64_t count,

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/agent_link/chunk_fingerprint.h"  // FingerprintMix: MurmurHash3 fmix64
+
 namespace kerncap::link {
 namespace {
 
@@ -17,15 +19,8 @@ class ShapeHash {
   }
   void U32(uint32_t v) { Bytes(&v, sizeof(v)); }
   void U64(uint64_t v) { Bytes(&v, sizeof(v)); }
-  uint64_t Finish() const {
-    uint64_t k = h_;  // MurmurHash3 fmix64: spreads FNV's weak high bits
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return k;
-  }
+  // fmix64 spreads FNV's weak high bits.
+  uint64_t Finish() const { return FingerprintMix(h_); }
 
  private:
   uint64_t h_ = 0xcbf29ce484222325ull;
