@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/integration/local_daemon.h"
 #include "tests/integration/subprocess.h"
 
 namespace kerncap::testing {
@@ -18,12 +19,8 @@ class KernelsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("kc_kernels");
-    daemon_ = std::make_unique<Background>(std::vector<std::string>{
-        BinaryPath("kerncapd"), "--store=" + dir_ + "/store", "--socket=" + dir_ + "/ctl.sock",
-        "--agent-socket=" + dir_ + "/agent.sock", "--chunk-size=64KiB", "--drain-timeout=2"});
-    ASSERT_TRUE(WaitFor([&] { return Ctl({"status"}).exit_code == 0; }))
-        << "kerncapd did not come up:\n"
-        << daemon_->Stderr();
+    daemon_ = std::make_unique<LocalDaemon>(dir_);
+    ASSERT_TRUE(daemon_->up()) << "kerncapd did not come up:\n" << daemon_->Stderr();
     // The agent keeps dispatching (each kernel in turn) until stopped.
     agent_ = std::make_unique<Background>(std::vector<std::string>{
         BinaryPath("synthetic_agent"), "--socket=" + dir_ + "/agent.sock",
@@ -38,13 +35,10 @@ class KernelsE2eTest : public ::testing::Test {
     if (daemon_) daemon_->Stop(15);
     RemoveTree(dir_);
   }
-  RunResult Ctl(std::vector<std::string> args) const {
-    args.insert(args.begin(), {BinaryPath("kerncapctl"), "--socket=" + dir_ + "/ctl.sock"});
-    return RunProcess(args, std::chrono::seconds(60));
-  }
+  RunResult Ctl(std::vector<std::string> args) const { return daemon_->Ctl(std::move(args)); }
 
   std::string dir_;
-  std::unique_ptr<Background> daemon_;
+  std::unique_ptr<LocalDaemon> daemon_;
   std::unique_ptr<Background> agent_;
 };
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/integration/local_daemon.h"
 #include "tests/integration/subprocess.h"
 
 namespace kerncap::testing {
@@ -21,21 +22,14 @@ class PerShapeE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = MakeTempDir("kc_per_shape");
-    daemon_ = std::make_unique<Background>(std::vector<std::string>{
-        BinaryPath("kerncapd"), "--store=" + dir_ + "/store", "--socket=" + dir_ + "/ctl.sock",
-        "--agent-socket=" + dir_ + "/agent.sock", "--chunk-size=64KiB", "--drain-timeout=2"});
-    ASSERT_TRUE(WaitFor([&] { return Ctl({"status"}).exit_code == 0; }))
-        << "kerncapd did not come up:\n"
-        << daemon_->Stderr();
+    daemon_ = std::make_unique<LocalDaemon>(dir_);
+    ASSERT_TRUE(daemon_->up()) << "kerncapd did not come up:\n" << daemon_->Stderr();
   }
   void TearDown() override {
     if (daemon_) daemon_->Stop(15);
     RemoveTree(dir_);
   }
-  RunResult Ctl(std::vector<std::string> args) const {
-    args.insert(args.begin(), {BinaryPath("kerncapctl"), "--socket=" + dir_ + "/ctl.sock"});
-    return RunProcess(args, std::chrono::seconds(60));
-  }
+  RunResult Ctl(std::vector<std::string> args) const { return daemon_->Ctl(std::move(args)); }
   // 24 dispatches of gemm: grid (i % 2) + 1, scalar i % 3 (6 combinations).
   RunResult RunAgent() const {
     return RunProcess({BinaryPath("synthetic_agent"), "--socket=" + dir_ + "/agent.sock",
@@ -66,7 +60,7 @@ class PerShapeE2eTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<Background> daemon_;
+  std::unique_ptr<LocalDaemon> daemon_;
 };
 
 TEST_F(PerShapeE2eTest, ScalarsModeTakesEachCombinationOnceAndLaunchModeEachGrid) {

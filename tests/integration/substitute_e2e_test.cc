@@ -14,33 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/integration/local_daemon.h"
 #include "tests/integration/subprocess.h"
 
 namespace kerncap::testing {
 namespace {
-
-class Daemon {
- public:
-  explicit Daemon(const std::string& dir) : dir_(dir) {
-    proc_ = std::make_unique<Background>(std::vector<std::string>{
-        BinaryPath("kerncapd"), "--store=" + dir_ + "/store", "--socket=" + socket(),
-        "--agent-socket=" + agent_socket(), "--chunk-size=64KiB", "--drain-timeout=2"});
-    EXPECT_TRUE(WaitFor([&] { return Ctl({"status"}).exit_code == 0; }))
-        << "kerncapd did not come up:\n"
-        << proc_->Stderr();
-  }
-  std::string socket() const { return dir_ + "/ctl.sock"; }
-  std::string agent_socket() const { return dir_ + "/agent.sock"; }
-  RunResult Ctl(std::vector<std::string> args) const {
-    args.insert(args.begin(), {BinaryPath("kerncapctl"), "--socket=" + socket()});
-    return RunProcess(args, std::chrono::seconds(60));
-  }
-  RunResult Stop(int sig) { return proc_->Stop(sig); }
-
- private:
-  std::string dir_;
-  std::unique_ptr<Background> proc_;
-};
 
 std::string WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -56,7 +34,7 @@ class SubstituteE2eTest : public ::testing::Test {
   void SetUp() override { dir_ = MakeTempDir("kc_subst"); }
   void TearDown() override { RemoveTree(dir_); }
 
-  std::unique_ptr<Background> StartAgent(const Daemon& d, int dispatches) {
+  std::unique_ptr<Background> StartAgent(const LocalDaemon& d, int dispatches) {
     auto agent = std::make_unique<Background>(std::vector<std::string>{
         BinaryPath("synthetic_agent"), "--socket=" + d.agent_socket(), "--kernels=matmul",
         absl::StrCat("--dispatches=", dispatches), "--substitution",
@@ -72,7 +50,8 @@ class SubstituteE2eTest : public ::testing::Test {
 };
 
 TEST_F(SubstituteE2eTest, AbRunReportsBothDeviceTimesAndCounts) {
-  Daemon d(dir_);
+  LocalDaemon d(dir_);
+  ASSERT_TRUE(d.up()) << "kerncapd did not come up:\n" << d.Stderr();
   auto agent = StartAgent(d, 200);
   const std::string variant = WriteFile(dir_ + "/variant.cubin", "SYNTHETIC-VARIANT bytes");
   RunResult r = d.Ctl({"--json", "substitute", "--kernel=matmul", "--code-object=" + variant,
@@ -104,7 +83,8 @@ TEST_F(SubstituteE2eTest, AbRunReportsBothDeviceTimesAndCounts) {
 }
 
 TEST_F(SubstituteE2eTest, RefusedVariantAndUsageErrors) {
-  Daemon d(dir_);
+  LocalDaemon d(dir_);
+  ASSERT_TRUE(d.up()) << "kerncapd did not come up:\n" << d.Stderr();
   const std::string bad = WriteFile(dir_ + "/bad.cubin", "\x7f" "ELF not really");
   // Neither --preflight nor --no-preflight: refused before anything is sent.
   RunResult r = d.Ctl({"substitute", "--kernel=matmul", "--code-object=" + bad});
@@ -130,7 +110,8 @@ TEST_F(SubstituteE2eTest, RefusedVariantAndUsageErrors) {
 }
 
 TEST_F(SubstituteE2eTest, UnsubstituteAndAgentExitEndIt) {
-  Daemon d(dir_);
+  LocalDaemon d(dir_);
+  ASSERT_TRUE(d.up()) << "kerncapd did not come up:\n" << d.Stderr();
   auto agent = StartAgent(d, 100000);  // runs until stopped
   const std::string variant = WriteFile(dir_ + "/variant.cubin", "SYNTHETIC-VARIANT");
   RunResult r = d.Ctl({"--json", "substitute", "--kernel=matmul", "--code-object=" + variant,
