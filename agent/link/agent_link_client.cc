@@ -710,8 +710,8 @@ std::optional<ArmMatch> AgentLinkClient::ShouldCaptureSlow(std::string_view dema
     std::optional<uint64_t> key;
     if (arm.counter.per_shape()) key = key_for(arm.selector.per_shape);
     if (std::optional<uint64_t> index = arm.counter.OnMatch(key)) {
-      result = ArmMatch{arm.arm_id, *index,
-                        arm.counter.per_shape() && key ? link::LaunchShapeKeyText(*key) : ""};
+      // key is set only for per-shape arms.
+      result = ArmMatch{arm.arm_id, *index, key ? link::LaunchShapeKeyText(*key) : ""};
       if (arm.counter.done()) last_taken_ = arm;
       break;
     }
