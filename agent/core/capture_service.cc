@@ -1,11 +1,59 @@
 #include "agent/core/capture_service.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <new>
 #include <thread>
+#include <vector>
 
+#include "agent/core/agent_env.h"
 #include "agent/core/log.h"
 
 namespace kerncap::agent {
+namespace {
+
+// Every live CaptureService, for the exit handler (services of the agent are
+// never destroyed; tests create and destroy theirs).
+std::mutex g_services_mu;
+std::vector<CaptureService*>& Services() {
+  static auto* services = new std::vector<CaptureService*>();  // never destroyed
+  return *services;
+}
+
+// Registered at the first drain, so after the vendor runtime's own exit
+// handlers, and therefore run before them (see the header).
+void RegisterDrainExitWait() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::atexit([] { CaptureService::WaitForAllDrains("exit"); });
+  });
+}
+
+}  // namespace
+
+CaptureService::CaptureService() {
+  std::lock_guard lock(g_services_mu);
+  Services().push_back(this);
+}
+
+CaptureService::~CaptureService() {
+  std::lock_guard lock(g_services_mu);
+  std::erase(Services(), this);
+}
+
+int CaptureService::ExitWaitMs() { return EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000); }
+
+void CaptureService::WaitForAllDrains(const char* why) {
+  std::lock_guard lock(g_services_mu);
+  const int ms = ExitWaitMs();
+  for (CaptureService* s : Services()) {
+    if (s->WaitForDrain(0)) continue;
+    KC_ALOG(kInfo, "%s: waiting for a capture's device snapshot to drain", why);
+    if (!s->WaitForDrain(ms)) {
+      KC_ALOG(kWarn, "%s: a capture's device snapshot did not drain within %d ms", why, ms);
+    }
+  }
+}
 
 Result<std::unique_ptr<ActiveCapture>> CaptureService::Begin(
     CaptureTransport* t, std::unique_ptr<DispatchSource> source, const CaptureHeader& header,
@@ -84,6 +132,7 @@ void CaptureService::StartDrain(std::unique_ptr<PendingCapture> pending,
     std::lock_guard lock(drain_mu_);
     draining_ = true;
   }
+  RegisterDrainExitWait();
   // The figures of the pause are known now; the drain's come later.
   Record(pending->stats(), held);
   auto job = [this, p = std::move(pending), header, held]() mutable {
@@ -173,6 +222,7 @@ LastCaptureFigures CaptureService::last_capture() const {
 
 void CaptureService::ResetAfterFork(bool zero_counters) {
   gate_.ResetAfterFork();
+  new (&g_services_mu) std::mutex();  // a parent thread may have held it
   new (&last_mu_) std::mutex();
   // A parent's drain thread does not exist in the child.
   new (&drain_mu_) std::mutex();

@@ -17,7 +17,14 @@
 //                   asynchronous transport is drained on a thread of its own
 //                   after the application is released; the next capture's
 //                   Begin (inside its gate) waits for it, and so does the exit
-//                   flush (WaitForDrain)
+//                   flush (WaitForDrain). The first drain also registers an
+//                   exit handler that waits for every service's drain: exit
+//                   handlers run in reverse order of registration, and the
+//                   vendor runtime registers its own teardown during its
+//                   initialization, before any launch, so this one runs
+//                   first and the runtime never tears the device down under a
+//                   drain that is still reading it (an application that
+//                   returns from main right after its last launch)
 //
 // What stays in a backend is what is vendor specific: how calls are
 // intercepted and gated, how a dispatch is described (CaptureHeader) and read
@@ -71,7 +78,8 @@ class ActiveCapture {
 
 class CaptureService {
  public:
-  CaptureService() = default;
+  CaptureService();
+  ~CaptureService();
   CaptureService(const CaptureService&) = delete;
   CaptureService& operator=(const CaptureService&) = delete;
 
@@ -82,6 +90,13 @@ class CaptureService {
   void SetSnapshotPolicy(const SnapshotPolicy& policy) { policy_ = policy; }
   // Waits until no drain runs (timeout_ms < 0: no limit); false on timeout.
   bool WaitForDrain(int timeout_ms = -1);
+  // What the exit handler and a context's teardown wait for a drain:
+  // KERNCAP_AGENT_EXIT_FLUSH_MS (60000 by default).
+  static int ExitWaitMs();
+  // Waits (at most ExitWaitMs() each) for the drains of every live service;
+  // logs the ones that did not finish. Run by the exit handler; callable
+  // from a backend's teardown callbacks.
+  static void WaitForAllDrains(const char* why);
 
   // The transport captures go to (null: none yet, nothing is captured).
   CaptureTransport* transport() const { return transport_.load(std::memory_order_acquire); }

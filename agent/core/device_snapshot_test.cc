@@ -1,7 +1,11 @@
 // The device_snapshot capture path (capture_orchestrator.h) against a fake
 // device whose memory, snapshot allocations and compare live in host memory.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +40,7 @@ struct FakeHbm {
   uint64_t live_read_bytes = 0;
   int fingerprint_calls = 0;
   bool fail_fingerprint = false;
+  int read_delay_ms = 0;  // each ReadToHost (a drain that takes its time)
 
   void Add(uint64_t va, std::string bytes) {
     regions.push_back(RegionDesc{va, bytes.size(), RegionKind::kDevice, 0, ""});
@@ -111,6 +116,9 @@ class FakeOps : public DeviceSnapshotOps {
   Status Sync() override { return OkStatus(); }
   Status ReadToHost(uint64_t src, void* dst, size_t bytes) override {
     ++hbm_->reads_to_host;
+    if (hbm_->read_delay_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(hbm_->read_delay_ms));
+    }
     auto s = hbm_->Resolve(src, bytes);
     if (!s.ok()) return Error("read outside device memory");
     std::memcpy(dst, s->first->data() + s->second, bytes);
@@ -363,6 +371,39 @@ TEST(DeviceSnapshotTest, ServiceReleasesTheApplicationBeforeTheDrain) {
   EXPECT_EQ(service.last_capture().path, CapturePath::kDeviceSnapshot);
   EXPECT_EQ(hbm.allocated, 0u);
   EXPECT_EQ(service.captures_failed(), 0u);
+}
+
+// The vendor runtime registers its exit handler when it initializes, before
+// any launch; an application that returns from main right after the captured
+// launch must not have the runtime torn down under the drain.
+CaptureService* g_exit_service = nullptr;
+void FakeRuntimeTeardown() {
+  std::fprintf(stderr, g_exit_service->WaitForDrain(0) ? "runtime teardown after the drain\n"
+                                                       : "runtime teardown during the drain\n");
+}
+
+TEST(DeviceSnapshotDeathTest, ExitRunsTheRuntimeTeardownOnlyAfterTheDrain) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no drain before
+  EXPECT_EXIT(
+      {
+        std::atexit(FakeRuntimeTeardown);
+        // Leaked: the drain thread uses them while the process exits.
+        auto* service = new CaptureService();
+        g_exit_service = service;
+        service->SetSnapshotPolicy(Policy(1 * kGiB));
+        auto* t = new AsyncFakeTransport();
+        service->SetTransport(t);
+        auto* hbm = new FakeHbm();
+        AddRegions(hbm);
+        hbm->read_delay_ms = 50;  // every slot of the drain
+        auto c = service->Begin(t, std::make_unique<SnapshotSource>(hbm, true), Header(), "",
+                                std::chrono::steady_clock::now());
+        if (!c.ok()) std::abort();
+        RunKernel(hbm);
+        service->End(t, std::move(c.value()), true, [] {});
+        std::exit(t->committed().empty() ? 0 : 3);  // still draining when exit begins
+      },
+      ::testing::ExitedWithCode(0), "runtime teardown after the drain");
 }
 
 }  // namespace

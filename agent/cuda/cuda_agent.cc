@@ -516,6 +516,14 @@ void CudaAgent::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data
       break;
     }
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      // A drain still reading this context's snapshot (cudaDeviceReset right
+      // after the captured launch) finishes first.
+      if (!service_.WaitForDrain(0)) {
+        KC_ALOG(kInfo, "context teardown: waiting for a capture's device snapshot to drain");
+        if (!service_.WaitForDrain(CaptureService::ExitWaitMs())) {
+          KC_ALOG(kWarn, "context teardown: the capture's device snapshot did not drain in time");
+        }
+      }
       allocations_.EraseContext(reinterpret_cast<uint64_t>(data->context));
       textures_.EraseContext(reinterpret_cast<uint64_t>(data->context));
       break;

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <utility>
 
-#include "agent/core/agent_env.h"
 #include "agent/core/log.h"
 
 namespace kerncap::agent {
@@ -65,7 +64,7 @@ DaemonLink* DaemonLink::Start(CaptureService* service, link::HelloMsg identity,
 void DaemonLink::FlushAtExit() {
   std::lock_guard lock(mu_);
   if (stopped_) return;
-  const int ms = EnvInt("KERNCAP_AGENT_EXIT_FLUSH_MS", 60000);
+  const int ms = CaptureService::ExitWaitMs();
   // A device snapshot still draining goes to the ring first.
   if (!service_->WaitForDrain(ms)) {
     KC_ALOG(kWarn, "exit: a capture's device snapshot did not drain within %d ms", ms);

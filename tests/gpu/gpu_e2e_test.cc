@@ -277,6 +277,20 @@ std::vector<Case> Cases() {
        .python_script = "torch_cuda_graph_decode.py",
        .show_contains = {"of exec"},
        .arm_in_app = true},
+      // The captured launch is the program's last GPU work: its device
+      // snapshot is still draining when the program returns from main (or
+      // resets the device); the agent holds the runtime's teardown until the
+      // drain is done, so the program ends normally and the capture validates.
+      {.name = "exit_while_draining",
+       .program = "exit_after_launch",
+       .arm = {"--kernel=touch_few"},
+       .env = {{"KERNCAP_AGENT_EXIT_FLUSH_MS", "20000"}},
+       .stderr_contains = {"waiting for a capture's device snapshot to drain"}},
+      {.name = "device_reset_while_draining",
+       .program = "exit_after_launch",
+       .arm = {"--kernel=touch_few"},
+       .env = {{"EXIT_MODE", "reset"}, {"KERNCAP_AGENT_EXIT_FLUSH_MS", "20000"}},
+       .stderr_contains = {"waiting for a capture's device snapshot to drain"}},
       // Per-shape arms: one capture per distinct launch shape (3 of 12
       // dispatches; the buffer pointer moves between rounds and must not
       // make new shapes), each validated.
