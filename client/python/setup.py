@@ -3,8 +3,9 @@
 The gRPC/protobuf definitions live in the repository's proto/ folder
 (../../proto). At build time they are compiled into one FileDescriptorSet
 (kerncap/_generated/kerncap_v1.binpb, see src/kerncap/_protoc.py for why not
-*_pb2.py); `sdist` copies the .proto files into the sdist so it builds on its
-own. Nothing generated is committed.
+*_pb2.py), and the type stub of the message classes is generated from it
+(kerncap/_messages.pyi, src/kerncap/_stubgen.py); `sdist` copies the .proto
+files into the sdist so it builds on its own. Nothing generated is committed.
 """
 import importlib.util
 import shutil
@@ -17,13 +18,17 @@ from setuptools.command.sdist import sdist
 HERE = Path(__file__).resolve().parent
 
 
-def _protoc_module():
+def _package_module(name):
     # Loaded by path: importing the kerncap package here would need grpc.
-    spec = importlib.util.spec_from_file_location("_kerncap_protoc",
-                                                  HERE / "src" / "kerncap" / "_protoc.py")
+    spec = importlib.util.spec_from_file_location(f"_kerncap_{name}",
+                                                  HERE / "src" / "kerncap" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _protoc_module():
+    return _package_module("_protoc")
 
 
 def _proto_root() -> Path:
@@ -50,11 +55,22 @@ class BuildPyWithDescriptors(build_py):
         for target in targets:
             used = protoc.compile_descriptor_set(_proto_root(), target / protoc.DESCRIPTOR_FILE)
             self.announce(f"kerncap: compiled {_proto_root()} with {used} into {target}", level=2)
+            self._write_stub(target / protoc.DESCRIPTOR_FILE, target.parent / "_messages.pyi")
+
+    def _write_stub(self, descriptor_set, out):
+        try:
+            stubgen = _package_module("_stubgen")  # needs protobuf's descriptor_pb2
+        except ImportError as e:
+            self.warn(f"kerncap: no {out.name} (static types of kerncap.pb): {e}")
+            return
+        stubgen.write_stub(descriptor_set.read_bytes(), out)
 
     def get_outputs(self, include_bytecode=1):
         outputs = super().get_outputs(include_bytecode)
-        generated = str(Path(self.build_lib) / "kerncap" / "_generated" / "kerncap_v1.binpb")
-        return outputs + ([generated] if generated not in outputs else [])
+        kerncap = Path(self.build_lib) / "kerncap"
+        generated = [str(kerncap / "_generated" / "kerncap_v1.binpb"),
+                     str(kerncap / "_messages.pyi")]
+        return outputs + [g for g in generated if g not in outputs]
 
 
 class SdistWithProtos(sdist):

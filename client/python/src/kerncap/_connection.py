@@ -15,15 +15,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, TypedDict, Union
 
 from . import errors
+from ._types import ChannelOption
+from ._types import PathLike as PathLike
+
+if TYPE_CHECKING:
+    import grpc
 
 # Matches common/control/limits.h kMaxMessageBytes: one 4 MiB chunk plus
 # framing, or the manifest of a very large capture, exceed gRPC's 4 MiB default.
 MAX_MESSAGE_BYTES = 128 << 20
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def default_runtime_dir() -> str:
@@ -70,6 +73,14 @@ def parse_target(target: Optional[PathLike]) -> Endpoint:
     return Endpoint(False, text, "", f"host {text}")
 
 
+class TLSOptions(TypedDict, total=False):
+    """connect(tls={...}): TLS's fields as a dict."""
+    ca: Optional[PathLike]
+    cert: Optional[PathLike]
+    key: Optional[PathLike]
+    server_name: Optional[str]
+
+
 @dataclass(frozen=True)
 class TLS:
     """TLS settings for a TCP daemon (`kerncapd --listen ... --tls-cert ...`).
@@ -87,7 +98,7 @@ class TLS:
     server_name: Optional[str] = None
 
     @classmethod
-    def coerce(cls, value: Any) -> Optional["TLS"]:
+    def coerce(cls, value: "TLSArg") -> Optional["TLS"]:
         """None/True -> TLS with defaults; False -> None (plaintext); a path
         -> TLS(ca=path); a dict -> TLS(**dict); a TLS -> itself."""
         if value is None or value is True:
@@ -102,6 +113,11 @@ class TLS:
             return cls(ca=value)
         raise errors.InvalidArgument(f"tls: expected None, a bool, a CA path, a dict or "
                                      f"kerncap.TLS, not {type(value).__name__}")
+
+
+# connect(tls=...): None/True (TLS, the system's roots), False (plaintext), a CA
+# path, a dict of TLS's fields, or a TLS.
+TLSArg = Union[None, bool, PathLike, TLSOptions, TLS]
 
 
 def _read(path: PathLike, what: str) -> bytes:
@@ -125,8 +141,8 @@ def read_token_file(path: PathLike) -> str:
 @dataclass
 class ChannelSpec:
     endpoint: Endpoint
-    credentials: Any  # grpc.ChannelCredentials or None (insecure)
-    options: List[Tuple[str, Any]]
+    credentials: Optional[grpc.ChannelCredentials]  # None: insecure
+    options: List[ChannelOption]
     metadata: Tuple[Tuple[str, str], ...]
 
 
@@ -148,13 +164,13 @@ def check_unix_socket(endpoint: Endpoint) -> None:
             "as its owner)")
 
 
-def channel_spec(target: Optional[PathLike], *, tls: Any = None, token: Optional[str] = None,
-                 token_file: Optional[PathLike] = None, check: bool = True,
-                 options: Sequence[Tuple[str, Any]] = ()) -> ChannelSpec:
+def channel_spec(target: Optional[PathLike], *, tls: TLSArg = None,
+                 token: Optional[str] = None, token_file: Optional[PathLike] = None,
+                 check: bool = True, options: Sequence[ChannelOption] = ()) -> ChannelSpec:
     import grpc
 
     endpoint = parse_target(target)
-    opts: List[Tuple[str, Any]] = [
+    opts: List[ChannelOption] = [
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ]

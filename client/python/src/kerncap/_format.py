@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
-from typing import Any, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 
 def from_unix_ms(ms: int) -> Optional[_dt.datetime]:
@@ -43,7 +43,7 @@ def fmt_time(t: Optional[_dt.datetime]) -> str:
     return t.astimezone().strftime("%Y-%m-%d %H:%M:%S")
 
 
-def cell(value: Any) -> str:
+def cell(value: object) -> str:
     if value is None or value == "":
         return "-"
     if isinstance(value, _dt.datetime):
@@ -61,7 +61,7 @@ _STYLE = ("border-collapse:collapse;font-family:monospace;font-size:12px;"
           "text-align:left")
 
 
-def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]], *,
                caption: Optional[str] = None, highlight: Optional[Sequence[bool]] = None) -> str:
     """A plain HTML table; `highlight[i]` marks row i (post-written regions,
     failing regions)."""
@@ -80,7 +80,7 @@ def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
     return "".join(out)
 
 
-def html_kv(pairs: Iterable[Sequence[Any]], *, caption: Optional[str] = None) -> str:
+def html_kv(pairs: Iterable[Sequence[object]], *, caption: Optional[str] = None) -> str:
     """A two-column key/value table."""
     out = [f'<table style="{_STYLE}">']
     if caption:
@@ -93,11 +93,11 @@ def html_kv(pairs: Iterable[Sequence[Any]], *, caption: Optional[str] = None) ->
     return "".join(out)
 
 
-def text_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    rows = [[cell(v) for v in r] for r in rows]
+def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    cells = [[cell(v) for v in r] for r in rows]
     widths = [len(h) for h in headers]
-    for r in rows:
+    for r in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, r)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join(lines)

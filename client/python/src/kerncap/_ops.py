@@ -13,22 +13,29 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Union
+from typing import (TYPE_CHECKING, Callable, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Set, Union, cast)
+
+from google.protobuf.message import Message
 
 from . import _progress, errors
 from ._pb import pb
+from ._types import (ArmRef, CaptureRef, Duration, Expiry, Instant, JSONObject, PathLike,
+                     ProgressArg, TagFilter)
 from .kcap import KcapReader, KcapWriter
-from .models import (MATCH_VALUES, REPRODUCER_KINDS, ExportResult, KernelList, ReproResult)
+from .models import (MATCH_VALUES, REPRODUCER_KINDS, ExportResult, KernelList, LoadedKernel,
+                     ProjectManifest, ReproResult)
+
+if TYPE_CHECKING:
+    from . import _messages as msg
 
 UINT32_MAX = (1 << 32) - 1
 UINT64_MAX = (1 << 64) - 1
 
-PathLike = Union[str, "os.PathLike[str]"]
 
-
-def capture_id(value: Any) -> str:
+def capture_id(value: Union[CaptureRef, object]) -> str:
     """Accepts an id (or unique prefix), a CaptureSummary, a Capture, an
-    ExportResult/ImportResult."""
+    ExportResult/ImportResult; InvalidArgument for anything else."""
     if isinstance(value, str):
         return value
     for attr in ("capture_id", "id"):
@@ -38,7 +45,7 @@ def capture_id(value: Any) -> str:
     raise errors.InvalidArgument(f"expected a capture id, not {type(value).__name__}")
 
 
-def arm_id_of(value: Any) -> str:
+def arm_id_of(value: ArmRef) -> str:
     if isinstance(value, str):
         return value
     v = getattr(value, "arm_id", None)
@@ -47,7 +54,7 @@ def arm_id_of(value: Any) -> str:
     raise errors.InvalidArgument(f"expected an arm id, not {type(value).__name__}")
 
 
-def _uint(name: str, value: Any, limit: int) -> int:
+def _uint(name: str, value: Optional[int], limit: int) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
@@ -60,7 +67,7 @@ def _uint(name: str, value: Any, limit: int) -> int:
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
-def duration_ms(value: Any, name: str = "ttl") -> int:
+def duration_ms(value: Duration, name: str = "ttl") -> int:
     """Seconds (int/float), a timedelta, or text like "90", "30s", "5m",
     "1h30m", "250ms", "2d" (kerncapctl's --ttl syntax)."""
     if isinstance(value, _dt.timedelta):
@@ -87,7 +94,7 @@ def duration_ms(value: Any, name: str = "ttl") -> int:
     return int(round(seconds * 1000))
 
 
-def unix_ms(value: Any, name: str) -> int:
+def unix_ms(value: Instant, name: str) -> int:
     """A datetime (naive = local time) or unix seconds."""
     if isinstance(value, _dt.datetime):
         return int(value.timestamp() * 1000)
@@ -100,9 +107,10 @@ def arm_request(kernel: Optional[str] = None, *, mangled: Optional[str] = None,
                 match: Optional[str] = None, pid: Optional[int] = None,
                 process: Optional[str] = None, device: Optional[int] = None,
                 skip: Optional[int] = None, nth: Optional[int] = None,
-                count: Optional[int] = None, expires: Any = None, ttl: Any = None,
-                tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None,
-                per_shape: Union[bool, str, None] = None):
+                count: Optional[int] = None, expires: Optional[Expiry] = None,
+                ttl: Optional[Duration] = None, tags: Optional[Mapping[str, str]] = None,
+                rank: Optional[int] = None,
+                per_shape: Union[bool, str, None] = None) -> msg.ArmRequest:
     if mangled is not None:
         if kernel is not None:
             raise errors.InvalidArgument("arm: give kernel= or mangled=, not both")
@@ -156,7 +164,8 @@ def arm_request(kernel: Optional[str] = None, *, mangled: Optional[str] = None,
     return req
 
 
-def kernel_filter(kernel: Optional[str], match: Optional[str] = None):
+def kernel_filter(kernel: Optional[str],
+                  match: Optional[str] = None) -> Callable[[LoadedKernel], bool]:
     """The census filter (kerncapctl kernels --kernel/--match): a predicate
     over LoadedKernel that selects what an arm with this pattern would
     take. Same rules as the agents' NameMatcher (common/agent_link/
@@ -183,7 +192,8 @@ def kernel_filter(kernel: Optional[str], match: Optional[str] = None):
     return lambda k: rx.search(k.name) is not None
 
 
-def kernel_list(resp, kernel: Optional[str], match: Optional[str]) -> KernelList:
+def kernel_list(resp: msg.ListKernelsResponse, kernel: Optional[str],
+                match: Optional[str]) -> KernelList:
     """A ListKernelsResponse as a KernelList, filtered by kernel_filter when
     a pattern (or a match kind) is given; the notes are kept whole."""
     listing = KernelList.from_pb(resp)
@@ -193,7 +203,7 @@ def kernel_list(resp, kernel: Optional[str], match: Optional[str]) -> KernelList
     return KernelList([k for k in listing if keep(k)], listing.notes)
 
 
-def disarm_request(arm: Any, all_arms: Optional[bool]):
+def disarm_request(arm: Optional[ArmRef], all_arms: Optional[bool]) -> msg.DisarmRequest:
     if arm is None:
         if all_arms is False:
             raise errors.InvalidArgument("disarm: give an arm id, or all=True")
@@ -203,7 +213,7 @@ def disarm_request(arm: Any, all_arms: Optional[bool]):
     return pb.DisarmRequest(arm_id=arm_id_of(arm))
 
 
-def tag_filter(tag: Any) -> str:
+def tag_filter(tag: Optional[TagFilter]) -> str:
     if tag is None:
         return ""
     if isinstance(tag, Mapping):
@@ -219,8 +229,8 @@ def tag_filter(tag: Any) -> str:
     return text
 
 
-def list_captures_request(kernel: Optional[str], pid: Optional[int], tag: Any,
-                          limit: Optional[int]):
+def list_captures_request(kernel: Optional[str], pid: Optional[int], tag: Optional[TagFilter],
+                          limit: Optional[int]) -> msg.ListCapturesRequest:
     return pb.ListCapturesRequest(kernel_contains=kernel or "",
                                   pid=_uint("pid", pid, UINT32_MAX), tag=tag_filter(tag),
                                   limit=_uint("limit", limit, UINT32_MAX))
@@ -240,10 +250,10 @@ class ExportSink:
     """Consumes the raw ExportCapture frames: each is written to the .kcap
     exactly as the daemon sent it and parsed only to follow progress."""
 
-    def __init__(self, writer: KcapWriter, progress: Any) -> None:
+    def __init__(self, writer: KcapWriter, progress: ProgressArg) -> None:
         self.writer = writer
         self.progress_arg = progress
-        self.bar = None
+        self.bar: Optional[_progress.Bar] = None
         self.capture_id = ""
         self.chunks = 0
         self.raw_bytes = 0
@@ -285,7 +295,7 @@ class ImportSource:
     """Yields a .kcap file's records (raw, as written) for ImportCapture and
     remembers a read error, which gRPC would otherwise only log."""
 
-    def __init__(self, path: PathLike, progress: Any) -> None:
+    def __init__(self, path: PathLike, progress: ProgressArg) -> None:
         self.path = os.fspath(path)
         self.reader = KcapReader(self.path)  # header and manifest checked before any RPC
         self.error: Optional[BaseException] = None
@@ -353,7 +363,7 @@ class Waiter:
             what += "; failures seen: " + "; ".join(self.failures[-3:])
         return what
 
-    def _arm_state(self, arm, matching: Set[str]) -> Optional[str]:
+    def _arm_state(self, arm: msg.ArmInfo, matching: Set[str]) -> Optional[str]:
         """The arm's first capture whose kernel matches (`matching`: ids known
         to match), or None; CaptureFailed when the arm ended without one."""
         for cid in arm.capture_ids:
@@ -367,7 +377,8 @@ class Waiter:
                 arm_id=arm.arm_id)
         return None
 
-    def check_state(self, arms: Optional[List[Any]], captures: List[Any]) -> Optional[str]:
+    def check_state(self, arms: Optional[Sequence[msg.ArmInfo]],
+                    captures: Sequence[msg.CaptureSummary]) -> Optional[str]:
         """Looks at ListArms(include_finished=True) (arm waits only) and
         ListCaptures(kernel_contains=kernel) answers."""
         for c in captures:
@@ -390,7 +401,7 @@ class Waiter:
                 return c.capture_id
         return None
 
-    def on_event(self, event) -> Optional[str]:
+    def on_event(self, event: msg.Event) -> Optional[str]:
         kind = event.WhichOneof("kind")
         if kind == "capture_started":
             e = event.capture_started
@@ -463,7 +474,7 @@ class ReproWriter:
             raise errors.DataLoss(f"reproducer file with an unsafe path {rel!r}")
         return self.tmp / rel
 
-    def add(self, frame) -> None:
+    def add(self, frame: msg.ReproducerFile) -> None:
         rel = frame.path
         target = self._target(rel.rstrip("/") or rel)
         if rel.endswith("/") or stat.S_ISDIR(frame.mode):  # an (empty) directory
@@ -507,7 +518,7 @@ class ReproWriter:
 
 def repro_request(cid: str, out: PathLike, *, kind: Optional[str], source_dir: Optional[str],
                   compile_commands: Optional[str], on_daemon: bool, overwrite: bool,
-                  same_host: bool):
+                  same_host: bool) -> msg.GenerateReproducerRequest:
     """`same_host` (a Unix socket): paths for the daemon are made absolute
     here, since it resolves them on its side and insists on absolute ones."""
     def daemon_path(p: Optional[PathLike]) -> str:
@@ -530,14 +541,14 @@ def repro_request(cid: str, out: PathLike, *, kind: Optional[str], source_dir: O
     return req
 
 
-def project_json(frame) -> Optional[Dict[str, Any]]:
+def project_json(frame: msg.ReproducerFile) -> Optional[ProjectManifest]:
     """The final frame's kerncap.json, when the protocol and daemon send it."""
     text = getattr(frame, "project_json", "") if pb.has_field("ReproducerFile",
                                                                "project_json") else ""
     if not text:
         return None
     try:
-        return json.loads(text)
+        return cast(ProjectManifest, json.loads(text))
     except ValueError:
         return {"unparsed": text}
 
@@ -553,10 +564,10 @@ class ReproStream:
         self.capture, self.out, self.on_daemon = capture, out, on_daemon
         self.writer = None if on_daemon else ReproWriter(out, overwrite)
         self.written_to = ""
-        self.project: Optional[Dict[str, Any]] = None
+        self.project: Optional[ProjectManifest] = None
         self.files: List[str] = []
 
-    def add(self, frame) -> None:
+    def add(self, frame: msg.ReproducerFile) -> None:
         if frame.written_to:
             self.written_to = frame.written_to
         self.project = project_json(frame) or self.project
@@ -607,7 +618,7 @@ def code_object_format(data: bytes, path: str) -> str:
         f"{path} is neither a cubin (ELF), a fatbin nor PTX text; give format=")
 
 
-def to_dict(message) -> dict:
+def to_dict(message: Message) -> JSONObject:
     """A message as a dict under the one JSON policy (docs/JSON.md), exactly
     as kerncapctl -o json prints it."""
     from ._vocab import message_to_json

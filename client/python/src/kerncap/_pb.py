@@ -14,12 +14,16 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict, NamedTuple
+from typing import TYPE_CHECKING, Dict, NamedTuple, Type, cast
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.internal import enum_type_wrapper
+from google.protobuf.message import Message
 
 from . import _protoc
+
+if TYPE_CHECKING:
+    from ._messages import Namespace
 
 PACKAGE = "kerncap.v1"
 SERVICE = "kerncap.v1.KerncapControl"
@@ -47,8 +51,8 @@ def _descriptor_bytes() -> bytes:
 class Method(NamedTuple):
     name: str
     path: str  # "/kerncap.v1.KerncapControl/GetStatus"
-    request: type
-    response: type
+    request: Type[Message]
+    response: Type[Message]
     client_streaming: bool
     server_streaming: bool
 
@@ -61,7 +65,7 @@ class _Namespace:
         self.pool = descriptor_pool.DescriptorPool()
         for f in self.descriptor_set.file:  # protoc emits dependencies first
             self.pool.AddSerializedFile(f.SerializeToString())
-        self._classes: Dict[str, type] = {}
+        self._classes: Dict[str, Type[Message]] = {}
         self.methods: Dict[str, Method] = {}
         for f in self.descriptor_set.file:
             if f.package != PACKAGE:
@@ -75,24 +79,25 @@ class _Namespace:
                 for v in e.value:
                     setattr(self, v.name, v.number)
             for s in f.service:
-                for m in s.method:
-                    self.methods[m.name] = Method(
-                        name=m.name,
-                        path=f"/{f.package}.{s.name}/{m.name}",
-                        request=self._message_class(m.input_type.lstrip(".")),
-                        response=self._message_class(m.output_type.lstrip(".")),
-                        client_streaming=m.client_streaming,
-                        server_streaming=m.server_streaming)
+                for rpc in s.method:
+                    self.methods[rpc.name] = Method(
+                        name=rpc.name,
+                        path=f"/{f.package}.{s.name}/{rpc.name}",
+                        request=self._message_class(rpc.input_type.lstrip(".")),
+                        response=self._message_class(rpc.output_type.lstrip(".")),
+                        client_streaming=rpc.client_streaming,
+                        server_streaming=rpc.server_streaming)
 
-    def _message_class(self, full_name: str) -> type:
+    def _message_class(self, full_name: str) -> Type[Message]:
         cls = self._classes.get(full_name)
         if cls is None:
             desc = self.pool.FindMessageTypeByName(full_name)
             get = getattr(message_factory, "GetMessageClass", None)  # protobuf >= 4.22
             if get is not None:
-                cls = get(desc)
-            else:  # protobuf 3.20-4.21 (Debian 12)
-                cls = message_factory.MessageFactory(self.pool).GetPrototype(desc)
+                cls = cast("Type[Message]", get(desc))
+            else:  # protobuf 3.20-4.21 (Debian 12); current stubs no longer list it
+                factory = message_factory.MessageFactory(self.pool)
+                cls = factory.GetPrototype(desc)  # type: ignore[attr-defined,unused-ignore]
             self._classes[full_name] = cls
         return cls
 
@@ -102,4 +107,6 @@ class _Namespace:
         return field in desc.fields_by_name
 
 
-pb = _Namespace()
+# The classes are made at run time; _messages.pyi (generated from the same
+# .proto files) is what a type checker sees of them.
+pb = cast("Namespace", _Namespace())

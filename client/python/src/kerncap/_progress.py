@@ -11,7 +11,25 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, Optional
+from typing import Callable, Dict, Optional, Protocol, cast
+
+from ._types import ProgressArg, ProgressCallback
+
+__all__ = ["Bar", "ProgressArg", "make"]
+
+
+class _TqdmBar(Protocol):
+    """What is used of a tqdm bar (tqdm is an optional import)."""
+    total: Optional[float]
+
+    def update(self, n: float) -> object: ...
+
+    def refresh(self) -> object: ...
+
+    def close(self) -> object: ...
+
+
+_TqdmClass = Callable[..., _TqdmBar]  # tqdm(total=..., desc=..., leave=..., unit=...)
 
 
 class _Null:
@@ -26,7 +44,7 @@ class _Null:
 
 
 class _Callback(_Null):
-    def __init__(self, fn: Callable[[int, int], Any], total: int) -> None:
+    def __init__(self, fn: ProgressCallback, total: int) -> None:
         self.fn, self.total = fn, total
 
     def set_total(self, total: int) -> None:
@@ -37,8 +55,9 @@ class _Callback(_Null):
 
 
 class _Tqdm(_Null):
-    def __init__(self, tqdm_cls, desc: str, total: int, unit_bytes: bool) -> None:
-        kwargs = dict(unit="B", unit_scale=True, unit_divisor=1024) if unit_bytes else {}
+    def __init__(self, tqdm_cls: _TqdmClass, desc: str, total: int, unit_bytes: bool) -> None:
+        kwargs: Dict[str, object] = (dict(unit="B", unit_scale=True, unit_divisor=1024)
+                                     if unit_bytes else {})
         self.bar = tqdm_cls(total=total or None, desc=desc, leave=False, **kwargs)
         self.done = 0
 
@@ -83,25 +102,28 @@ class _Text(_Null):
         self._print("\n")
 
 
-def _tqdm():
+def _tqdm() -> Optional[_TqdmClass]:
     try:
         import importlib.util
         if importlib.util.find_spec("ipywidgets") is None:
             # tqdm.auto in Jupyter without ipywidgets prints a warning and
             # leaves its bar at 0%: text bars instead (the notebook extra
             # installs ipywidgets for the widget ones).
-            from tqdm.std import tqdm  # type: ignore
+            from tqdm.std import tqdm
         else:
-            from tqdm.auto import tqdm  # type: ignore
-        return tqdm
+            from tqdm.auto import tqdm
+        return cast(_TqdmClass, tqdm)
     except Exception:  # tqdm missing, or its notebook widget support broken
         return None
 
 
-def make(progress: Any, desc: str, total: int = 0, unit_bytes: bool = True):
+Bar = _Null  # what make() returns: update(done), set_total(total), close()
+
+
+def make(progress: ProgressArg, desc: str, total: int = 0, unit_bytes: bool = True) -> Bar:
     if progress is False:
         return _Null()
-    if callable(progress) and progress is not True:
+    if callable(progress):  # (True is not callable)
         return _Callback(progress, total)
     tqdm = _tqdm()
     if tqdm is not None:
@@ -110,5 +132,3 @@ def make(progress: Any, desc: str, total: int = 0, unit_bytes: bool = True):
         return _Text(desc, total, unit_bytes)
     return _Null()
 
-
-ProgressArg = Optional[Any]

@@ -9,7 +9,16 @@ CLI.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Dict, Optional, Union, cast
+
+if TYPE_CHECKING:  # (tools/gen_message_stubs.py loads this file on its own)
+    from google._upb._message import FieldDescriptor as _UpbField
+    from google.protobuf.message import Message
+
+    from ._types import JSONObject, JSONValue
+    from google.protobuf.descriptor import FieldDescriptor as _PyField
+
+    _Field = Union[_PyField, _UpbField]  # the pure-Python or the upb runtime's
 
 ENUM_NAMES: Dict[str, Dict[str, str]] = {
     "kerncap.v1.ArgumentKind": {
@@ -132,12 +141,12 @@ def is_address_field(full_name: str) -> bool:
     return full_name in ADDRESS_FIELDS
 
 
-def message_to_json(message: Any) -> Dict[str, Any]:
+def message_to_json(message: Message) -> JSONObject:
     """An API message as kerncapctl -o json prints it (common/control/api_json.h):
     proto field names, every scalar field present, unset message fields and
     unchosen oneof members left out, integers as numbers, address fields as
     "0x..." strings, bytes as lowercase hex, enums as their short names."""
-    out: Dict[str, Any] = {}
+    out: JSONObject = {}
     for f in message.DESCRIPTOR.fields:
         is_map = (f.message_type is not None and f.message_type.GetOptions().map_entry)
         repeated = _is_repeated(f)
@@ -148,7 +157,7 @@ def message_to_json(message: Any) -> Dict[str, Any]:
             if message.WhichOneof(f.containing_oneof.name) != f.name:
                 continue
         value = getattr(message, f.name)
-        if is_map:
+        if is_map and f.message_type is not None:
             value_field = f.message_type.fields_by_name["value"]
             out[f.name] = {str(k): _scalar(value_field, v) for k, v in value.items()}
         elif repeated:
@@ -158,31 +167,34 @@ def message_to_json(message: Any) -> Dict[str, Any]:
     return out
 
 
-def _is_repeated(f: Any) -> bool:
+def _is_repeated(f: _Field) -> bool:
     # protobuf >= 6 has is_repeated (and no label); older releases only label.
     flag = getattr(f, "is_repeated", None)
     if flag is not None:
         return bool(flag)
-    return f.label == f.LABEL_REPEATED
+    return bool(getattr(f, "label") == f.LABEL_REPEATED)
 
 
-def _scalar(f: Any, v: Any) -> Any:
+def _scalar(f: _Field, v: object) -> JSONValue:
+    # v is the field's Python value; the descriptor says which type it has (a
+    # message, an enum number, bytes, an integer, a float, a bool or a str).
     if f.message_type is not None:
-        return message_to_json(v)
+        return message_to_json(cast("Message", v))
     if f.enum_type is not None:
-        value = f.enum_type.values_by_number.get(v)
+        number = cast(int, v)
+        value = f.enum_type.values_by_number.get(number)
         name = enum_name(f.enum_type.full_name, value.name) if value is not None else None
-        return name if name is not None else v
+        return name if name is not None else number
     if f.type == f.TYPE_BYTES:
-        return bytes(v).hex()
+        return bytes(cast(bytes, v)).hex()
     if is_address_field(f.full_name):
-        return f"0x{v:x}"
+        return f"0x{cast(int, v):x}"
     if isinstance(v, float):
         return json_float(v)
-    return v
+    return cast(Union[bool, int, str], v)
 
 
-def json_float(v: float) -> Any:
+def json_float(v: float) -> Union[float, str]:
     """JSON has no infinities or NaN: they are the strings "inf", "-inf", "nan"."""
     if v != v:
         return "nan"

@@ -14,26 +14,43 @@ import asyncio
 import contextlib
 import os
 import tempfile
-from typing import Any, AsyncIterator, List, Mapping, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, AsyncIterator, Awaitable, Iterator, List, Mapping, Optional,
+                    Protocol, Sequence, Tuple, Type, TypeVar, Union, cast)
 
 import grpc
 import grpc.aio
+from google.protobuf.message import Message
 
 from . import _connection, _ops, _progress, errors
 from . import replayer as _replayer
 from ._pb import pb
+from ._types import (ArmRef, CaptureRef, ChannelOption, Duration, Expiry, Instant, MatchKind,
+                     PathLike, ProgressArg, RegionDtypes, ReplaySource, ReproKind, TagFilter)
 from .capture import Capture
-from .client import _Stubs
+from .client import _DEFAULT, _Default, _Stubs
 from .models import (Agent, AgentList, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
                      Event, ExportResult, GcReport, ImportResult, KernelList, ReproResult,
                      VerifyProblem, VerifyReport)
 
-PathLike = Union[str, "os.PathLike[str]"]
-_DEFAULT = object()
+if TYPE_CHECKING:
+    from . import _messages as msg
+
+R = TypeVar("R")  # a call's response: its message class, or bytes (raw)
+R_co = TypeVar("R_co", covariant=True)
+
+
+class _AsyncResponseStream(Protocol[R_co]):
+    """A server-streaming grpc.aio call."""
+
+    def __aiter__(self) -> AsyncIterator[R_co]: ...
+
+    def cancel(self) -> bool: ...
+
+    def initial_metadata(self) -> Awaitable[object]: ...
 
 
 @contextlib.contextmanager
-def _translate(where: str):
+def _translate(where: str) -> Iterator[None]:
     try:
         yield
     except grpc.RpcError as e:  # grpc.aio.AioRpcError derives from it
@@ -62,15 +79,21 @@ class AsyncClient:
     def where(self) -> str:
         return self.endpoint.where
 
-    async def _unary(self, name: str, request, timeout: Any = _DEFAULT):
-        t = self.timeout if timeout is _DEFAULT else timeout
+    async def _unary(self, name: str, request: Message, response: Type[R],
+                     timeout: Union[float, None, _Default] = _DEFAULT) -> R:
+        """Calls method `name`, whose answer is a `response`."""
+        t = self.timeout if isinstance(timeout, _Default) else timeout
         with _translate(self.where):
-            return await self._stubs.get(name)(request, timeout=t, metadata=self._spec.metadata)
+            return await cast(Awaitable[R], self._stubs.get(name)(
+                request, timeout=t, metadata=self._spec.metadata))
 
-    def _stream(self, name: str, request, *, raw_response: bool = False,
-                timeout: Optional[float] = None):
-        return self._stubs.get(name, raw_response=raw_response)(
-            request, timeout=timeout, metadata=self._spec.metadata)
+    def _stream(self, name: str, request: Message, response: Type[R], *,
+                raw_response: bool = False,
+                timeout: Optional[float] = None) -> _AsyncResponseStream[R]:
+        """Starts server-streaming method `name`, whose answers are `response`s
+        (bytes with raw_response)."""
+        return cast(_AsyncResponseStream[R], self._stubs.get(name, raw_response=raw_response)(
+            request, timeout=timeout, metadata=self._spec.metadata))
 
     async def close(self) -> None:
         await self._channel.close()
@@ -78,7 +101,7 @@ class AsyncClient:
     async def __aenter__(self) -> "AsyncClient":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     def __repr__(self) -> str:
@@ -87,59 +110,65 @@ class AsyncClient:
     # ---- daemon, arms, captures (see kerncap.Client for the documentation) ----
 
     async def status(self) -> DaemonStatus:
-        return DaemonStatus.from_pb(await self._unary("GetStatus", pb.GetStatusRequest()))
+        return DaemonStatus.from_pb(await self._unary("GetStatus", pb.GetStatusRequest(),
+                                                      pb.DaemonStatus))
 
     async def agents(self) -> AgentList:
-        resp = await self._unary("ListAgents", pb.ListAgentsRequest())
+        resp = await self._unary("ListAgents", pb.ListAgentsRequest(), pb.ListAgentsResponse)
         return AgentList(Agent.from_pb(a) for a in resp.agents)
 
     async def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
                       agent: Optional[str] = None, kernel: Optional[str] = None,
-                      match: Optional[str] = None) -> KernelList:
+                      match: Optional[MatchKind] = None) -> KernelList:
         req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
                                     agent_id=agent or "")
-        return _ops.kernel_list(await self._unary("ListKernels", req), kernel, match)
+        return _ops.kernel_list(await self._unary("ListKernels", req, pb.ListKernelsResponse),
+                                kernel, match)
 
     async def arm(self, kernel: Optional[str] = None, *, mangled: Optional[str] = None,
-                  match: Optional[str] = None, pid: Optional[int] = None,
+                  match: Optional[MatchKind] = None, pid: Optional[int] = None,
                   process: Optional[str] = None, device: Optional[int] = None,
                   skip: Optional[int] = None, nth: Optional[int] = None,
-                  count: Optional[int] = None, expires: Any = None, ttl: Any = None,
+                  count: Optional[int] = None, expires: Optional[Expiry] = None,
+                  ttl: Optional[Duration] = None,
                   tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None) -> Arm:
         req = _ops.arm_request(kernel, mangled=mangled, match=match, pid=pid, process=process,
                                device=device, skip=skip, nth=nth, count=count, expires=expires,
                                ttl=ttl, tags=tags, rank=rank)
-        return Arm.from_pb(await self._unary("Arm", req))
+        return Arm.from_pb(await self._unary("Arm", req, pb.ArmInfo))
 
-    async def disarm(self, arm_id: Any = None, *,
+    async def disarm(self, arm_id: Optional[ArmRef] = None, *,
                      all: Optional[bool] = None) -> ArmList:  # noqa: A002
-        resp = await self._unary("Disarm", _ops.disarm_request(arm_id, all))
+        resp = await self._unary("Disarm", _ops.disarm_request(arm_id, all), pb.DisarmResponse)
         return ArmList(Arm.from_pb(a) for a in resp.disarmed)
 
     async def arms(self, all: bool = False) -> ArmList:  # noqa: A002
-        resp = await self._unary("ListArms", pb.ListArmsRequest(include_finished=all))
+        resp = await self._unary("ListArms", pb.ListArmsRequest(include_finished=all),
+                                 pb.ListArmsResponse)
         return ArmList(Arm.from_pb(a) for a in resp.arms)
 
     async def captures(self, kernel: Optional[str] = None, *, pid: Optional[int] = None,
-                       tag: Any = None, limit: Optional[int] = None) -> CaptureList:
+                       tag: Optional[TagFilter] = None,
+                       limit: Optional[int] = None) -> CaptureList:
         resp = await self._unary("ListCaptures",
-                                 _ops.list_captures_request(kernel, pid, tag, limit))
+                                 _ops.list_captures_request(kernel, pid, tag, limit),
+                                 pb.ListCapturesResponse)
         return CaptureList(CaptureSummary.from_pb(c) for c in resp.captures)
 
-    async def capture(self, capture_id: Any) -> Capture:
+    async def capture(self, capture_id: CaptureRef) -> Capture:
         req = pb.GetCaptureRequest(capture_id=_ops.capture_id(capture_id))
-        return Capture.from_detail(await self._unary("GetCapture", req))
+        return Capture.from_detail(await self._unary("GetCapture", req, pb.CaptureDetail))
 
-    async def delete(self, capture_id: Any) -> str:
+    async def delete(self, capture_id: CaptureRef) -> str:
         req = pb.DeleteCaptureRequest(capture_id=_ops.capture_id(capture_id))
-        return (await self._unary("DeleteCapture", req)).capture_id
+        return (await self._unary("DeleteCapture", req, pb.DeleteCaptureResponse)).capture_id
 
     async def gc(self, dry_run: bool = False) -> GcReport:
         return GcReport.from_pb(await self._unary("RunGc", pb.RunGcRequest(dry_run=dry_run),
-                                                  timeout=None))
+                                                  pb.GcReport, timeout=None))
 
-    async def verify(self, capture_id: Any = None, *, rehash: bool = False,
-                     progress: Any = None) -> VerifyReport:
+    async def verify(self, capture_id: Optional[CaptureRef] = None, *, rehash: bool = False,
+                     progress: ProgressArg = None) -> VerifyReport:
         req = pb.VerifyStoreRequest(capture_id=_ops.capture_id(capture_id) if capture_id else "",
                                     rehash=rehash)
         bar = _progress.make(progress, "verify", 0, unit_bytes=False)
@@ -147,7 +176,7 @@ class AsyncClient:
         problems: List[VerifyProblem] = []
         try:
             with _translate(self.where):
-                async for p in self._stream("VerifyStore", req):
+                async for p in self._stream("VerifyStore", req, pb.VerifyProgress):
                     checked, total = p.chunks_checked, p.chunks_total
                     bar.set_total(total)
                     bar.update(checked)
@@ -160,7 +189,7 @@ class AsyncClient:
     # ---- events ----
 
     async def watch(self, timeout: Optional[float] = None) -> AsyncIterator[Event]:
-        call = self._stream("WatchEvents", pb.WatchEventsRequest(), timeout=timeout)
+        call = self._stream("WatchEvents", pb.WatchEventsRequest(), pb.Event, timeout=timeout)
         try:
             with _translate(self.where):
                 try:
@@ -172,8 +201,9 @@ class AsyncClient:
         finally:
             call.cancel()
 
-    async def wait_for_capture(self, arm_id: Any = None, kernel: Optional[str] = None,
-                               timeout: Optional[float] = 60.0, *, since: Any = None,
+    async def wait_for_capture(self, arm_id: Optional[ArmRef] = None,
+                               kernel: Optional[str] = None, timeout: Optional[float] = 60.0, *,
+                               since: Optional[Instant] = None,
                                poll_interval: float = 0.5, raise_on_failure: bool = True,
                                use_events: bool = True) -> Capture:
         """See kerncap.Client.wait_for_capture."""
@@ -184,7 +214,7 @@ class AsyncClient:
         deadline = None if timeout is None else time.monotonic() + timeout
         call = None
         if use_events:
-            call = self._stream("WatchEvents", pb.WatchEventsRequest(), timeout=timeout)
+            call = self._stream("WatchEvents", pb.WatchEventsRequest(), pb.Event, timeout=timeout)
             try:
                 await call.initial_metadata()
             except grpc.RpcError as e:
@@ -220,22 +250,22 @@ class AsyncClient:
             if call is not None:
                 call.cancel()
 
-    async def _poll_state(self, waiter: _ops.Waiter):
-        arms = (await self._unary("ListArms", pb.ListArmsRequest(include_finished=True))).arms \
-            if waiter.arm_id else None
+    async def _poll_state(self, waiter: _ops.Waiter) -> Optional[str]:
+        arms = (await self._unary("ListArms", pb.ListArmsRequest(include_finished=True),
+                                  pb.ListArmsResponse)).arms if waiter.arm_id else None
         caps = (await self._unary("ListCaptures", pb.ListCapturesRequest(
-            kernel_contains=waiter.kernel or ""))).captures
+            kernel_contains=waiter.kernel or ""), pb.ListCapturesResponse)).captures
         return waiter.check_state(arms, list(caps))
 
     # ---- transfers ----
 
-    async def export(self, capture_id: Any, path: PathLike, *,
-                     progress: Any = None) -> ExportResult:
+    async def export(self, capture_id: CaptureRef, path: PathLike, *,
+                     progress: ProgressArg = None) -> ExportResult:
         req = pb.ExportCaptureRequest(capture_id=_ops.capture_id(capture_id))
         from .kcap import KcapWriter
         with KcapWriter(path) as writer:
             sink = _ops.ExportSink(writer, progress)
-            call = self._stream("ExportCapture", req, raw_response=True)
+            call = self._stream("ExportCapture", req, bytes, raw_response=True)
             try:
                 with _translate(self.where):
                     async for payload in call:
@@ -247,21 +277,22 @@ class AsyncClient:
             finally:
                 sink.close()
 
-    async def import_kcap(self, path: PathLike, *, progress: Any = None) -> ImportResult:
+    async def import_kcap(self, path: PathLike, *, progress: ProgressArg = None) -> ImportResult:
         if os.path.isdir(path):
             req = pb.ImportReferenceCaptureRequest(path=os.path.realpath(path))
             return ImportResult.from_pb(await self._unary("ImportReferenceCapture", req,
-                                                          timeout=None))
+                                                          pb.ImportCaptureResponse, timeout=None))
         source = _ops.ImportSource(path, progress)
 
-        async def frames():
+        async def frames() -> AsyncIterator[bytes]:
             for payload in source.payloads():
                 yield payload
 
         try:
             call = self._stubs.get("ImportCapture", raw_request=True)
             try:
-                resp = await call(frames(), metadata=self._spec.metadata)
+                resp = await cast(Awaitable["msg.ImportCaptureResponse"],
+                                  call(frames(), metadata=self._spec.metadata))
             except grpc.RpcError as e:
                 failed = source.failed()
                 if failed is not None:
@@ -279,7 +310,8 @@ class AsyncClient:
         finally:
             source.close()
 
-    async def repro(self, capture_id: Any, out: PathLike, *, kind: Optional[str] = None,
+    async def repro(self, capture_id: CaptureRef, out: PathLike, *,
+                    kind: Optional[ReproKind] = None,
               source_dir: Optional[str] = None, compile_commands: Optional[str] = None,
               on_daemon: bool = False, overwrite: bool = False) -> ReproResult:
         """Generates a reproducer project (GenerateReproducer).
@@ -297,7 +329,7 @@ class AsyncClient:
                                  compile_commands=compile_commands, on_daemon=on_daemon,
                                  overwrite=overwrite, same_host=self.endpoint.is_unix)
         answer = _ops.ReproStream(cid, out, on_daemon, overwrite)
-        call = self._stream("GenerateReproducer", req)
+        call = self._stream("GenerateReproducer", req, pb.ReproducerFile)
         try:
             try:
                 with _translate(self.where):
@@ -315,7 +347,8 @@ class AsyncClient:
     # ---- replay ----
 
     @contextlib.asynccontextmanager
-    async def _replay_source(self, capture: Any):
+    async def _replay_source(self,
+                             capture: ReplaySource) -> AsyncIterator[Tuple[str, Optional[str]]]:
         if isinstance(capture, (str, os.PathLike)) and os.path.isfile(capture):
             yield os.fspath(capture), None
             return
@@ -332,7 +365,7 @@ class AsyncClient:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
-    async def replay(self, capture: Any, *, device: Optional[int] = None,
+    async def replay(self, capture: ReplaySource, *, device: Optional[int] = None,
                      relocate: Optional[bool] = None, timeout: Optional[float] = None,
                      extra_flags: Sequence[str] = ()) -> _replayer.ReplayResult:
         async with self._replay_source(capture) as (src, daemon):
@@ -340,8 +373,8 @@ class AsyncClient:
                 "run", src, daemon=daemon, timeout=timeout,
                 flags=_replayer.common_flags(device=device, relocate=relocate) + list(extra_flags))
 
-    async def validate(self, capture: Any, *, dtype: Optional[str] = None,
-                       region_dtypes: Any = None, atol: Optional[float] = None,
+    async def validate(self, capture: ReplaySource, *, dtype: Optional[str] = None,
+                       region_dtypes: Optional[RegionDtypes] = None, atol: Optional[float] = None,
                        rtol: Optional[float] = None, ulp: Optional[int] = None,
                        nan_equal: bool = True, device: Optional[int] = None,
                        relocate: Optional[bool] = None, timeout: Optional[float] = None,
@@ -354,7 +387,7 @@ class AsyncClient:
             return await _replayer.run_replayer_async(  # type: ignore[return-value]
                 "validate", src, daemon=daemon, flags=flags, timeout=timeout)
 
-    async def bench(self, capture: Any, *, iterations: Optional[int] = None,
+    async def bench(self, capture: ReplaySource, *, iterations: Optional[int] = None,
                     warmup: Optional[int] = None, cold_l2: bool = False,
                     restore_each: Optional[bool] = None, samples: bool = False,
                     device: Optional[int] = None, relocate: Optional[bool] = None,
@@ -369,9 +402,10 @@ class AsyncClient:
                 "bench", src, daemon=daemon, flags=flags, timeout=timeout)
 
 
-def connect(target: Optional[PathLike] = None, *, tls: Any = None, token: Optional[str] = None,
-            token_file: Optional[PathLike] = None, timeout: Optional[float] = 30.0,
-            check: bool = True, options: Sequence = ()) -> AsyncClient:
+def connect(target: Optional[PathLike] = None, *, tls: _connection.TLSArg = None,
+            token: Optional[str] = None, token_file: Optional[PathLike] = None,
+            timeout: Optional[float] = 30.0, check: bool = True,
+            options: Sequence[ChannelOption] = ()) -> AsyncClient:
     """Same arguments as kerncap.connect(); returns an AsyncClient (use
     `async with`, or `await client.close()`)."""
     spec = _connection.channel_spec(target, tls=tls, token=token, token_file=token_file,

@@ -8,13 +8,22 @@ import datetime as _dt
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Union
+from typing import (TYPE_CHECKING, Callable, Dict, List, Literal, Optional, Tuple, TypedDict,
+                    Union, cast, overload)
 
 from google.protobuf.message import Message as ProtoMessage
 
 from . import _format as fmt
+from ._types import JSONObject, JSONValue, PathLike
 from .models import (ARG_KINDS, CODE_FORMATS, PLATFORMS, REGION_KINDS, SOURCES, CaptureSummary,
                      Device, Driver, JsonMixin, Process, json_value)
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from . import _messages as msg
 
 
 @dataclass
@@ -24,11 +33,11 @@ class KernelInfo(JsonMixin):
     platform: Optional[str]
     arch: str
     code_object_digest: str  # hex, "" when unknown
-    jit_metadata: Optional[Dict[str, Any]]  # Triton/JIT metadata (python_shim), if any
+    jit_metadata: Optional[JSONObject]  # Triton/JIT metadata (python_shim), if any
 
     @classmethod
-    def from_pb(cls, m) -> "KernelInfo":
-        meta = None
+    def from_pb(cls, m: msg.KernelIdentity) -> "KernelInfo":
+        meta: Optional[JSONObject] = None
         if m.jit_metadata_json:
             try:
                 meta = json.loads(m.jit_metadata_json)
@@ -55,12 +64,13 @@ class LaunchConfig(JsonMixin):
     _addresses = ("stream",)
 
     @classmethod
-    def from_pb(cls, m) -> "LaunchConfig":
+    def from_pb(cls, m: msg.LaunchConfig) -> "LaunchConfig":
         return cls(list(m.grid), list(m.block), m.shared_mem_bytes, m.private_mem_bytes,
                    list(m.cluster), m.cooperative, m.stream, dict(m.attributes))
 
     def __str__(self) -> str:
-        dims = lambda d: "x".join(map(str, d)) if d else "-"  # noqa: E731
+        dims: Callable[[List[int]], str] = (
+            lambda d: "x".join(map(str, d)) if d else "-")  # noqa: E731
         text = (f"grid {dims(self.grid)}  block {dims(self.block)}  shared "
                 f"{fmt.human_bytes(self.shared_mem_bytes)}")
         if self.cluster:
@@ -143,7 +153,7 @@ def _chunk_count(size: int, chunk_size: int) -> int:
     return (size + chunk_size - 1) // chunk_size if chunk_size else 0
 
 
-def _changed(pre, post) -> List[int]:
+def _changed(pre: Optional[msg.Region], post: Optional[msg.Region]) -> List[int]:
     if post is None:
         return []
     if post.diff:
@@ -153,7 +163,7 @@ def _changed(pre, post) -> List[int]:
     return [i for i in range(len(b)) if i >= len(a) or a[i] != b[i]]
 
 
-def _regions(manifest) -> List[Region]:
+def _regions(manifest: msg.CaptureManifest) -> List[Region]:
     post_by_va = {r.va: r for r in manifest.post.regions}
     out: List[Region] = []
     seen = set()
@@ -188,7 +198,7 @@ class CodeObject(JsonMixin):
     digest: str  # hex
 
     @classmethod
-    def from_pb(cls, m) -> "CodeObject":
+    def from_pb(cls, m: msg.CodeObject) -> "CodeObject":
         return cls(m.name, CODE_FORMATS.get(m.format), m.data.size, m.digest.hex())
 
 
@@ -203,9 +213,79 @@ class CaptureStats(JsonMixin):
     ingest_seconds: float
 
     @classmethod
-    def from_pb(cls, m) -> "CaptureStats":
+    def from_pb(cls, m: msg.CaptureStats) -> "CaptureStats":
         return cls(m.logical_bytes, m.zero_bytes, m.new_raw_bytes, m.new_stored_bytes,
                    m.dedup_bytes, m.chunk_count, m.ingest_seconds)
+
+
+class MemoryMapRow(TypedDict):
+    """One row of Capture.memory_map() (as a list of dicts)."""
+    va_hex: str
+    end_hex: str
+    size: int
+    kind: Optional[str]
+    device: int
+    name: str
+    index: int
+    va: int
+    end: int
+    chunks: int
+    zero_chunks: int
+    written: bool
+    changed_chunks: int  # how many
+    changed_bytes: int
+    image: str  # "pre" or "post-only"
+
+
+class CaptureRegionDict(TypedDict):
+    """A region in Capture.to_dict()."""
+    va: str  # "0x..."
+    end: str
+    size: int
+    kind: Optional[str]
+    device: int
+    name: str
+    index: int
+    chunks: int
+    zero_chunks: int
+    written: bool
+    changed_chunks: List[int]
+    pre: bool
+    post: bool
+
+
+class CaptureArgumentDict(TypedDict):
+    """An argument in Capture.to_dict()."""
+    offset: int
+    size: int
+    kind: Optional[str]
+    name: str
+    type: str
+    value: JSONValue  # pointers "0x...", other values of <= 8 bytes an int, else hex
+
+
+class CaptureDict(TypedDict):
+    """Capture.to_dict(): the capture under the JSON policy (docs/JSON.md)."""
+    capture_id: str
+    created_unix_ms: int
+    source: Optional[str]
+    kernel: str
+    mangled_name: str
+    platform: Optional[str]
+    arch: str
+    pid: int
+    process_name: str
+    hostname: str
+    device: str
+    launch: JSONObject
+    arguments: List[CaptureArgumentDict]
+    regions: List[CaptureRegionDict]
+    tags: Dict[str, str]
+    dispatch_index: int
+    arm_id: str
+    post_complete: bool
+    stats: JSONObject
+    code_objects: List[JSONObject]
 
 
 # Hex addresses first (what people read), the integer forms (for arithmetic)
@@ -219,7 +299,9 @@ class Capture:
     """A capture's full description. Get one with `client.capture(id)` or,
     without a daemon, `Capture.from_kcap("file.kcap")`."""
 
-    def __init__(self, manifest, *, summary=None, exclusive_raw_bytes: Optional[int] = None,
+    def __init__(self, manifest: msg.CaptureManifest, *,
+                 summary: Optional[msg.CaptureSummary] = None,
+                 exclusive_raw_bytes: Optional[int] = None,
                  stored_bytes: Optional[int] = None) -> None:
         m = manifest
         self.manifest = m  # the kerncap.v1.CaptureManifest
@@ -251,14 +333,14 @@ class Capture:
     # ---- construction ----
 
     @classmethod
-    def from_detail(cls, detail) -> "Capture":
+    def from_detail(cls, detail: msg.CaptureDetail) -> "Capture":
         return cls(detail.manifest, summary=detail.summary,
                    exclusive_raw_bytes=(None if detail.exclusive_pending
                                         else detail.exclusive_raw_bytes),
                    stored_bytes=detail.stored_bytes)
 
     @classmethod
-    def from_kcap(cls, path: Union[str, "os.PathLike[str]"]) -> "Capture":
+    def from_kcap(cls, path: PathLike) -> "Capture":
         """Reads only the manifest record of a .kcap file (no daemon needed)."""
         from .kcap import read_manifest
         return cls(read_manifest(path))
@@ -299,13 +381,25 @@ class Capture:
                 return r
         return None
 
-    def memory_map(self, *, as_frame: Optional[bool] = None):
+    @overload
+    def memory_map(self, *, as_frame: Literal[False]) -> List[MemoryMapRow]: ...
+
+    @overload
+    def memory_map(self, *, as_frame: Literal[True]) -> pd.DataFrame: ...
+
+    @overload
+    def memory_map(self, *,
+                   as_frame: Optional[bool] = None) -> Union[pd.DataFrame, List[MemoryMapRow]]: ...
+
+    def memory_map(self, *,
+                   as_frame: Optional[bool] = None) -> Union[pd.DataFrame, List[MemoryMapRow]]:
         """One row per region, sorted by address: va_hex, end_hex ("0x..."),
         size, kind, device, name, index, va, end (integers), chunks,
         zero_chunks, written, changed_chunks (count), changed_bytes, image ("pre", or "post-only" for a region
         only the post-dispatch image has). A pandas DataFrame when pandas is
         installed (as_frame=None) or requested (True), else a list of dicts."""
-        rows = [{"va_hex": fmt.hex_addr(r.va), "end_hex": fmt.hex_addr(r.end), "size": r.size,
+        rows: List[MemoryMapRow] = [
+                {"va_hex": fmt.hex_addr(r.va), "end_hex": fmt.hex_addr(r.end), "size": r.size,
                  "kind": r.kind, "device": r.device, "name": r.name, "index": r.index,
                  "va": r.va, "end": r.end,
                  "chunks": r.chunks, "zero_chunks": r.zero_chunks, "written": r.written,
@@ -322,7 +416,8 @@ class Capture:
             return rows
         return pd.DataFrame(rows, columns=list(MEMORY_MAP_COLUMNS))
 
-    def plot_memory_map(self, ax=None, *, max_gap_fraction: float = 0.05, show_chunks: bool = True):
+    def plot_memory_map(self, ax: Optional[Axes] = None, *, max_gap_fraction: float = 0.05,
+                        show_chunks: bool = True) -> Axes:
         """Draws the regions as bars over the address space (matplotlib).
 
         Address ranges between regions that are larger than
@@ -336,9 +431,9 @@ class Capture:
         except ImportError as e:
             raise ImportError("plot_memory_map needs matplotlib (pip install matplotlib)") from e
         regions = sorted(self.regions, key=lambda r: r.va)
-        created = ax is None
+        created: Optional[Figure] = None  # the figure made here
         if ax is None:
-            _, ax = plt.subplots(figsize=(10, 2.2 + 0.45 * max(1, len(regions))))
+            created, ax = plt.subplots(figsize=(10, 2.2 + 0.45 * max(1, len(regions))))
         if not regions:
             ax.set_title(f"{self.id}: no regions")
             return ax
@@ -398,25 +493,27 @@ class Capture:
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.set_title(f"{self.id}: {self.kernel} — {len(regions)} regions, "
                      f"{len(self.written_regions)} written", fontsize=9)
-        if created:
-            ax.figure.tight_layout()
+        if created is not None:
+            created.tight_layout()
         return ax
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> CaptureDict:
         """The capture under the JSON policy (docs/JSON.md): json.dumps-ready,
         addresses as "0x..." strings, times as *_unix_ms integers."""
-        def arg_value(a: Argument) -> Any:
+        def arg_value(a: Argument) -> JSONValue:
             v = a.value
             if a.kind == "pointer" and isinstance(v, int):
                 return fmt.hex_addr(v)
             return json_value(v)
-        regions = [{"va": fmt.hex_addr(r.va), "end": fmt.hex_addr(r.end), "size": r.size,
+        regions: List[CaptureRegionDict] = [
+                   {"va": fmt.hex_addr(r.va), "end": fmt.hex_addr(r.end), "size": r.size,
                     "kind": r.kind, "device": r.device, "name": r.name, "index": r.index,
                     "chunks": r.chunks, "zero_chunks": r.zero_chunks, "written": r.written,
                     "changed_chunks": list(r.changed_chunks), "pre": r.pre, "post": r.post}
                    for r in sorted(self.regions, key=lambda r: r.va)]
         return {
-            "capture_id": self.id, "created_unix_ms": json_value(self.created) or 0,
+            "capture_id": self.id,
+            "created_unix_ms": cast(int, json_value(self.created) or 0),
             "source": self.source,
             "kernel": self.kernel.name, "mangled_name": self.kernel.mangled_name,
             "platform": self.kernel.platform, "arch": self.kernel.arch,
@@ -433,7 +530,7 @@ class Capture:
 
     # ---- display ----
 
-    def _head(self):
+    def _head(self) -> List[Tuple[str, object]]:
         return [("capture", self.id),
                 ("created", f"{fmt.fmt_time(self.created)}  source {self.source or '-'}  arm "
                             f"{self.arm_id or '-'}  dispatch #{self.dispatch_index}"),
@@ -449,8 +546,8 @@ class Capture:
                           f"{fmt.human_bytes(self.stats.dedup_bytes)}, new stored "
                           f"{fmt.human_bytes(self.stats.new_stored_bytes)}")]
 
-    def _argument_rows(self):
-        rows = []
+    def _argument_rows(self) -> List[List[object]]:
+        rows: List[List[object]] = []
         for a in self.arguments:
             target = ""
             if a.kind == "pointer" and isinstance(a.value, int):
@@ -462,9 +559,10 @@ class Capture:
                          a.value_text(), target])
         return rows
 
-    def _region_rows(self):
+    def _region_rows(self) -> Tuple[List[List[object]], List[bool]]:
         regions = sorted(self.regions, key=lambda r: r.va)
-        rows = [[r.index, fmt.hex_addr(r.va), fmt.hex_addr(r.end), r.kind, r.device,
+        rows: List[List[object]] = [
+                [r.index, fmt.hex_addr(r.va), fmt.hex_addr(r.end), r.kind, r.device,
                  fmt.human_bytes(r.size), f"{r.zero_chunks}/{r.chunks}", r.name,
                  (f"{len(r.changed_chunks)} of {r.chunks} chunks" if r.written else "")
                  + ("" if r.pre else " (post only)")]

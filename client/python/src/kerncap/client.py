@@ -10,35 +10,71 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 import os
 import tempfile
 import time
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (TYPE_CHECKING, Callable, ContextManager, Dict, Iterator, List, Mapping,
+                    Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, cast)
 
 import grpc
+import grpc.aio
+from google.protobuf.message import Message
 
 from . import _connection, _ops, _progress, errors
 from . import replayer as _replayer
 from ._pb import pb
+from ._types import (ArmRef, CaptureRef, ChannelOption, CodeObjectKind, Duration, Expiry,
+                     Instant, MatchKind, PathLike, PerShapeMode, ProgressArg, RegionDtypes,
+                     ReplaySource, ReproKind, TagFilter)
 from .capture import Capture
 from .models import (AgentList, Agent, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
                      Event, ExportResult, GcReport, ImportResult, KernelList, ReproResult,
                      VerifyProblem, VerifyReport)
 
-PathLike = Union[str, "os.PathLike[str]"]
-_DEFAULT = object()
+if TYPE_CHECKING:
+    from . import _messages as msg
+    from ._messages import SubstitutionInfoJSON
+
+R = TypeVar("R")  # a call's response: its message class, or bytes (raw)
+R_co = TypeVar("R_co", covariant=True)
+
+
+class _Default(enum.Enum):
+    """timeout= not given (the client's own timeout applies)."""
+    TOKEN = 0
+
+
+_DEFAULT = _Default.TOKEN
+
+# A substitution: its id, or the dict substitute() returned.
+SubstitutionRef = Union[str, "SubstitutionInfoJSON"]
+
+
+class _ResponseStream(Protocol[R_co]):
+    """A server-streaming call (grpc's call iterator)."""
+
+    def __iter__(self) -> Iterator[R_co]: ...
+
+    def cancel(self) -> bool: ...
+
+    def initial_metadata(self) -> object: ...
 
 
 class _Stubs:
     """Callables for every KerncapControl method, built from the service
     descriptor (so a method added to control.proto is callable at once). `raw`
-    ones pass serialized bytes through untouched (.kcap relaying)."""
+    ones pass serialized bytes through untouched (.kcap relaying). Which kind
+    of callable (unary or streaming, sync or grpc.aio) comes from the
+    descriptor at run time: the clients' _unary/_stream give their results
+    their types."""
 
-    def __init__(self, channel) -> None:
+    def __init__(self, channel: Union[grpc.Channel, grpc.aio.Channel]) -> None:
         self._channel = channel
-        self._cache = {}
+        self._cache: Dict[Tuple[str, bool, bool], Callable[..., object]] = {}
 
-    def get(self, name: str, raw_request: bool = False, raw_response: bool = False):
+    def get(self, name: str, raw_request: bool = False,
+            raw_response: bool = False) -> Callable[..., object]:
         key = (name, raw_request, raw_response)
         fn = self._cache.get(key)
         if fn is None:
@@ -53,9 +89,9 @@ class _Stubs:
         return fn
 
 
-def _translate(where: str):
+def _translate(where: str) -> ContextManager[None]:
     @contextlib.contextmanager
-    def ctx():
+    def ctx() -> Iterator[None]:
         try:
             yield
         except grpc.RpcError as e:
@@ -87,15 +123,21 @@ class Client:
         """"socket /path" or "host h:p"."""
         return self.endpoint.where
 
-    def _unary(self, name: str, request, timeout: Any = _DEFAULT):
-        t = self.timeout if timeout is _DEFAULT else timeout
+    def _unary(self, name: str, request: Message, response: Type[R],
+               timeout: Union[float, None, _Default] = _DEFAULT) -> R:
+        """Calls method `name`, whose answer is a `response`."""
+        t = self.timeout if isinstance(timeout, _Default) else timeout
         with _translate(self.where):
-            return self._stubs.get(name)(request, timeout=t, metadata=self._spec.metadata)
+            return cast(R, self._stubs.get(name)(request, timeout=t,
+                                                 metadata=self._spec.metadata))
 
-    def _stream(self, name: str, request, *, raw_response: bool = False,
-                timeout: Optional[float] = None):
-        return self._stubs.get(name, raw_response=raw_response)(
-            request, timeout=timeout, metadata=self._spec.metadata)
+    def _stream(self, name: str, request: Message, response: Type[R], *,
+                raw_response: bool = False,
+                timeout: Optional[float] = None) -> _ResponseStream[R]:
+        """Starts server-streaming method `name`, whose answers are `response`s
+        (bytes with raw_response)."""
+        return cast(_ResponseStream[R], self._stubs.get(name, raw_response=raw_response)(
+            request, timeout=timeout, metadata=self._spec.metadata))
 
     def close(self) -> None:
         self._channel.close()
@@ -103,7 +145,7 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -112,15 +154,16 @@ class Client:
     # ---- daemon ----
 
     def status(self) -> DaemonStatus:
-        return DaemonStatus.from_pb(self._unary("GetStatus", pb.GetStatusRequest()))
+        return DaemonStatus.from_pb(self._unary("GetStatus", pb.GetStatusRequest(),
+                                                pb.DaemonStatus))
 
     def agents(self) -> AgentList:
-        resp = self._unary("ListAgents", pb.ListAgentsRequest())
+        resp = self._unary("ListAgents", pb.ListAgentsRequest(), pb.ListAgentsResponse)
         return AgentList(Agent.from_pb(a) for a in resp.agents)
 
     def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
                 agent: Optional[str] = None, kernel: Optional[str] = None,
-                match: Optional[str] = None) -> KernelList:
+                match: Optional[MatchKind] = None) -> KernelList:
         """The kernel census: the kernels the live agents (of this pid, of
         processes whose name contains `process`, or this agent id) have
         loaded, to pick what to arm. kernel/match: only the kernels an arm
@@ -129,17 +172,18 @@ class Client:
         with the reason."""
         req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
                                     agent_id=agent or "")
-        return _ops.kernel_list(self._unary("ListKernels", req), kernel, match)
+        return _ops.kernel_list(self._unary("ListKernels", req, pb.ListKernelsResponse), kernel,
+                                match)
 
     # ---- arms ----
 
     def arm(self, kernel: Optional[str] = None, *, mangled: Optional[str] = None,
-            match: Optional[str] = None, pid: Optional[int] = None,
+            match: Optional[MatchKind] = None, pid: Optional[int] = None,
             process: Optional[str] = None, device: Optional[int] = None,
             skip: Optional[int] = None, nth: Optional[int] = None, count: Optional[int] = None,
-            expires: Any = None, ttl: Any = None,
+            expires: Optional[Expiry] = None, ttl: Optional[Duration] = None,
             tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None,
-            per_shape: Union[bool, str, None] = None) -> Arm:
+            per_shape: Union[bool, PerShapeMode, None] = None) -> Arm:
         """Arms a capture of the next matching dispatch(es).
 
         kernel   name to match (per `match`: "substring" (default), "glob",
@@ -163,26 +207,30 @@ class Client:
         req = _ops.arm_request(kernel, mangled=mangled, match=match, pid=pid, process=process,
                                device=device, skip=skip, nth=nth, count=count, expires=expires,
                                ttl=ttl, tags=tags, rank=rank, per_shape=per_shape)
-        return Arm.from_pb(self._unary("Arm", req))
+        return Arm.from_pb(self._unary("Arm", req, pb.ArmInfo))
 
-    def disarm(self, arm_id: Any = None, *, all: Optional[bool] = None) -> ArmList:  # noqa: A002
+    def disarm(self, arm_id: Optional[ArmRef] = None, *,
+               all: Optional[bool] = None) -> ArmList:  # noqa: A002
         """Disarms one arm (id or Arm), or every active arm when no id is
         given. Returns the arms disarmed."""
-        resp = self._unary("Disarm", _ops.disarm_request(arm_id, all))
+        resp = self._unary("Disarm", _ops.disarm_request(arm_id, all), pb.DisarmResponse)
         return ArmList(Arm.from_pb(a) for a in resp.disarmed)
 
     def arms(self, all: bool = False) -> ArmList:  # noqa: A002
         """Active arms; all=True includes done, expired and disarmed ones."""
-        resp = self._unary("ListArms", pb.ListArmsRequest(include_finished=all))
+        resp = self._unary("ListArms", pb.ListArmsRequest(include_finished=all),
+                           pb.ListArmsResponse)
         return ArmList(Arm.from_pb(a) for a in resp.arms)
 
     # ---- live substitution ----
 
-    def substitute(self, kernel: str, code_object: PathLike, *, preflight: Optional[str] = None,
-                   unchecked: bool = False, format: Optional[str] = None,  # noqa: A002
-                   match: Optional[str] = None, pid: Optional[int] = None,
+    def substitute(self, kernel: str, code_object: PathLike, *,
+                   preflight: Optional[ReplaySource] = None, unchecked: bool = False,
+                   format: Optional[CodeObjectKind] = None,  # noqa: A002
+                   match: Optional[MatchKind] = None, pid: Optional[int] = None,
                    process: Optional[str] = None, device: Optional[int] = None,
-                   count: Optional[int] = None, ttl: Any = None, ab: bool = False) -> dict:
+                   count: Optional[int] = None, ttl: Optional[Duration] = None,
+                   ab: bool = False) -> SubstitutionInfoJSON:
         """Launches the variant in `code_object` (a cubin, fatbin or PTX file
         with a kernel of the same mangled name) instead of the original for
         the matching dispatches of the live processes (kerncapctl substitute).
@@ -223,31 +271,34 @@ class Client:
                                    name=os.path.basename(path), count=count or 0,
                                    ttl_ms=_ops.duration_ms(ttl) if ttl is not None else 0,
                                    ab=ab, preflight=checked)
-        return _ops.to_dict(self._unary("Substitute", req))
+        return cast("SubstitutionInfoJSON",
+                    _ops.to_dict(self._unary("Substitute", req, pb.SubstitutionInfo)))
 
-    def unsubstitute(self, substitution: Any) -> dict:
+    def unsubstitute(self, substitution: SubstitutionRef) -> SubstitutionInfoJSON:
         """Ends a substitution (its id, or the dict substitute() returned)."""
         sid = substitution["substitution_id"] if isinstance(substitution, Mapping) else str(
             substitution)
-        return _ops.to_dict(self._unary("Unsubstitute",
-                                        pb.UnsubstituteRequest(substitution_id=sid)))
+        return cast("SubstitutionInfoJSON", _ops.to_dict(self._unary(
+            "Unsubstitute", pb.UnsubstituteRequest(substitution_id=sid), pb.SubstitutionInfo)))
 
-    def substitutions(self, all: bool = False) -> List[dict]:  # noqa: A002
+    def substitutions(self, all: bool = False) -> List[SubstitutionInfoJSON]:  # noqa: A002
         """Live substitutions (all=True: ended ones too), as dicts."""
-        resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(include_finished=all))
-        return [_ops.to_dict(s) for s in resp.substitutions]
+        resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(include_finished=all),
+                           pb.ListSubstitutionsResponse)
+        return [cast("SubstitutionInfoJSON", _ops.to_dict(s)) for s in resp.substitutions]
 
-    def substitution(self, substitution: Any) -> dict:
+    def substitution(self, substitution: SubstitutionRef) -> SubstitutionInfoJSON:
         """One substitution's current report (its id, or the dict substitute()
         returned), live or ended; NotFound when kerncapd has no such id."""
         sid = substitution["substitution_id"] if isinstance(substitution, Mapping) else str(
             substitution)
         resp = self._unary("ListSubstitutions", pb.ListSubstitutionsRequest(
-            substitution_id=sid, include_finished=True))
-        return _ops.to_dict(resp.substitutions[0])
+            substitution_id=sid, include_finished=True), pb.ListSubstitutionsResponse)
+        return cast("SubstitutionInfoJSON", _ops.to_dict(resp.substitutions[0]))
 
-    def wait_for_substitution(self, substitution: Any, timeout: Optional[float] = None,
-                              poll: float = 0.25) -> dict:
+    def wait_for_substitution(self, substitution: SubstitutionRef,
+                              timeout: Optional[float] = None,
+                              poll: float = 0.25) -> SubstitutionInfoJSON:
         """Polls until the substitution has ended on every agent (count, ttl,
         unsubstitute, the agent gone) and returns its final figures."""
         sid = substitution["substitution_id"] if isinstance(substitution, Mapping) else str(
@@ -265,30 +316,31 @@ class Client:
     # ---- captures ----
 
     def captures(self, kernel: Optional[str] = None, *, pid: Optional[int] = None,
-                 tag: Any = None, limit: Optional[int] = None) -> CaptureList:
+                 tag: Optional[TagFilter] = None, limit: Optional[int] = None) -> CaptureList:
         """Captures in the store, in kerncapd's order. kernel: the demangled
         name contains this; tag: "k=v", (k, v) or {k: v}; limit: at most this
         many (0/None: all)."""
-        resp = self._unary("ListCaptures", _ops.list_captures_request(kernel, pid, tag, limit))
+        resp = self._unary("ListCaptures", _ops.list_captures_request(kernel, pid, tag, limit),
+                           pb.ListCapturesResponse)
         return CaptureList(CaptureSummary.from_pb(c) for c in resp.captures)
 
-    def capture(self, capture_id: Any) -> Capture:
+    def capture(self, capture_id: CaptureRef) -> Capture:
         """Full description of one capture (id or unique prefix)."""
         req = pb.GetCaptureRequest(capture_id=_ops.capture_id(capture_id))
-        return Capture.from_detail(self._unary("GetCapture", req))
+        return Capture.from_detail(self._unary("GetCapture", req, pb.CaptureDetail))
 
-    def delete(self, capture_id: Any) -> str:
+    def delete(self, capture_id: CaptureRef) -> str:
         """Deletes a capture; its chunks are reclaimed by gc(). Returns the full id."""
         req = pb.DeleteCaptureRequest(capture_id=_ops.capture_id(capture_id))
-        return self._unary("DeleteCapture", req).capture_id
+        return self._unary("DeleteCapture", req, pb.DeleteCaptureResponse).capture_id
 
     def gc(self, dry_run: bool = False) -> GcReport:
         """Reclaims the chunks no capture references any more (after delete)."""
-        return GcReport.from_pb(self._unary("RunGc", pb.RunGcRequest(dry_run=dry_run),
+        return GcReport.from_pb(self._unary("RunGc", pb.RunGcRequest(dry_run=dry_run), pb.GcReport,
                                             timeout=None))
 
-    def verify(self, capture_id: Any = None, *, rehash: bool = False,
-               progress: Any = None) -> VerifyReport:
+    def verify(self, capture_id: Optional[CaptureRef] = None, *, rehash: bool = False,
+               progress: ProgressArg = None) -> VerifyReport:
         """Checks stored bytes (one capture, or the whole store)."""
         req = pb.VerifyStoreRequest(capture_id=_ops.capture_id(capture_id) if capture_id else "",
                                     rehash=rehash)
@@ -297,7 +349,7 @@ class Client:
         problems: List[VerifyProblem] = []
         try:
             with _translate(self.where):
-                for p in self._stream("VerifyStore", req):
+                for p in self._stream("VerifyStore", req, pb.VerifyProgress):
                     checked, total = p.chunks_checked, p.chunks_total
                     bar.set_total(total)
                     bar.update(checked)
@@ -313,7 +365,7 @@ class Client:
         """Daemon events as they happen (agents joining and leaving, captures
         starting, progressing, committed or failing, arms changing), until
         `timeout` seconds pass (then the iterator ends) or the caller stops."""
-        call = self._stream("WatchEvents", pb.WatchEventsRequest(), timeout=timeout)
+        call = self._stream("WatchEvents", pb.WatchEventsRequest(), pb.Event, timeout=timeout)
         try:
             with _translate(self.where):
                 try:
@@ -325,8 +377,8 @@ class Client:
         finally:
             call.cancel()
 
-    def wait_for_capture(self, arm_id: Any = None, kernel: Optional[str] = None,
-                         timeout: Optional[float] = 60.0, *, since: Any = None,
+    def wait_for_capture(self, arm_id: Optional[ArmRef] = None, kernel: Optional[str] = None,
+                         timeout: Optional[float] = 60.0, *, since: Optional[Instant] = None,
                          poll_interval: float = 0.5, raise_on_failure: bool = True,
                          use_events: bool = True) -> Capture:
         """Waits until a capture arrives and returns it.
@@ -348,7 +400,7 @@ class Client:
         deadline = None if timeout is None else time.monotonic() + timeout
         call = None
         if use_events:
-            call = self._stream("WatchEvents", pb.WatchEventsRequest(), timeout=timeout)
+            call = self._stream("WatchEvents", pb.WatchEventsRequest(), pb.Event, timeout=timeout)
             try:
                 call.initial_metadata()  # the daemon has subscribed us: no event is missed
             except grpc.RpcError as e:
@@ -386,22 +438,24 @@ class Client:
                 call.cancel()
 
     def _poll_state(self, waiter: _ops.Waiter) -> Optional[str]:
-        arms = self._unary("ListArms", pb.ListArmsRequest(include_finished=True)).arms \
-            if waiter.arm_id else None
+        arms = self._unary("ListArms", pb.ListArmsRequest(include_finished=True),
+                           pb.ListArmsResponse).arms if waiter.arm_id else None
         caps = self._unary("ListCaptures",
-                           pb.ListCapturesRequest(kernel_contains=waiter.kernel or "")).captures
+                           pb.ListCapturesRequest(kernel_contains=waiter.kernel or ""),
+                           pb.ListCapturesResponse).captures
         return waiter.check_state(arms, list(caps))
 
     # ---- transfers ----
 
-    def export(self, capture_id: Any, path: PathLike, *, progress: Any = None) -> ExportResult:
+    def export(self, capture_id: CaptureRef, path: PathLike, *,
+               progress: ProgressArg = None) -> ExportResult:
         """Writes the capture to a .kcap file (kerncapctl's format; nothing
         appears at `path` unless the whole capture arrived)."""
         req = pb.ExportCaptureRequest(capture_id=_ops.capture_id(capture_id))
         from .kcap import KcapWriter
         with KcapWriter(path) as writer:
             sink = _ops.ExportSink(writer, progress)
-            call = self._stream("ExportCapture", req, raw_response=True)
+            call = self._stream("ExportCapture", req, bytes, raw_response=True)
             try:
                 with _translate(self.where):
                     for payload in call:
@@ -413,18 +467,20 @@ class Client:
             finally:
                 sink.close()
 
-    def import_kcap(self, path: PathLike, *, progress: Any = None) -> ImportResult:
+    def import_kcap(self, path: PathLike, *, progress: ProgressArg = None) -> ImportResult:
         """Imports a .kcap file (or a reference-Kerncap capture folder on the
         daemon's host) into the store. Nothing is committed unless the whole
         file was read and checked."""
         if os.path.isdir(path):
             req = pb.ImportReferenceCaptureRequest(path=os.path.realpath(path))
-            return ImportResult.from_pb(self._unary("ImportReferenceCapture", req, timeout=None))
+            return ImportResult.from_pb(self._unary("ImportReferenceCapture", req,
+                                                    pb.ImportCaptureResponse, timeout=None))
         source = _ops.ImportSource(path, progress)
         try:
             call = self._stubs.get("ImportCapture", raw_request=True)
             try:
-                resp = call(source.payloads(), metadata=self._spec.metadata)
+                resp = cast("msg.ImportCaptureResponse",
+                            call(source.payloads(), metadata=self._spec.metadata))
             except grpc.RpcError as e:
                 failed = source.failed()
                 if failed is not None:
@@ -434,7 +490,7 @@ class Client:
         finally:
             source.close()
 
-    def repro(self, capture_id: Any, out: PathLike, *, kind: Optional[str] = None,
+    def repro(self, capture_id: CaptureRef, out: PathLike, *, kind: Optional[ReproKind] = None,
               source_dir: Optional[str] = None, compile_commands: Optional[str] = None,
               on_daemon: bool = False, overwrite: bool = False) -> ReproResult:
         """Generates a reproducer project (GenerateReproducer).
@@ -452,7 +508,7 @@ class Client:
                                  compile_commands=compile_commands, on_daemon=on_daemon,
                                  overwrite=overwrite, same_host=self.endpoint.is_unix)
         answer = _ops.ReproStream(cid, out, on_daemon, overwrite)
-        call = self._stream("GenerateReproducer", req)
+        call = self._stream("GenerateReproducer", req, pb.ReproducerFile)
         try:
             try:
                 with _translate(self.where):
@@ -470,7 +526,7 @@ class Client:
     # ---- replay (kerncap-replay) ----
 
     @contextlib.contextmanager
-    def _replay_source(self, capture: Any):
+    def _replay_source(self, capture: ReplaySource) -> Iterator[Tuple[str, Optional[str]]]:
         """(source, daemon endpoint) for kerncap-replay: a .kcap path as is;
         an id through the Unix socket, which the replayer reads itself; over
         TCP (TLS/tokens the replayer does not speak) via a temporary export."""
@@ -490,7 +546,7 @@ class Client:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
-    def replay(self, capture: Any, *, device: Optional[int] = None,
+    def replay(self, capture: ReplaySource, *, device: Optional[int] = None,
                relocate: Optional[bool] = None, timeout: Optional[float] = None,
                extra_flags: Sequence[str] = ()) -> _replayer.ReplayResult:
         """Restores the capture on a GPU and launches the kernel once
@@ -501,8 +557,8 @@ class Client:
             return _replayer.replay(src, daemon=daemon, device=device, relocate=relocate,
                                     timeout=timeout, extra_flags=extra_flags)
 
-    def validate(self, capture: Any, *, dtype: Optional[str] = None,
-                 region_dtypes: Any = None, atol: Optional[float] = None,
+    def validate(self, capture: ReplaySource, *, dtype: Optional[str] = None,
+                 region_dtypes: Optional[RegionDtypes] = None, atol: Optional[float] = None,
                  rtol: Optional[float] = None, ulp: Optional[int] = None,
                  nan_equal: bool = True, device: Optional[int] = None,
                  relocate: Optional[bool] = None, timeout: Optional[float] = None,
@@ -519,7 +575,7 @@ class Client:
                                       nan_equal=nan_equal, device=device, relocate=relocate,
                                       timeout=timeout, extra_flags=extra_flags)
 
-    def bench(self, capture: Any, *, iterations: Optional[int] = None,
+    def bench(self, capture: ReplaySource, *, iterations: Optional[int] = None,
               warmup: Optional[int] = None, cold_l2: bool = False,
               restore_each: Optional[bool] = None, samples: bool = False,
               device: Optional[int] = None, relocate: Optional[bool] = None,
@@ -534,9 +590,10 @@ class Client:
                                    extra_flags=extra_flags)
 
 
-def connect(target: Optional[PathLike] = None, *, tls: Any = None, token: Optional[str] = None,
-            token_file: Optional[PathLike] = None, timeout: Optional[float] = 30.0,
-            check: bool = True, options: Sequence = ()) -> Client:
+def connect(target: Optional[PathLike] = None, *, tls: _connection.TLSArg = None,
+            token: Optional[str] = None, token_file: Optional[PathLike] = None,
+            timeout: Optional[float] = 30.0, check: bool = True,
+            options: Sequence[ChannelOption] = ()) -> Client:
     """Connects to kerncapd.
 
     target      Unix socket path, "unix:/path" or "HOST:PORT". Default:

@@ -22,12 +22,17 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
-from typing import BinaryIO, Iterator, Optional, Tuple, Union
+from typing import TYPE_CHECKING, BinaryIO, Iterator, Optional, Tuple, Union
 
 import xxhash
+from google.protobuf.message import Message
 
 from . import errors
 from ._pb import pb
+from ._types import PathLike
+
+if TYPE_CHECKING:
+    from ._messages import CaptureManifest, TransferFrame
 
 MAGIC = b"\x89KCAP\r\n\x1a"
 END_MAGIC = b"KCAP-END"
@@ -36,8 +41,6 @@ HEADER_BYTES = 16
 RECORD_HEADER_BYTES = 12
 TRAILER_BYTES = 20
 MAX_RECORD_BYTES = 256 << 20
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def checksum(payload: bytes) -> int:
@@ -76,14 +79,14 @@ class KcapWriter:
         self._file.write(data)
         self.bytes_written += len(data)
 
-    def append(self, frame: Union[bytes, bytearray, memoryview, object]) -> None:
+    def append(self, frame: Union[bytes, bytearray, memoryview, Message]) -> None:
         """Appends one record: a serialized TransferFrame (written as given,
         so frames relayed from the daemon keep their exact bytes) or a
         TransferFrame message."""
         if self.finished or self._file is None:
             raise errors.FailedPrecondition("kcap writer already finished")
         payload = bytes(frame) if isinstance(frame, (bytes, bytearray, memoryview)) \
-            else frame.SerializeToString()  # type: ignore[attr-defined]
+            else frame.SerializeToString()
         if not 1 <= len(payload) <= MAX_RECORD_BYTES:
             raise errors.InvalidArgument(
                 f"transfer frame of {len(payload)} bytes cannot be a kcap record")
@@ -120,7 +123,7 @@ class KcapWriter:
     def __enter__(self) -> "KcapWriter":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if not self.finished:
             self.abort()
 
@@ -227,7 +230,7 @@ class KcapReader:
     # ---- public ----
 
     @property
-    def manifest(self):
+    def manifest(self) -> CaptureManifest:
         return self.manifest_frame.manifest
 
     @property
@@ -253,7 +256,7 @@ class KcapReader:
                 raise self._corrupt(f"record {self.records} does not carry a chunk")
             yield payload
 
-    def frames(self) -> Iterator[object]:
+    def frames(self) -> Iterator[TransferFrame]:
         for payload in self.payloads():
             yield pb.TransferFrame.FromString(payload)
 
@@ -263,11 +266,11 @@ class KcapReader:
     def __enter__(self) -> "KcapReader":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def read_manifest(path: PathLike):
+def read_manifest(path: PathLike) -> CaptureManifest:
     """The CaptureManifest of a .kcap file (only its first record is read)."""
     with KcapReader(path) as r:
         return r.manifest

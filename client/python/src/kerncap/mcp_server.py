@@ -43,30 +43,58 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol,
+                    TypedDict, TypeVar, cast)
 
 from . import errors
+from ._types import CodeObjectKind, JSONValue, MatchKind, ReproKind
 from .client import Client, connect
-from .resident import ResidentServer, ServeError, verdict
+from .resident import EvaluateAnswer, ResidentServer, ServeError, verdict
 
+if TYPE_CHECKING:
+    from typing_extensions import ParamSpec
+
+    from ._messages import DeviceTimingJSON, SubstitutionInfoJSON
+
+    _P = ParamSpec("_P")
+
+# The mcp package is an optional import, and its server class moved between
+# releases (the type checker sees the current one).
 try:  # mcp >= 2
     from mcp.server.mcpserver import MCPServer as _Server
     from mcp.server.mcpserver.exceptions import ToolError as _ToolError
 except ImportError:  # mcp 1.x
     try:
-        from mcp.server.fastmcp import FastMCP as _Server
-        from mcp.server.fastmcp.exceptions import ToolError as _ToolError
+        from mcp.server.fastmcp import FastMCP as _Server  # type: ignore[no-redef,attr-defined,unused-ignore]
+        from mcp.server.fastmcp.exceptions import ToolError as _ToolError  # type: ignore[no-redef,import-not-found,unused-ignore]
     except ImportError:  # pragma: no cover - reported by main()
-        _Server = None
-        _ToolError = RuntimeError
+        _Server = None  # type: ignore[misc,assignment,unused-ignore]
+        _ToolError = RuntimeError  # type: ignore[misc,assignment,unused-ignore]
+
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., object])
+
+# What every tool returns: a JSON object. Any, because the mcp package reads
+# the tools' annotations at run time and derives each tool's advertised output
+# schema from them: this one is a free-form object, which a precise type would
+# change.
+ToolResult = Dict[str, Any]
 
 
-def _reported(fn):
+class _ToolServer(Protocol):
+    """What is used of the mcp server object."""
+
+    def tool(self) -> Callable[[_F], _F]: ...
+
+    def run(self) -> None: ...
+
+
+def _reported(fn: Callable[_P, _T]) -> Callable[_P, _T]:
     """Failures the caller should read become the tool's error text (an
     exception of another kind would reach the client as a bare "Error
     executing tool"): kerncap's errors with their class name, OS errors."""
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         try:
             return fn(*args, **kwargs)
         except errors.KerncapError as e:
@@ -76,7 +104,7 @@ def _reported(fn):
     return wrapper
 
 
-def _jsonable(v: Any) -> Any:
+def _jsonable(v: object) -> JSONValue:
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return {f.name: _jsonable(getattr(v, f.name)) for f in dataclasses.fields(v)
                 if f.name != "raw"}
@@ -91,33 +119,43 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def _timing(t: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def _timing(t: Optional[DeviceTimingJSON]) -> Optional[Dict[str, object]]:
     if not t or not t.get("samples"):
         return None
-    return {k: t.get(k) for k in ("samples", "mean_us", "stddev_us", "min_us", "max_us")}
+    timing: Mapping[str, object] = t
+    return {k: timing.get(k) for k in ("samples", "mean_us", "stddev_us", "min_us", "max_us")}
 
 
-def _substitution_report(info: Dict[str, Any]) -> Dict[str, Any]:
+def _substitution_report(info: SubstitutionInfoJSON) -> ToolResult:
     """A SubstitutionInfo (Client.substitute's dict) for the caller: the
     daemon's report as it is, and with ab, per agent the two device times
     with their spread and the speedup (original mean / variant mean)."""
-    out = _jsonable(info)
+    out = cast(Dict[str, object], _jsonable(info))  # (a dict stays a dict)
     if info.get("ab"):
-        rows = []
+        rows: List[Dict[str, object]] = []
         for a in info.get("agents", []):
             v, o = _timing(a.get("variant")), _timing(a.get("original"))
             rows.append({"agent_id": a.get("agent_id"), "pid": a.get("pid"),
                          "state": a.get("state"), "variant": v, "original": o,
-                         "speedup": (o["mean_us"] / v["mean_us"]
+                         # (means of sampled timings are numbers)
+                         "speedup": (cast(float, o["mean_us"]) / cast(float, v["mean_us"])
                                      if v and o and v["mean_us"] else None)})
         out["ab_results"] = rows
     return out
 
 
+class _AgentKernels(TypedDict):
+    agent_id: str
+    pid: int
+    process_name: str
+    kernels: List[Dict[str, str]]
+
+
 class KerncapTools:
     """The tools' implementation, independent of MCP (tested directly too)."""
 
-    def __init__(self, client_factory=connect, replayer: Optional[str] = None) -> None:
+    def __init__(self, client_factory: Callable[[], Client] = connect,
+                 replayer: Optional[str] = None) -> None:
         self._client_factory = client_factory
         self._client: Optional[Client] = None
         self._replayer = replayer
@@ -137,7 +175,7 @@ class KerncapTools:
 
     # ---- daemon ----
 
-    def list_agents(self) -> Dict[str, Any]:
+    def list_agents(self) -> ToolResult:
         c = self.client()
         agents = c.agents()
         caps = c.captures()
@@ -153,7 +191,7 @@ class KerncapTools:
                 "note": "captured_kernels lists the kernels captured from each process; "
                         "list_kernels lists every kernel the processes have loaded"}
 
-    def list_captures(self, kernel: str = "", limit: int = 50) -> Dict[str, Any]:
+    def list_captures(self, kernel: str = "", limit: int = 50) -> ToolResult:
         caps = self.client().captures(kernel or None, limit=limit or None)
         rows = [{"capture_id": s.capture_id, "created": _jsonable(s.created), "kernel": s.kernel,
                  "mangled_name": s.mangled_name, "platform": s.platform, "pid": s.pid,
@@ -162,13 +200,14 @@ class KerncapTools:
         return {"captures": rows, "count": len(rows)}
 
     def arm_and_wait(self, kernel: str, match: str = "substring", pid: int = 0,
-                     process: str = "", skip: int = 0, timeout_s: float = 60.0) -> Dict[str, Any]:
+                     process: str = "", skip: int = 0, timeout_s: float = 60.0) -> ToolResult:
         if not kernel:
             raise errors.InvalidArgument("kernel: give a (part of a) kernel name to capture")
         if timeout_s <= 0 or timeout_s > 3600:
             raise errors.InvalidArgument("timeout_s must be in (0, 3600]")
         c = self.client()
-        arm = c.arm(kernel, match=match, pid=pid or None, process=process or None,
+        # The client checks match (and says what it takes); so for kind, format.
+        arm = c.arm(kernel, match=cast(MatchKind, match), pid=pid or None, process=process or None,
                     skip=skip or None, count=1, ttl=timeout_s + 5)
         try:
             cap = c.wait_for_capture(arm, timeout=timeout_s)
@@ -183,12 +222,13 @@ class KerncapTools:
                 f"launching it? list_agents shows the live processes)") from e
         return {"arm_id": arm.arm_id, "capture": _jsonable(cap.to_dict())}
 
-    def show_capture(self, capture_id: str) -> Dict[str, Any]:
-        return _jsonable(self.client().capture(capture_id).to_dict())
+    def show_capture(self, capture_id: str) -> ToolResult:
+        return cast(ToolResult, _jsonable(self.client().capture(capture_id).to_dict()))
 
     def generate_reproducer(self, capture_id: str, out_dir: str, kind: str = "auto",
-                            overwrite: bool = False, source_dir: str = "") -> Dict[str, Any]:
-        r = self.client().repro(capture_id, out_dir, kind=None if kind == "auto" else kind,
+                            overwrite: bool = False, source_dir: str = "") -> ToolResult:
+        r = self.client().repro(capture_id, out_dir,
+                                kind=None if kind == "auto" else cast(ReproKind, kind),
                                 overwrite=overwrite, source_dir=source_dir or None)
         return {"capture_id": r.capture_id, "path": os.path.abspath(r.path), "files": r.files,
                 "kind": (r.project or {}).get("kind"),
@@ -199,17 +239,17 @@ class KerncapTools:
     # ---- kernel census and live substitution ----
 
     def list_kernels(self, pid: int = 0, process: str = "", kernel: str = "",
-                     match: str = "substring") -> Dict[str, Any]:
+                     match: str = "substring") -> ToolResult:
         c = self.client()
         listing = c.kernels(pid=pid or None, process=process or None, kernel=kernel or None,
-                            match=match if kernel else None)
-        by_agent: Dict[str, Dict[str, Any]] = {}
+                            match=cast(MatchKind, match) if kernel else None)
+        by_agent: Dict[str, _AgentKernels] = {}
         for k in listing:
             a = by_agent.setdefault(k.agent_id, {"agent_id": k.agent_id, "pid": k.pid,
                                                  "process_name": k.process_name, "kernels": []})
             a["kernels"].append({"name": k.name, "mangled_name": k.mangled_name,
                                  "module": k.module})
-        notes = [_jsonable(n) for n in listing.notes]
+        notes = [cast(Dict[str, object], _jsonable(n)) for n in listing.notes]
         if not by_agent:
             live = [a for a in c.agents()
                     if (not pid or a.process.pid == pid)
@@ -223,8 +263,8 @@ class KerncapTools:
                 raise errors.Unavailable(
                     "no agent answered the kernel census: " + "; ".join(
                         f"pid {n['pid']} ({n['process_name']}): {n['error']}" for n in notes))
-        out: Dict[str, Any] = {"agents": list(by_agent.values()), "count": len(listing),
-                               "notes": notes}
+        out: ToolResult = {"agents": list(by_agent.values()), "count": len(listing),
+                           "notes": notes}
         if kernel and not listing:
             out["note"] = (f"no loaded kernel matches {kernel!r} ({match}); kernels load "
                            "lazily, so one the application has not launched yet may be missing")
@@ -233,7 +273,7 @@ class KerncapTools:
     def substitute(self, kernel: str, code_object: str, preflight: str = "",
                    unchecked: bool = False, match: str = "substring", pid: int = 0,
                    process: str = "", count: int = 0, ttl_s: float = 0.0,
-                   ab: bool = False, format: str = "") -> Dict[str, Any]:  # noqa: A002
+                   ab: bool = False, format: str = "") -> ToolResult:  # noqa: A002
         if not kernel:
             raise errors.InvalidArgument("kernel: give the (part of the) name of the kernel "
                                          "to substitute")
@@ -244,16 +284,17 @@ class KerncapTools:
         if ttl_s < 0 or count < 0:
             raise errors.InvalidArgument("count and ttl_s must be >= 0 (0: no limit)")
         info = self.client().substitute(kernel, code.resolve(), preflight=preflight or None,
-                                        unchecked=unchecked, match=match, pid=pid or None,
-                                        process=process or None, count=count or None,
-                                        ttl=ttl_s or None, ab=ab, format=format or None)
+                                        unchecked=unchecked, match=cast(MatchKind, match),
+                                        pid=pid or None, process=process or None,
+                                        count=count or None, ttl=ttl_s or None, ab=ab,
+                                        format=cast(CodeObjectKind, format) or None)
         out = _substitution_report(info)
         out["next"] = ("substitution_status(substitution_id, wait_s) reads its launches and "
                        "device times; unsubstitute(substitution_id) ends it")
         return out
 
     def substitution_status(self, substitution_id: str = "", wait_s: float = 0.0,
-                            include_finished: bool = False) -> Dict[str, Any]:
+                            include_finished: bool = False) -> ToolResult:
         c = self.client()
         if not substitution_id:
             subs = c.substitutions(all=include_finished)
@@ -269,7 +310,7 @@ class KerncapTools:
                 pass  # still live: its report so far
         return _substitution_report(c.substitution(substitution_id))
 
-    def unsubstitute(self, substitution_id: str) -> Dict[str, Any]:
+    def unsubstitute(self, substitution_id: str) -> ToolResult:
         if not substitution_id:
             raise errors.InvalidArgument("substitution_id: give the id substitute returned")
         return _substitution_report(self.client().unsubstitute(substitution_id))
@@ -286,9 +327,9 @@ class KerncapTools:
         return srv
 
     def evaluate_candidate(self, project_dir: str, build: bool = True, code_object: str = "",
-                           extra_flags: str = "", launch: Optional[Dict[str, Any]] = None,
+                           extra_flags: str = "", launch: Optional[Mapping[str, object]] = None,
                            iterations: int = 20, warmup: int = 3,
-                           compare_original: bool = True) -> Dict[str, Any]:
+                           compare_original: bool = True) -> ToolResult:
         project = Path(project_dir).resolve()
         if not (project / "kerncap.json").is_file() or not (project / "capture.kcap").is_file():
             raise errors.NotFound(f"{project} is not a reproducer folder (kerncap.json and "
@@ -344,7 +385,7 @@ class KerncapTools:
                 "not_compared": v.get("not_compared", []), "shape_probe": v.get("shape_probe"),
                 "warnings": a.get("warnings", []), "build_output": build_out}
 
-    def stop_resident(self, project_dir: str) -> Dict[str, Any]:
+    def stop_resident(self, project_dir: str) -> ToolResult:
         srv = self._servers.pop(str(Path(project_dir).resolve()), None)
         if srv is None:
             return {"stopped": False, "reason": "no resident replay of this project is running here"}
@@ -352,7 +393,7 @@ class KerncapTools:
         return {"stopped": True}
 
 
-def build_server(tools: KerncapTools):
+def build_server(tools: KerncapTools) -> _ToolServer:
     """The MCP server over `tools`."""
     if _Server is None:
         raise errors.FailedPrecondition("the MCP server needs the mcp package: pip install mcp")
@@ -366,34 +407,34 @@ def build_server(tools: KerncapTools):
 
     @mcp.tool()
     @_reported
-    def list_agents() -> Dict[str, Any]:
+    def list_agents() -> ToolResult:
         """Live processes with the kerncap agent loaded and the kernels captured from each."""
         return tools.list_agents()
 
     @mcp.tool()
     @_reported
-    def list_captures(kernel: str = "", limit: int = 50) -> Dict[str, Any]:
+    def list_captures(kernel: str = "", limit: int = 50) -> ToolResult:
         """Captures in kerncapd's store; kernel: part of the demangled name."""
         return tools.list_captures(kernel, limit)
 
     @mcp.tool()
     @_reported
     def arm_and_wait(kernel: str, match: str = "substring", pid: int = 0, process: str = "",
-                     skip: int = 0, timeout_s: float = 60.0) -> Dict[str, Any]:
+                     skip: int = 0, timeout_s: float = 60.0) -> ToolResult:
         """Arms a capture of the next dispatch of a kernel whose demangled name matches
         (match: substring, glob, regex or mangled) and waits up to timeout_s for it."""
         return tools.arm_and_wait(kernel, match, pid, process, skip, timeout_s)
 
     @mcp.tool()
     @_reported
-    def show_capture(capture_id: str) -> Dict[str, Any]:
+    def show_capture(capture_id: str) -> ToolResult:
         """One capture (id or unique prefix): kernel, launch, arguments, memory regions."""
         return tools.show_capture(capture_id)
 
     @mcp.tool()
     @_reported
     def generate_reproducer(capture_id: str, out_dir: str, kind: str = "auto",
-                            overwrite: bool = False, source_dir: str = "") -> Dict[str, Any]:
+                            overwrite: bool = False, source_dir: str = "") -> ToolResult:
         """Writes a reproducer project for a capture into out_dir (kind: auto, cuda, hip,
         triton, binary). source_dir: where the application's sources are when not at the
         paths its code object records (on kerncapd's host)."""
@@ -402,9 +443,13 @@ def build_server(tools: KerncapTools):
     @mcp.tool()
     @_reported
     def evaluate_candidate(project_dir: str, build: bool = True, code_object: str = "",
-                           extra_flags: str = "", launch: Optional[Dict[str, Any]] = None,
+                           extra_flags: str = "",
+                           # The launch object goes to the resident replay as given;
+                           # Any: the tool's input schema (a free-form object) comes
+                           # from this annotation, as its output schema from ToolResult.
+                           launch: Optional[Dict[str, Any]] = None,
                            iterations: int = 20, warmup: int = 3,
-                           compare_original: bool = True) -> Dict[str, Any]:
+                           compare_original: bool = True) -> ToolResult:
         """Builds the reproducer's kernel (make recompile, extra_flags appended) or takes
         code_object, and evaluates it in resident mode against the captured outputs: verdict
         (pass / fail / incomplete / launch_shape_dependent), timing and speedup over the
@@ -414,14 +459,14 @@ def build_server(tools: KerncapTools):
 
     @mcp.tool()
     @_reported
-    def stop_resident(project_dir: str) -> Dict[str, Any]:
+    def stop_resident(project_dir: str) -> ToolResult:
         """Stops the resident replay this server started for a reproducer."""
         return tools.stop_resident(project_dir)
 
     @mcp.tool()
     @_reported
     def list_kernels(pid: int = 0, process: str = "", kernel: str = "",
-                     match: str = "substring") -> Dict[str, Any]:
+                     match: str = "substring") -> ToolResult:
         """The kernel census: per live agent, the kernels its process has loaded (what
         arm_and_wait and substitute can select). Filters: pid, process (part of the
         process name), kernel (a pattern as arm_and_wait's; match: substring, glob, regex
@@ -433,7 +478,7 @@ def build_server(tools: KerncapTools):
     def substitute(kernel: str, code_object: str, preflight: str = "", unchecked: bool = False,
                    match: str = "substring", pid: int = 0, process: str = "", count: int = 0,
                    ttl_s: float = 0.0, ab: bool = False,
-                   format: str = "") -> Dict[str, Any]:  # noqa: A002
+                   format: str = "") -> ToolResult:  # noqa: A002
         """Launches the variant in code_object (a cubin, fatbin or PTX with a kernel of the
         same mangled name, e.g. a reproducer's build/kernel.cubin) instead of the matching
         kernel in the live application. preflight: a capture id to validate the variant
@@ -449,7 +494,7 @@ def build_server(tools: KerncapTools):
     @mcp.tool()
     @_reported
     def substitution_status(substitution_id: str = "", wait_s: float = 0.0,
-                            include_finished: bool = False) -> Dict[str, Any]:
+                            include_finished: bool = False) -> ToolResult:
         """A substitution's report: its state, per agent the state (pending, active,
         refused with the reason, ended), launches, device times (mean, stddev, min, max in
         us) and, for ab, the speedup. wait_s: wait up to this long for it to end first (its
@@ -459,7 +504,7 @@ def build_server(tools: KerncapTools):
 
     @mcp.tool()
     @_reported
-    def unsubstitute(substitution_id: str) -> Dict[str, Any]:
+    def unsubstitute(substitution_id: str) -> ToolResult:
         """Ends a substitution: the application launches the original kernel again.
         Returns its final report."""
         return tools.unsubstitute(substitution_id)

@@ -9,14 +9,22 @@ as tables, and `to_dataframe()` when pandas is installed.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Generic, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from dataclasses import Field, dataclass, field, fields
+from typing import (TYPE_CHECKING, Dict, Generic, Iterable, List, Optional, Sequence, Tuple,
+                    TypedDict, TypeVar, Union, cast)
 
 from google.protobuf.message import Message as ProtoMessage
 
 from . import _format as fmt
 from ._pb import pb
+from ._types import JSONObject, JSONValue
 from ._vocab import ENUM_NAMES, json_float, message_to_json
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from _typeshed import DataclassInstance
+
+    from . import _messages as msg
 
 
 def _names(enum: str) -> Dict[int, str]:
@@ -43,17 +51,17 @@ def _name(table: Dict[int, str], value: int) -> Optional[str]:
     return table.get(value)
 
 
-def _is_time(f) -> bool:
+def _is_time(f: Field[object]) -> bool:
     return "datetime" in str(f.type)
 
 
-def json_value(v: Any) -> Any:
+def json_value(v: object) -> JSONValue:
     """A value under the JSON policy (docs/JSON.md): bytes as lowercase hex,
     nested dataclasses through their to_dict, containers element-wise."""
     if isinstance(v, JsonMixin):
         return v.to_dict()
     if hasattr(v, "DESCRIPTOR") and hasattr(v, "ListFields"):  # a protobuf message
-        return message_to_json(v)
+        return message_to_json(cast(ProtoMessage, v))
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).hex()
     if isinstance(v, float):
@@ -64,7 +72,7 @@ def json_value(v: Any) -> Any:
         return {str(k): json_value(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [json_value(x) for x in v]
-    return v
+    return cast(JSONValue, v)  # None, bool, int, str (any other value is left as it is)
 
 
 class JsonMixin:
@@ -76,8 +84,8 @@ class JsonMixin:
 
     _addresses: Tuple[str, ...] = ()
 
-    def to_dict(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {}
         for f in fields(self):  # type: ignore[arg-type]
             if f.name.startswith("raw"):
                 continue
@@ -98,11 +106,11 @@ class JsonMixin:
         return fmt.html_kv(pairs, caption=type(self).__name__)
 
 
-def _public_dict(obj: Any) -> Dict[str, Any]:
+def _public_dict(obj: DataclassInstance) -> Dict[str, object]:
     return {f.name: getattr(obj, f.name) for f in fields(obj) if f.name != "raw"}
 
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")  # the items are dataclasses
 
 
 class ResultList(List[T], Generic[T]):
@@ -111,14 +119,14 @@ class ResultList(List[T], Generic[T]):
     columns: Sequence[str] = ()
     title: str = ""
 
-    def _row(self, item: T) -> Sequence[Any]:
+    def _row(self, item: T) -> Sequence[object]:
         return [getattr(item, c) for c in self.columns]
 
-    def to_dicts(self) -> List[Dict[str, Any]]:
+    def to_dicts(self) -> List[Dict[str, object]]:
         """Each item's to_dict() (the JSON policy, json.dumps-ready)."""
         return [x.to_dict() if isinstance(x, JsonMixin) else _public_dict(x) for x in self]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         """A pandas DataFrame (datetimes as datetimes, for plotting and
         filtering)."""
         import pandas as pd  # optional dependency
@@ -150,7 +158,7 @@ class StoreStats(JsonMixin):
     chunk_size: int
 
     @classmethod
-    def from_pb(cls, m) -> "StoreStats":
+    def from_pb(cls, m: msg.StoreStats) -> "StoreStats":
         return cls(m.path, m.captures, m.unique_chunks, m.raw_bytes, m.stored_bytes,
                    m.pack_files, m.logical_bytes, m.chunk_size)
 
@@ -176,12 +184,12 @@ class DaemonStatus(JsonMixin):
     raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_pb(cls, m) -> "DaemonStatus":
+    def from_pb(cls, m: msg.DaemonStatus) -> "DaemonStatus":
         return cls(m.version, fmt.from_unix_ms(m.started_unix_ms), m.pid, m.hostname,
                    m.unix_socket, m.tcp_listen, m.agent_socket, StoreStats.from_pb(m.store),
                    m.agents, m.active_arms, m.ingests_in_flight, raw=m)
 
-    def _pairs(self):
+    def _pairs(self) -> List[Tuple[str, object]]:
         s = self.store
         ratio = s.saved_ratio
         return [("kerncapd", f"{self.version} pid {self.pid} on {self.hostname}"),
@@ -213,7 +221,7 @@ class Device(JsonMixin):
     pci_bus_id: str = ""
 
     @classmethod
-    def from_pb(cls, m) -> "Device":
+    def from_pb(cls, m: msg.DeviceIdentity) -> "Device":
         return cls(m.ordinal, m.name, m.arch, m.uuid, m.total_memory, m.pci_bus_id)
 
     def __str__(self) -> str:
@@ -227,7 +235,7 @@ class Driver(JsonMixin):
     tool_version: str
 
     @classmethod
-    def from_pb(cls, m) -> "Driver":
+    def from_pb(cls, m: msg.DriverIdentity) -> "Driver":
         return cls(m.driver_version, m.runtime_version, m.tool_version)
 
 
@@ -239,7 +247,7 @@ class Process(JsonMixin):
     cmdline: List[str]
 
     @classmethod
-    def from_pb(cls, m) -> "Process":
+    def from_pb(cls, m: msg.ProcessIdentity) -> "Process":
         return cls(m.pid, m.hostname, m.process_name, list(m.cmdline))
 
 
@@ -256,7 +264,7 @@ class Agent(JsonMixin):
     raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_pb(cls, m) -> "Agent":
+    def from_pb(cls, m: msg.AgentInfo) -> "Agent":
         return cls(m.agent_id, Process.from_pb(m.process), _name(PLATFORMS, m.platform),
                    [Device.from_pb(d) for d in m.devices], Driver.from_pb(m.driver),
                    fmt.from_unix_ms(m.connected_unix_ms), m.agent_version, m.captures, raw=m)
@@ -271,7 +279,7 @@ class AgentList(ResultList[Agent]):
     columns = ("agent_id", "pid", "process", "host", "platform", "devices", "connected",
                "captures")
 
-    def _row(self, a: Agent):
+    def _row(self, a: Agent) -> List[object]:
         return [a.agent_id, a.process.pid, a.process.process_name, a.process.hostname,
                 a.platform, [f"{d.ordinal}:{d.name}" for d in a.devices], a.connected,
                 a.captures]
@@ -317,7 +325,7 @@ class KernelList(ResultList[LoadedKernel]):
         self.notes: List[CensusNote] = list(notes)
 
     @classmethod
-    def from_pb(cls, resp) -> "KernelList":
+    def from_pb(cls, resp: msg.ListKernelsResponse) -> "KernelList":
         items: List[LoadedKernel] = []
         notes: List[CensusNote] = []
         for a in resp.agents:
@@ -347,7 +355,7 @@ class Selector(JsonMixin):
     per_shape: str = "off"  # "off", "scalars" or "launch"
 
     @classmethod
-    def from_pb(cls, m) -> "Selector":
+    def from_pb(cls, m: msg.Selector) -> "Selector":
         return cls(m.kernel, MATCHES.get(m.match, "substring"), m.pid, m.process_name,
                    m.device if m.has_device else None, m.skip, m.nth, max(1, m.count),
                    m.rank if m.has_rank else None, PER_SHAPES.get(m.per_shape, "off"))
@@ -379,7 +387,7 @@ class Arm(JsonMixin):
     raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_pb(cls, m) -> "Arm":
+    def from_pb(cls, m: msg.ArmInfo) -> "Arm":
         return cls(m.arm_id, Selector.from_pb(m.selector), _name(ARM_STATES, m.state),
                    fmt.from_unix_ms(m.created_unix_ms), fmt.from_unix_ms(m.expires_unix_ms),
                    m.captured, list(m.capture_ids), dict(m.tags), raw=m)
@@ -405,7 +413,7 @@ class ArmList(ResultList[Arm]):
     columns = ("arm_id", "state", "selector", "captured", "created", "expires", "tags",
                "capture_ids")
 
-    def _row(self, a: Arm):
+    def _row(self, a: Arm) -> List[object]:
         return [a.arm_id, a.state, str(a.selector), f"{a.captured}/{a.selector.count}",
                 a.created, a.expires, a.tags, a.capture_ids]
 
@@ -431,7 +439,7 @@ class CaptureSummary(JsonMixin):
     raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_pb(cls, m) -> "CaptureSummary":
+    def from_pb(cls, m: msg.CaptureSummary) -> "CaptureSummary":
         return cls(m.capture_id, fmt.from_unix_ms(m.created_unix_ms), m.kernel, m.mangled_name,
                    _name(PLATFORMS, m.platform), m.pid, m.hostname, m.process_name, m.device,
                    m.regions, m.logical_bytes, m.new_stored_bytes, _name(SOURCES, m.source),
@@ -450,7 +458,7 @@ class CaptureList(ResultList[CaptureSummary]):
     columns = ("capture_id", "created", "kernel", "pid", "process", "device", "regions",
                "logical", "new stored", "source", "tags")
 
-    def _row(self, s: CaptureSummary):
+    def _row(self, s: CaptureSummary) -> List[object]:
         kernel = s.kernel if len(s.kernel) <= 48 else s.kernel[:45] + "..."
         return [s.capture_id, s.created, kernel, s.pid or None, s.process_name, s.device,
                 s.regions, fmt.human_bytes(s.logical_bytes),
@@ -474,7 +482,7 @@ class GcReport(JsonMixin):
     dry_run: bool
 
     @classmethod
-    def from_pb(cls, m) -> "GcReport":
+    def from_pb(cls, m: msg.GcReport) -> "GcReport":
         return cls(m.live_chunks, m.dead_chunks, m.reclaimed_bytes, m.packs_deleted,
                    m.packs_rewritten, m.seconds, m.dry_run)
 
@@ -514,8 +522,56 @@ class ImportResult(JsonMixin):
     chunks_already_present: int
 
     @classmethod
-    def from_pb(cls, m) -> "ImportResult":
+    def from_pb(cls, m: msg.ImportCaptureResponse) -> "ImportResult":
         return cls(m.capture_id, m.chunks_received, m.chunks_already_present)
+
+
+class ProjectSource(TypedDict, total=False):
+    """kerncap.json's "source": how the kernel's sources were looked for."""
+    outcome: str  # "found", "no_line_info", "sources_not_found", "not_searched", ...
+    message: str
+    translation_unit: Dict[str, Optional[str]]  # original, project
+    headers: List[str]
+    line_table_files: List[str]
+    tried: List[str]
+    databases_tried: List[str]
+    remap: Dict[str, str]  # from, to
+    unit_selection: JSONObject
+    include_closure: JSONObject
+    dwarf_warnings: List[str]
+
+
+class ProjectCodeObject(TypedDict, total=False):
+    """kerncap.json's "code_object": the captured code object in the project."""
+    file: str  # "code/kernel.cubin"
+    format: str
+    disassembly: Optional[str]
+    disassembler: str
+    note: str
+
+
+class ProjectManifest(TypedDict, total=False):
+    """A reproducer project's kerncap.json (reproducer/generator/project_manifest.h;
+    fields are only ever added). The sections this client does not read are
+    plain JSON objects. {"unparsed": TEXT} when the daemon sent text that is
+    not JSON."""
+    schema: str  # "kerncap.reproducer"
+    schema_version: int
+    generator: str
+    kind: str  # "source", "binary" or "triton"
+    kernel: JSONObject
+    launch: JSONObject
+    arguments: List[JSONObject]
+    code_object: ProjectCodeObject
+    toolkit: JSONObject
+    compile: JSONObject
+    source: ProjectSource
+    provenance: JSONObject
+    files: List[JSONObject]
+    edit: JSONObject
+    triton: JSONObject
+    warnings: List[str]
+    unparsed: str
 
 
 @dataclass
@@ -528,13 +584,18 @@ class ReproResult(JsonMixin):
     on_daemon: bool = False
     # kerncap.json of the project (what was generated, from which sources),
     # when the daemon sends it.
-    project: Optional[Dict[str, Any]] = None
+    project: Optional[ProjectManifest] = None
 
     def _repr_html_(self) -> str:
         where = "on the daemon's host" if self.on_daemon else "here"
         return fmt.html_table(["file"], ([f] for f in self.files),
                               caption=f"reproducer of {self.capture_id} in {self.path} ({where}, "
                                       f"{len(self.files)} files)")
+
+
+# Event.data: the converted payload, or the message (CaptureStarted,
+# CaptureProgress, CaptureFailed) for the other kinds.
+EventData = Union[CaptureSummary, "Arm", "Agent", ProtoMessage, None]
 
 
 @dataclass
@@ -544,19 +605,20 @@ class Event(JsonMixin):
     Agent) or the raw message for the others."""
     time: Optional[_dt.datetime]
     kind: Optional[str]
-    data: Any
+    data: EventData
     raw: Optional[ProtoMessage] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_pb(cls, m) -> "Event":
+    def from_pb(cls, m: msg.Event) -> "Event":
         kind = m.WhichOneof("kind")
         payload = getattr(m, kind) if kind else None
+        data: EventData
         if kind == "capture_committed":
-            data: Any = CaptureSummary.from_pb(payload)
+            data = CaptureSummary.from_pb(m.capture_committed)
         elif kind == "arm_changed":
-            data = Arm.from_pb(payload)
+            data = Arm.from_pb(m.arm_changed)
         elif kind in ("agent_joined", "agent_left"):
-            data = Agent.from_pb(payload)
+            data = Agent.from_pb(m.agent_joined if kind == "agent_joined" else m.agent_left)
         else:
             data = payload
         return cls(fmt.from_unix_ms(m.unix_ms), kind, data, raw=m)

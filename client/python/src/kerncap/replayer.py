@@ -18,12 +18,16 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, TypedDict, Union, cast
 
 from . import _format as fmt
 from . import errors
+from ._types import JSONFloat, JSONObject, PathLike, RegionDtypes
 from ._vocab import EXIT_CODES
 from .models import JsonMixin
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REPLAY_ENV = "KERNCAP_REPLAY"
 REPLAY_NAME = "kerncap-replay"
@@ -54,14 +58,106 @@ def find_replayer() -> str:
 
 # ---- results ----
 
-def _num(v: Any) -> float:
+class MovedRangeJSON(TypedDict, total=False):
+    old_va: str  # "0x..."
+    new_va: str
+    size: int
+
+
+class MismatchJSON(TypedDict, total=False):
+    offset: int
+    expected: JSONFloat
+    actual: JSONFloat
+
+
+class RegionValidationJSON(TypedDict, total=False):
+    """One of a validate report's region_results."""
+    index: int
+    va: str
+    replay_va: str
+    kind: str
+    name: str
+    size: int
+    dtype: str
+    atol: JSONFloat
+    rtol: JSONFloat
+    ulp: int
+    passed: bool
+    bytes_differing: int
+    elements: int
+    elements_differing: int
+    elements_failing: int
+    nan_mismatches: int
+    max_abs_error: JSONFloat
+    max_rel_error: JSONFloat
+    max_ulp_error: int
+    first_diff_offset: int
+    first_fail_offset: int
+    samples: List[MismatchJSON]
+
+
+class ReplayReportJSON(TypedDict, total=False):
+    """`kerncap-replay --json`'s report (reproducer/replay/core/report.cc): the
+    keys this client reads. run reports the common part, validate and bench
+    add theirs."""
+    command: str  # "run", "validate" or "bench"
+    capture_id: str
+    kernel: str
+    device: str
+    platform: str
+    relocated: bool
+    moved_ranges: List[MovedRangeJSON]
+    patched_pointer_words: int
+    regions: int
+    restored_bytes: int
+    reservations: int
+    restore_seconds: JSONFloat
+    restore_gbps: JSONFloat
+    upload_bytes: int
+    upload_seconds: JSONFloat
+    upload_gbps: JSONFloat
+    upload_workers: int
+    launch_ms: JSONFloat
+    warnings: List[str]
+    hsa: JSONObject
+    # validate
+    result: str  # "pass" or "fail"
+    regions_compared: int
+    regions_failing: int
+    region_results: List[RegionValidationJSON]
+    # bench
+    warmup: int
+    iterations: int
+    cold_l2: bool
+    restore_each: bool
+    restore_bytes_per_iteration: int
+    min_ms: JSONFloat
+    median_ms: JSONFloat
+    max_ms: JSONFloat
+    mean_ms: JSONFloat
+    stddev_ms: JSONFloat
+    samples_ms: List[JSONFloat]
+
+
+class _ErrorJSON(TypedDict, total=False):
+    code: str
+    message: str
+    exit_code: int
+
+
+class _ErrorDoc(TypedDict):
+    """The error object on stderr (docs/JSON.md)."""
+    error: Optional[_ErrorJSON]
+
+
+def _num(v: Union[float, str, None]) -> float:
     """report.cc writes infinities and NaN as strings."""
     if isinstance(v, str):
         return {"inf": math.inf, "-inf": -math.inf}.get(v, math.nan)
     return float(v) if v is not None else 0.0
 
 
-def _addr(v: Any) -> int:
+def _addr(v: Union[int, str, None]) -> int:
     if isinstance(v, str):
         return int(v, 16) if v.lower().startswith("0x") else int(v)
     return int(v or 0)
@@ -74,6 +170,31 @@ class MovedRange(JsonMixin):
     size: int
 
     _addresses = ("old_va", "new_va")
+
+
+class _CommonFields(TypedDict):
+    """ReplayResult's fields that every command reports (from_json's keywords)."""
+    command: str
+    capture_id: str
+    kernel: str
+    device: str
+    platform: str
+    relocated: bool
+    moved_ranges: List[MovedRange]
+    patched_pointer_words: int
+    regions: int
+    restored_bytes: int
+    reservations: int
+    restore_seconds: float
+    restore_gbps: float
+    upload_bytes: int
+    upload_seconds: float
+    upload_gbps: float
+    upload_workers: int
+    launch_ms: float
+    warnings: List[str]
+    hsa: Optional[JSONObject]
+    raw: ReplayReportJSON
 
 
 @dataclass
@@ -98,13 +219,14 @@ class ReplayResult(JsonMixin):
     upload_workers: int = 0
     launch_ms: float = 0.0
     warnings: List[str] = field(default_factory=list)
-    hsa: Optional[Dict[str, Any]] = None
+    hsa: Optional[JSONObject] = None
     exit_code: int = 0
-    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    raw: ReplayReportJSON = field(default_factory=lambda: ReplayReportJSON(), repr=False,
+                                  compare=False)
 
     @classmethod
-    def _common(cls, j: Dict[str, Any]) -> Dict[str, Any]:
-        return dict(
+    def _common(cls, j: ReplayReportJSON) -> _CommonFields:
+        return _CommonFields(
             command=j.get("command", "run"), capture_id=j.get("capture_id", ""),
             kernel=j.get("kernel", ""), device=j.get("device", ""),
             platform=j.get("platform", "cuda"), relocated=bool(j.get("relocated", False)),
@@ -123,11 +245,11 @@ class ReplayResult(JsonMixin):
             hsa=j.get("hsa"), raw=j)
 
     @classmethod
-    def from_json(cls, j: Dict[str, Any], exit_code: int = 0) -> "ReplayResult":
+    def from_json(cls, j: ReplayReportJSON, exit_code: int = 0) -> "ReplayResult":
         return cls(exit_code=exit_code, **cls._common(j))
 
-    def _info_pairs(self) -> List[Tuple[str, Any]]:
-        pairs: List[Tuple[str, Any]] = [
+    def _info_pairs(self) -> List[Tuple[str, object]]:
+        pairs: List[Tuple[str, object]] = [
             ("capture", self.capture_id), ("kernel", self.kernel),
             ("device", f"{self.device} ({self.platform})"),
             ("restored", f"{self.regions} regions, {fmt.human_bytes(self.restored_bytes)} in "
@@ -182,7 +304,7 @@ class RegionValidation(JsonMixin):
     _addresses = ("va", "replay_va")
 
     @classmethod
-    def from_json(cls, j: Dict[str, Any]) -> "RegionValidation":
+    def from_json(cls, j: RegionValidationJSON) -> "RegionValidation":
         return cls(
             index=int(j.get("index", 0)), va=_addr(j.get("va")), replay_va=_addr(j.get("replay_va")),
             kind=j.get("kind", ""), name=j.get("name", ""), size=int(j.get("size", 0)),
@@ -217,7 +339,7 @@ class ValidationResult(ReplayResult):
     region_results: List[RegionValidation] = field(default_factory=list)
 
     @classmethod
-    def from_json(cls, j: Dict[str, Any], exit_code: int = 0) -> "ValidationResult":
+    def from_json(cls, j: ReplayReportJSON, exit_code: int = 0) -> "ValidationResult":
         return cls(exit_code=exit_code, passed=j.get("result") == "pass",
                    regions_compared=int(j.get("regions_compared", 0)),
                    regions_failing=int(j.get("regions_failing", 0)),
@@ -229,14 +351,14 @@ class ValidationResult(ReplayResult):
     def failing(self) -> List[RegionValidation]:
         return [r for r in self.region_results if not r.passed]
 
-    def _rows(self):
+    def _rows(self) -> List[List[object]]:
         return [[r.index, fmt.hex_addr(r.va), r.kind, r.name, fmt.human_bytes(r.size), r.dtype,
                  "pass" if r.passed else "FAIL", r.elements, r.elements_differing,
                  r.elements_failing, f"{r.max_abs_error:g}", f"{r.max_rel_error:g}",
                  r.max_ulp_error, r.first_diff_offset if r.first_diff_offset >= 0 else None]
                 for r in self.region_results]
 
-    def to_dataframe(self):
+    def to_dataframe(self) -> pd.DataFrame:
         import pandas as pd
         return pd.DataFrame([{f.name: getattr(r, f.name) for f in fields(r) if f.name != "samples"}
                              for r in self.region_results])
@@ -273,7 +395,7 @@ class BenchResult(ReplayResult):
     samples_ms: List[float] = field(default_factory=list)
 
     @classmethod
-    def from_json(cls, j: Dict[str, Any], exit_code: int = 0) -> "BenchResult":
+    def from_json(cls, j: ReplayReportJSON, exit_code: int = 0) -> "BenchResult":
         return cls(exit_code=exit_code, warmup=int(j.get("warmup", 0)),
                    iterations=int(j.get("iterations", 0)), cold_l2=bool(j.get("cold_l2", False)),
                    restore_each=bool(j.get("restore_each", False)),
@@ -283,7 +405,7 @@ class BenchResult(ReplayResult):
                    stddev_ms=_num(j.get("stddev_ms", 0)),
                    samples_ms=[_num(s) for s in j.get("samples_ms", [])], **cls._common(j))
 
-    def _bench_pairs(self):
+    def _bench_pairs(self) -> List[Tuple[str, object]]:
         opts = [f"{self.warmup} warm-up", f"{self.iterations} iterations"]
         if self.cold_l2:
             opts.append("cold L2")
@@ -309,7 +431,7 @@ _RESULT_TYPES = {"run": ReplayResult, "validate": ValidationResult, "bench": Ben
 # ---- arguments ----
 
 def validate_flags(*, dtype: Optional[str] = None,
-                   region_dtypes: Union[None, Dict[Any, str], Sequence[str]] = None,
+                   region_dtypes: Optional[RegionDtypes] = None,
                    atol: Optional[float] = None, rtol: Optional[float] = None,
                    ulp: Optional[int] = None, nan_equal: bool = True) -> List[str]:
     flags: List[str] = []
@@ -383,7 +505,7 @@ def build_argv(binary: str, mode: str, source: str, daemon: Optional[str],
 
 def parse_output(mode: str, returncode: int, stdout: str, stderr: str) -> ReplayResult:
     """Turns one kerncap-replay run into a result or an exception."""
-    doc: Optional[Dict[str, Any]] = None
+    doc: object = None
     text = stdout.strip()
     if text:
         try:
@@ -392,17 +514,17 @@ def parse_output(mode: str, returncode: int, stdout: str, stderr: str) -> Replay
             doc = None
     err_text = stderr.strip().replace("kerncap-replay: ", "")
     # An error is one JSON object on stderr (docs/JSON.md).
-    err_doc: Optional[Dict[str, Any]] = None
+    err_doc: Optional[_ErrorDoc] = None
     for line in reversed(stderr.strip().splitlines()):
         try:
             candidate = json.loads(line)
         except ValueError:
             continue
         if isinstance(candidate, dict) and "error" in candidate:
-            err_doc = candidate
+            err_doc = cast(_ErrorDoc, candidate)
             break
     if err_doc is not None:
-        e = err_doc["error"] or {}
+        e: _ErrorJSON = err_doc["error"] or {}
         message = e.get("message") or err_text or "kerncap-replay failed"
         code = int(e.get("exit_code", returncode))
         cls = errors.NoDevice if code == EXIT_NO_DEVICE else errors.ReplayError
@@ -416,8 +538,9 @@ def parse_output(mode: str, returncode: int, stdout: str, stderr: str) -> Replay
         raise errors.ReplayError(
             f"kerncap-replay {mode} exited with {returncode}: {err_text or 'no JSON report'}",
             exit_code=returncode, stderr=stderr)
-    result_cls = _RESULT_TYPES.get(doc.get("command", mode), _RESULT_TYPES[mode])
-    return result_cls.from_json(doc, exit_code=returncode)
+    report = cast(ReplayReportJSON, doc)
+    result_cls = _RESULT_TYPES.get(report.get("command", mode), _RESULT_TYPES[mode])
+    return result_cls.from_json(report, exit_code=returncode)
 
 
 def run_replayer(mode: str, source: str, *, daemon: Optional[str] = None,
@@ -455,7 +578,7 @@ async def run_replayer_async(mode: str, source: str, *, daemon: Optional[str] = 
 
 # ---- on .kcap files, without a daemon ----
 
-def _kcap_source(path: Any, daemon: Optional[str]) -> str:
+def _kcap_source(path: object, daemon: Optional[str]) -> str:
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if text is None:
         raise errors.InvalidArgument(
@@ -466,7 +589,7 @@ def _kcap_source(path: Any, daemon: Optional[str]) -> str:
     return text
 
 
-def replay(path: Any, *, daemon: Optional[str] = None, device: Optional[int] = None,
+def replay(path: PathLike, *, daemon: Optional[str] = None, device: Optional[int] = None,
            relocate: Optional[bool] = None, timeout: Optional[float] = None,
            extra_flags: Sequence[str] = ()) -> ReplayResult:
     """`kerncap-replay run` on a .kcap file (or, with daemon="unix:/path", a
@@ -475,8 +598,8 @@ def replay(path: Any, *, daemon: Optional[str] = None, device: Optional[int] = N
                         flags=common_flags(device=device, relocate=relocate) + list(extra_flags))
 
 
-def validate(path: Any, *, daemon: Optional[str] = None, dtype: Optional[str] = None,
-             region_dtypes: Any = None, atol: Optional[float] = None,
+def validate(path: PathLike, *, daemon: Optional[str] = None, dtype: Optional[str] = None,
+             region_dtypes: Optional[RegionDtypes] = None, atol: Optional[float] = None,
              rtol: Optional[float] = None, ulp: Optional[int] = None, nan_equal: bool = True,
              device: Optional[int] = None, relocate: Optional[bool] = None,
              timeout: Optional[float] = None,
@@ -489,7 +612,7 @@ def validate(path: Any, *, daemon: Optional[str] = None, dtype: Optional[str] = 
                         timeout=timeout)  # type: ignore[return-value]
 
 
-def bench(path: Any, *, daemon: Optional[str] = None, iterations: Optional[int] = None,
+def bench(path: PathLike, *, daemon: Optional[str] = None, iterations: Optional[int] = None,
           warmup: Optional[int] = None, cold_l2: bool = False,
           restore_each: Optional[bool] = None, samples: bool = False,
           device: Optional[int] = None, relocate: Optional[bool] = None,

@@ -23,12 +23,90 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Dict, List, Mapping, Optional, Sequence, TypedDict, cast
 
 from . import errors
+from ._types import JSONFloat, JSONObject, JSONValue, PathLike
 from .replayer import EXIT_NO_DEVICE, find_replayer
 
-PathLike = Union[str, "os.PathLike[str]"]
+
+# ---- the answers (reproducer/replay/serve/protocol.h): the keys this
+# package reads or documents; an answer has more (info: the served capture's
+# facts), and which are present depends on the request.
+
+class Timing(TypedDict, total=False):
+    """kernel_ms / original_ms: device times of the timed launches, ms."""
+    min: JSONFloat
+    median: JSONFloat
+    max: JSONFloat
+    mean: JSONFloat
+    stddev: JSONFloat
+    iterations: int
+
+
+class ServeRegion(TypedDict, total=False):
+    """One compared region of a validation."""
+    index: int
+    va: str  # "0x..."
+    replay_va: str
+    kind: str
+    name: str
+    size: int
+    written: bool
+    dtype: str
+    passed: bool
+    mismatches: int
+    differing: int
+    nan_mismatches: int
+    worst_abs: JSONFloat
+    worst_rel: JSONFloat
+    worst_ulp: int
+    first_mismatch_offset: int
+    first_mismatch: Dict[str, JSONFloat]  # expected, actual
+
+
+class ServeValidation(TypedDict, total=False):
+    """A comparison with the captured post-dispatch image."""
+    passed: bool
+    verdict: str  # "pass", "fail", "incomplete", "launch_shape_dependent"
+    regions_compared: int
+    regions_failing: int
+    regions: List[ServeRegion]
+    not_compared: List[JSONObject]
+    unreachable: List[JSONObject]
+    shape_probe: JSONValue  # null: no probe ran
+
+
+class EvaluateAnswer(TypedDict, total=False):
+    """The answer to an "evaluate" request."""
+    ok: bool
+    id: JSONValue
+    op: str
+    kernel: str
+    validation: ServeValidation
+    revalidation: ServeValidation
+    original_validation: Dict[str, ServeValidation]  # before, after
+    kernel_ms: Timing
+    original_ms: Timing
+    speedup: float
+    speedup_pairs: Dict[str, JSONFloat]  # pairs, median, p10, p90, min, max
+    validation_launch_ms: JSONFloat
+    kernel_total_ms: JSONFloat
+    wall_ms: JSONFloat
+    overhead_ms: JSONFloat
+    load_ms: JSONFloat
+    restored_bytes: int
+    restore_each: bool
+    warmup: int
+    cold_l2: bool
+    l2_flush_bytes: int
+    protocol: str
+    persisting_l2: JSONObject
+    verdicts_pass: bool
+    relocation: str  # "note" or "relocated"
+    moved_ranges: List[JSONObject]
+    launch: JSONObject  # the launch that ran (with a "launch" override)
+    warnings: List[str]
 
 #: The answer to one request may take this long (a large capture's candidate
 #: with many iterations); the server's own start-up (the restore) is waited for
@@ -51,7 +129,7 @@ class ResidentServer:
     """A running `kerncap-replay serve`, started by us (``start``) or already
     running on a socket (``attach``)."""
 
-    def __init__(self, socket_path: str, proc: Optional[subprocess.Popen] = None,
+    def __init__(self, socket_path: str, proc: Optional["subprocess.Popen[bytes]"] = None,
                  log_path: Optional[str] = None, tmpdir: Optional[str] = None) -> None:
         self.socket_path = socket_path
         self.proc = proc
@@ -63,7 +141,7 @@ class ResidentServer:
 
     @classmethod
     def start(cls, capture: PathLike, *, socket_path: Optional[str] = None,
-              replayer: Optional[str] = None, extra_args: List[str] = (),
+              replayer: Optional[str] = None, extra_args: Sequence[str] = (),
               startup_timeout: float = 600.0, cwd: Optional[PathLike] = None) -> "ResidentServer":
         """Starts ``kerncap-replay serve CAPTURE --socket=...`` and waits until it
         listens. NoDevice when the replayer says there is no GPU (exit 77),
@@ -142,17 +220,19 @@ class ResidentServer:
     def __enter__(self) -> "ResidentServer":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # ---- requests ----
 
-    def call(self, request: Dict[str, Any], timeout: Optional[float] = DEFAULT_TIMEOUT) -> Dict[str, Any]:
-        """Sends one request and returns the answer; ServeError when it is not ok."""
+    def call(self, request: Mapping[str, object],
+             timeout: Optional[float] = DEFAULT_TIMEOUT) -> JSONObject:
+        """Sends one request (a JSON object: protocol.h) and returns the answer;
+        ServeError when it is not ok."""
         self._next_id += 1
-        request = dict(request)
-        request.setdefault("id", self._next_id)
-        line = (json.dumps(request) + "\n").encode()
+        message = dict(request)
+        message.setdefault("id", self._next_id)
+        line = (json.dumps(message) + "\n").encode()
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
             try:
@@ -172,25 +252,29 @@ class ResidentServer:
                 f"the resident server at {self.socket_path} closed the connection without an "
                 f"answer{': ' + self.log_tail() if self.log_tail() else ''}")
         try:
-            answer = json.loads(buf.decode())
+            answer = cast(JSONObject, json.loads(buf.decode()))
         except ValueError as e:
             raise errors.ReplayError(f"the resident server sent something that is not JSON: {buf[:200]!r}") from e
         if not answer.get("ok", False):
-            raise ServeError(answer.get("error", "the resident server refused the request"),
-                             answer.get("code", ""), bool(answer.get("context_lost", False)))
+            raise ServeError(cast(str, answer.get("error",
+                                                  "the resident server refused the request")),
+                             cast(str, answer.get("code", "")),
+                             bool(answer.get("context_lost", False)))
         return answer
 
-    def info(self, timeout: Optional[float] = 30) -> Dict[str, Any]:
+    def info(self, timeout: Optional[float] = 30) -> JSONObject:
+        """What is being served (the capture's facts)."""
         return self.call({"op": "info"}, timeout=timeout)
 
-    def evaluate(self, code_object: PathLike, *, launch: Optional[Dict[str, Any]] = None,
+    def evaluate(self, code_object: PathLike, *, launch: Optional[Mapping[str, object]] = None,
                  iterations: int = 10, warmup: int = 2, validate: bool = True,
                  compare_original: bool = False, cold_l2: bool = False,
-                 tolerance: Optional[Dict[str, Any]] = None, kernel: Optional[str] = None,
-                 timeout: Optional[float] = DEFAULT_TIMEOUT) -> Dict[str, Any]:
+                 tolerance: Optional[Mapping[str, object]] = None, kernel: Optional[str] = None,
+                 timeout: Optional[float] = DEFAULT_TIMEOUT) -> EvaluateAnswer:
         """One candidate (a cubin, fatbin or PTX file), optionally at another
-        launch configuration (protocol.h's "launch"); the server's answer."""
-        req: Dict[str, Any] = {"op": "evaluate",
+        launch configuration (protocol.h's "launch"; tolerance: its
+        "tolerance" object, both sent as given); the server's answer."""
+        req: Dict[str, object] = {"op": "evaluate",
                                "code_object_path": os.path.abspath(os.fspath(code_object)),
                                "iterations": int(iterations), "warmup": int(warmup),
                                "validate": bool(validate)}
@@ -204,10 +288,10 @@ class ResidentServer:
             req["tolerance"] = tolerance
         if kernel:
             req["kernel"] = kernel
-        return self.call(req, timeout=timeout)
+        return cast(EvaluateAnswer, self.call(req, timeout=timeout))
 
 
-def verdict(answer: Dict[str, Any]) -> str:
+def verdict(answer: EvaluateAnswer) -> str:
     """The evaluation's verdict: the validation's ("pass", "fail", "incomplete",
     "launch_shape_dependent"), "fail" when a later revalidation failed, or
     "not_validated"."""

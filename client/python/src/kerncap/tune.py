@@ -60,12 +60,66 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import (TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence,
+                    Tuple, TypedDict, Union, cast)
 
 from . import errors
+from ._types import PathLike
+from .models import ProjectManifest
 from .resident import ResidentServer, ServeError, verdict
 
-Candidate = Dict[str, Any]
+if TYPE_CHECKING:
+    import optuna
+
+# The space: parameter -> the values to try. The values are the user's (any
+# JSON value); each parameter reads its own kind (a number, a bool, a text,
+# a list of dimensions, null).
+Space = Mapping[str, Sequence[object]]
+# One candidate: parameter -> the value it takes.
+Candidate = Dict[str, object]
+CompileKey = Tuple[Tuple[str, str], ...]
+_Number = Union[int, float, str]  # flags.O, flags.maxrregcount: int() of the value
+
+
+class ResultJSON(TypedDict):
+    """Result.to_json(): one evaluated candidate in results.json."""
+    index: int
+    params: Candidate
+    verdict: str
+    valid: bool
+    median_ms: Optional[float]
+    speedup: Optional[float]
+    reason: str
+    code_object: str
+    folder: str
+    build_command: str
+
+
+class _TuneResults(TypedDict):
+    project: str
+    strategy: str
+    baseline: ResultJSON
+    results: List[ResultJSON]
+    best: Optional[ResultJSON]
+    best_dir: Optional[str]
+    valid: int
+    evaluated: int
+
+
+class TuneReport(_TuneResults, total=False):
+    """What tune() returns: OUT/results.json's document, and the table."""
+    table: str  # always there: format_table() of the results
+
+
+class _TritonBench(TypedDict, total=False):
+    median_ms: float
+
+
+class _TritonRun(TypedDict, total=False):
+    """`python run.py --json --bench N`'s document (the keys read here)."""
+    result: str  # "pass", "fail", ...
+    error: str
+    bench: Dict[str, _TritonBench]  # "variant": its timing
 
 LAUNCH_KEYS = ("grid", "block", "shared_mem_bytes", "max_dynamic_shared_mem", "cache_preference",
                "cluster")
@@ -85,13 +139,13 @@ class Result:
     code_object: str = ""
     folder: str = ""
     build_command: str = ""
-    answer: Dict[str, Any] = field(default_factory=dict)
+    answer: Mapping[str, object] = field(default_factory=dict)  # the evaluation's answer
 
     @property
     def valid(self) -> bool:
         return self.verdict == "pass" and self.median_ms is not None
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> ResultJSON:
         return {"index": self.index, "params": self.params, "verdict": self.verdict,
                 "valid": self.valid, "median_ms": self.median_ms, "speedup": self.speedup,
                 "reason": self.reason, "code_object": self.code_object, "folder": self.folder,
@@ -100,7 +154,7 @@ class Result:
 
 # ---- the space ----
 
-def check_space(space: Dict[str, List[Any]], triton: bool) -> None:
+def check_space(space: Space, triton: bool) -> None:
     """InvalidArgument naming the first parameter that is not understood."""
     if not isinstance(space, dict) or not space:
         raise errors.InvalidArgument("the space must be a non-empty object of parameter: [values]")
@@ -127,7 +181,7 @@ def check_space(space: Dict[str, List[Any]], triton: bool) -> None:
             raise errors.InvalidArgument(f"space key {key!r}: unknown group {group!r}")
 
 
-def exhaustive(space: Dict[str, List[Any]]) -> Iterable[Candidate]:
+def exhaustive(space: Space) -> Iterable[Candidate]:
     keys = list(space)
     for combo in itertools.product(*(space[k] for k in keys)):
         yield dict(zip(keys, combo))
@@ -141,9 +195,9 @@ def flag_words(params: Candidate) -> List[str]:
         if group != "flags" or v is None or v is False or v == "":
             continue
         if name == "maxrregcount":
-            words.append(f"-maxrregcount={int(v)}")
+            words.append(f"-maxrregcount={int(cast(_Number, v))}")
         elif name == "O":
-            words.append(f"-O{int(v)}")
+            words.append(f"-O{int(cast(_Number, v))}")
         elif name == "use_fast_math":
             words.append("--use_fast_math")
         elif name == "extra_device_vectorization":
@@ -155,17 +209,17 @@ def flag_words(params: Candidate) -> List[str]:
     return words
 
 
-def launch_of(params: Candidate) -> Dict[str, Any]:
+def launch_of(params: Candidate) -> Dict[str, object]:
     return {k.partition(".")[2]: v for k, v in params.items()
             if k.startswith("launch.") and v is not None}
 
 
-def compile_key(params: Candidate) -> Tuple:
+def compile_key(params: Candidate) -> CompileKey:
     return tuple(sorted((k, json.dumps(v)) for k, v in params.items()
                         if k.partition(".")[0] in ("flags", "define", "subst")))
 
 
-def launch_flags(launch: Dict[str, Any]) -> List[str]:
+def launch_flags(launch: Mapping[str, object]) -> List[str]:
     """kerncap-replay's flags for a launch object."""
     names = {"grid": "--grid", "block": "--block", "cluster": "--cluster",
              "shared_mem_bytes": "--shared-mem", "max_dynamic_shared_mem": "--max-dynamic-shared-mem",
@@ -181,14 +235,14 @@ def launch_flags(launch: Dict[str, Any]) -> List[str]:
 # ---- the project ----
 
 class Project:
-    def __init__(self, path: os.PathLike) -> None:
+    def __init__(self, path: PathLike) -> None:
         self.path = Path(path).resolve()
         mf = self.path / "kerncap.json"
         if not mf.is_file():
             raise errors.NotFound(f"{self.path} is not a reproducer folder (no kerncap.json; "
                                   "kerncapctl repro CAPTURE --out DIR makes one)")
         try:
-            self.manifest = json.loads(mf.read_text())
+            self.manifest = cast(ProjectManifest, json.loads(mf.read_text()))
         except ValueError as e:
             raise errors.InvalidArgument(f"{mf}: not JSON: {e}") from e
         self.kind = self.manifest.get("kind", "")
@@ -268,7 +322,8 @@ class Tuner:
         self.log = log
         self._factory = server_factory or (lambda: ResidentServer.start(self.p.capture, cwd=self.p.path))
         self._server: Optional[ResidentServer] = None
-        self._builds: Dict[Tuple, Tuple[str, str, str, str]] = {}  # key -> (code, folder, cmd, error)
+        # key -> (code, folder, cmd, error)
+        self._builds: Dict[CompileKey, Tuple[str, str, str, str]] = {}
         self.baseline_ms: Optional[float] = None
         self.results: List[Result] = []
         self._orig_flags: Optional[str] = None
@@ -360,7 +415,7 @@ class Tuner:
         res.build_command = " ".join(shlex.quote(c) for c in cmd)
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=self.p.path)
         try:
-            doc = json.loads(r.stdout)
+            doc = cast(_TritonRun, json.loads(r.stdout))
         except ValueError:
             res.reason = f"run.py exited with {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}"
             return res
@@ -389,7 +444,7 @@ class Tuner:
 
 def best_of(results: List[Result]) -> Optional[Result]:
     valid = [r for r in results if r.valid and "baseline" not in r.params]
-    return min(valid, key=lambda r: r.median_ms) if valid else None
+    return min(valid, key=lambda r: cast(float, r.median_ms)) if valid else None
 
 
 def write_best(tuner: Tuner, best: Result) -> Path:
@@ -437,11 +492,11 @@ def format_table(results: List[Result]) -> str:
     return "\n".join(out)
 
 
-def tune(project: os.PathLike, space: Dict[str, List[Any]], *, strategy: str = "exhaustive",
+def tune(project: PathLike, space: Space, *, strategy: str = "exhaustive",
          trials: int = 50, iterations: int = 20, warmup: int = 3,
-         out: Optional[os.PathLike] = None,
+         out: Optional[PathLike] = None,
          server_factory: Optional[Callable[[], ResidentServer]] = None,
-         log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+         log: Callable[[str], None] = lambda s: None) -> TuneReport:
     """Runs the search; returns {"baseline", "results", "best", "best_dir"}."""
     p = Project(project)
     check_space(space, p.triton)
@@ -465,7 +520,7 @@ def tune(project: os.PathLike, space: Dict[str, List[Any]], *, strategy: str = "
             optuna.logging.set_verbosity(optuna.logging.WARNING)
             keys = list(space)
 
-            def objective(trial: Any) -> float:
+            def objective(trial: optuna.Trial) -> float:
                 # Values may be lists or null: choose by index.
                 cand = {k: space[k][trial.suggest_categorical(k, list(range(len(space[k]))))]
                         for k in keys}
@@ -473,7 +528,7 @@ def tune(project: os.PathLike, space: Dict[str, List[Any]], *, strategy: str = "
                 log(f"#{r.index} {r.verdict} {r.median_ms} {r.params} {r.reason}")
                 if not r.valid:
                     raise optuna.TrialPruned(r.reason or r.verdict)
-                return r.median_ms
+                return cast(float, r.median_ms)  # (valid: it has one)
 
             study = optuna.create_study(direction="minimize",
                                         sampler=optuna.samplers.TPESampler(seed=0))
@@ -484,12 +539,13 @@ def tune(project: os.PathLike, space: Dict[str, List[Any]], *, strategy: str = "
         t.close()
     best = best_of(t.results)
     best_dir = write_best(t, best) if best else None
-    doc = {"project": str(p.path), "strategy": strategy, "baseline": t.results[0].to_json(),
-           "results": [r.to_json() for r in t.results[1:]],
-           "best": best.to_json() if best else None,
-           "best_dir": str(best_dir) if best_dir else None,
-           "valid": sum(1 for r in t.results[1:] if r.valid),
-           "evaluated": len(t.results) - 1}
+    doc: TuneReport = {"project": str(p.path), "strategy": strategy,
+                       "baseline": t.results[0].to_json(),
+                       "results": [r.to_json() for r in t.results[1:]],
+                       "best": best.to_json() if best else None,
+                       "best_dir": str(best_dir) if best_dir else None,
+                       "valid": sum(1 for r in t.results[1:] if r.valid),
+                       "evaluated": len(t.results) - 1}
     (out_dir / "results.json").write_text(json.dumps(doc, indent=2))
     doc["table"] = format_table(t.results)
     return doc
