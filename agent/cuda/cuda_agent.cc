@@ -21,6 +21,7 @@
 #ifdef KERNCAP_AGENT_HAVE_LINK
 #include "agent/cuda/cuda_substitution.h"
 #include "agent/link/daemon_link.h"
+#include "agent/link/launch_sampler.h"
 #include "common/version.h"
 #endif
 
@@ -439,8 +440,7 @@ void CudaAgent::StopArmedPath() {
   toggle_.SetSource(config_.callback_toggle ? &armed_path_refs_ : &g_callbacks_always_wanted);
 }
 
-void CudaAgent::HoldForSubstitution(bool on) {
-  // Launch callbacks on while a substitution lives (as an arm holds them).
+void CudaAgent::HoldLaunchCallbacks(bool on) {
   if (on) {
     armed_path_refs_.fetch_add(1);
     toggle_.Update();
@@ -558,6 +558,13 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
         if (cookie != 0) t_substituted[t_substituted_n++] = SubstitutedCall{cb->correlationId, cookie};
       }
     }
+    if (launch || IsGraphLaunch(cbid)) {
+      LaunchSampler* sampler = sampler_.load(std::memory_order_acquire);
+      if (sampler != nullptr && sampler->active()) {
+        AgentScope scope;
+        SampleLaunch(cbid, cb, *sampler);
+      }
+    }
 #endif
     CaptureTransport* t = service_.transport();
     if (t == nullptr) {
@@ -621,6 +628,71 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
     toggle_.FinishPending();
   }
 }
+
+#ifdef KERNCAP_AGENT_HAVE_LINK
+namespace {
+link::SampledConfig SampledConfigOf(const LaunchDesc& d) {
+  link::SampledConfig c;
+  c.grid = d.grid;
+  c.block = d.block;
+  c.shared_mem_bytes = d.shared_mem_bytes;
+  c.cluster = d.cluster;
+  return c;
+}
+}  // namespace
+
+void CudaAgent::SampleLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb,
+                             LaunchSampler& sampler) {
+  // A launch into a stream being captured into a graph does not run now (as
+  // for arms): its kernels count when the graph is launched.
+  auto capturing = [](CUstream stream) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return Driver().cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS ||
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
+  };
+  if (IsGraphLaunch(cbid)) {
+    auto* params = static_cast<const cuGraphLaunch_params*>(cb->functionParams);
+    if (params == nullptr || params->hGraph == nullptr) return;
+    CUstream stream = params->hStream;
+    if (stream == nullptr && cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
+      stream = CU_STREAM_PER_THREAD;
+    }
+    if (capturing(stream)) return;
+    sampler.RecordGraphLaunch();
+    // Not counted as a launch of the exec: the armed path counts it.
+    std::shared_ptr<const GraphLaunchPlan> plan = graphs_.BeginLaunch(
+        static_cast<uint64_t>(reinterpret_cast<uintptr_t>(params->hGraph)), /*count=*/false);
+    if (plan == nullptr) return;  // instantiated before the agent: its nodes are unknown
+    for (const FlatNode& n : plan->nodes()) {
+      if (n.kind != GraphNodeKind::kKernel || !n.enabled) continue;
+      std::shared_ptr<const KernelInfo> info =
+          kernels_.Get(reinterpret_cast<CUfunction>(static_cast<uintptr_t>(n.function)), nullptr);
+      EagerOp op;
+      if (PrepareEagerOp(n, *plan, cb->context, &op).ok()) {
+        sampler.Record(info->mangled_name, info->demangled_name, SampledConfigOf(op.desc),
+                       LaunchShapeOf(link::PerShape::kScalars, op.desc, op.kernel_params,
+                                     op.extra, *info));
+      } else {
+        sampler.Record(info->mangled_name, info->demangled_name, link::SampledConfig{},
+                       std::nullopt);
+      }
+    }
+    return;
+  }
+  std::optional<LaunchCall> call = DecodeLaunch(cbid, cb->functionParams);
+  if (!call || call->function == nullptr) {
+    sampler.Record("", "", link::SampledConfig{}, std::nullopt);
+    return;
+  }
+  CUstream stream = call->stream;
+  if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  if (capturing(stream)) return;
+  std::shared_ptr<const KernelInfo> info = kernels_.Get(call->function, cb->symbolName);
+  sampler.Record(info->mangled_name, info->demangled_name, SampledConfigOf(call->desc),
+                 LaunchShapeOf(link::PerShape::kScalars, call->desc, call->kernel_params,
+                               call->extra, *info));
+}
+#endif
 
 int CudaAgent::DeviceOf(CUcontext ctx) {
   uint32_t id = 0;
@@ -1196,7 +1268,7 @@ void CudaAgent::StartLink() {
     sub_hooks.send_report = [daemon_slot](const link::SubstitutionReportMsg& r) {
       if (DaemonLink* d = daemon_slot->load()) d->client()->SendSubstitutionReport(r);
     };
-    sub_hooks.hold_launch_callbacks = [this](bool on) { HoldForSubstitution(on); };
+    sub_hooks.hold_launch_callbacks = [this](bool on) { HoldLaunchCallbacks(on); };
     sub_hooks.enter_agent_scope = [] { ++t_agent_depth; };
     sub_hooks.exit_agent_scope = [] { --t_agent_depth; };
     auto* sub = new CudaSubstituter(&kernels_, std::move(sub_hooks),
@@ -1207,6 +1279,9 @@ void CudaAgent::StartLink() {
     };
     hooks.on_unsubstitute = [sub](const link::UnsubstituteMsg& m) { sub->OnUnsubstitute(m); };
     hooks.on_link_lost = [sub] { sub->OnLinkLost(); };
+    auto* sampler = new LaunchSampler([this](bool on) { HoldLaunchCallbacks(on); });  // leaked
+    sampler_.store(sampler, std::memory_order_release);
+    hooks.launch_sampler = sampler;
     DaemonLink* daemon = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
     daemon_slot->store(daemon);
     SetTransport(daemon->transport(), /*notifies_arming=*/true);

@@ -57,6 +57,10 @@
 #include "agent/cuda/module_registry.h"
 #include "agent/cuda/texture_registry.h"
 
+namespace kerncap::agent {
+class LaunchSampler;  // agent/link/launch_sampler.h (built with the agent link)
+}  // namespace kerncap::agent
+
 namespace kerncap::agent::cuda {
 
 class CudaSubstituter;  // cuda_substitution.h (built with the agent link)
@@ -228,8 +232,13 @@ class CudaAgent {
   // Live substitution (cuda_substitution.h); created with the daemon link,
   // never destroyed (its thread may outlive static destruction).
   std::atomic<CudaSubstituter*> substituter_{nullptr};
-  // The substituter's hold on the launch callbacks (see HoldForSubstitution).
-  void HoldForSubstitution(bool on);
+  // Launch sampling (kerncapctl kernels --sample; set with the link, leaked
+  // with it): every launch and graph launch is counted while it samples.
+  std::atomic<LaunchSampler*> sampler_{nullptr};
+  void SampleLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb, LaunchSampler& sampler);
+  // A hold on the launch callbacks while a substitution lives or a sample
+  // runs (as an arm holds them).
+  void HoldLaunchCallbacks(bool on);
 };
 
 }  // namespace kerncap::agent::cuda

@@ -299,7 +299,7 @@ void GraphRegistry::OnDestroy(uint64_t exec) {
   execs_.erase(it);
 }
 
-std::shared_ptr<const GraphLaunchPlan> GraphRegistry::BeginLaunch(uint64_t exec) {
+std::shared_ptr<const GraphLaunchPlan> GraphRegistry::BeginLaunch(uint64_t exec, bool count) {
   std::lock_guard lock(mu_);
   auto it = execs_.find(exec);
   if (it == execs_.end()) return nullptr;
@@ -309,7 +309,7 @@ std::shared_ptr<const GraphLaunchPlan> GraphRegistry::BeginLaunch(uint64_t exec)
   plan->graph = e.graph;
   plan->serial = e.serial;
   plan->flags = e.flags;
-  plan->launch_index = ++e.launches;
+  plan->launch_index = count ? ++e.launches : e.launches;
   if (e.flat == nullptr && e.root != nullptr) {
     // Refused execs are flattened too: their kernels name the refusal.
     auto flat = FlattenGraph(*e.root);

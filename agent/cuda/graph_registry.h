@@ -121,9 +121,10 @@ class GraphRegistry {
   // Before cuGraphExecDestroy (the handle may be reused right after).
   void OnDestroy(uint64_t exec);
 
-  // One launch of `exec`: counts it and returns what it runs; null when the
-  // exec is not known (instantiated before the agent was loaded).
-  std::shared_ptr<const GraphLaunchPlan> BeginLaunch(uint64_t exec);
+  // One launch of `exec`: counts it (count = false: does not; the launch
+  // sampler looks before the armed path counts) and returns what it runs;
+  // null when the exec is not known (instantiated before the agent was loaded).
+  std::shared_ptr<const GraphLaunchPlan> BeginLaunch(uint64_t exec, bool count = true);
   // True the first time for (exec serial, key): refusals are reported once
   // per exec and arm, not once per launch.
   bool FirstReport(uint64_t serial, const std::string& key);

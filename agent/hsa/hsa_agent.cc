@@ -12,6 +12,7 @@
 #include "agent/hsa/packets.h"
 #ifdef KERNCAP_AGENT_HAVE_LINK
 #include "agent/link/daemon_link.h"
+#include "agent/link/launch_sampler.h"
 #include "common/version.h"
 #endif
 
@@ -326,6 +327,13 @@ void HsaAgent::Intercept(const void* packets, uint64_t count, uint64_t user_inde
                          hsa_amd_queue_intercept_packet_writer writer) {
   HsaAgent& a = Instance();
   a.packets_.fetch_add(count, std::memory_order_relaxed);
+#ifdef KERNCAP_AGENT_HAVE_LINK
+  // While kerncapctl kernels --sample counts (one atomic load otherwise).
+  if (LaunchSampler* sampler = a.sampler_.load(std::memory_order_acquire);
+      sampler != nullptr && sampler->active()) {
+    a.SamplePackets(static_cast<const uint8_t*>(packets), count, *sampler);
+  }
+#endif
   CaptureTransport* t = a.service_.transport();
   // Fast path unless armed or another submission is in the gated path. The
   // order matters: a handler that consumes the last arm has already raised
@@ -372,6 +380,31 @@ std::optional<uint64_t> HsaAgent::LaunchShapeOf(link::PerShape mode,
     }
   }
   return DispatchShapeKey(mode, LaunchOf(packet), blob, allocations_);
+}
+
+void HsaAgent::SamplePackets(const uint8_t* p, uint64_t count, LaunchSampler& sampler) {
+#ifdef KERNCAP_AGENT_HAVE_LINK
+  if (kernels_ == nullptr) return;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint8_t* pkt = p + i * kAqlPacketSize;
+    if (!IsKernelDispatch(pkt)) continue;
+    hsa_kernel_dispatch_packet_t dispatch;
+    std::memcpy(&dispatch, pkt, sizeof(dispatch));
+    std::shared_ptr<const KernelRecord> kernel = kernels_->Get(dispatch.kernel_object);
+    const LaunchDesc launch = LaunchOf(dispatch);
+    link::SampledConfig config;
+    config.grid = launch.grid;
+    config.block = launch.block;
+    config.shared_mem_bytes = launch.shared_mem_bytes;
+    config.cluster = launch.cluster;
+    sampler.Record(kernel->mangled_name, kernel->demangled_name, config,
+                   LaunchShapeOf(link::PerShape::kScalars, dispatch, *kernel));
+  }
+#else
+  (void)p;
+  (void)count;
+  (void)sampler;
+#endif
 }
 
 void HsaAgent::HandleArmed(QueueState* q, const uint8_t* p, uint64_t count,
@@ -753,6 +786,11 @@ void HsaAgent::StartLink() {
     }
     return out;
   };
+  // Launch sampling: packets are intercepted always, so there is nothing to
+  // switch on or off.
+  auto* sampler = new LaunchSampler();  // leaked with the link
+  sampler_.store(sampler, std::memory_order_release);
+  hooks.launch_sampler = sampler;
   daemon_link_ = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));
 #else
   KC_ALOG(kWarn, "built without the agent link; tracking only");

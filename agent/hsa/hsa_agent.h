@@ -43,6 +43,10 @@
 #include "common/hsa/hsa_tables.h"
 #include "agent/hsa/kernel_registry.h"
 
+namespace kerncap::agent {
+class LaunchSampler;  // agent/link/launch_sampler.h (built with the agent link)
+}  // namespace kerncap::agent
+
 namespace kerncap::agent::hsa {
 
 // Backend-independent settings come from agent/core/agent_env.h.
@@ -145,6 +149,8 @@ class HsaAgent {
                                         const KernelRecord& kernel);
   void HandleArmed(QueueState* q, const uint8_t* packets, uint64_t count,
                    hsa_amd_queue_intercept_packet_writer writer, CaptureTransport* t);
+  // Counts the kernel dispatches of a submission for a running launch sample.
+  void SamplePackets(const uint8_t* packets, uint64_t count, LaunchSampler& sampler);
   // Captures around forwarding `packet`; false when it did not forward it.
   bool CaptureDispatch(QueueState* q, const hsa_kernel_dispatch_packet_t& packet,
                        const std::shared_ptr<const KernelRecord>& kernel,
@@ -176,6 +182,8 @@ class HsaAgent {
   // Gate, transport, begin/end, skips, counters (agent/core/capture_service.h).
   CaptureService service_;
   void* daemon_link_ = nullptr;  // DaemonLink* (agent/link/daemon_link.h), never destroyed
+  // Launch sampling (set with the link, leaked with it).
+  std::atomic<LaunchSampler*> sampler_{nullptr};
   std::atomic<uint64_t> packets_{0};
   std::atomic<int> gating_{0};  // submissions inside the gated (armed) path
 };

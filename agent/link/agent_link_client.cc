@@ -18,6 +18,7 @@
 
 #include "agent/link/client_link.h"
 #include "agent/link/kernel_census.h"
+#include "agent/link/launch_sampler.h"
 #include "agent/link/launcher_rank.h"
 #include "common/agent_link/ring.h"
 #include "common/agent_link/socket_path.h"
@@ -217,6 +218,7 @@ std::shared_ptr<AgentLinkClient::Link> AgentLinkClient::Connect(std::string* err
   hello.features.push_back(link::kFeatureChunkFingerprints);
   if (options_.list_kernels) hello.features.push_back(link::kFeatureKernelCensus);
   if (options_.on_substitute) hello.features.push_back(link::kFeatureSubstitution);
+  if (options_.launch_sampler != nullptr) hello.features.push_back(link::kFeatureLaunchSample);
   LinkStatus status = link->SendNow(hello);
   if (!status.ok()) {
     *error = "sending Hello: " + status.message();
@@ -333,7 +335,9 @@ void AgentLinkClient::ReadLoop(const std::shared_ptr<Link>& link) {
     cv_.notify_all();
   }
   if (outcome && options_.on_capture_result) options_.on_capture_result(*outcome);
-  // No daemon, no substitution: nobody would see its results or end it.
+  // No daemon, no substitution and no sample: nobody would see their results
+  // or end them.
+  if (options_.launch_sampler != nullptr) options_.launch_sampler->Abort();
   if (options_.on_link_lost) options_.on_link_lost();
 }
 
@@ -569,6 +573,29 @@ LinkStatus AgentLinkClient::HandleFrame(const std::shared_ptr<Link>& link, Frame
         last_error_ = std::string("listing kernels: ") + e.what();
       }
       return link->Send(KernelsReportPage(msg, std::move(kernels)));
+    }
+    case MessageType::kSampleStart: {
+      if (options_.launch_sampler == nullptr) {
+        return LinkStatus::Error("SampleStart, but this agent did not offer launch_sample");
+      }
+      link::SampleStartMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      if (msg.sample_id == 0) return LinkStatus::Error("SampleStart with sample_id 0");
+      // Clamped to kMaxSampleMs by the sampler.
+      options_.launch_sampler->Start(
+          msg.sample_id,
+          std::chrono::milliseconds(std::min<uint64_t>(msg.duration_ms, link::kMaxSampleMs)));
+      return LinkStatus::Ok();
+    }
+    case MessageType::kSampleStop: {
+      if (options_.launch_sampler == nullptr) {
+        return LinkStatus::Error("SampleStop, but this agent did not offer launch_sample");
+      }
+      link::SampleStopMsg msg;
+      LinkStatus status = link::DecodeBody(frame, &msg);
+      if (!status.ok()) return status;
+      return link->Send(options_.launch_sampler->Stop(msg.sample_id));
     }
     case MessageType::kSubstitute: {
       if (!options_.on_substitute) {

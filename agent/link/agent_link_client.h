@@ -62,6 +62,8 @@
 
 namespace kerncap::agent {
 
+class LaunchSampler;  // launch_sampler.h
+
 using link::LinkResult;
 using link::LinkStatus;
 
@@ -104,6 +106,10 @@ struct AgentLinkClientOptions {
   // list must keep its order between calls; the client pages and bounds it
   // (kernel_census.h).
   std::function<std::vector<link::LoadedKernelInfo>()> list_kernels;
+  // Launch sampling (feature "launch_sample": announced only when set; must
+  // outlive the client): the client starts and stops its samples as the
+  // daemon says, and ends a running one when the link drops.
+  LaunchSampler* launch_sampler = nullptr;
   // Live substitution (feature "substitution": announced only when
   // on_substitute is set). Called on the link thread; must not block and
   // must not call back into the client except SendSubstitutionReport.

@@ -40,6 +40,7 @@ DaemonLink* DaemonLink::Start(CaptureService* service, link::HelloMsg identity,
   options.on_substitute = std::move(hooks.on_substitute);
   options.on_unsubstitute = std::move(hooks.on_unsubstitute);
   options.on_link_lost = std::move(hooks.on_link_lost);
+  options.launch_sampler = hooks.launch_sampler;
   auto* link = new DaemonLink(service, std::move(options));  // never destroyed (see header)
   {
     std::lock_guard lock(g_links_mu);

@@ -45,6 +45,8 @@ struct DaemonLinkHooks {
       on_substitute;
   std::function<void(const link::UnsubstituteMsg&)> on_unsubstitute;
   std::function<void()> on_link_lost;
+  // Launch sampling (agent_link_client.h; null: not offered). Outlives the link.
+  LaunchSampler* launch_sampler = nullptr;
 };
 
 class DaemonLink {

@@ -7,16 +7,6 @@
 namespace kerncap::agent {
 namespace {
 
-// Printable ASCII only: code objects are the application's, and a name that
-// is not valid UTF-8 could not even be encoded as JSON.
-bool Sendable(const std::string& s) {
-  if (s.size() > link::kMaxKernelNameBytes) return false;
-  for (unsigned char c : s) {
-    if (c < 0x20 || c >= 0x7f) return false;
-  }
-  return true;
-}
-
 // The JSON text of a string's characters ('"' and '\\' are escaped).
 size_t JsonChars(const std::string& s) {
   size_t n = s.size();
@@ -26,6 +16,14 @@ size_t JsonChars(const std::string& s) {
 
 }  // namespace
 
+bool SendableKernelName(std::string_view s) {
+  if (s.size() > link::kMaxKernelNameBytes) return false;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c >= 0x7f) return false;
+  }
+  return true;
+}
+
 link::KernelsReportMsg KernelsReportPage(const link::KernelsRequestMsg& request,
                                          std::vector<link::LoadedKernelInfo> kernels) {
   link::KernelsReportMsg report;
@@ -34,8 +32,8 @@ link::KernelsReportMsg KernelsReportPage(const link::KernelsRequestMsg& request,
   std::vector<link::LoadedKernelInfo> list;
   std::set<std::pair<std::string, std::string>> seen;
   for (link::LoadedKernelInfo& k : kernels) {
-    if (k.mangled_name.empty() || !Sendable(k.mangled_name) || !Sendable(k.demangled_name) ||
-        !Sendable(k.module)) {
+    if (k.mangled_name.empty() || !SendableKernelName(k.mangled_name) || !SendableKernelName(k.demangled_name) ||
+        !SendableKernelName(k.module)) {
       ++report.left_out;
       continue;
     }

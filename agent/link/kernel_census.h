@@ -5,11 +5,17 @@
 #define KERNCAP_AGENT_LINK_KERNEL_CENSUS_H_
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "common/agent_link/messages.h"
 
 namespace kerncap::agent {
+
+// True for a name the link may carry (census, launch sample): printable
+// ASCII (code objects are the application's, and a name that is not valid
+// UTF-8 could not even be encoded as JSON) of at most link::kMaxKernelNameBytes.
+bool SendableKernelName(std::string_view name);
 
 // The page of `request` over `kernels` (the backend's list, in its stable
 // order): each (module, mangled name) once; entries with an empty name, a

@@ -26,6 +26,11 @@ class StandInDaemon {
   // Accepts the agent (waits at most timeout_ms), reads its Hello, sends a
   // Welcome listing `features` (slot_count 0: lazy ring).
   bool Handshake(link::HelloMsg* hello, std::vector<std::string> features, int timeout_ms = 10000);
+  // Sends `msg` (no answer expected).
+  template <typename M>
+  link::LinkStatus Tell(const M& msg) {
+    return link::SendMessage(conn_, msg);
+  }
   // Sends `msg` and returns the agent's next frame (10 s at most).
   template <typename M>
   link::LinkResult<link::Frame> Ask(const M& msg) {

@@ -6,7 +6,7 @@
 //   synthetic_agent --socket=PATH --kernels=matmul,softmax --dispatches=10
 //                   --region-mib=4,0.5 --seed=7 --mutate --wait-arm-ms=2000
 //                   [--eager-ring] [--substitution --wait-substitution-ms=2000
-//                   --dispatch-interval-ms=1]
+//                   --dispatch-interval-ms=1] [--wait-sample-ms=5000]
 //
 // Like the CUDA agent it asks for its staging ring only when an arm applies
 // and gives it back when none does ("lazy_ring" + "ring_release");
@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "agent/link/agent_link_client.h"
+#include "agent/link/launch_sampler.h"
 #include "agent/link/substitution_table.h"
 #include "agent/testing/synthetic_content.h"
 #include "nlohmann/json.hpp"
@@ -67,6 +68,9 @@ struct Flags {
   // (when set) and buffer pointers that move inside their regions.
   uint64_t shapes = 0;
   uint64_t scalar_shapes = 0;
+  // Launch sampling is always offered; > 0: the dispatches start only once
+  // a sample runs (or after this long), and the agent stays until it ended.
+  int wait_sample_ms = 0;
 };
 
 std::vector<std::string> Split(const std::string& s) {
@@ -140,6 +144,8 @@ bool ParseFlags(int argc, char** argv, Flags* f, std::string* error) {
       f->dispatch_interval_ms = std::atoi(value.c_str());
     } else if (key == "--wait-arm-ms") {
       f->wait_arm_ms = std::atoi(value.c_str());
+    } else if (key == "--wait-sample-ms") {
+      f->wait_sample_ms = std::atoi(value.c_str());
     } else {
       *error = "unknown flag " + key;
       return false;
@@ -270,7 +276,7 @@ Connects to kerncapd's agent socket, "launches" fake kernels and captures the on
 
 Usage: synthetic_agent [--socket=PATH] [--kernels=A,B,...] [--dispatches=N]
                        [--region-mib=X,Y,...] [--seed=N] [--mutate] [--wait-arm-ms=MS]
-                       [--eager-ring] [--shapes=N [--scalar-shapes=M]]
+                       [--eager-ring] [--shapes=N [--scalar-shapes=M]] [--wait-sample-ms=MS]
 
   --socket=PATH        kerncapd's agent socket (default: $KERNCAP_AGENT_SOCKET, else
                        kerncapd's default agent socket)
@@ -286,6 +292,8 @@ Usage: synthetic_agent [--socket=PATH] [--kernels=A,B,...] [--dispatches=N]
                        inside their regions (default: grid i + 1, every dispatch its own shape)
   --scalar-shapes=M    dispatch i also passes a scalar argument i % M (per-shape arms
                        tell these apart with --per-shape=scalars, not with =launch)
+  --wait-sample-ms=MS  dispatch only once `kerncapctl kernels --sample` counts (waiting up to
+                       MS), then stay until that sample ended (up to MS more)
 
 Prints one JSON line per capture attempt ({"capture_id":...,"kernel":...,"dispatch":...}
 or {"error":...}); exits 0, or 2 on bad flags.
@@ -347,6 +355,10 @@ int main(int argc, char** argv) {
     };
     options.on_link_lost = [&table] { table.DropAll(); };
   }
+  // Launch sampling (kerncapctl kernels --sample): every dispatch is counted
+  // with its grid and argument shape while a sample runs.
+  kerncap::agent::LaunchSampler sampler;
+  options.launch_sampler = &sampler;
   AgentLinkClient client(options);
   client.Start();
   auto send_reports = [&](bool force) {
@@ -363,6 +375,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "synthetic_agent: no arm within %d ms (%s)\n", flags.wait_arm_ms,
                  client.last_error().c_str());
   }
+  auto wait_sample = [&](bool running) {
+    for (int waited = 0; sampler.active() != running && waited < flags.wait_sample_ms;
+         waited += 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  if (flags.wait_sample_ms > 0) wait_sample(true);
   for (uint64_t i = 0; i < flags.dispatches; ++i) {
     const std::string& kernel = flags.kernels[i % flags.kernels.size()];
     if (flags.dispatch_interval_ms > 0) {
@@ -399,6 +418,14 @@ int main(int argc, char** argv) {
       return link::LaunchShapeKey(mode, in,
                                   [&flags](uint64_t w) { return PointsIntoRegion(flags, w); });
     };
+    if (sampler.active()) {
+      const SyntheticLaunch l = LaunchOf(flags, i);
+      link::SampledConfig config;
+      config.grid = l.grid;
+      config.block = l.block;
+      sampler.Record(st::SyntheticMangled(kernel), kernel, config,
+                     shape(link::PerShape::kScalars));
+    }
     auto arm = client.ShouldCapture(kernel, st::SyntheticMangled(kernel), 0, &shape);
     if (!arm.has_value()) continue;
     nlohmann::json line = Capture(client, flags, kernel, i, *arm);
@@ -407,6 +434,10 @@ int main(int argc, char** argv) {
   }
   if (flags.substitution) {
     send_reports(true);
+    client.FlushOutgoing(2000);
+  }
+  if (flags.wait_sample_ms > 0) {
+    wait_sample(false);
     client.FlushOutgoing(2000);
   }
   client.Stop();

@@ -107,12 +107,33 @@
 //     The link dropping ends every substitution of the agent (nothing is
 //     substituted while no daemon watches).
 //
+//   "launch_sample": D: SampleStart{sample_id, duration_ms}: the agent counts
+//     the launches it sees from now (turning its launch callbacks on for the
+//     sample only; an unsampled, unarmed process pays nothing) until
+//     D: SampleStop{sample_id}, answered by A: SampleReport{sample_id, ...}:
+//     per kernel (by mangled name, whichever module it came from) its
+//     launches, up to kMaxSampledConfigsPerKernel distinct launch
+//     configurations with their counts (the rest counted in
+//     other_config_launches) and how many distinct argument shapes it ran
+//     with (the per-shape "scalars" key, launch_shape.h; counted up to
+//     kMaxArgumentShapesCounted, argument_shapes_capped beyond). Launches of
+//     kernels whose name the agent could not read are counted in
+//     unattributed_launches; graph launches in graph_launches (their kernel
+//     nodes are counted as launches of their kernels where the agent knows
+//     the graph). At most kMaxSampledKernels kernels and a body under
+//     kMaxSampleReportBytes, the most launched first (the rest counted in
+//     kernels_left_out). The agent stops counting by itself at duration_ms
+//     (at most kMaxSampleMs) even if no SampleStop comes; a SampleStop for
+//     another sample, or with none running, is answered with an error. The
+//     link dropping ends the sample.
+//
 // Hello.rank: the process's rank in a parallel job, read by the agent from
 // its launcher's environment (MPI, PMI/PMIx, torchrun, Slurm; source names
 // the variable), -1 where unknown.
 #ifndef KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 #define KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -136,6 +157,13 @@ inline constexpr char kFeatureKernelCensus[] = "kernel_census";
 inline constexpr char kFeaturePostUnchanged[] = "post_unchanged";
 inline constexpr char kFeatureSubstitution[] = "substitution";
 inline constexpr char kFeatureChunkFingerprints[] = "chunk_fingerprints";
+inline constexpr char kFeatureLaunchSample[] = "launch_sample";
+// SampleReport bounds (see "launch_sample").
+inline constexpr size_t kMaxSampledKernels = 4096;
+inline constexpr size_t kMaxSampledConfigsPerKernel = 8;
+inline constexpr uint32_t kMaxArgumentShapesCounted = 64;
+inline constexpr uint64_t kMaxSampleMs = 120000;
+inline constexpr size_t kMaxSampleReportBytes = 768 * 1024;
 // Substitute bounds.
 // (below the control API's 128 MiB gRPC message bound, common/control/limits.h)
 inline constexpr uint64_t kMaxSubstituteCodeObjectBytes = 96ull << 20;
@@ -490,6 +518,47 @@ struct KernelsReportMsg {
   uint64_t left_out = 0;     // kernels whose names could not be sent
 };
 
+struct SampleStartMsg {
+  static constexpr MessageType kType = MessageType::kSampleStart;
+  uint64_t sample_id = 0;
+  uint64_t duration_ms = 0;  // the agent stops counting by itself then
+};
+
+struct SampleStopMsg {
+  static constexpr MessageType kType = MessageType::kSampleStop;
+  uint64_t sample_id = 0;
+};
+
+// One launch configuration of a sampled kernel and how often it ran.
+struct SampledConfig {
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{1, 1, 1};
+  uint32_t shared_mem_bytes = 0;
+  std::array<uint32_t, 3> cluster{0, 0, 0};
+  uint64_t launches = 0;
+};
+
+struct SampledKernel {
+  std::string mangled_name;
+  std::string demangled_name;
+  uint64_t launches = 0;
+  std::vector<SampledConfig> configs;  // the most launched first
+  uint64_t other_config_launches = 0;  // launches of configurations not listed
+  uint32_t argument_shapes = 0;        // distinct "scalars" shape keys seen
+  bool argument_shapes_capped = false; // more than kMaxArgumentShapesCounted
+};
+
+struct SampleReportMsg {
+  static constexpr MessageType kType = MessageType::kSampleReport;
+  uint64_t sample_id = 0;
+  std::string error;     // set: no sample (none running, another id)
+  double seconds = 0;    // how long the agent counted
+  std::vector<SampledKernel> kernels;  // the most launched first
+  uint64_t kernels_left_out = 0;       // kernels past the bounds
+  uint64_t unattributed_launches = 0;  // launches whose kernel name was unknown
+  uint64_t graph_launches = 0;
+};
+
 struct SubstituteMsg {
   static constexpr MessageType kType = MessageType::kSubstitute;
   std::string sub_id;
@@ -651,6 +720,16 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedKernelInfo, mangled_name, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsRequestMsg, request_id, offset)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsReportMsg, request_id, offset, kernels,
                                                 total, next_offset, left_out)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleStartMsg, sample_id, duration_ms)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleStopMsg, sample_id)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampledConfig, grid, block, shared_mem_bytes,
+                                                cluster, launches)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampledKernel, mangled_name, demangled_name,
+                                                launches, configs, other_config_launches,
+                                                argument_shapes, argument_shapes_capped)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleReportMsg, sample_id, error, seconds,
+                                                kernels, kernels_left_out,
+                                                unattributed_launches, graph_launches)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SubstituteMsg, sub_id, kernel, match, pid,
                                                 process_name, device, count, ttl_ms, ab, format,
                                                 name)

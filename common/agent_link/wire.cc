@@ -74,6 +74,9 @@ const char* MessageTypeName(MessageType type) {
     case MessageType::kKnownChunksAnswer: return "KnownChunksAnswer";
     case MessageType::kChunksKnown: return "ChunksKnown";
     case MessageType::kChunkFingerprints: return "ChunkFingerprints";
+    case MessageType::kSampleStart: return "SampleStart";
+    case MessageType::kSampleStop: return "SampleStop";
+    case MessageType::kSampleReport: return "SampleReport";
   }
   return "Unknown";
 }

@@ -77,8 +77,11 @@ enum class MessageType : uint16_t {
   kKnownChunksAnswer = 26,   // daemon -> agent, payload: one byte per fingerprint
   kChunksKnown = 27,         // agent -> daemon, payload: fingerprints of chunks not sent
   kChunkFingerprints = 28,   // agent -> daemon, payload: fingerprints of chunks sent as bytes
+  kSampleStart = 29,         // daemon -> agent: count your launches from now
+  kSampleStop = 30,          // daemon -> agent: stop counting, report
+  kSampleReport = 31,        // agent -> daemon: the launches counted while sampling
 };
-inline constexpr uint16_t kMaxMessageType = 28;
+inline constexpr uint16_t kMaxMessageType = 31;
 // Fingerprints (16 bytes each, chunk_fingerprint.h) in one KnownChunksQuery,
 // KnownChunksAnswer (1 byte each), ChunksKnown or ChunkFingerprints payload.
 inline constexpr size_t kMaxFingerprintsPerFrame = 1u << 16;

@@ -32,6 +32,8 @@ inline constexpr size_t kMaxTags = 64;
 inline constexpr size_t kMaxPathBytes = 4096;
 // Arm: captures per arm and dispatches to skip / the nth to take.
 inline constexpr uint64_t kMaxArmCount = 1'000'000;
+// ListKernelsRequest.sample_ms: a launch sample holds the RPC for its length.
+inline constexpr uint32_t kMaxKernelSampleMs = 60'000;
 
 }  // namespace kerncap::service
 

@@ -4,6 +4,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -157,6 +158,8 @@ LinkStatus AgentConnection::Handshake() {
   }
   census_ = HasFeature(hello_.features, kFeatureKernelCensus);
   if (census_) welcome.features.push_back(kFeatureKernelCensus);
+  sample_ = HasFeature(hello_.features, kFeatureLaunchSample);
+  if (sample_) welcome.features.push_back(kFeatureLaunchSample);
   // Registration and the Welcome's arm snapshot happen under send_mu_, so an
   // Arm() racing with this handshake is either in the snapshot or pushed
   // after the Welcome, never lost and never before it.
@@ -353,6 +356,7 @@ LinkStatus AgentConnection::ServeFrames() {
       case MessageType::kDispatchSkipped: status = OnDispatchSkipped(*frame); break;
       case MessageType::kSubstitutionReport: status = OnSubstitutionReport(*frame); break;
       case MessageType::kKernelsReport: status = OnKernelsReport(*frame); break;
+      case MessageType::kSampleReport: status = OnSampleReport(*frame); break;
       case MessageType::kError: {
         ErrorMsg err;
         (void)DecodeBody(*frame, &err);
@@ -1066,6 +1070,105 @@ absl::StatusOr<AgentConnection::KernelCensus> AgentConnection::RequestKernels(
     offset = page.next_offset;
   }
   return out;
+}
+
+LinkStatus AgentConnection::OnSampleReport(const Frame& frame) {
+  if (!sample_) return LinkStatus::Error("SampleReport from an agent that did not offer launch_sample");
+  SampleReportMsg msg;
+  LinkStatus status = DecodeBody(frame, &msg);
+  if (!status.ok()) return status;
+  // The agent is not trusted: the report is bounded as the protocol says.
+  if (msg.kernels.size() > kMaxSampledKernels) {
+    return LinkStatus::Error("SampleReport with " + std::to_string(msg.kernels.size()) +
+                             " kernels (at most " + std::to_string(kMaxSampledKernels) + ")");
+  }
+  for (const SampledKernel& k : msg.kernels) {
+    if (k.mangled_name.empty() || k.mangled_name.size() > kMaxKernelNameBytes ||
+        k.demangled_name.size() > kMaxKernelNameBytes) {
+      return LinkStatus::Error("SampleReport with an empty or over-long kernel name");
+    }
+    if (k.configs.size() > kMaxSampledConfigsPerKernel ||
+        k.argument_shapes > kMaxArgumentShapesCounted) {
+      return LinkStatus::Error("SampleReport with more configurations or argument shapes per "
+                               "kernel than the protocol allows");
+    }
+  }
+  if (!std::isfinite(msg.seconds) || msg.seconds < 0 ||
+      msg.seconds > static_cast<double>(kMaxSampleMs) / 1000.0 + 1.0) {
+    return LinkStatus::Error("SampleReport with a sample of " + std::to_string(msg.seconds) +
+                             " s");
+  }
+  if (msg.error.size() > 1024) msg.error.resize(1024);
+  absl::MutexLock lock(&census_mu_);
+  if (msg.sample_id == 0 || msg.sample_id != sample_running_id_ || !sample_stopping_ ||
+      sample_report_.has_value()) {
+    return LinkStatus::Ok();  // nobody waits for it any more
+  }
+  sample_report_ = std::move(msg);
+  census_cv_.SignalAll();
+  return LinkStatus::Ok();
+}
+
+absl::StatusOr<SampleReportMsg> AgentConnection::SampleLaunches(absl::Duration duration,
+                                                                absl::Duration answer_timeout) {
+  if (!sample_) {
+    return absl::FailedPreconditionError(
+        "this agent does not offer launch sampling (an agent from before it)");
+  }
+  SampleStartMsg start;
+  {
+    absl::MutexLock lock(&census_mu_);
+    if (census_closed_) return absl::UnavailableError("the agent disconnected");
+    if (sample_running_id_ != 0) {
+      return absl::FailedPreconditionError("another sample of this agent is running");
+    }
+    start.sample_id = sample_next_id_++;
+    sample_running_id_ = start.sample_id;
+    sample_stopping_ = false;
+    sample_report_.reset();
+  }
+  start.duration_ms = static_cast<uint64_t>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(duration), 0, kMaxSampleMs));
+  // Whatever happens from here, the sample is over for this connection when
+  // this returns (a report that comes later is dropped).
+  struct EndSample {
+    AgentConnection* c;
+    ~EndSample() {
+      absl::MutexLock lock(&c->census_mu_);
+      c->sample_running_id_ = 0;
+      c->sample_stopping_ = false;
+      c->sample_report_.reset();
+    }
+  } end{this};
+  if (!Send(start).ok()) return absl::UnavailableError("the agent disconnected");
+  {
+    absl::MutexLock lock(&census_mu_);
+    const absl::Time until = absl::Now() + duration;
+    while (!census_closed_) {
+      if (census_cv_.WaitWithDeadline(&census_mu_, until)) break;
+    }
+    if (census_closed_) return absl::UnavailableError("the agent disconnected while sampling");
+    sample_stopping_ = true;
+  }
+  SampleStopMsg stop;
+  stop.sample_id = start.sample_id;
+  if (!Send(stop).ok()) return absl::UnavailableError("the agent disconnected");
+  absl::MutexLock lock(&census_mu_);
+  const absl::Time deadline = absl::Now() + answer_timeout;
+  while (!sample_report_.has_value() && !census_closed_) {
+    if (census_cv_.WaitWithDeadline(&census_mu_, deadline)) break;
+  }
+  if (!sample_report_.has_value()) {
+    if (census_closed_) return absl::UnavailableError("the agent disconnected");
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the agent did not report its launch sample within ",
+        absl::FormatDuration(answer_timeout)));
+  }
+  SampleReportMsg report = std::move(*sample_report_);
+  if (!report.error.empty()) {
+    return absl::InternalError("the agent could not sample: " + report.error);
+  }
+  return report;
 }
 
 }  // namespace kerncap::link

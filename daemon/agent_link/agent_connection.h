@@ -210,6 +210,17 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   };
   absl::StatusOr<KernelCensus> RequestKernels(absl::Duration timeout, size_t max_kernels);
 
+  // A launch sample (feature "launch_sample"): the agent counts its launches
+  // for `duration`, then reports them (waiting at most `answer_timeout` for
+  // the report). The agent is told to stop on every way out. Any thread but
+  // the reader's; one sample at a time per connection. FailedPrecondition
+  // when the agent does not offer sampling or one already runs,
+  // DeadlineExceeded without a report in time, Unavailable when the
+  // connection ends meanwhile, Internal with the agent's own error.
+  absl::StatusOr<SampleReportMsg> SampleLaunches(absl::Duration duration,
+                                                 absl::Duration answer_timeout);
+  bool offers_launch_sample() const { return sample_; }
+
  private:
   using RegionState = CaptureRegionState;
   using Capture = CaptureInFlight;
@@ -240,6 +251,9 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   // A page of the census some RequestKernels waits for (a late page, after
   // its request gave up, is dropped).
   LinkStatus OnKernelsReport(const Frame& frame);
+  // The report some SampleLaunches waits for (checked against the protocol's
+  // bounds; a late one is dropped).
+  LinkStatus OnSampleReport(const Frame& frame);
   // Creates, maps and charges this connection's ring; the memfd to send.
   // With may_reclaim (a capture is waiting for it), idle rings of other
   // agents may be asked back to make room.
@@ -298,6 +312,13 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   uint64_t census_waiting_offset_ ABSL_GUARDED_BY(census_mu_) = 0;
   std::optional<KernelsReportMsg> census_page_ ABSL_GUARDED_BY(census_mu_);
   bool census_closed_ ABSL_GUARDED_BY(census_mu_) = false;  // the connection ended
+  // Launch samples: the report SampleLaunches waits for, under census_mu_
+  // (the same end of the connection wakes both).
+  bool sample_ = false;  // the agent offers "launch_sample"; set before registration
+  uint64_t sample_next_id_ ABSL_GUARDED_BY(census_mu_) = 1;
+  uint64_t sample_running_id_ ABSL_GUARDED_BY(census_mu_) = 0;  // 0: none
+  bool sample_stopping_ ABSL_GUARDED_BY(census_mu_) = false;    // Stop sent, report awaited
+  std::optional<SampleReportMsg> sample_report_ ABSL_GUARDED_BY(census_mu_);
 };
 
 }  // namespace kerncap::link

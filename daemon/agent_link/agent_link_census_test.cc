@@ -4,9 +4,11 @@
 // loaded kernels.
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/link/agent_link_client.h"
+#include "agent/link/launch_sampler.h"
 #include "daemon/agent_link/agent_link_server.h"
 #include "daemon/agent_link/agent_link_test_util.h"
 #include "gmock/gmock.h"
@@ -198,6 +200,206 @@ TEST_F(CensusTest, AnAgentThatDoesNotAnswerTimesOutWithoutHoldingTheOthers) {
   EXPECT_TRUE(SendMessage(silent.fd.get(), late).ok());
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(server_->ListAgents().size(), 2u);
+}
+
+// Launch sampling ("launch_sample"): the daemon starts every matching
+// agent's sample at once, stops it after sample_ms and puts the counts on the
+// census entries.
+class SampleTest : public CensusTest {
+ protected:
+  agent::AgentLinkClient& NewSamplingClient(const std::string& process_name,
+                                            agent::LaunchSampler* sampler) {
+    agent::AgentLinkClientOptions o;
+    o.socket_path = socket_;
+    o.identity.process_name = process_name;
+    o.identity.platform = Platform::kSynthetic;
+    o.retry_initial_ms = 10;
+    o.retry_max_ms = 50;
+    o.initial_wait_ms = 2000;
+    o.list_kernels = [] {
+      std::vector<LoadedKernelInfo> out = {{"_Z6matmulv", "matmul()", "cuda-module-1"},
+                                           {"_Z6matmulv", "matmul()", "cuda-module-2"},
+                                           {"_Z4idlev", "idle()", "cuda-module-1"}};
+      return out;
+    };
+    o.launch_sampler = sampler;
+    clients_.push_back(std::make_unique<agent::AgentLinkClient>(o));
+    clients_.back()->Start();
+    return *clients_.back();
+  }
+};
+
+SampledConfig Grid(uint32_t x) {
+  SampledConfig c;
+  c.grid = {x, 1, 1};
+  c.block = {128, 1, 1};
+  return c;
+}
+
+TEST_F(SampleTest, CountsEachKernelsLaunchesAndShapesOnItsCensusEntry) {
+  StartServer();
+  agent::LaunchSampler sampler;
+  NewSamplingClient("sampled-app", &sampler);
+  NewCensusClient("census-only-app", 2);  // offers the census, not sampling
+  WaitAgents(2);
+  // The application launches while the sample runs.
+  std::atomic<bool> done{false};
+  std::thread app([&] {
+    int launched = 0;
+    while (!done.load()) {
+      if (sampler.active() && launched < 30) {
+        sampler.Record("_Z6matmulv", "matmul()", Grid(launched % 3 + 1), launched % 2);
+        if (launched < 5) sampler.Record("_Z7unknownv", "unknown()", Grid(1), std::nullopt);
+        ++launched;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  });
+  v1::ListKernelsRequest req;
+  req.set_sample_ms(400);
+  absl::Time start = absl::Now();
+  v1::ListKernelsResponse r = server_->ListKernels(req);
+  done = true;
+  app.join();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(400));
+  const v1::AgentKernels* a = ByProcess(r, "sampled-app");
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(a->sampled()) << a->sample_error();
+  EXPECT_EQ(a->sample_error(), "");
+  EXPECT_GT(a->sample_seconds(), 0.3);
+  ASSERT_EQ(a->kernels_size(), 4) << "3 census entries + the kernel no module lists";
+  // The first entry of a name carries its counts, the second none.
+  EXPECT_EQ(a->kernels(0).module(), "cuda-module-1");
+  EXPECT_EQ(a->kernels(0).launches(), 30u);
+  ASSERT_EQ(a->kernels(0).launch_configs_size(), 3);
+  EXPECT_EQ(a->kernels(0).launch_configs(0).launches(), 10u);
+  EXPECT_EQ(a->kernels(0).launch_configs(0).block(0), 128u);
+  EXPECT_EQ(a->kernels(0).argument_shapes(), 2u);
+  EXPECT_EQ(a->kernels(1).launches(), 0u);
+  EXPECT_EQ(a->kernels(2).mangled_name(), "_Z4idlev");
+  EXPECT_EQ(a->kernels(2).launches(), 0u);
+  EXPECT_EQ(a->kernels(3).mangled_name(), "_Z7unknownv");
+  EXPECT_EQ(a->kernels(3).module(), "");
+  EXPECT_EQ(a->kernels(3).launches(), 5u);
+  EXPECT_FALSE(sampler.active()) << "the daemon stopped the sample";
+  const v1::AgentKernels* old = ByProcess(r, "census-only-app");
+  ASSERT_NE(old, nullptr);
+  EXPECT_FALSE(old->sampled());
+  EXPECT_THAT(old->sample_error(), HasSubstr("does not offer launch sampling"));
+  EXPECT_EQ(old->kernels_size(), 2) << "its census still comes";
+}
+
+// A raw peer that offers sampling and answers SampleStop with `reply`.
+struct RawSamplingAgent {
+  UniqueFd fd;
+  static RawSamplingAgent Connect(const std::string& path) {
+    RawSamplingAgent a;
+    LinkResult<UniqueFd> fd = ConnectUnix(path);
+    EXPECT_TRUE(fd.ok());
+    if (!fd.ok()) return a;
+    a.fd = std::move(fd).value();
+    HelloMsg h;
+    h.pid = 4244;
+    h.process_name = "raw-sampler";
+    h.features = {kFeatureLaunchSample, kFeatureLazyRing};
+    EXPECT_TRUE(SendMessage(a.fd.get(), h).ok());
+    LinkResult<Frame> f = RecvFrame(a.fd.get(), FrameLimits());
+    EXPECT_TRUE(f.ok());
+    WelcomeMsg w;
+    if (f.ok()) {
+      EXPECT_TRUE(DecodeBody(*f, &w).ok());
+    }
+    EXPECT_TRUE(HasFeature(w.features, kFeatureLaunchSample));
+    return a;
+  }
+  // Answers the next SampleStop with `reply` (its id filled in); false when
+  // the daemon dropped us first.
+  bool Answer(SampleReportMsg reply) {
+    while (true) {
+      LinkResult<Frame> f = RecvFrame(fd.get(), FrameLimits());
+      if (!f.ok()) return false;
+      if (f->type != MessageType::kSampleStop) continue;
+      SampleStopMsg stop;
+      if (!DecodeBody(*f, &stop).ok()) return false;
+      reply.sample_id = stop.sample_id;
+      return SendMessage(fd.get(), reply).ok();
+    }
+  }
+};
+
+TEST_F(SampleTest, AReportPastTheProtocolsBoundsDropsTheAgentAndTheSampleSaysSo) {
+  struct Case {
+    const char* what;
+    SampleReportMsg report;
+  };
+  std::vector<Case> cases;
+  {
+    SampleReportMsg r;
+    SampledKernel k;
+    k.mangled_name = "_Z1kv";
+    k.configs.assign(kMaxSampledConfigsPerKernel + 1, SampledConfig{});
+    r.kernels.push_back(k);
+    cases.push_back({"too many configurations", r});
+  }
+  {
+    SampleReportMsg r;
+    SampledKernel k;
+    k.mangled_name = "_Z1kv";
+    k.argument_shapes = kMaxArgumentShapesCounted + 1;
+    r.kernels.push_back(k);
+    cases.push_back({"too many argument shapes", r});
+  }
+  {
+    SampleReportMsg r;
+    r.kernels.push_back(SampledKernel{});  // no name
+    cases.push_back({"an unnamed kernel", r});
+  }
+  {
+    SampleReportMsg r;
+    r.seconds = 1e9;
+    cases.push_back({"a sample longer than any", r});
+  }
+  StartServer();
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    RawSamplingAgent raw = RawSamplingAgent::Connect(socket_);
+    WaitAgents(1);
+    std::thread agent([&] { raw.Answer(c.report); });
+    v1::ListKernelsRequest req;
+    req.set_sample_ms(50);
+    v1::ListKernelsResponse r = server_->ListKernels(req);
+    agent.join();
+    ASSERT_EQ(r.agents_size(), 1);
+    EXPECT_FALSE(r.agents(0).sampled());
+    EXPECT_THAT(r.agents(0).sample_error(), HasSubstr("disconnected"));
+    EXPECT_EQ(r.agents(0).kernels_size(), 0);
+    for (int i = 0; i < 500 && !server_->ListAgents().empty(); ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_TRUE(server_->ListAgents().empty()) << "the agent broke the protocol: it is dropped";
+  }
+}
+
+TEST_F(SampleTest, AnAgentThatDoesNotReportTimesOutAndALateReportIsDropped) {
+  AgentLinkServerOptions o = Options();
+  o.census_timeout = absl::Milliseconds(300);
+  StartServer(o);
+  RawSamplingAgent silent = RawSamplingAgent::Connect(socket_);  // never reports
+  WaitAgents(1);
+  v1::ListKernelsRequest req;
+  req.set_sample_ms(50);
+  absl::Time start = absl::Now();
+  v1::ListKernelsResponse r = server_->ListKernels(req);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  ASSERT_EQ(r.agents_size(), 1);
+  EXPECT_FALSE(r.agents(0).sampled());
+  EXPECT_THAT(r.agents(0).sample_error(), HasSubstr("did not report its launch sample within"));
+  // The late report of the abandoned sample is dropped; the agent stays.
+  SampleReportMsg late;
+  late.sample_id = 1;
+  EXPECT_TRUE(SendMessage(silent.fd.get(), late).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(server_->ListAgents().size(), 1u);
 }
 
 }  // namespace

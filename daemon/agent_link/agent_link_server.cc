@@ -10,7 +10,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <string_view>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -279,11 +282,20 @@ v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsReques
   response.set_max_kernels_per_agent(options_.max_census_kernels);
   std::vector<absl::StatusOr<AgentConnection::KernelCensus>> results(
       targets.size(), absl::UnknownError("not asked"));
+  const bool sampling = request.sample_ms() > 0;
+  std::vector<absl::StatusOr<SampleReportMsg>> samples(targets.size(),
+                                                       absl::UnknownError("not asked"));
   {
+    // Every agent at once: the sample first (modules its launches load are
+    // then in the census), then the census.
     std::vector<std::thread> askers;
     askers.reserve(targets.size());
     for (size_t i = 0; i < targets.size(); ++i) {
       askers.emplace_back([&, i] {
+        if (sampling) {
+          samples[i] = targets[i]->SampleLaunches(absl::Milliseconds(request.sample_ms()),
+                                                  options_.census_timeout);
+        }
         results[i] = targets[i]->RequestKernels(options_.census_timeout,
                                                 options_.max_census_kernels);
       });
@@ -293,19 +305,67 @@ v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsReques
   for (size_t i = 0; i < targets.size(); ++i) {
     v1::AgentKernels* a = response.add_agents();
     *a->mutable_agent() = targets[i]->info();
+    if (sampling && !samples[i].ok()) {
+      a->set_sample_error(std::string(samples[i].status().message()));
+    }
     if (!results[i].ok()) {
       a->set_error(std::string(results[i].status().message()));
-      continue;
+    } else {
+      a->set_left_out(results[i]->left_out);
+      for (LoadedKernelInfo& k : results[i]->kernels) {
+        v1::LoadedKernel* out = a->add_kernels();
+        out->set_mangled_name(std::move(k.mangled_name));
+        out->set_demangled_name(std::move(k.demangled_name));
+        out->set_module(std::move(k.module));
+      }
     }
-    a->set_left_out(results[i]->left_out);
-    for (LoadedKernelInfo& k : results[i]->kernels) {
-      v1::LoadedKernel* out = a->add_kernels();
-      out->set_mangled_name(std::move(k.mangled_name));
-      out->set_demangled_name(std::move(k.demangled_name));
-      out->set_module(std::move(k.module));
-    }
+    if (sampling && samples[i].ok()) MergeLaunchSample(*samples[i], a);
   }
   return response;
+}
+
+void AgentLinkServer::MergeLaunchSample(const SampleReportMsg& sample, v1::AgentKernels* a) {
+  a->set_sampled(true);
+  a->set_sample_seconds(sample.seconds);
+  a->set_unattributed_launches(sample.unattributed_launches);
+  a->set_graph_launches(sample.graph_launches);
+  a->set_sampled_kernels_left_out(sample.kernels_left_out);
+  // Counted per kernel name: the first census entry of that name carries
+  // them (the agent counts by name, not by module).
+  std::map<std::string_view, v1::LoadedKernel*> first_of;
+  for (v1::LoadedKernel& k : *a->mutable_kernels()) first_of.emplace(k.mangled_name(), &k);
+  std::vector<std::pair<const SampledKernel*, v1::LoadedKernel*>> fill;
+  std::vector<const SampledKernel*> missing;
+  for (const SampledKernel& s : sample.kernels) {
+    auto it = first_of.find(s.mangled_name);
+    if (it != first_of.end()) {
+      fill.emplace_back(&s, it->second);
+    } else {
+      missing.push_back(&s);
+    }
+  }
+  auto set_counts = [](const SampledKernel& s, v1::LoadedKernel* out) {
+    out->set_launches(s.launches);
+    out->set_other_config_launches(s.other_config_launches);
+    out->set_argument_shapes(s.argument_shapes);
+    out->set_argument_shapes_capped(s.argument_shapes_capped);
+    for (const SampledConfig& c : s.configs) {
+      v1::LaunchConfigCount* o = out->add_launch_configs();
+      for (uint32_t v : c.grid) o->add_grid(v);
+      for (uint32_t v : c.block) o->add_block(v);
+      for (uint32_t v : c.cluster) o->add_cluster(v);
+      o->set_shared_mem_bytes(c.shared_mem_bytes);
+      o->set_launches(c.launches);
+    }
+  };
+  for (auto& [s, out] : fill) set_counts(*s, out);
+  // (after the pointers into the list are used: adding may move entries)
+  for (const SampledKernel* s : missing) {
+    v1::LoadedKernel* out = a->add_kernels();
+    out->set_mangled_name(s->mangled_name);
+    out->set_demangled_name(s->demangled_name);
+    set_counts(*s, out);
+  }
 }
 
 int AgentLinkServer::IngestsInFlight() { return ingests_in_flight_.load(); }

@@ -74,6 +74,9 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
   // Asks every matching agent at once (one thread each), each for at most
   // options.census_timeout and options.max_census_kernels kernels.
   v1::ListKernelsResponse ListKernels(const v1::ListKernelsRequest& request) override;
+  // A launch sample's counts onto an agent's census entries (see
+  // LoadedKernel in control.proto).
+  static void MergeLaunchSample(const SampleReportMsg& sample, v1::AgentKernels* agent);
   absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request) override;
   absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
   std::vector<v1::ArmInfo> ListArms(bool include_finished) override;

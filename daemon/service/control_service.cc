@@ -114,6 +114,11 @@ grpc::Status ControlService::ListKernels(grpc::ServerContext* context,
     if (request->agent_id().size() > 256) {
       return absl::InvalidArgumentError("agent_id: longer than 256 bytes");
     }
+    if (request->sample_ms() > kMaxKernelSampleMs) {
+      return absl::InvalidArgumentError(absl::StrCat("sample_ms: ", request->sample_ms(),
+                                                     " is more than the ", kMaxKernelSampleMs,
+                                                     " ms a sample may take"));
+    }
     *response = agents_.ListKernels(*request);
     return absl::OkStatus();
   }();
