@@ -33,12 +33,18 @@ void AddDaemonCommands(Cli& cli) {
                       "only kernels this pattern selects, exactly as `arm --kernel` would");
   kernels->add_option("--match", kopts->match, "how --kernel matches (as for arm)")
       ->capture_default_str();
+  kernels->add_option("--sample", kopts->sample,
+                      "first count each kernel's launches for this long (e.g. 5s, at most 60s): "
+                      "how often it ran, with how many launch configurations and argument shapes");
   SetCommandHelp(kernels, Uses::kDaemon,
                  {"kerncapctl kernels", "kerncapctl kernels --process=python --kernel=gemm",
+                  "kerncapctl kernels --sample=5s -o wide   # the hottest kernels and their shapes",
                   "kerncapctl kernels --pid=4242 -q     # mangled names, for --match=mangled"},
                  "CUDA lists the kernels of every module the driver has loaded; with lazy "
                  "loading (the default since CUDA 12.2) a module is loaded when one of its "
-                 "kernels first runs. HSA lists the kernel symbols of loaded executables.");
+                 "kernels first runs. HSA lists the kernel symbols of loaded executables. "
+                 "--sample turns the agents' launch callbacks on for the sample only; launches "
+                 "are counted per kernel name, kernel nodes of CUDA graphs included.");
   kernels->callback([&cli, kopts] {
     cli.remote = [kopts](Connection& c, Output o) { return CmdKernels(c, o, *kopts); };
   });

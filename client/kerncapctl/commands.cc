@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "common/control/api_json.h"
 #include "common/control/api_names.h"
 #include "common/control/api_selector.h"
+#include "common/control/limits.h"
 #include "client/kerncapctl/output.h"
 #include "client/kerncapctl/progress.h"
 #include "common/digest.h"
@@ -174,9 +176,28 @@ namespace {
 absl::StatusOr<v1::ListKernelsResponse> FetchKernels(Connection& c,
                                                      const v1::ListKernelsRequest& request) {
   v1::ListKernelsResponse resp;
-  auto ctx = c.NewContext(true);
+  auto ctx = c.NewContext(request.sample_ms() == 0);
+  if (request.sample_ms() > 0 && c.timeout_s() > 0) {
+    // The daemon holds the call for the sample, then takes the census.
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(request.sample_ms()) +
+                      std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s() * 1000)));
+  }
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListKernels(ctx.get(), request, &resp)));
   return resp;
+}
+
+// "grid 64x1x1 block 256x1x1 smem 0" (and the cluster when there is one).
+std::string ConfigText(const v1::LaunchConfigCount& c) {
+  auto dims = [](const google::protobuf::RepeatedField<uint32_t>& v) {
+    return absl::StrJoin(v, "x");
+  };
+  std::string out = absl::StrCat("grid ", dims(c.grid()), " block ", dims(c.block()), " smem ",
+                                 c.shared_mem_bytes());
+  bool cluster = false;
+  for (uint32_t v : c.cluster()) cluster = cluster || v != 0;
+  if (cluster) absl::StrAppend(&out, " cluster ", dims(c.cluster()));
+  return out;
 }
 
 // The matcher an arm with this selector would use (the agents' own selector
@@ -203,7 +224,30 @@ absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
   req.set_pid(opts.pid);
   req.set_process_name(opts.process);
   req.set_agent_id(opts.agent);
+  const bool sampling = !opts.sample.empty();
+  if (sampling) {
+    absl::StatusOr<absl::Duration> d = ParseDuration(opts.sample);
+    if (!d.ok()) return absl::InvalidArgumentError("--sample: " + std::string(d.status().message()));
+    if (*d < absl::Milliseconds(1) || *d > absl::Milliseconds(service::kMaxKernelSampleMs)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sample: ", opts.sample, " is outside 1ms..", service::kMaxKernelSampleMs / 1000,
+          "s"));
+    }
+    req.set_sample_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(*d)));
+    if (!o.structured() && !o.ids_only()) {
+      std::cerr << "sampling launches for " << absl::FormatDuration(*d) << "...\n";
+    }
+  }
   KC_ASSIGN_OR_RETURN(v1::ListKernelsResponse resp, FetchKernels(c, req));
+  if (sampling) {
+    // The most launched first (the census order otherwise).
+    for (v1::AgentKernels& a : *resp.mutable_agents()) {
+      std::stable_sort(a.mutable_kernels()->begin(), a.mutable_kernels()->end(),
+                       [](const v1::LoadedKernel& x, const v1::LoadedKernel& y) {
+                         return x.launches() > y.launches();
+                       });
+    }
+  }
   if (!opts.kernel.empty()) {
     SelectorFlags flags;
     flags.kernel = opts.kernel;
@@ -238,15 +282,41 @@ absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
     return absl::OkStatus();
   }
   std::vector<std::string> header = {"PID", "PROCESS", "KERNEL", "MODULE"};
+  // While sampling: launches, distinct launch configurations and argument
+  // shapes ("+": more than were told apart).
+  if (sampling) header.insert(header.begin() + 3, {"LAUNCHES", "CONFIGS", "ARG SHAPES"});
   if (o.wide()) header.insert(header.end(), {"MANGLED", "AGENT"});
+  if (o.wide() && sampling) header.push_back("MOST LAUNCHED CONFIG");
   Table t(header);
   t.AlignRight(0);
+  if (sampling) {
+    t.AlignRight(3);
+    t.AlignRight(4);
+    t.AlignRight(5);
+  }
   for (const v1::AgentKernels& a : resp.agents()) {
     for (const v1::LoadedKernel& k : a.kernels()) {
       std::vector<std::string> row = {absl::StrCat(a.agent().process().pid()),
                                       Or(a.agent().process().process_name()),
                                       Or(KernelName(k)), Or(k.module())};
+      if (sampling) {
+        const bool counted = a.sampled();
+        row.insert(row.begin() + 3,
+                   {counted ? absl::StrCat(k.launches()) : "-",
+                    counted ? absl::StrCat(k.launch_configs_size(),
+                                           k.other_config_launches() > 0 ? "+" : "")
+                            : "-",
+                    counted ? absl::StrCat(k.argument_shapes(),
+                                           k.argument_shapes_capped() ? "+" : "")
+                            : "-"});
+      }
       if (o.wide()) row.insert(row.end(), {k.mangled_name(), a.agent().agent_id()});
+      if (o.wide() && sampling) {
+        row.push_back(k.launch_configs().empty()
+                          ? "-"
+                          : absl::StrCat(ConfigText(k.launch_configs(0)), " (",
+                                         k.launch_configs(0).launches(), ")"));
+      }
       t.AddRow(std::move(row));
     }
   }
@@ -254,6 +324,24 @@ absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
   for (const v1::AgentKernels& a : resp.agents()) {
     const std::string who = absl::StrCat("pid ", a.agent().process().pid(), " (",
                                          Or(a.agent().process().process_name()), ")");
+    if (sampling && !a.sampled()) {
+      o.out << "note: " << who << ": launches not counted: " << Or(a.sample_error()) << "\n";
+    } else if (sampling) {
+      uint64_t launches = a.unattributed_launches();
+      for (const v1::LoadedKernel& k : a.kernels()) launches += k.launches();
+      o.out << "note: " << who << ": " << launches << " launches in "
+            << absl::StrFormat("%.1f", a.sample_seconds()) << " s";
+      if (a.graph_launches() > 0) o.out << " (" << a.graph_launches() << " graph launches, their kernel nodes counted)";
+      o.out << "\n";
+      if (a.unattributed_launches() > 0) {
+        o.out << "note: " << who << ": " << a.unattributed_launches()
+              << " launches of kernels whose name could not be read\n";
+      }
+      if (a.sampled_kernels_left_out() > 0) {
+        o.out << "note: " << who << ": " << a.sampled_kernels_left_out()
+              << " launched kernels left out of the sample (past its bounds)\n";
+      }
+    }
     if (!a.error().empty()) {
       o.out << "note: " << who << ": no census: " << a.error() << "\n";
     } else if (a.kernels().empty()) {

@@ -38,6 +38,7 @@ struct KernelsOptions {
   std::string agent;
   std::string kernel;  // optional filter, matched per `match` as an arm would
   std::string match = "substring";
+  std::string sample;  // non-empty: count launches this long first ("5s")
 };
 
 struct CapturesOptions {

@@ -38,6 +38,8 @@ class Connection {
   absl::Status Check(const grpc::Status& status) const;
   // "socket /run/kerncap/kerncapd.sock" or "host node17:7443".
   const std::string& where() const { return where_; }
+  // The deadline of unary calls in seconds (0: none).
+  double timeout_s() const { return timeout_s_; }
 
  private:
   Connection() = default;

@@ -199,5 +199,44 @@ TEST_F(SubstituteGpuTest, VariantRunsInTheLiveAppAndAbReportsBothDeviceTimes) {
   EXPECT_TRUE(absl::StrContains(done.out, "every result checked OK")) << done.out;
 }
 
+// kerncapctl kernels --sample against the live application: its kernel's
+// launches are counted (one launch every ~1 ms), with its one launch
+// configuration and one argument shape (a, b and n never change; the
+// buffers are pointers), and the application keeps passing its own checks.
+TEST_F(SubstituteGpuTest, KernelsSampleCountsTheLiveApplicationsLaunches) {
+  const std::string stop = dir_ + "/stop";
+  Background app(App({"0", stop}));
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(Ctl({"--json", "agents"}).out, "substitute_app");
+  }, std::chrono::seconds(60))) << "the application's agent did not connect";
+  RunResult r = Ctl({"--json", "kernels", "--process=substitute_app", "--sample=2s"});
+  Keep("kernels_sample.json", r.out + "\n---\n" + r.err);
+  RunResult text = Ctl({"kernels", "--process=substitute_app", "--sample=1s", "-o", "wide"});
+  Keep("kernels_sample.txt", text.out + "\n---\n" + text.err);
+  std::ofstream(stop) << "stop\n";
+  RunResult done = app.Stop(0, std::chrono::seconds(60));
+  Keep("app_sampled.txt", done.out + done.err);
+  EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
+  EXPECT_TRUE(absl::StrContains(done.out, "every result checked OK")) << done.out;
+
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << r.out;
+  ASSERT_EQ(doc["agents"].size(), 1u) << r.out;
+  const nlohmann::json& a = doc["agents"][0];
+  EXPECT_EQ(a.value("sampled", false), true) << a.dump();
+  const nlohmann::json* kernel = nullptr;
+  for (const nlohmann::json& k : a["kernels"]) {
+    if (k.value("mangled_name", "") == "kc_scale_add") kernel = &k;
+  }
+  ASSERT_NE(kernel, nullptr) << a.dump();
+  EXPECT_GE(kernel->value("launches", 0), 100) << kernel->dump();
+  ASSERT_EQ((*kernel)["launch_configs"].size(), 1u) << kernel->dump();
+  EXPECT_EQ((*kernel)["launch_configs"][0].value("launches", 0), kernel->value("launches", 0));
+  EXPECT_EQ(kernel->value("argument_shapes", 0), 1) << kernel->dump();
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_TRUE(absl::StrContains(text.out, "kc_scale_add")) << text.out;
+}
+
 }  // namespace
 }  // namespace kerncap

@@ -98,5 +98,57 @@ TEST_F(KernelsE2eTest, ListsTheLoadedKernelsFiltersThemAndArmPreviewsWhatItWould
   EXPECT_FALSE(absl::StrContains(r.out, "distinct")) << r.out;
 }
 
+// kernels --sample: the agents count their launches for the sample; a
+// second synthetic agent launches 12 known dispatches only while it samples
+// (dispatch i: kernels[i % 3], grid (i % 2) + 1, a scalar argument i % 3).
+TEST_F(KernelsE2eTest, SampleCountsEachKernelsLaunchesConfigurationsAndArgumentShapes) {
+  Background counted({BinaryPath("synthetic_agent"), "--socket=" + dir_ + "/agent.sock",
+                      "--kernels=alpha,beta,gamma", "--dispatches=12", "--shapes=2",
+                      "--scalar-shapes=3", "--wait-sample-ms=20000"});
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(Ctl({"--json", "agents"}).out,
+                             absl::StrCat("\"pid\":", counted.pid()));
+  })) << "the second agent did not connect";
+  const std::string pid = absl::StrCat("--pid=", counted.pid());
+  RunResult r = Ctl({"--json", "kernels", pid, "--sample=1500ms"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << r.out;
+  ASSERT_EQ(doc["agents"].size(), 1u) << r.out;
+  const nlohmann::json& a = doc["agents"][0];
+  EXPECT_EQ(a["sampled"], true) << a.dump();
+  EXPECT_GT(a["sample_seconds"].get<double>(), 1.0) << a.dump();
+  ASSERT_EQ(a["kernels"].size(), 3u) << a.dump();
+  for (const nlohmann::json& k : a["kernels"]) {
+    SCOPED_TRACE(k.dump());
+    EXPECT_EQ(k["launches"], 4);  // JSON policy: integers are numbers
+    // alpha: dispatches 0, 3, 6, 9: grids 1, 2, 1, 2 and scalars 0, 0, 0, 0.
+    ASSERT_EQ(k["launch_configs"].size(), 2u);
+    EXPECT_EQ(k["launch_configs"][0]["launches"], 2);
+    EXPECT_EQ(k["argument_shapes"], 2);
+  }
+  // The other agent was not asked (--pid), and the sample ended: the second
+  // agent leaves once it did.
+  EXPECT_TRUE(WaitFor([&] { return !counted.Running(); })) << counted.Stderr();
+
+  // Human output: the sampled columns, the hottest first, and what was counted.
+  r = Ctl({"kernels", "--sample=300ms", "-o", "wide"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "LAUNCHES")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "ARG SHAPES")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "MOST LAUNCHED CONFIG")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "launches in 0.3 s")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "sampling launches for 300ms")) << r.err;
+
+  // Bad durations name the problem.
+  r = Ctl({"kernels", "--sample=2m"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "--sample")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "60s")) << r.err;
+  r = Ctl({"kernels", "--sample=soon"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "bad duration")) << r.err;
+}
+
 }  // namespace
 }  // namespace kerncap::testing

@@ -89,7 +89,8 @@ class Daemon:
 
     def agent_argv(self, kernels: str = "matmul_bf16", dispatches: int = 1,
                    region_mib: str = "1,0.25", seed: int = 7, mutate: bool = True,
-                   wait_arm_ms: int = 5000, shapes: int = 0) -> List[str]:
+                   wait_arm_ms: int = 5000, shapes: int = 0,
+                   wait_sample_ms: int = 0) -> List[str]:
         argv = [self.bins["synthetic_agent"], f"--socket={self.agent_socket}",
                 f"--kernels={kernels}", f"--dispatches={dispatches}",
                 f"--region-mib={region_mib}", f"--seed={seed}", f"--wait-arm-ms={wait_arm_ms}"]
@@ -97,6 +98,8 @@ class Daemon:
             argv.append("--mutate")
         if shapes:
             argv.append(f"--shapes={shapes}")
+        if wait_sample_ms:
+            argv.append(f"--wait-sample-ms={wait_sample_ms}")
         return argv
 
     def run_agent(self, **kw) -> List[dict]:

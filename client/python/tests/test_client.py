@@ -64,6 +64,36 @@ def test_kernel_census_lists_the_agents_kernels(client, daemon):
         proc.wait()
 
 
+def test_kernel_sample_counts_launches_and_shapes(client, daemon):
+    # The agent launches its 6 dispatches only while a sample runs: dispatch
+    # i is kernels[i % 2] with grid (i % 3) + 1.
+    proc = daemon.start_agent(kernels="hot_a,hot_b", dispatches=6, shapes=3, wait_arm_ms=0,
+                              mutate=False, wait_sample_ms=20000)
+    try:
+        deadline = time.monotonic() + 10
+        while not client.kernels(pid=proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        listing = client.kernels(pid=proc.pid, sample="1s")
+        assert listing.sampled and listing.notes == []
+        assert [(k.name, k.launches) for k in listing] == [("hot_a", 3), ("hot_b", 3)]
+        a = listing[0]
+        # hot_a: dispatches 0, 2, 4 -> grids 1, 3, 2: three configurations.
+        assert sorted(c.grid[0] for c in a.launch_configs) == [1, 2, 3]
+        assert all(c.launches == 1 and c.block == (128, 1, 1) for c in a.launch_configs)
+        assert a.argument_shapes == 3 and not a.argument_shapes_capped
+        assert "launches" in str(listing)
+        assert a.to_dict()["launch_configs"][0]["launches"] == 1
+        # Without a sample nothing is counted.
+        assert all(k.launches is None for k in client.kernels(pid=proc.pid))
+        with pytest.raises(kerncap.InvalidArgument, match="60000 ms"):
+            client.kernels(sample="2m")
+        with pytest.raises(kerncap.InvalidArgument, match="bad duration"):
+            client.kernels(sample="soon")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_arm_mirrors_the_selector_and_disarm(client):
     arm = client.arm("attn.*fwd", match="regex", pid=4242, process="python", device=1, skip=2,
                      count=4, ttl="10m", tags={"run": "baseline"})

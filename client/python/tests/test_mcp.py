@@ -370,3 +370,18 @@ def test_gpu_mcp_driver_names_the_failed_step(daemon, tmpdir_short):
     assert "not a reproducer folder" in failed["error"]
     assert {"substitute", "unsubstitute", "application_exit"} <= {
         s["step"] for s in log["steps"] if s["ok"]}
+
+
+def test_ab_speedup_only_from_finite_means():
+    """A non-finite device time (the JSON policy writes it as "inf"/"nan")
+    gives no speedup instead of a TypeError."""
+    from kerncap.mcp_server import _substitution_report
+    def info(variant_mean, original_mean):
+        t = lambda m: {"samples": 5, "mean_us": m, "stddev_us": 0, "min_us": 0, "max_us": 0}
+        return {"ab": True, "agents": [{"agent_id": "a", "pid": 1, "state": "active",
+                                        "variant": t(variant_mean),
+                                        "original": t(original_mean)}]}
+    assert _substitution_report(info(2.0, 3.0))["ab_results"][0]["speedup"] == 1.5
+    assert _substitution_report(info("inf", 3.0))["ab_results"][0]["speedup"] is None
+    assert _substitution_report(info(2.0, "nan"))["ab_results"][0]["speedup"] is None
+    assert _substitution_report(info(0.0, 3.0))["ab_results"][0]["speedup"] is None

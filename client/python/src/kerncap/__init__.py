@@ -26,7 +26,7 @@ from .errors import (Aborted, AlreadyExists, CaptureFailed, Cancelled, DataLoss,
 from .kcap import KcapReader, KcapWriter
 from .models import (Agent, AgentList, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
                      Event, ExportResult, GcReport, ImportResult, KernelList, LoadedKernel,
-                     ReproResult, Selector, VerifyReport)
+                     ReproResult, SampledLaunchConfig, Selector, VerifyReport)
 from .replayer import (BenchResult, ReplayResult, ValidationResult, bench, find_replayer, replay,
                        validate)
 
@@ -45,7 +45,7 @@ __all__ = [
     # listings and results
     "Agent", "AgentList", "Arm", "ArmList", "CaptureList", "CaptureSummary", "DaemonStatus",
     "Event", "ExportResult", "GcReport", "ImportResult", "KernelList", "LoadedKernel",
-    "ReproResult", "Selector", "VerifyReport",
+    "ReproResult", "SampledLaunchConfig", "Selector", "VerifyReport",
     # .kcap files
     "KcapReader", "KcapWriter",
     # kerncap-replay

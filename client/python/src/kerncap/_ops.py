@@ -192,6 +192,23 @@ def kernel_filter(kernel: Optional[str],
     return lambda k: rx.search(k.name) is not None
 
 
+# ListKernelsRequest.sample_ms bound (common/control/limits.h kMaxKernelSampleMs).
+MAX_KERNEL_SAMPLE_MS = 60_000
+
+
+def list_kernels_request(pid: Optional[int], process: Optional[str], agent: Optional[str],
+                         sample: Optional[Duration]) -> msg.ListKernelsRequest:
+    sample_ms = 0
+    if sample is not None:
+        sample_ms = duration_ms(sample, "sample")
+        if sample_ms > MAX_KERNEL_SAMPLE_MS:
+            raise errors.InvalidArgument(
+                f"sample: {sample_ms} ms is more than the {MAX_KERNEL_SAMPLE_MS} ms a sample "
+                "may take")
+    return pb.ListKernelsRequest(pid=_uint("pid", pid, UINT32_MAX), process_name=process or "",
+                                 agent_id=agent or "", sample_ms=sample_ms)
+
+
 def kernel_list(resp: msg.ListKernelsResponse, kernel: Optional[str],
                 match: Optional[str]) -> KernelList:
     """A ListKernelsResponse as a KernelList, filtered by kernel_filter when
@@ -200,7 +217,7 @@ def kernel_list(resp: msg.ListKernelsResponse, kernel: Optional[str],
     if kernel is None and match is None:
         return listing
     keep = kernel_filter(kernel, match)
-    return KernelList([k for k in listing if keep(k)], listing.notes)
+    return KernelList([k for k in listing if keep(k)], listing.notes, listing.sampled)
 
 
 def disarm_request(arm: Optional[ArmRef], all_arms: Optional[bool]) -> msg.DisarmRequest:

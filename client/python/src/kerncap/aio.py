@@ -119,11 +119,15 @@ class AsyncClient:
 
     async def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
                       agent: Optional[str] = None, kernel: Optional[str] = None,
-                      match: Optional[MatchKind] = None) -> KernelList:
-        req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
-                                    agent_id=agent or "")
-        return _ops.kernel_list(await self._unary("ListKernels", req, pb.ListKernelsResponse),
-                                kernel, match)
+                      match: Optional[MatchKind] = None,
+                      sample: Optional[Duration] = None) -> KernelList:
+        req = _ops.list_kernels_request(pid, process, agent, sample)
+        timeout = self.timeout
+        if timeout is not None and req.sample_ms:
+            timeout += req.sample_ms / 1000  # kerncapd holds the call for the sample
+        return _ops.kernel_list(
+            await self._unary("ListKernels", req, pb.ListKernelsResponse, timeout=timeout),
+            kernel, match)
 
     async def arm(self, kernel: Optional[str] = None, *, mangled: Optional[str] = None,
                   match: Optional[MatchKind] = None, pid: Optional[int] = None,

@@ -163,17 +163,25 @@ class Client:
 
     def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
                 agent: Optional[str] = None, kernel: Optional[str] = None,
-                match: Optional[MatchKind] = None) -> KernelList:
+                match: Optional[MatchKind] = None,
+                sample: Optional[Duration] = None) -> KernelList:
         """The kernel census: the kernels the live agents (of this pid, of
         processes whose name contains `process`, or this agent id) have
         loaded, to pick what to arm. kernel/match: only the kernels an arm
         with this pattern would select (as arm()'s; kerncapctl kernels
-        --kernel). Agents that gave no census are in the result's `notes`,
-        with the reason."""
-        req = pb.ListKernelsRequest(pid=pid or 0, process_name=process or "",
-                                    agent_id=agent or "")
-        return _ops.kernel_list(self._unary("ListKernels", req, pb.ListKernelsResponse), kernel,
-                                match)
+        --kernel). sample: first count every kernel's launches for this long
+        (seconds, timedelta or "5s"; at most 60 s; kerncapctl kernels
+        --sample): each kernel then says how often it ran, with which launch
+        configurations and how many argument shapes, the most launched
+        first. Agents that gave no census or could not be sampled are in the
+        result's `notes`, with the reason."""
+        req = _ops.list_kernels_request(pid, process, agent, sample)
+        timeout = self.timeout
+        if timeout is not None and req.sample_ms:
+            timeout += req.sample_ms / 1000  # kerncapd holds the call for the sample
+        return _ops.kernel_list(
+            self._unary("ListKernels", req, pb.ListKernelsResponse, timeout=timeout), kernel,
+            match)
 
     # ---- arms ----
 

@@ -38,6 +38,7 @@ import argparse
 import dataclasses
 import functools
 import datetime as _dt
+import math
 import os
 import shlex
 import subprocess
@@ -126,6 +127,20 @@ def _timing(t: Optional[DeviceTimingJSON]) -> Optional[Dict[str, object]]:
     return {k: timing.get(k) for k in ("samples", "mean_us", "stddev_us", "min_us", "max_us")}
 
 
+def _speedup(original: Optional[Dict[str, object]],
+             variant: Optional[Dict[str, object]]) -> Optional[float]:
+    """original mean / variant mean; None unless both are finite positive
+    numbers (the JSON policy writes a non-finite mean as "inf" or "nan")."""
+    if not original or not variant:
+        return None
+    o, v = original.get("mean_us"), variant.get("mean_us")
+    if not isinstance(o, (int, float)) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(o, bool) or isinstance(v, bool) or not (math.isfinite(o) and math.isfinite(v)):
+        return None
+    return o / v if v > 0 and o > 0 else None
+
+
 def _substitution_report(info: SubstitutionInfoJSON) -> ToolResult:
     """A SubstitutionInfo (Client.substitute's dict) for the caller: the
     daemon's report as it is, and with ab, per agent the two device times
@@ -137,9 +152,7 @@ def _substitution_report(info: SubstitutionInfoJSON) -> ToolResult:
             v, o = _timing(a.get("variant")), _timing(a.get("original"))
             rows.append({"agent_id": a.get("agent_id"), "pid": a.get("pid"),
                          "state": a.get("state"), "variant": v, "original": o,
-                         # (means of sampled timings are numbers)
-                         "speedup": (cast(float, o["mean_us"]) / cast(float, v["mean_us"])
-                                     if v and o and v["mean_us"] else None)})
+                         "speedup": _speedup(o, v)})
         out["ab_results"] = rows
     return out
 
@@ -148,7 +161,7 @@ class _AgentKernels(TypedDict):
     agent_id: str
     pid: int
     process_name: str
-    kernels: List[Dict[str, str]]
+    kernels: List[Dict[str, object]]
 
 
 class KerncapTools:
@@ -239,16 +252,22 @@ class KerncapTools:
     # ---- kernel census and live substitution ----
 
     def list_kernels(self, pid: int = 0, process: str = "", kernel: str = "",
-                     match: str = "substring") -> ToolResult:
+                     match: str = "substring", sample_s: float = 0.0) -> ToolResult:
         c = self.client()
         listing = c.kernels(pid=pid or None, process=process or None, kernel=kernel or None,
-                            match=cast(MatchKind, match) if kernel else None)
+                            match=cast(MatchKind, match) if kernel else None,
+                            sample=sample_s if sample_s > 0 else None)
         by_agent: Dict[str, _AgentKernels] = {}
         for k in listing:
             a = by_agent.setdefault(k.agent_id, {"agent_id": k.agent_id, "pid": k.pid,
                                                  "process_name": k.process_name, "kernels": []})
-            a["kernels"].append({"name": k.name, "mangled_name": k.mangled_name,
-                                 "module": k.module})
+            entry: Dict[str, object] = {"name": k.name, "mangled_name": k.mangled_name,
+                                        "module": k.module}
+            if k.launches is not None:
+                entry["launches"] = k.launches
+                entry["argument_shapes"] = k.argument_shapes
+                entry["launch_configs"] = [_jsonable(cfg) for cfg in k.launch_configs]
+            a["kernels"].append(entry)
         notes = [cast(Dict[str, object], _jsonable(n)) for n in listing.notes]
         if not by_agent:
             live = [a for a in c.agents()
@@ -466,12 +485,15 @@ def build_server(tools: KerncapTools) -> _ToolServer:
     @mcp.tool()
     @_reported
     def list_kernels(pid: int = 0, process: str = "", kernel: str = "",
-                     match: str = "substring") -> ToolResult:
+                     match: str = "substring", sample_s: float = 0.0) -> ToolResult:
         """The kernel census: per live agent, the kernels its process has loaded (what
         arm_and_wait and substitute can select). Filters: pid, process (part of the
         process name), kernel (a pattern as arm_and_wait's; match: substring, glob, regex
-        or mangled). notes: agents that gave no (or a partial) census, with the reason."""
-        return tools.list_kernels(pid, process, kernel, match)
+        or mangled). sample_s > 0 (at most 60): first count launches for that long; each
+        kernel then has launches, argument_shapes and launch_configs, the most launched
+        first (what the application actually runs). notes: agents that gave no (or a
+        partial) census or could not be sampled, with the reason."""
+        return tools.list_kernels(pid, process, kernel, match, sample_s)
 
     @mcp.tool()
     @_reported

@@ -288,14 +288,34 @@ class AgentList(ResultList[Agent]):
 # ---- the kernel census ----
 
 @dataclass
+class SampledLaunchConfig(JsonMixin):
+    """One launch configuration of a sampled kernel and how often it ran."""
+    grid: Tuple[int, ...]
+    block: Tuple[int, ...]
+    shared_mem_bytes: int
+    cluster: Tuple[int, ...]
+    launches: int
+
+
+@dataclass
 class LoadedKernel(JsonMixin):
-    """One kernel a live agent's process has loaded (ListKernels)."""
+    """One kernel a live agent's process has loaded (ListKernels). With
+    kernels(sample=...): how often it ran during the sample (None: that agent
+    was not sampled), its launch configurations (the most launched first, at
+    most 8; other_config_launches counts the rest) and how many distinct
+    argument shapes it ran with (argument_shapes_capped: more than 64).
+    Counts are per kernel name: the first module of a name carries them."""
     mangled_name: str
     demangled_name: str
     module: str
     agent_id: str
     pid: int
     process_name: str
+    launches: Optional[int] = None
+    launch_configs: List[SampledLaunchConfig] = field(default_factory=list)
+    other_config_launches: int = 0
+    argument_shapes: int = 0
+    argument_shapes_capped: bool = False
 
     @property
     def name(self) -> str:
@@ -310,33 +330,49 @@ class CensusNote(JsonMixin):
     process_name: str
     error: str
     left_out: int
+    sample_error: str = ""  # kernels(sample=...): why this agent's launches were not counted
 
 
 class KernelList(ResultList[LoadedKernel]):
     """The kernels of the live agents, one row per (process, kernel); `notes`
-    names the agents that gave no census (older agents, no answer in time)
-    or left kernels out."""
+    names the agents that gave no census (older agents, no answer in time),
+    left kernels out, or could not be sampled. Sampled listings are ordered
+    by launches, the most launched first."""
     title = "kernels"
-    columns = ("pid", "process_name", "name", "module")
+    columns: Sequence[str] = ("pid", "process_name", "name", "module")
 
     def __init__(self, items: Iterable[LoadedKernel] = (),
-                 notes: Iterable[CensusNote] = ()) -> None:
+                 notes: Iterable[CensusNote] = (), sampled: bool = False) -> None:
         super().__init__(items)
         self.notes: List[CensusNote] = list(notes)
+        self.sampled = sampled
+        if sampled:
+            self.columns = ("pid", "process_name", "name", "launches", "argument_shapes",
+                            "module")
 
     @classmethod
     def from_pb(cls, resp: msg.ListKernelsResponse) -> "KernelList":
         items: List[LoadedKernel] = []
         notes: List[CensusNote] = []
+        sampled = False
         for a in resp.agents:
             p = a.agent.process
+            sampled = sampled or a.sampled or bool(a.sample_error)
             for k in a.kernels:
+                configs = [SampledLaunchConfig(tuple(c.grid), tuple(c.block), c.shared_mem_bytes,
+                                        tuple(c.cluster), c.launches)
+                           for c in k.launch_configs]
                 items.append(LoadedKernel(k.mangled_name, k.demangled_name, k.module,
-                                          a.agent.agent_id, p.pid, p.process_name))
-            if a.error or a.left_out:
+                                          a.agent.agent_id, p.pid, p.process_name,
+                                          k.launches if a.sampled else None, configs,
+                                          k.other_config_launches, k.argument_shapes,
+                                          k.argument_shapes_capped))
+            if a.error or a.left_out or a.sample_error:
                 notes.append(CensusNote(a.agent.agent_id, p.pid, p.process_name, a.error,
-                                        a.left_out))
-        return cls(items, notes)
+                                        a.left_out, a.sample_error))
+        if sampled:
+            items.sort(key=lambda k: -(k.launches or 0))
+        return cls(items, notes, sampled)
 
 
 # ---- arms ----
