@@ -201,8 +201,10 @@ TEST_F(SubstituteGpuTest, VariantRunsInTheLiveAppAndAbReportsBothDeviceTimes) {
 
 // kerncapctl kernels --sample against the live application: its kernel's
 // launches are counted (one launch every ~1 ms), with its one launch
-// configuration and one argument shape (a, b and n never change; the
-// buffers are pointers), and the application keeps passing its own checks.
+// configuration, and its argument shapes: a = 1 + it % 7 and b = it % 13
+// make 91 distinct (a, b) pairs, more than the 64 told apart, so the count
+// is capped (the buffers never move); the application keeps passing its
+// own checks.
 TEST_F(SubstituteGpuTest, KernelsSampleCountsTheLiveApplicationsLaunches) {
   const std::string stop = dir_ + "/stop";
   Background app(App({"0", stop}));
@@ -233,7 +235,8 @@ TEST_F(SubstituteGpuTest, KernelsSampleCountsTheLiveApplicationsLaunches) {
   EXPECT_GE(kernel->value("launches", 0), 100) << kernel->dump();
   ASSERT_EQ((*kernel)["launch_configs"].size(), 1u) << kernel->dump();
   EXPECT_EQ((*kernel)["launch_configs"][0].value("launches", 0), kernel->value("launches", 0));
-  EXPECT_EQ(kernel->value("argument_shapes", 0), 1) << kernel->dump();
+  EXPECT_EQ(kernel->value("argument_shapes", 0), 64) << kernel->dump();
+  EXPECT_EQ(kernel->value("argument_shapes_capped", false), true) << kernel->dump();
   EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
   EXPECT_TRUE(absl::StrContains(text.out, "kc_scale_add")) << text.out;
 }
