@@ -89,6 +89,10 @@ def test_kernel_sample_counts_launches_and_shapes(client, daemon):
             client.kernels(sample="2m")
         with pytest.raises(kerncap.InvalidArgument, match="bad duration"):
             client.kernels(sample="soon")
+        # kerncapd bounds it too (a client that does not check).
+        with pytest.raises(kerncap.InvalidArgument, match="sample_ms: 70000"):
+            client._unary("ListKernels", pb.ListKernelsRequest(sample_ms=70000),
+                          pb.ListKernelsResponse)
     finally:
         proc.kill()
         proc.wait()
