@@ -293,7 +293,7 @@ Usage: synthetic_agent [--socket=PATH] [--kernels=A,B,...] [--dispatches=N]
   --scalar-shapes=M    dispatch i also passes a scalar argument i % M (per-shape arms
                        tell these apart with --per-shape=scalars, not with =launch)
   --wait-sample-ms=MS  dispatch only once `kerncapctl kernels --sample` counts (waiting up to
-                       MS), then stay until that sample ended (up to MS more)
+                       MS), then stay until that sample ended (up to MS more) and 2 s after
 
 Prints one JSON line per capture attempt ({"capture_id":...,"kernel":...,"dispatch":...}
 or {"error":...}); exits 0, or 2 on bad flags.
@@ -439,6 +439,8 @@ int main(int argc, char** argv) {
   if (flags.wait_sample_ms > 0) {
     wait_sample(false);
     client.FlushOutgoing(2000);
+    // kerncapd takes the census right after the sample: still answer it.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
   }
   client.Stop();
   return 0;
