@@ -518,12 +518,7 @@ void CudaAgent::OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
       // A drain still reading this context's snapshot (cudaDeviceReset right
       // after the captured launch) finishes first.
-      if (!service_.WaitForDrain(0)) {
-        KC_ALOG(kInfo, "context teardown: waiting for a capture's device snapshot to drain");
-        if (!service_.WaitForDrain(CaptureService::ExitWaitMs())) {
-          KC_ALOG(kWarn, "context teardown: the capture's device snapshot did not drain in time");
-        }
-      }
+      CaptureService::WaitForAllDrains("context teardown");
       allocations_.EraseContext(reinterpret_cast<uint64_t>(data->context));
       textures_.EraseContext(reinterpret_cast<uint64_t>(data->context));
       break;
@@ -630,34 +625,14 @@ void CudaAgent::OnDriverApi(CUpti_CallbackId cbid, const CUpti_CallbackData* cb)
 }
 
 #ifdef KERNCAP_AGENT_HAVE_LINK
-namespace {
-link::SampledConfig SampledConfigOf(const LaunchDesc& d) {
-  link::SampledConfig c;
-  c.grid = d.grid;
-  c.block = d.block;
-  c.shared_mem_bytes = d.shared_mem_bytes;
-  c.cluster = d.cluster;
-  return c;
-}
-}  // namespace
-
 void CudaAgent::SampleLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb,
                              LaunchSampler& sampler) {
   // A launch into a stream being captured into a graph does not run now (as
   // for arms): its kernels count when the graph is launched.
-  auto capturing = [](CUstream stream) {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    return Driver().cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS ||
-           status != CU_STREAM_CAPTURE_STATUS_NONE;
-  };
   if (IsGraphLaunch(cbid)) {
     auto* params = static_cast<const cuGraphLaunch_params*>(cb->functionParams);
     if (params == nullptr || params->hGraph == nullptr) return;
-    CUstream stream = params->hStream;
-    if (stream == nullptr && cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
-      stream = CU_STREAM_PER_THREAD;
-    }
-    if (capturing(stream)) return;
+    if (StreamBeingCaptured(GraphLaunchStream(cbid, *params))) return;
     sampler.RecordGraphLaunch();
     // Not counted as a launch of the exec: the armed path counts it.
     std::shared_ptr<const GraphLaunchPlan> plan = graphs_.BeginLaunch(
@@ -669,7 +644,7 @@ void CudaAgent::SampleLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb
           kernels_.Get(reinterpret_cast<CUfunction>(static_cast<uintptr_t>(n.function)), nullptr);
       EagerOp op;
       if (PrepareEagerOp(n, *plan, cb->context, &op).ok()) {
-        sampler.Record(info->mangled_name, info->demangled_name, SampledConfigOf(op.desc),
+        sampler.Record(info->mangled_name, info->demangled_name, ToSampledConfig(op.desc),
                        LaunchShapeOf(link::PerShape::kScalars, op.desc, op.kernel_params,
                                      op.extra, *info));
       } else {
@@ -684,11 +659,9 @@ void CudaAgent::SampleLaunch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb
     sampler.Record("", "", link::SampledConfig{}, std::nullopt);
     return;
   }
-  CUstream stream = call->stream;
-  if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  if (capturing(stream)) return;
+  if (StreamBeingCaptured(LaunchStream(*call))) return;
   std::shared_ptr<const KernelInfo> info = kernels_.Get(call->function, cb->symbolName);
-  sampler.Record(info->mangled_name, info->demangled_name, SampledConfigOf(call->desc),
+  sampler.Record(info->mangled_name, info->demangled_name, ToSampledConfig(call->desc),
                  LaunchShapeOf(link::PerShape::kScalars, call->desc, call->kernel_params,
                                call->extra, *info));
 }
@@ -918,13 +891,8 @@ void CudaAgent::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* c
   // A launch into a stream that is being captured into a graph does not run
   // now: it is not a dispatch (the arm neither counts nor sees it; the node
   // is counted when its graph is launched).
-  CUstream stream = call->stream;
-  if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (Driver().cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
-      capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    return hold_shared();
-  }
+  const CUstream stream = LaunchStream(*call);
+  if (StreamBeingCaptured(stream)) return hold_shared();
   std::shared_ptr<const KernelInfo> info = kernels_.Get(call->function, cb->symbolName);
   // Taken before the decision: the arm may be used up by it, and other
   // threads must stay gated until this capture is over.

@@ -95,17 +95,10 @@ void CudaAgent::OnGraphLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackDa
     return;
   }
 
-  CUstream stream = params->hStream;
-  if (stream == nullptr && cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
-    stream = CU_STREAM_PER_THREAD;
-  }
+  const CUstream stream = GraphLaunchStream(cbid, *params);
   // Launched into a stream that is being captured: the graph becomes a child
   // node of the graph being recorded and does not run now.
-  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (Driver().cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
-      capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    return;
-  }
+  if (StreamBeingCaptured(stream)) return;
 
   // Taken before the decision, released on every way out (as for a direct
   // launch: other threads stay gated until the captures are over).

@@ -101,14 +101,9 @@ void CudaSubstituter::StartThreadLocked() {
 uint64_t CudaSubstituter::OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   std::optional<LaunchCall> call = DecodeLaunch(cbid, cb->functionParams);
   if (!call || call->function == nullptr || cb->context == nullptr) return 0;
-  CUstream stream = call->stream;
-  if (call->per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  const CUstream stream = LaunchStream(*call);
   // Recorded into a graph: the application's graph would keep the variant.
-  CUstreamCaptureStatus capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (Driver().cuStreamIsCapturing(stream, &capture_status) != CUDA_SUCCESS ||
-      capture_status != CU_STREAM_CAPTURE_STATUS_NONE) {
-    return 0;
-  }
+  if (StreamBeingCaptured(stream)) return 0;
   std::shared_ptr<const KernelInfo> info = kernels_->Get(call->function, cb->symbolName);
   uint32_t device_id = 0;
   if (Cupti().cuptiGetDeviceId(cb->context, &device_id) != CUPTI_SUCCESS) device_id = 0;

@@ -80,6 +80,12 @@ const DriverApi& Driver() {
 
 int DriverVersion() { return DriverTable().version; }
 
+bool StreamBeingCaptured(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return Driver().cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS ||
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 std::string CuErrorString(CUresult r) {
   const char* name = nullptr;
   if (DriverTable().cuGetErrorName == nullptr || DriverTable().cuGetErrorName(r, &name) != CUDA_SUCCESS ||

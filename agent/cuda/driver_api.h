@@ -99,6 +99,10 @@ int DriverVersion();
 // "CUDA_ERROR_INVALID_VALUE (1)".
 std::string CuErrorString(CUresult r);
 
+// True while `stream` is being captured into a graph (work launched into it
+// then does not run now), and when the driver cannot tell.
+bool StreamBeingCaptured(CUstream stream);
+
 }  // namespace kerncap::agent::cuda
 
 #endif  // KERNCAP_AGENT_CUDA_DRIVER_API_H_

@@ -90,6 +90,16 @@ bool IsGraphLaunch(CUpti_CallbackId cbid) {
          cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
 }
 
+CUstream LaunchStream(const LaunchCall& call) {
+  return call.per_thread_stream && call.stream == nullptr ? CU_STREAM_PER_THREAD : call.stream;
+}
+
+CUstream GraphLaunchStream(CUpti_CallbackId cbid, const cuGraphLaunch_params& params) {
+  return params.hStream == nullptr && cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz
+             ? CU_STREAM_PER_THREAD
+             : params.hStream;
+}
+
 std::optional<LaunchCall> DecodeLaunch(CUpti_CallbackId cbid, const void* params) {
   if (params == nullptr) return std::nullopt;
   LaunchCall call;

@@ -30,6 +30,12 @@ bool IsGraphLaunch(CUpti_CallbackId cbid);
 // nullopt when cbid is not a kernel launch.
 std::optional<LaunchCall> DecodeLaunch(CUpti_CallbackId cbid, const void* params);
 
+// The stream a launch runs on: stream 0 of a _ptsz entry point is the
+// per-thread default stream.
+CUstream LaunchStream(const LaunchCall& call);
+// The same for a cuGraphLaunch(_ptsz) parameter struct.
+CUstream GraphLaunchStream(CUpti_CallbackId cbid, const cuGraphLaunch_params& params);
+
 // Overwrites the function of a launch's parameter struct in its ENTER
 // callback, so the driver launches `f` instead (live substitution; the same
 // way the graph path swaps hGraph). False when cbid is not a kernel launch.

@@ -328,10 +328,11 @@ void HsaAgent::Intercept(const void* packets, uint64_t count, uint64_t user_inde
   HsaAgent& a = Instance();
   a.packets_.fetch_add(count, std::memory_order_relaxed);
 #ifdef KERNCAP_AGENT_HAVE_LINK
-  // While kerncapctl kernels --sample counts (one atomic load otherwise).
-  if (LaunchSampler* sampler = a.sampler_.load(std::memory_order_acquire);
-      sampler != nullptr && sampler->active()) {
-    a.SamplePackets(static_cast<const uint8_t*>(packets), count, *sampler);
+  // While kerncapctl kernels --sample counts (one relaxed load otherwise).
+  if (a.sampling_.load(std::memory_order_relaxed)) {
+    if (LaunchSampler* sampler = a.sampler_.load(std::memory_order_acquire)) {
+      a.SamplePackets(static_cast<const uint8_t*>(packets), count, *sampler);
+    }
   }
 #endif
   CaptureTransport* t = a.service_.transport();
@@ -391,13 +392,8 @@ void HsaAgent::SamplePackets(const uint8_t* p, uint64_t count, LaunchSampler& sa
     hsa_kernel_dispatch_packet_t dispatch;
     std::memcpy(&dispatch, pkt, sizeof(dispatch));
     std::shared_ptr<const KernelRecord> kernel = kernels_->Get(dispatch.kernel_object);
-    const LaunchDesc launch = LaunchOf(dispatch);
-    link::SampledConfig config;
-    config.grid = launch.grid;
-    config.block = launch.block;
-    config.shared_mem_bytes = launch.shared_mem_bytes;
-    config.cluster = launch.cluster;
-    sampler.Record(kernel->mangled_name, kernel->demangled_name, config,
+    sampler.Record(kernel->mangled_name, kernel->demangled_name,
+                   ToSampledConfig(LaunchOf(dispatch)),
                    LaunchShapeOf(link::PerShape::kScalars, dispatch, *kernel));
   }
 #else
@@ -786,9 +782,10 @@ void HsaAgent::StartLink() {
     }
     return out;
   };
-  // Launch sampling: packets are intercepted always, so there is nothing to
-  // switch on or off.
-  auto* sampler = new LaunchSampler();  // leaked with the link
+  // Launch sampling: packets are intercepted always; the sampler's hold only
+  // opens the check every submission makes.
+  auto* sampler = new LaunchSampler(
+      [this](bool on) { sampling_.store(on, std::memory_order_relaxed); });  // leaked with the link
   sampler_.store(sampler, std::memory_order_release);
   hooks.launch_sampler = sampler;
   daemon_link_ = DaemonLink::Start(&service_, std::move(identity), std::move(hooks));

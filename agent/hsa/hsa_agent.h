@@ -182,8 +182,10 @@ class HsaAgent {
   // Gate, transport, begin/end, skips, counters (agent/core/capture_service.h).
   CaptureService service_;
   void* daemon_link_ = nullptr;  // DaemonLink* (agent/link/daemon_link.h), never destroyed
-  // Launch sampling (set with the link, leaked with it).
+  // Launch sampling (set with the link, leaked with it); sampling_ is what
+  // every submission checks (the sampler's hold).
   std::atomic<LaunchSampler*> sampler_{nullptr};
+  std::atomic<bool> sampling_{false};
   std::atomic<uint64_t> packets_{0};
   std::atomic<int> gating_{0};  // submissions inside the gated (armed) path
 };

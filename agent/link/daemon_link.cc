@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <utility>
 
-#include "agent/core/log.h"
 
 namespace kerncap::agent {
 namespace {
@@ -65,12 +64,9 @@ DaemonLink* DaemonLink::Start(CaptureService* service, link::HelloMsg identity,
 void DaemonLink::FlushAtExit() {
   std::lock_guard lock(mu_);
   if (stopped_) return;
-  const int ms = CaptureService::ExitWaitMs();
-  // A device snapshot still draining goes to the ring first.
-  if (!service_->WaitForDrain(ms)) {
-    KC_ALOG(kWarn, "exit: a capture's device snapshot did not drain within %d ms", ms);
-  }
-  client_.FlushOutgoing(ms);
+  // A device snapshot that was draining is in the ring by now: the capture
+  // service's own exit handler, registered at the first drain, ran first.
+  client_.FlushOutgoing(CaptureService::ExitWaitMs());
 }
 
 void DaemonLink::Stop() {

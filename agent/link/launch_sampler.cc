@@ -14,11 +14,7 @@ void LaunchSampler::Start(uint64_t id, Clock::duration duration, Clock::time_poi
     id_ = id;
     started_ = now;
     deadline_ = now + std::clamp<Clock::duration>(duration, Clock::duration::zero(), longest);
-    kernels_.clear();
-    left_out_names_.clear();
-    left_out_launches_ = 0;
-    unattributed_ = 0;
-    graph_launches_ = 0;
+    ClearLocked();
     hold = !holding_;
     holding_ = true;
     active_.store(true, std::memory_order_relaxed);
@@ -43,7 +39,6 @@ void LaunchSampler::Record(std::string_view mangled_name, std::string_view deman
   auto it = kernels_.find(mangled_name);
   if (it == kernels_.end()) {
     if (kernels_.size() >= link::kMaxSampledKernels) {
-      ++left_out_launches_;
       if (left_out_names_.size() < link::kMaxSampledKernels) {
         left_out_names_.emplace(mangled_name);
       }
@@ -77,11 +72,17 @@ void LaunchSampler::RecordGraphLaunch(Clock::time_point now) {
   if (CountingLocked(now)) ++graph_launches_;
 }
 
+void LaunchSampler::ClearLocked() {
+  kernels_.clear();
+  left_out_names_.clear();
+  unattributed_ = 0;
+  graph_launches_ = 0;
+}
+
 bool LaunchSampler::EndLocked() {
   id_ = 0;
   active_.store(false, std::memory_order_relaxed);
-  kernels_.clear();
-  left_out_names_.clear();
+  ClearLocked();
   const bool release = holding_;
   holding_ = false;
   return release;

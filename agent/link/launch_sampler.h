@@ -74,6 +74,8 @@ class LaunchSampler {
 
   // Under mu_: true while sample `id_` counts at `now`.
   bool CountingLocked(Clock::time_point now) const;
+  // Under mu_: forgets the counts.
+  void ClearLocked();
   // Under mu_: ends the sample; true when the hold must be released.
   bool EndLocked();
 
@@ -85,9 +87,8 @@ class LaunchSampler {
   Clock::time_point started_{}, deadline_{};
   std::map<std::string, KernelCounts, std::less<>> kernels_;  // by mangled name
   // Kernels first seen once kernels_ is full: their names (at most another
-  // kMaxSampledKernels, only to count them) and their launches.
+  // kMaxSampledKernels), only to count them.
   std::set<std::string, std::less<>> left_out_names_;
-  uint64_t left_out_launches_ = 0;
   uint64_t unattributed_ = 0;
   uint64_t graph_launches_ = 0;
 };

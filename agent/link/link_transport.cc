@@ -181,6 +181,15 @@ link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& h) {
   return m;
 }
 
+link::SampledConfig ToSampledConfig(const LaunchDesc& launch) {
+  link::SampledConfig c;
+  c.grid = launch.grid;
+  c.block = launch.block;
+  c.shared_mem_bytes = launch.shared_mem_bytes;
+  c.cluster = launch.cluster;
+  return c;
+}
+
 link::RegionBeginMsg ToRegionBegin(ImageKind image, const RegionDesc& region) {
   link::RegionBeginMsg m;
   m.image = image;

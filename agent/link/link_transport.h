@@ -16,6 +16,8 @@ namespace kerncap::agent {
 // Message conversions, exposed for tests.
 link::CaptureBeginMsg ToCaptureBegin(const CaptureHeader& header);
 link::RegionBeginMsg ToRegionBegin(ImageKind image, const RegionDesc& region);
+// A launch's configuration as the launch sampler counts it (launches 0).
+link::SampledConfig ToSampledConfig(const LaunchDesc& launch);
 
 class LinkTransport final : public CaptureTransport {
  public:
