@@ -984,6 +984,12 @@ namespace {
 // The module field names a code object in the agent's process; far shorter
 // than this in practice ("cuda-module-123", "hsa-executable-0x...").
 constexpr size_t kMaxKernelModuleBytes = 256;
+
+// A kernel's names as the census and the launch sample may carry them.
+bool KernelNamesInBounds(const std::string& mangled, const std::string& demangled) {
+  return !mangled.empty() && mangled.size() <= kMaxKernelNameBytes &&
+         demangled.size() <= kMaxKernelNameBytes;
+}
 }  // namespace
 
 LinkStatus AgentConnection::OnKernelsReport(const Frame& frame) {
@@ -998,8 +1004,8 @@ LinkStatus AgentConnection::OnKernelsReport(const Frame& frame) {
                              " kernels (at most " + std::to_string(kMaxReportedKernels) + ")");
   }
   for (const LoadedKernelInfo& k : msg.kernels) {
-    if (k.mangled_name.empty() || k.mangled_name.size() > kMaxKernelNameBytes ||
-        k.demangled_name.size() > kMaxKernelNameBytes || k.module.size() > kMaxKernelModuleBytes) {
+    if (!KernelNamesInBounds(k.mangled_name, k.demangled_name) ||
+        k.module.size() > kMaxKernelModuleBytes) {
       return LinkStatus::Error("KernelsReport with an empty or over-long kernel or module name");
     }
   }
@@ -1083,8 +1089,7 @@ LinkStatus AgentConnection::OnSampleReport(const Frame& frame) {
                              " kernels (at most " + std::to_string(kMaxSampledKernels) + ")");
   }
   for (const SampledKernel& k : msg.kernels) {
-    if (k.mangled_name.empty() || k.mangled_name.size() > kMaxKernelNameBytes ||
-        k.demangled_name.size() > kMaxKernelNameBytes) {
+    if (!KernelNamesInBounds(k.mangled_name, k.demangled_name)) {
       return LinkStatus::Error("SampleReport with an empty or over-long kernel name");
     }
     if (k.configs.size() > kMaxSampledConfigsPerKernel ||
