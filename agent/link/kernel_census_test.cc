@@ -8,12 +8,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agent/link/agent_link_client.h"
+#include "agent/link/link_client_test_fixture.h"
 #include "agent/testing/standin_daemon.h"
 #include "common/agent_link/messages.h"
 #include "common/agent_link/wire.h"
@@ -88,28 +87,10 @@ TEST(KernelCensusTest, PagesCoverTheWholeListWithinTheBounds) {
   EXPECT_EQ(past.next_offset, 0u);
 }
 
-class KernelCensusLinkTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/kc_census_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  AgentLinkClientOptions Options() {
-    AgentLinkClientOptions o;
-    o.socket_path = dir_ + "/agent.sock";
-    o.lazy_ring = true;
-    o.initial_wait_ms = 0;
-    o.retry_initial_ms = 10;
-    o.identity.platform = link::Platform::kSynthetic;
-    return o;
-  }
-  std::string dir_;
-};
+class KernelCensusLinkTest : public StandInLinkTest {};
 
 TEST_F(KernelCensusLinkTest, AgentAnswersWithItsLoadedKernelsAndSendsItsRank) {
-  testing::StandInDaemon daemon(dir_ + "/agent.sock");
+  testing::StandInDaemon daemon(Socket());
   ASSERT_TRUE(daemon.listening());
   ::setenv("OMPI_COMM_WORLD_RANK", "3", 1);
   ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
@@ -153,7 +134,7 @@ TEST_F(KernelCensusLinkTest, AgentAnswersWithItsLoadedKernelsAndSendsItsRank) {
 }
 
 TEST_F(KernelCensusLinkTest, WithoutAKernelListTheFeatureIsNotOffered) {
-  testing::StandInDaemon daemon(dir_ + "/agent.sock");
+  testing::StandInDaemon daemon(Socket());
   ASSERT_TRUE(daemon.listening());
   AgentLinkClient client(Options());
   client.Start();

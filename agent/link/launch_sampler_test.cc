@@ -3,15 +3,13 @@
 // stopping a sample for a stand-in daemon speaking the real frames.
 #include "agent/link/launch_sampler.h"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agent/link/agent_link_client.h"
+#include "agent/link/link_client_test_fixture.h"
 #include "agent/testing/standin_daemon.h"
 #include "common/agent_link/messages.h"
 #include "gtest/gtest.h"
@@ -137,29 +135,10 @@ TEST(LaunchSamplerTest, StopsCountingAtItsDeadlineAndAbortReleasesTheHold) {
   EXPECT_NEAR(r.seconds, 0.1, 1e-9) << "counted until the deadline";
 }
 
-class LaunchSampleLinkTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("kc_sample_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  AgentLinkClientOptions Options() {
-    AgentLinkClientOptions o;
-    o.socket_path = dir_ + "/agent.sock";
-    o.identity.pid = static_cast<uint32_t>(::getpid());
-    o.identity.process_name = "sample_test";
-    o.lazy_ring = true;
-    return o;
-  }
-  std::string dir_;
-};
+class LaunchSampleLinkTest : public StandInLinkTest {};
 
 TEST_F(LaunchSampleLinkTest, TheDaemonStartsAndStopsASampleAndGetsItsReport) {
-  testing::StandInDaemon daemon(dir_ + "/agent.sock");
+  testing::StandInDaemon daemon(Socket());
   ASSERT_TRUE(daemon.listening());
   int held = 0;
   LaunchSampler sampler([&](bool on) { held += on ? 1 : -1; });
@@ -175,10 +154,7 @@ TEST_F(LaunchSampleLinkTest, TheDaemonStartsAndStopsASampleAndGetsItsReport) {
   start.sample_id = 5;
   start.duration_ms = 60000;
   ASSERT_TRUE(daemon.Tell(start).ok());
-  for (int i = 0; i < 200 && !sampler.active(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(sampler.active());
+  ASSERT_TRUE(WaitUntil([&] { return sampler.active(); }));
   EXPECT_EQ(held, 1);
   sampler.Record("_Z6matmulv", "matmul()", Config(4), 9);
   sampler.Record("_Z6matmulv", "matmul()", Config(4), 9);
@@ -203,17 +179,14 @@ TEST_F(LaunchSampleLinkTest, TheDaemonStartsAndStopsASampleAndGetsItsReport) {
   // A sample still running when the link drops ends with it.
   start.sample_id = 6;
   ASSERT_TRUE(daemon.Tell(start).ok());
-  for (int i = 0; i < 200 && !sampler.active(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(sampler.active());
+  ASSERT_TRUE(WaitUntil([&] { return sampler.active(); }));
   client.Stop();
   EXPECT_FALSE(sampler.active());
   EXPECT_EQ(held, 0);
 }
 
 TEST_F(LaunchSampleLinkTest, WithoutASamplerTheFeatureIsNotOfferedAndAStartBreaksTheLink) {
-  testing::StandInDaemon daemon(dir_ + "/agent.sock");
+  testing::StandInDaemon daemon(Socket());
   ASSERT_TRUE(daemon.listening());
   AgentLinkClient client(Options());
   client.Start();

@@ -23,13 +23,7 @@ class CensusTest : public AgentLinkTest {
  protected:
   // A client whose agent has loaded `kernel_count` kernels k0, k1, ...
   agent::AgentLinkClient& NewCensusClient(const std::string& process_name, size_t kernel_count) {
-    agent::AgentLinkClientOptions o;
-    o.socket_path = socket_;
-    o.identity.process_name = process_name;
-    o.identity.platform = Platform::kSynthetic;
-    o.retry_initial_ms = 10;
-    o.retry_max_ms = 50;
-    o.initial_wait_ms = 2000;
+    agent::AgentLinkClientOptions o = ClientOptions(process_name);
     o.list_kernels = [kernel_count] {
       std::vector<LoadedKernelInfo> out;
       for (size_t i = 0; i < kernel_count; ++i) {
@@ -41,9 +35,7 @@ class CensusTest : public AgentLinkTest {
       }
       return out;
     };
-    clients_.push_back(std::make_unique<agent::AgentLinkClient>(o));
-    clients_.back()->Start();
-    return *clients_.back();
+    return StartClient(o);
   }
 
   void WaitAgents(size_t n) {
@@ -113,19 +105,21 @@ TEST_F(CensusTest, KeepsAtMostTheCapAndCountsTheRestAsLeftOut) {
   EXPECT_EQ(r.agents(0).left_out(), 11900u);
 }
 
-// A raw peer that offers the census and answers KernelsRequests with `reply`.
-struct RawCensusAgent {
+// A raw peer (not an AgentLinkClient) that offers `features` and answers
+// the daemon's requests however a test wants, within the protocol or not.
+struct RawAgent {
   UniqueFd fd;
-  static RawCensusAgent Connect(const std::string& path) {
-    RawCensusAgent a;
+  static RawAgent Connect(const std::string& path, std::vector<std::string> features,
+                          const std::string& process_name, uint32_t pid) {
+    RawAgent a;
     LinkResult<UniqueFd> fd = ConnectUnix(path);
     EXPECT_TRUE(fd.ok());
     if (!fd.ok()) return a;
     a.fd = std::move(fd).value();
     HelloMsg h;
-    h.pid = 4243;
-    h.process_name = "raw-census";
-    h.features = {kFeatureKernelCensus, kFeatureLazyRing};
+    h.pid = pid;
+    h.process_name = process_name;
+    h.features = features;
     EXPECT_TRUE(SendMessage(a.fd.get(), h).ok());
     LinkResult<Frame> f = RecvFrame(a.fd.get(), FrameLimits());
     EXPECT_TRUE(f.ok());
@@ -133,22 +127,38 @@ struct RawCensusAgent {
     if (f.ok()) {
       EXPECT_TRUE(DecodeBody(*f, &w).ok());
     }
-    EXPECT_TRUE(HasFeature(w.features, kFeatureKernelCensus));
+    for (const std::string& feature : features) EXPECT_TRUE(HasFeature(w.features, feature));
     return a;
   }
-  // Answers the next KernelsRequest with `reply` (request id and offset
-  // filled in); false when the daemon dropped us first.
-  bool Answer(KernelsReportMsg reply) {
+  // Answers the next `Request` with `reply`, `fill` copying what the reply
+  // must echo from the request; false when the daemon dropped us first.
+  template <typename Request, typename Reply, typename Fill>
+  bool Answer(Reply reply, const Fill& fill) {
     while (true) {
       LinkResult<Frame> f = RecvFrame(fd.get(), FrameLimits());
       if (!f.ok()) return false;
-      if (f->type != MessageType::kKernelsRequest) continue;
-      KernelsRequestMsg req;
+      if (f->type != Request::kType) continue;
+      Request req;
       if (!DecodeBody(*f, &req).ok()) return false;
-      reply.request_id = req.request_id;
-      reply.offset = req.offset;
+      fill(req, reply);
       return SendMessage(fd.get(), reply).ok();
     }
+  }
+};
+
+// The census's raw peer: answers KernelsRequests (request id and offset
+// filled in).
+struct RawCensusAgent {
+  RawAgent raw;
+  static RawCensusAgent Connect(const std::string& path) {
+    return {RawAgent::Connect(path, {kFeatureKernelCensus, kFeatureLazyRing}, "raw-census", 4243)};
+  }
+  bool Answer(KernelsReportMsg reply) {
+    return raw.Answer<KernelsRequestMsg>(reply, [](const KernelsRequestMsg& req,
+                                                   KernelsReportMsg& r) {
+      r.request_id = req.request_id;
+      r.offset = req.offset;
+    });
   }
 };
 
@@ -197,7 +207,7 @@ TEST_F(CensusTest, AnAgentThatDoesNotAnswerTimesOutWithoutHoldingTheOthers) {
   KernelsReportMsg late;
   late.request_id = 1;
   late.kernels.push_back({"_Z4latev", "late()", "m"});
-  EXPECT_TRUE(SendMessage(silent.fd.get(), late).ok());
+  EXPECT_TRUE(SendMessage(silent.raw.fd.get(), late).ok());
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(server_->ListAgents().size(), 2u);
 }
@@ -209,13 +219,7 @@ class SampleTest : public CensusTest {
  protected:
   agent::AgentLinkClient& NewSamplingClient(const std::string& process_name,
                                             agent::LaunchSampler* sampler) {
-    agent::AgentLinkClientOptions o;
-    o.socket_path = socket_;
-    o.identity.process_name = process_name;
-    o.identity.platform = Platform::kSynthetic;
-    o.retry_initial_ms = 10;
-    o.retry_max_ms = 50;
-    o.initial_wait_ms = 2000;
+    agent::AgentLinkClientOptions o = ClientOptions(process_name);
     o.list_kernels = [] {
       std::vector<LoadedKernelInfo> out = {{"_Z6matmulv", "matmul()", "cuda-module-1"},
                                            {"_Z6matmulv", "matmul()", "cuda-module-2"},
@@ -223,9 +227,7 @@ class SampleTest : public CensusTest {
       return out;
     };
     o.launch_sampler = sampler;
-    clients_.push_back(std::make_unique<agent::AgentLinkClient>(o));
-    clients_.back()->Start();
-    return *clients_.back();
+    return StartClient(o);
   }
 };
 
@@ -289,41 +291,15 @@ TEST_F(SampleTest, CountsEachKernelsLaunchesAndShapesOnItsCensusEntry) {
   EXPECT_EQ(old->kernels_size(), 2) << "its census still comes";
 }
 
-// A raw peer that offers sampling and answers SampleStop with `reply`.
+// The sample's raw peer: answers SampleStop with `reply` (its id filled in).
 struct RawSamplingAgent {
-  UniqueFd fd;
+  RawAgent raw;
   static RawSamplingAgent Connect(const std::string& path) {
-    RawSamplingAgent a;
-    LinkResult<UniqueFd> fd = ConnectUnix(path);
-    EXPECT_TRUE(fd.ok());
-    if (!fd.ok()) return a;
-    a.fd = std::move(fd).value();
-    HelloMsg h;
-    h.pid = 4244;
-    h.process_name = "raw-sampler";
-    h.features = {kFeatureLaunchSample, kFeatureLazyRing};
-    EXPECT_TRUE(SendMessage(a.fd.get(), h).ok());
-    LinkResult<Frame> f = RecvFrame(a.fd.get(), FrameLimits());
-    EXPECT_TRUE(f.ok());
-    WelcomeMsg w;
-    if (f.ok()) {
-      EXPECT_TRUE(DecodeBody(*f, &w).ok());
-    }
-    EXPECT_TRUE(HasFeature(w.features, kFeatureLaunchSample));
-    return a;
+    return {RawAgent::Connect(path, {kFeatureLaunchSample, kFeatureLazyRing}, "raw-sampler", 4244)};
   }
-  // Answers the next SampleStop with `reply` (its id filled in); false when
-  // the daemon dropped us first.
   bool Answer(SampleReportMsg reply) {
-    while (true) {
-      LinkResult<Frame> f = RecvFrame(fd.get(), FrameLimits());
-      if (!f.ok()) return false;
-      if (f->type != MessageType::kSampleStop) continue;
-      SampleStopMsg stop;
-      if (!DecodeBody(*f, &stop).ok()) return false;
-      reply.sample_id = stop.sample_id;
-      return SendMessage(fd.get(), reply).ok();
-    }
+    return raw.Answer<SampleStopMsg>(
+        reply, [](const SampleStopMsg& stop, SampleReportMsg& r) { r.sample_id = stop.sample_id; });
   }
 };
 
@@ -397,7 +373,7 @@ TEST_F(SampleTest, AnAgentThatDoesNotReportTimesOutAndALateReportIsDropped) {
   // The late report of the abandoned sample is dropped; the agent stays.
   SampleReportMsg late;
   late.sample_id = 1;
-  EXPECT_TRUE(SendMessage(silent.fd.get(), late).ok());
+  EXPECT_TRUE(SendMessage(silent.raw.fd.get(), late).ok());
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(server_->ListAgents().size(), 1u);
 }

@@ -359,8 +359,9 @@ class AgentLinkTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start(o, sink_, bus_).ok());
   }
 
-  agent::AgentLinkClient& NewClient(const std::string& process_name = "test-app",
-                                    int retry_max_ms = 50) {
+  // Options of a client of this server: a synthetic agent of `process_name`.
+  agent::AgentLinkClientOptions ClientOptions(const std::string& process_name = "test-app",
+                                              int retry_max_ms = 50) {
     agent::AgentLinkClientOptions o;
     o.socket_path = socket_;
     o.identity.process_name = process_name;
@@ -372,9 +373,17 @@ class AgentLinkTest : public ::testing::Test {
     o.retry_initial_ms = 10;
     o.retry_max_ms = retry_max_ms;
     o.initial_wait_ms = 2000;
+    return o;
+  }
+  // Starts a client with `o`, owned (and stopped) by the fixture.
+  agent::AgentLinkClient& StartClient(const agent::AgentLinkClientOptions& o) {
     clients_.push_back(std::make_unique<agent::AgentLinkClient>(o));
     clients_.back()->Start();
     return *clients_.back();
+  }
+  agent::AgentLinkClient& NewClient(const std::string& process_name = "test-app",
+                                    int retry_max_ms = 50) {
+    return StartClient(ClientOptions(process_name, retry_max_ms));
   }
 
   v1::ArmInfo ArmKernel(const std::string& kernel, uint32_t count = 1) {
