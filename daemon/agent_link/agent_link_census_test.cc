@@ -229,6 +229,9 @@ class SampleTest : public CensusTest {
     o.launch_sampler = sampler;
     return StartClient(o);
   }
+  // Outlives the clients (TearDown stops them first), as the client's
+  // options require.
+  agent::LaunchSampler sampler_;
 };
 
 SampledConfig Grid(uint32_t x) {
@@ -240,7 +243,7 @@ SampledConfig Grid(uint32_t x) {
 
 TEST_F(SampleTest, CountsEachKernelsLaunchesAndShapesOnItsCensusEntry) {
   StartServer();
-  agent::LaunchSampler sampler;
+  agent::LaunchSampler& sampler = sampler_;
   NewSamplingClient("sampled-app", &sampler);
   NewCensusClient("census-only-app", 2);  // offers the census, not sampling
   WaitAgents(2);
