@@ -45,11 +45,14 @@ class UnchangedChunksTest : public AgentLinkTest {
     if (!hpost.ok()) return absl::InternalError(hpost.error());
     const uint64_t chunks = (post.size() + kChunk - 1) / kChunk;
     if (changed > 0) (void)s.MarkUnchanged(lie_on_pre ? *hpre : *hpost, 0, changed);
+    // The daemon may fail the capture as soon as it reads the bad
+    // declaration, so any later step can carry its reason, not only End.
     auto slot = s.AcquireSlot(5000);
-    if (!slot.ok()) return absl::InternalError(slot.error());
+    if (!slot.ok()) return absl::AbortedError(slot.error());
     const uint64_t n = std::min<uint64_t>(kChunk, post.size() - changed * kChunk);
     std::memcpy(slot->data, post.data() + changed * kChunk, n);
-    if (!s.SubmitSlot(*slot, *hpost, changed * kChunk, n).ok()) return absl::InternalError("sub");
+    LinkStatus submitted = s.SubmitSlot(*slot, *hpost, changed * kChunk, n);
+    if (!submitted.ok()) return absl::AbortedError(submitted.message());
     if (changed + 1 < chunks) (void)s.MarkUnchanged(*hpost, changed + 1, chunks - changed - 1);
     link::CaptureTimingInfo timing;
     timing.path = CapturePath::kDeviceSnapshot;
