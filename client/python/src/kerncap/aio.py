@@ -1,5 +1,6 @@
 """asyncio client (grpc.aio): the same methods as kerncap.Client, as
-coroutines.
+coroutines (live substitution, substitute() and its companions, is sync
+only for now).
 
     import kerncap.aio
     async with kerncap.aio.connect() as c:
@@ -25,7 +26,8 @@ from . import _connection, _ops, _progress, errors
 from . import replayer as _replayer
 from ._pb import pb
 from ._types import (ArmRef, CaptureRef, ChannelOption, Duration, Expiry, Instant, MatchKind,
-                     PathLike, ProgressArg, RegionDtypes, ReplaySource, ReproKind, TagFilter)
+                     PathLike, PerShapeMode, ProgressArg, RegionDtypes, ReplaySource, ReproKind,
+                     TagFilter)
 from .capture import Capture
 from .client import _DEFAULT, _Default, _Stubs
 from .models import (Agent, AgentList, Arm, ArmList, CaptureList, CaptureSummary, DaemonStatus,
@@ -135,10 +137,11 @@ class AsyncClient:
                   skip: Optional[int] = None, nth: Optional[int] = None,
                   count: Optional[int] = None, expires: Optional[Expiry] = None,
                   ttl: Optional[Duration] = None,
-                  tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None) -> Arm:
+                  tags: Optional[Mapping[str, str]] = None, rank: Optional[int] = None,
+                  per_shape: Union[bool, PerShapeMode, None] = None) -> Arm:
         req = _ops.arm_request(kernel, mangled=mangled, match=match, pid=pid, process=process,
                                device=device, skip=skip, nth=nth, count=count, expires=expires,
-                               ttl=ttl, tags=tags, rank=rank)
+                               ttl=ttl, tags=tags, rank=rank, per_shape=per_shape)
         return Arm.from_pb(await self._unary("Arm", req, pb.ArmInfo))
 
     async def disarm(self, arm_id: Optional[ArmRef] = None, *,
