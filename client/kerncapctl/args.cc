@@ -34,7 +34,8 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
 absl::StatusOr<absl::Time> ParseTimePoint(absl::string_view text, absl::Time now,
                                           absl::string_view flag) {
   absl::string_view t = absl::StripAsciiWhitespace(text);
-  if (t.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": empty time"));
+  const std::string prefix = flag.empty() ? "" : absl::StrCat(flag, ": ");
+  if (t.empty()) return absl::InvalidArgumentError(absl::StrCat(prefix, "empty time"));
   // Dates and times first: "2026" alone would otherwise read as 2026 seconds.
   if (t.find('-') != absl::string_view::npos) {
     const std::string s(t);
@@ -51,8 +52,8 @@ absl::StatusOr<absl::Time> ParseTimePoint(absl::string_view text, absl::Time now
     if (ago.ok()) return now - *ago;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      flag, ": expected a duration ago (30m, 2h, 1d), a date (2026-11-29), a local time "
-            "(2026-11-29 18:00) or RFC 3339 (2026-11-29T18:00:00Z); got \"", text, "\""));
+      prefix, "expected a duration ago (30m, 2h, 1d), a date (2026-11-29), a local time "
+              "(2026-11-29 18:00) or RFC 3339 (2026-11-29T18:00:00Z); got \"", text, "\""));
 }
 
 absl::StatusOr<std::pair<std::string, std::string>> ParseTag(absl::string_view text) {

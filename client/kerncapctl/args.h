@@ -21,7 +21,7 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
 // A point in time for --since/--until: a duration ago ("2h", "30m", "1d"),
 // a date "2026-11-29" (local midnight), a local time "2026-11-29 18:00[:05]"
 // or "2026-11-29T18:00[:05]", or RFC 3339 with an offset ("...T18:00:05Z",
-// "...+01:00"). `flag` names the option in the error.
+// "...+01:00"). `flag` names the option in the error (none when empty).
 absl::StatusOr<absl::Time> ParseTimePoint(absl::string_view text, absl::Time now,
                                           absl::string_view flag);
 

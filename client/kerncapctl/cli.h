@@ -75,6 +75,11 @@ void SetCommandHelp(CLI::App* sub, Uses uses, const std::vector<std::string>& ex
 // error ("must be 0 or more"), naming what was given.
 CLI::Validator WholeNumber(long long min, long long max);
 CLI::Validator Number(double min);
+// A duration (ParseDuration: 30s, 5m, 2d, 90) and a point in time
+// (ParseTimePoint: 2h ago, a date, RFC 3339), checked while parsing, so a bad
+// value is a usage error naming its option before any daemon is reached.
+CLI::Validator DurationValue();
+CLI::Validator TimePointValue();
 
 // "captrues" -> "captures": the nearest of `candidates` by edit distance, or
 // "" when none is close.

@@ -41,7 +41,8 @@ void AddArmCommands(Cli& cli) {
                   "arguments, launch = launch configuration only")
       ->expected(0, 1)
       ->default_str("scalars");
-  arm->add_option("--ttl", opts->ttl, "expire after this long (30s, 5m, 2h, 1d; default: never)");
+  arm->add_option("--ttl", opts->ttl, "expire after this long (30s, 5m, 2h, 1d; default: never)")
+      ->check(DurationValue());
   arm->add_option("--tag", opts->tags, "k=v tag copied to every capture (repeatable)");
   SetCommandHelp(arm, Uses::kDaemon,
                  {"kerncapctl arm --kernel=matmul --count=1",

@@ -17,8 +17,10 @@ void AddCaptureCommands(Cli& cli) {
       ->check(WholeNumber(1, std::numeric_limits<uint32_t>::max()));
   caps->add_option("--tag", opts->tag, "has tag k=v (or just k)");
   caps->add_option("--since", opts->since,
-                   "created at or after: 2h (ago), 2026-11-29, '2026-11-29 18:00', RFC 3339");
-  caps->add_option("--until", opts->until, "created before (same forms as --since)");
+                   "created at or after: 2h (ago), 2026-11-29, '2026-11-29 18:00', RFC 3339")
+      ->check(TimePointValue());
+  caps->add_option("--until", opts->until, "created before (same forms as --since)")
+      ->check(TimePointValue());
   caps->add_option("--limit", opts->limit, "at most this many (0: all)")
       ->check(WholeNumber(0, service::kMaxListLimit))
       ->capture_default_str();

@@ -9,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "client/kerncapctl/args.h"
 #include "client/kerncapctl/cli.h"
 #include "client/kerncapctl/context_config.h"
 #include "common/status_macros.h"
@@ -69,6 +71,25 @@ CLI::Validator Number(double min) {
         }
         if (v < min) return absl::StrCat("must be ", min, " or more, got ", value);
         return "";
+      },
+      "");
+}
+
+CLI::Validator DurationValue() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        absl::StatusOr<absl::Duration> d = ParseDuration(value);
+        return d.ok() ? "" : std::string(d.status().message());
+      },
+      "");
+}
+
+CLI::Validator TimePointValue() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        // No flag name: CLI11 puts the option's name before the message.
+        absl::StatusOr<absl::Time> t = ParseTimePoint(value, absl::Now(), "");
+        return t.ok() ? "" : std::string(t.status().message());
       },
       "");
 }

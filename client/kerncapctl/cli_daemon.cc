@@ -35,7 +35,8 @@ void AddDaemonCommands(Cli& cli) {
       ->capture_default_str();
   kernels->add_option("--sample", kopts->sample,
                       "first count each kernel's launches for this long (e.g. 5s, at most 60s): "
-                      "how often it ran, with how many launch configurations and argument shapes");
+                      "how often it ran, with how many launch configurations and argument shapes")
+      ->check(DurationValue());
   SetCommandHelp(kernels, Uses::kDaemon,
                  {"kerncapctl kernels", "kerncapctl kernels --process=python --kernel=gemm",
                   "kerncapctl kernels --sample=5s -o wide   # the hottest kernels and their shapes",

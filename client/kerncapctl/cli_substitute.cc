@@ -30,7 +30,7 @@ void AddSubstituteCommands(Cli& cli) {
   sub->add_option("--count", opts->count,
                   "end after this many substituted dispatches per agent (0: no limit)")
       ->check(WholeNumber(0, std::numeric_limits<int64_t>::max()));
-  sub->add_option("--ttl", opts->ttl, "end after this long (30s, 5m)");
+  sub->add_option("--ttl", opts->ttl, "end after this long (30s, 5m)")->check(DurationValue());
   sub->add_flag("--ab", opts->ab,
                 "alternate original and variant per dispatch and time both on the device");
   sub->add_flag("--wait", opts->wait, "wait until it ends and print the final figures");

@@ -86,6 +86,28 @@ TEST(CliTest, TypeAndRangeErrorsSayWhatWasExpected) {
   r = Ctl("-o xml status");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.out, "xml")) << r.out;
+  // Durations and times are checked while parsing: a usage error naming the
+  // option, not a connection error (the socket here points at nothing).
+  for (const char* args : {"arm --kernel=x --ttl=soon", "kernels --sample=soon",
+                           "substitute --kernel=x --code-object=/dev/null --ttl=soon"}) {
+    r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.out;
+    EXPECT_TRUE(absl::StrContains(r.out, "--ttl: bad duration \"soon\"") ||
+                absl::StrContains(r.out, "--sample: bad duration \"soon\""))
+        << args << ": " << r.out;
+    EXPECT_FALSE(absl::StrContains(r.out, "no kerncapd socket")) << args << ": " << r.out;
+  }
+  r = Ctl("arm --kernel=x --ttl=-5s");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--ttl: duration \"-5s\" must be positive")) << r.out;
+  r = Ctl("captures --since=yesterday");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--since: expected a duration ago (30m, 2h, 1d)")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "--since: --since") || absl::StrContains(r.out, ": :"))
+      << r.out;  // the option is named once
+  r = Ctl("captures --until=2026-13-45");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--until: expected")) << r.out;
 }
 
 TEST(CliTest, ErrorsWithJsonAreOneObjectOnStderr) {
