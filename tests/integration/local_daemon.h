@@ -4,6 +4,8 @@
 #ifndef KERNCAP_TESTS_INTEGRATION_LOCAL_DAEMON_H_
 #define KERNCAP_TESTS_INTEGRATION_LOCAL_DAEMON_H_
 
+#include <signal.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -33,6 +35,8 @@ class LocalDaemon {
     return RunProcess(args, std::chrono::seconds(60));
   }
   RunResult Stop(int sig) { return proc_->Stop(sig); }
+  // Sends `sig` without waiting (SIGHUP: reload).
+  void Signal(int sig) const { ::kill(proc_->pid(), sig); }
 
  private:
   std::string dir_;
