@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "client/kerncapctl/connection.h"
 #include "client/kerncapctl/output.h"
+#include "common/cli_values.h"
 
 namespace kerncap::ctl {
 
@@ -72,9 +73,10 @@ void SetCommandHelp(CLI::App* sub, Uses uses, const std::vector<std::string>& ex
                     const std::string& notes = "");
 
 // Validators that tell a type error ("expected a whole number") from a range
-// error ("must be 0 or more"), naming what was given.
-CLI::Validator WholeNumber(long long min, long long max);
-CLI::Validator Number(double min);
+// error ("must be 0 or more"), naming what was given (common/cli_values.h,
+// shared with kerncapd).
+using cli::Number;
+using cli::WholeNumber;
 // A duration (ParseDuration: 30s, 5m, 2d, 90) and a point in time
 // (ParseTimePoint: 2h ago, a date, RFC 3339), checked while parsing, so a bad
 // value is a usage error naming its option before any daemon is reached.

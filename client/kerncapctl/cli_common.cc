@@ -44,37 +44,6 @@ void SetCommandHelp(CLI::App* sub, Uses uses, const std::vector<std::string>& ex
   sub->footer(text);
 }
 
-CLI::Validator WholeNumber(long long min, long long max) {
-  std::string range = max == std::numeric_limits<long long>::max()
-                          ? absl::StrCat(min, " or more")
-                          : absl::StrCat(min, " to ", max);
-  return CLI::Validator(
-      [min, max, range](std::string& value) -> std::string {
-        long long v = 0;
-        if (!absl::SimpleAtoi(value, &v)) {
-          return absl::StrCat("expected a whole number (", range, "), got \"", value, "\"");
-        }
-        if (v < min || v > max) return absl::StrCat("must be ", range, ", got ", value);
-        return "";
-      },
-      // No description: the type column stays "INT"; the range is in the
-      // error and, where it matters, in the option's help.
-      "");
-}
-
-CLI::Validator Number(double min) {
-  return CLI::Validator(
-      [min](std::string& value) -> std::string {
-        double v = 0;
-        if (!absl::SimpleAtod(value, &v) || std::isnan(v)) {
-          return absl::StrCat("expected a number, got \"", value, "\"");
-        }
-        if (v < min) return absl::StrCat("must be ", min, " or more, got ", value);
-        return "";
-      },
-      "");
-}
-
 CLI::Validator DurationValue() {
   return CLI::Validator(
       [](std::string& value) -> std::string {

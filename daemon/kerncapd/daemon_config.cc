@@ -2,6 +2,7 @@
 
 #include "CLI/CLI.hpp"
 #include "common/agent_link/socket_path.h"
+#include "common/cli_values.h"
 #include "common/version.h"
 #include "common/control/default_paths.h"
 
@@ -77,29 +78,29 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
       ->capture_default_str();
   app.add_option("--workers", c.workers, "ingest worker threads (0: one per CPU)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024));
+      ->check(cli::WholeNumber(0, 1024));
   app.add_option("--ring-slot-mib", c.ring_slot_mib, "agent ring slot size in MiB")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(cli::WholeNumber(1, 1024));
   app.add_option("--ring-slots", c.ring_slots, "agent ring slots per agent")
       ->capture_default_str()
-      ->check(CLI::Range(2, 65536));
+      ->check(cli::WholeNumber(2, 65536));
   app.add_option("--staging-gib", c.staging_gib,
                  "host staging (agent ring) per capturing agent, in GiB; a snapshot that fits "
                  "keeps the application's pause at device-to-host copy time, a larger one "
                  "pauses longer (0: --ring-slots x --ring-slot-mib)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1024.0));
+      ->check(cli::Number(0.0, 1024.0));
   app.add_option("--staging-total-gib", c.staging_total_gib,
                  "bound on the staging (rings) of all agents together, in GiB, never exceeded: "
                  "rings of armed but idle agents are asked back when a capture needs staging; "
                  "0: none")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1024.0));
+      ->check(cli::Number(0.0, 1024.0));
   app.add_option("--drain-timeout", c.drain_timeout_s,
                  "seconds in-flight captures may take to finish at shutdown")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(cli::Number(0.0, 3600.0));
 
   std::vector<const char*> cargv;
   for (const std::string& a : argv) cargv.push_back(a.c_str());

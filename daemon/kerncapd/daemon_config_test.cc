@@ -57,6 +57,18 @@ TEST(DaemonConfigTest, RejectsBadValues) {
   EXPECT_NE(err.find("power of two"), std::string::npos) << err;
   EXPECT_EQ(Parse({"--log-level=loud"}).exit_code, kExitUsage);
   EXPECT_EQ(Parse({"--no-such-flag"}).exit_code, kExitUsage);
+  // A type error is not reported as a range error, and ranges read as written.
+  EXPECT_EQ(Parse({"--workers=abc"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("--workers: expected a whole number (0 to 1024), got \"abc\""),
+            std::string::npos) << err;
+  EXPECT_EQ(Parse({"--ring-slots=1"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("--ring-slots: must be 2 to 65536, got 1"), std::string::npos) << err;
+  EXPECT_EQ(Parse({"--staging-gib=lots"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("--staging-gib: expected a number (0 to 1024), got \"lots\""),
+            std::string::npos) << err;
+  EXPECT_EQ(Parse({"--drain-timeout=-1"}, &err).exit_code, kExitUsage);
+  EXPECT_NE(err.find("--drain-timeout: must be 0 to 3600, got -1"), std::string::npos) << err;
+  EXPECT_EQ(err.find("e+"), std::string::npos) << err;
   EXPECT_EQ(kExitUsage, 2);  // the shared table (docs/EXIT_CODES.md), no longer EX_USAGE 64
   EXPECT_EQ(Parse({"--socket=/tmp/x", "--agent-socket=/tmp/x"}).exit_code, kExitUsage);
 }
