@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/local_daemon.h"
@@ -96,6 +97,49 @@ TEST_F(KernelsE2eTest, ListsTheLoadedKernelsFiltersThemAndArmPreviewsWhatItWould
   EXPECT_TRUE(absl::StrContains(r.out, "rank=0")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "no live agent it applies to yet")) << r.out;
   EXPECT_FALSE(absl::StrContains(r.out, "distinct")) << r.out;
+}
+
+// Rank-aware arming through the real binaries: two synthetic agents under
+// Open MPI's environment as ranks 0 and 1; `arm --rank=1` takes only rank 1's
+// dispatch and the capture records its rank.
+TEST_F(KernelsE2eTest, RankArmTakesOnlyThatRanksProcessAndTheCaptureRecordsIt) {
+  RunResult r = Ctl({"-q", "arm", "--kernel=rank_probe", "--rank=1", "--ttl=5m"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string arm_id(absl::StripAsciiWhitespace(r.out));
+  auto run_rank = [&](const std::string& rank) {
+    return RunProcess({BinaryPath("synthetic_agent"), "--socket=" + dir_ + "/agent.sock",
+                       "--kernels=rank_probe", "--dispatches=2", "--region-mib=0.25",
+                       "--wait-arm-ms=3000"},
+                      std::chrono::seconds(60),
+                      {{"OMPI_COMM_WORLD_RANK", rank}, {"OMPI_COMM_WORLD_LOCAL_RANK", rank},
+                       {"OMPI_COMM_WORLD_SIZE", "2"}});
+  };
+  RunResult rank0 = run_rank("0");
+  ASSERT_EQ(rank0.exit_code, 0) << rank0.out << rank0.err;
+  EXPECT_FALSE(absl::StrContains(rank0.out, "capture_id")) << rank0.out;
+  RunResult rank1 = run_rank("1");
+  ASSERT_EQ(rank1.exit_code, 0) << rank1.out << rank1.err;
+  ASSERT_TRUE(absl::StrContains(rank1.out, "capture_id")) << rank1.out;
+
+  nlohmann::json arms = nlohmann::json::parse(Ctl({"-o", "json", "arms", "--all"}).out, nullptr,
+                                              false);
+  ASSERT_FALSE(arms.is_discarded());
+  nlohmann::json arm;
+  for (const nlohmann::json& a : arms["arms"]) {
+    if (a["arm_id"] == arm_id) arm = a;
+  }
+  ASSERT_FALSE(arm.is_null()) << arms.dump();
+  EXPECT_EQ(arm["captured"], 1) << arm.dump();
+  EXPECT_EQ(arm["selector"]["rank"], 1) << arm.dump();
+  ASSERT_EQ(arm["capture_ids"].size(), 1u) << arm.dump();
+  r = Ctl({"-o", "json", "show", arm["capture_ids"][0].get<std::string>()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  nlohmann::json shown = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(shown.is_discarded()) << r.out;
+  const nlohmann::json& process = shown["manifest"]["process"];
+  EXPECT_EQ(process["rank"], 1) << process.dump();
+  EXPECT_EQ(process["has_rank"], true) << process.dump();
+  Ctl({"disarm", arm_id});
 }
 
 // kernels --sample: the agents count their launches for the sample; a
