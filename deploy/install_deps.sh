@@ -22,6 +22,9 @@ PACKAGES=(
   # library, headers and static archives (reproducer/generator/slicer), and
   # the zlib and terminfo archives its static link takes (libz.a, libtinfo.a).
   libclang-15-dev zlib1g-dev libncurses-dev
+  # kerncapctl's completion scripts are run, not only generated, by CliTest
+  # (client/kerncapctl/cli_test.cc): bash is always there; zsh and fish.
+  zsh fish
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

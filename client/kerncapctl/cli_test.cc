@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -169,6 +170,80 @@ TEST(CliTest, CompletionScriptsCoverTheCommands) {
       << fish.out;
   EXPECT_EQ(Ctl("completion tcsh").exit_code, 2);
   std::filesystem::remove_all(dir);
+}
+
+// Runs `shell driver` where the driver sources the generated completion
+// script and asks it what it would complete; "" when the shell is missing.
+struct Completion {
+  bool have_shell = false;
+  Result result;
+};
+Completion CompleteWith(const std::string& shell, const std::string& driver) {
+  Completion c;
+  if (Ctl(absl::StrCat("completion ", shell, " >/dev/null 2>&1 && command -v ", shell))
+          .exit_code != 0) {
+    return c;
+  }
+  c.have_shell = true;
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/kc_completion_", shell);
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream d(dir + "/drive");
+    d << driver;
+  }
+  c.result = Ctl(absl::StrCat("completion ", shell, " > ", dir, "/script && cd ", dir, " && ",
+                              shell, " ", shell == "zsh" ? "-f " : "--no-config ", "drive"));
+  std::filesystem::remove_all(dir);
+  return c;
+}
+
+// The zsh script is loaded by zsh (not only generated) and its function
+// offers the commands, a command's options and the completion shells. zsh's
+// completion builtins only work inside a completion widget, so they are
+// stood in for by functions that print what they were given.
+TEST(CliTest, ZshCompletionRunsInZsh) {
+  const std::string stubs =
+      "compdef() { :; }\n"
+      "_describe() { print -l -- ${(P)4}; }\n"
+      "compadd() { [[ $1 == -a ]] && shift; local a; for a in \"$@\"; do print -l -- ${(P)a}; done; }\n"
+      "source ./script || exit 9\n";
+  Completion top = CompleteWith(
+      "zsh", stubs + "words=(kerncapctl capt); CURRENT=2; _kerncapctl\n");
+  if (!top.have_shell) GTEST_SKIP() << "zsh is not installed (deploy/install_deps.sh installs it)";
+  ASSERT_EQ(top.result.exit_code, 0) << top.result.out;
+  EXPECT_TRUE(absl::StrContains(top.result.out, "captures:")) << top.result.out;
+  EXPECT_TRUE(absl::StrContains(top.result.out, "arm:")) << top.result.out;
+  Completion arm = CompleteWith(
+      "zsh", stubs + "words=(kerncapctl --json arm --ke); CURRENT=4; _kerncapctl\n");
+  ASSERT_EQ(arm.result.exit_code, 0) << arm.result.out;
+  EXPECT_TRUE(absl::StrContains(arm.result.out, "\n--kernel\n")) << arm.result.out;
+  EXPECT_FALSE(absl::StrContains(arm.result.out, "captures:")) << arm.result.out;
+  Completion shells = CompleteWith(
+      "zsh", stubs + "words=(kerncapctl completion ''); CURRENT=3; _kerncapctl\n");
+  for (const char* w : {"\nbash\n", "\nzsh\n", "\nfish\n"}) {
+    EXPECT_TRUE(absl::StrContains(shells.result.out, w)) << shells.result.out;
+  }
+}
+
+// The fish script is loaded by fish and completes through fish's own
+// `complete -C` (what fish does on TAB).
+TEST(CliTest, FishCompletionRunsInFish) {
+  Completion c = CompleteWith("fish",
+                              "source ./script; or exit 9\n"
+                              "echo '== top'; complete -C 'kerncapctl capt'\n"
+                              "echo '== arm'; complete -C 'kerncapctl arm --ker'\n"
+                              "echo '== shells'; complete -C 'kerncapctl completion '\n");
+  if (!c.have_shell) GTEST_SKIP() << "fish is not installed (deploy/install_deps.sh installs it)";
+  ASSERT_EQ(c.result.exit_code, 0) << c.result.out;
+  const std::string& out = c.result.out;
+  const size_t arm = out.find("== arm"), shells = out.find("== shells");
+  ASSERT_NE(arm, std::string::npos) << out;
+  ASSERT_NE(shells, std::string::npos) << out;
+  EXPECT_TRUE(absl::StrContains(out.substr(0, arm), "captures\t")) << out;
+  EXPECT_TRUE(absl::StrContains(out.substr(arm, shells - arm), "--kernel")) << out;
+  for (const char* w : {"bash", "zsh", "fish"}) {
+    EXPECT_TRUE(absl::StrContains(out.substr(shells), w)) << out;
+  }
 }
 
 }  // namespace

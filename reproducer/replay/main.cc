@@ -31,10 +31,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "common/cli_values.h"
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -126,11 +128,12 @@ void AddCompareFlags(CLI::App* app, CompareFlags* f) {
                   "SEL:DTYPE for one region; SEL = 0xVA, pre-image index or variable name "
                   "(repeatable)");
   app->add_option("--atol", f->options.tolerance.atol, "absolute tolerance")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::Number(0));
   app->add_option("--rtol", f->options.tolerance.rtol, "relative tolerance")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::Number(0));
   app->add_option("--ulp", f->options.tolerance.ulp,
-                  "tolerance in units in the last place (floats)");
+                  "tolerance in units in the last place (floats)")
+      ->check(cli::WholeNumber(0, std::numeric_limits<long long>::max()));
   app->add_flag("--nan-unequal", f->nan_unequal, "a NaN never matches (default: NaN matches NaN)");
   app->add_option("--compare-on", f->compare_on,
                   "where device regions are compared (CUDA): auto (the GPU from 64 MiB of "
@@ -239,7 +242,8 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_flag("--via-export", c->via_export,
                 "with --daemon: always stream the capture through kerncapd's export, even when "
                 "its store is readable here");
-  app->add_option("--device", c->device, "GPU ordinal (default: the captured one)");
+  app->add_option("--device", c->device, "GPU ordinal (default: the captured one)")
+      ->check(cli::WholeNumber(0, std::numeric_limits<int>::max()));
   app->add_flag("--json", c->json, "print one JSON document on stdout");
   app->add_flag("--no-relocate", c->no_relocate,
                 "fail instead of relocating when an original address cannot be had");
@@ -262,9 +266,11 @@ void AddCommon(CLI::App* app, Common* c) {
   app->add_option("--grid", c->grid, "launch override: blocks, X[,Y[,Z]] (CUDA)");
   app->add_option("--block", c->block, "launch override: threads per block, X[,Y[,Z]] (CUDA)");
   app->add_option("--shared-mem", c->shared_mem,
-                  "launch override: dynamic shared memory bytes (CUDA)");
+                  "launch override: dynamic shared memory bytes (CUDA)")
+      ->check(cli::WholeNumber(0, std::numeric_limits<uint32_t>::max()));
   app->add_option("--max-dynamic-shared-mem", c->max_dynamic_shared_mem,
-                  "launch override: the max dynamic shared memory attribute, bytes (CUDA)");
+                  "launch override: the max dynamic shared memory attribute, bytes (CUDA)")
+      ->check(cli::WholeNumber(0, std::numeric_limits<uint32_t>::max()));
   app->add_option("--cache-preference", c->cache_preference,
                   "launch override: none, shared, l1 or equal (cuFuncSetCacheConfig; CUDA)");
   app->add_option("--cluster", c->cluster, "launch override: cluster dims, X[,Y[,Z]] (CUDA)");
@@ -393,9 +399,9 @@ int Main(int argc, char** argv) {
   BenchOptions bo;
   bool samples = false;
   bench->add_option("--warmup", bo.warmup, "untimed launches first")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::WholeNumber(0, std::numeric_limits<int>::max()));
   bench->add_option("--iterations", bo.iterations, "timed launches")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::WholeNumber(1, std::numeric_limits<int>::max()));
   bench->add_flag("--cold-l2", bo.cold_l2, "overwrite a buffer larger than L2 before each launch");
   bool restore_on = false, restore_off = false;
   bench->add_flag("--restore-each", restore_on,
@@ -428,7 +434,7 @@ int Main(int argc, char** argv) {
                    "the ncu binary (default: $KERNCAP_NCU, PATH, /usr/local/cuda/bin, "
                    "/opt/nvidia/nsight-compute)");
   prof->add_option("--ncu-timeout", ncu_timeout, "seconds before ncu is killed")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(cli::WholeNumber(1, std::numeric_limits<int>::max()));
 
   try {
     app.parse(argc, argv);

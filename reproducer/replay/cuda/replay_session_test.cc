@@ -1244,5 +1244,50 @@ TEST_F(DeviceCompareTest, TheCliTakesCompareOn) {
   EXPECT_EQ(run("validate --compare-on=gpu", &bad), 2) << bad;  // a usage error
 }
 
+// Numeric flags are checked while parsing and tell a type error from a range
+// error, naming the option and what was given (common/cli_values.h), for
+// run/validate/bench/profile and submit alike; the capture is never opened.
+TEST(ReplayCliNumbersTest, TypeAndRangeErrorsNameTheOption) {
+  auto run = [](const std::string& args, std::string* out) {
+    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
+                                         KERNCAP_REPLAY_BIN, "' ", args, " 2>&1");
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  struct Case {
+    const char* args;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"bench /nonexistent.kcap --iterations=abc",
+       "--iterations: expected a whole number (1 to 2147483647), got \"abc\""},
+      {"bench /nonexistent.kcap --iterations=0", "--iterations: must be 1 to 2147483647, got 0"},
+      {"bench /nonexistent.kcap --warmup=-1", "--warmup: must be 0 to 2147483647, got -1"},
+      {"validate /nonexistent.kcap --rtol=-1", "--rtol: must be 0 or more, got -1"},
+      {"validate /nonexistent.kcap --atol=x", "--atol: expected a number (0 or more), got \"x\""},
+      {"validate /nonexistent.kcap --ulp=1.5", "--ulp: expected a whole number (0 or more)"},
+      {"run /nonexistent.kcap --device=-2", "--device: must be 0 to 2147483647, got -2"},
+      {"run /nonexistent.kcap --shared-mem=4294967296",
+       "--shared-mem: must be 0 to 4294967295, got 4294967296"},
+      {"profile /nonexistent.kcap --ncu-timeout=soon",
+       "--ncu-timeout: expected a whole number (1 to 2147483647), got \"soon\""},
+      {"submit --socket=/nonexistent.sock c.cubin --iterations=100001",
+       "--iterations: must be 0 to 100000, got 100001"},
+      {"submit --socket=/nonexistent.sock c.cubin --timeout=1e3",
+       "--timeout: expected a whole number (0 to 2147483647), got \"1e3\""},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    EXPECT_EQ(run(c.args, &out), 2) << c.args << "\n" << out;  // a usage error
+    EXPECT_TRUE(absl::StrContains(out, c.expected)) << c.args << "\n" << out;
+    EXPECT_FALSE(absl::StrContains(out, "1.79769e+308")) << out;
+  }
+}
+
 }  // namespace
 }  // namespace kerncap::replay

@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/cli_values.h"
 #include "common/exit_codes.h"
 #include "reproducer/replay/core/capture_source.h"
 #include "reproducer/replay/cuda/cuda_driver.h"
@@ -136,7 +138,8 @@ ServeCommands::ServeCommands(CLI::App* app) {
   serve_->add_option("--socket", serve_args_.socket, "Unix socket to serve on (created 0600)")
       ->required();
   serve_->add_option("--daemon", serve_args_.daemon, "read the capture from kerncapd at unix:PATH");
-  serve_->add_option("--device", serve_args_.device, "GPU ordinal (default: the captured one)");
+  serve_->add_option("--device", serve_args_.device, "GPU ordinal (default: the captured one)")
+      ->check(cli::WholeNumber(0, std::numeric_limits<int>::max()));
   serve_->add_flag("--no-relocate", serve_args_.no_relocate,
                    "fail instead of relocating when an original address cannot be had");
   serve_->add_flag("--force-relocate", serve_args_.force_relocate,
@@ -151,10 +154,10 @@ ServeCommands::ServeCommands(CLI::App* app) {
   submit_->add_option("--kernel", s.kernel, "mangled kernel name (default: the captured one)");
   submit_->add_option("--iterations", s.iterations, "timed launches (0: validate only)")
       ->capture_default_str()
-      ->check(CLI::Range(0, kMaxIterations));
+      ->check(cli::WholeNumber(0, kMaxIterations));
   submit_->add_option("--warmup", s.warmup, "untimed launches before them")
       ->capture_default_str()
-      ->check(CLI::Range(0, kMaxWarmup));
+      ->check(cli::WholeNumber(0, kMaxWarmup));
   submit_->add_flag("--no-validate", s.no_validate, "time only; no verdict");
   submit_->add_flag("--inline", s.inline_code,
                     "send the code object's bytes (base64) instead of its path");
@@ -174,16 +177,16 @@ ServeCommands::ServeCommands(CLI::App* app) {
                       "\"cache_preference\":\"l1\", \"cluster\":[2]} (any subset)");
   submit_->add_option("--dtype", s.dtype, "element type of every region (f32, f16, bf16, ...)");
   submit_->add_option("--region-dtype", s.region_dtypes, "SEL:DTYPE for one region (repeatable)");
-  submit_->add_option("--atol", s.atol, "absolute tolerance")->check(CLI::NonNegativeNumber);
-  submit_->add_option("--rtol", s.rtol, "relative tolerance")->check(CLI::NonNegativeNumber);
+  submit_->add_option("--atol", s.atol, "absolute tolerance")->check(cli::Number(0));
+  submit_->add_option("--rtol", s.rtol, "relative tolerance")->check(cli::Number(0));
   submit_->add_option("--ulp", s.ulp, "tolerance in units in the last place")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::WholeNumber(0, std::numeric_limits<long long>::max()));
   submit_->add_flag("--nan-unequal", s.nan_unequal, "a NaN never matches");
   submit_->add_flag("--json", s.json, "print the server's answer as JSON");
   submit_->add_flag("--info", s.info, "ask what is being served instead");
   submit_->add_flag("--shutdown", s.shutdown, "stop the server instead");
   submit_->add_option("--timeout", s.timeout, "seconds to wait for the answer (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::WholeNumber(0, std::numeric_limits<int>::max()));
 }
 
 std::optional<int> ServeCommands::Run() {
