@@ -3,8 +3,11 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <functional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +34,33 @@ size_t Coverage(const std::vector<std::string>& closure, const std::vector<std::
   size_t n = 0;
   for (const std::string& f : files) n += c.count(f);
   return n;
+}
+
+// Runs fn(0..n-1) on up to `jobs` threads (each call runs a compiler).
+void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
+  if (jobs <= 0) {
+    jobs = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  }
+  const size_t workers = std::min<size_t>(n, static_cast<size_t>(jobs));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < n; i = next++) fn(i);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Whether PTX text declares `symbol` as a kernel entry
+// ("[.visible|.weak] .entry SYMBOL(").
+bool PtxHasEntry(const std::string& ptx, const std::string& symbol) {
+  const std::string needle = ".entry " + symbol;
+  for (size_t at = ptx.find(needle); at != std::string::npos; at = ptx.find(needle, at + 1)) {
+    const size_t end = at + needle.size();
+    if (end < ptx.size() && (ptx[end] == '(' || ptx[end] == ' ' || ptx[end] == '\n')) return true;
+  }
+  return false;
 }
 
 // Keeps the candidates of highest score.
@@ -116,49 +146,92 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
   }
   // 4. Device compiles: which candidate produces the captured kernel.
   if (picks.size() > 1 && !q.compiler.empty() && !q.kernel_symbol.empty()) {
-    auto captured = KernelCodeBytes(q.code_object, q.kernel_symbol);
     ScratchDir tmp("kerncap-unit-");
-    std::vector<int> with_symbol;
-    int exact = -1;
-    size_t compiled = 0;
-    for (int i : picks) {
-      if (compiled >= q.max_compile || tmp.path().empty()) break;
-      ++compiled;
+    // Only the first max_compile candidates (database order) are compiled;
+    // when none of them defines the kernel, all candidates stay.
+    const std::vector<int> all = picks;
+    if (picks.size() > q.max_compile) {
+      picks.resize(q.max_compile);
+      notes.push_back(absl::StrCat(all.size() - picks.size(),
+                                   " later candidate(s) not compiled (at most ", q.max_compile,
+                                   ")"));
+    }
+    const size_t considered = picks.size();
+    // One device-only compile of candidate k (database order) in `mode`;
+    // the output's bytes, empty when it failed.
+    auto compile = [&](size_t k, const std::vector<std::string>& mode, const char* ext) {
+      const int i = picks[k];
       CoreFlags core = ExtractCoreFlags(db[i], db[i].file, q.lang);
       std::vector<std::string> argv = {q.compiler};
-      for (const std::string& f : DeviceCompileMode(q.lang, q.arch)) argv.push_back(f);
+      argv.insert(argv.end(), mode.begin(), mode.end());
       argv.insert(argv.end(), core.flags.begin(), core.flags.end());
-      const std::string out = absl::StrCat(tmp.path(), "/", compiled, ".o");
+      const std::string out = absl::StrCat(tmp.path(), "/", k, ext);
       argv.insert(argv.end(), {"-o", out, db[i].file});
       auto r = RunTool(argv, db[i].directory, q.compile_timeout_s);
-      if (!r.ok() || r->exit_code != 0) continue;
+      if (!r.ok() || r->exit_code != 0) return std::string();
       auto bytes = ReadFile(out);
-      if (!bytes.ok()) continue;
-      auto code = KernelCodeBytes(*bytes, q.kernel_symbol);
-      if (!code.ok()) continue;
-      with_symbol.push_back(i);
-      if (captured.ok() && *code == *captured) {
-        exact = i;
-        break;  // the captured code itself: decisive
+      return bytes.ok() ? *bytes : std::string();
+    };
+    bool decided = tmp.path().empty();
+    // 4a. CUDA: the PTX screen.
+    if (!decided && q.lang == Language::kCuda) {
+      std::vector<char> has(picks.size(), 0);
+      ParallelFor(picks.size(), q.jobs, [&](size_t k) {
+        has[k] = PtxHasEntry(compile(k, {"-ptx", "-arch=" + q.arch}, ".ptx"), q.kernel_symbol);
+      });
+      std::vector<int> kept;
+      for (size_t k = 0; k < picks.size(); ++k) {
+        if (has[k]) kept.push_back(picks[k]);
+      }
+      if (!kept.empty()) {
+        notes.push_back(absl::StrCat("the PTX of ", kept.size(), " of ", considered,
+                                     " candidate(s) defines ", q.kernel_symbol));
+        picks = kept;
+        choice.method = "device_compile";
+        decided = picks.size() == 1;
+      } else {
+        // A unit whose PTX lacks the entry cannot have it in its cubin.
+        notes.push_back(absl::StrCat("the PTX of none of ", considered, " candidate(s) defines ",
+                                     q.kernel_symbol));
+        decided = true;
       }
     }
-    if (exact >= 0) {
-      notes.push_back(absl::StrCat(
-          "a device compile of ", db[exact].file, " gives the captured code of ", q.kernel_symbol,
-          compiled < picks.size()
-              ? absl::StrCat(" (", picks.size() - compiled, " later candidate(s) not compiled)")
-              : ""));
-      picks = {exact};
-      choice.method = "device_compile";
-    } else if (!with_symbol.empty()) {
-      notes.push_back(absl::StrCat(with_symbol.size(), " of ", compiled,
-                                   " compiled candidates define ", q.kernel_symbol,
-                                   ", none with exactly the captured code"));
-      picks = with_symbol;
-      choice.method = "device_compile";
-    } else {
-      notes.push_back(absl::StrCat("no device compile of ", compiled, " candidate(s) defined ",
-                                   q.kernel_symbol));
+    // 4b. Full device compiles: the captured code itself decides.
+    if (!decided) {
+      auto captured = KernelCodeBytes(q.code_object, q.kernel_symbol);
+      std::vector<char> defines(picks.size(), 0), same(picks.size(), 0);
+      ParallelFor(picks.size(), q.jobs, [&](size_t k) {
+        const std::string bytes = compile(k, DeviceCompileMode(q.lang, q.arch), ".o");
+        if (bytes.empty()) return;
+        auto code = KernelCodeBytes(bytes, q.kernel_symbol);
+        if (!code.ok()) return;
+        defines[k] = 1;
+        same[k] = captured.ok() && *code == *captured;
+      });
+      std::vector<int> with_symbol;
+      int exact = -1;
+      for (size_t k = 0; k < picks.size(); ++k) {
+        if (defines[k]) with_symbol.push_back(picks[k]);
+        if (same[k] && exact < 0) exact = picks[k];
+      }
+      if (exact >= 0) {
+        notes.push_back(absl::StrCat("a device compile of ", db[exact].file,
+                                     " gives the captured code of ", q.kernel_symbol));
+        picks = {exact};
+        choice.method = "device_compile";
+      } else if (!with_symbol.empty()) {
+        notes.push_back(absl::StrCat(with_symbol.size(), " of ", picks.size(),
+                                     " compiled candidates define ", q.kernel_symbol,
+                                     ", none with exactly the captured code"));
+        picks = with_symbol;
+        choice.method = "device_compile";
+      } else {
+        notes.push_back(absl::StrCat("no device compile of ", picks.size(),
+                                     " candidate(s) defined ", q.kernel_symbol));
+        picks = all;
+      }
+    } else if (choice.method != "device_compile") {
+      picks = all;  // nothing compiled, or no PTX defined the kernel
     }
   }
   choice.candidates = FilesOf(db, picks);

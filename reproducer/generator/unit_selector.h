@@ -15,10 +15,16 @@
 //                 best kept
 //   3. preprocessor  the compiler's -M with the entry's flags (conditional
 //                 includes as the build had them) confirms the closure
-//   4. device compile  each candidate compiled device-only for the captured
-//                 architecture, in database order: the first whose kernel
-//                 (the captured symbol) has exactly the captured code wins;
-//                 else the first that defines the symbol
+//   4. device compile  CUDA: each candidate's PTX first (front end and NVVM,
+//                 no ptxas: a quarter of a full device compile for heavy
+//                 templates, e.g. llama.cpp's mmq instances), keeping the
+//                 candidates whose PTX has the captured symbol as an .entry;
+//                 one left is the unit. Then the candidates left compiled
+//                 device-only for the captured architecture: the first in
+//                 database order whose kernel (the captured symbol) has
+//                 exactly the captured code wins; else the first that
+//                 defines the symbol. Compiles run `jobs` at a time (template
+//                 instance layouts put one kernel header in dozens of units)
 // What is left ambiguous is said (`ambiguous`, `note`) and the first
 // candidate in database order is taken. Entries must have their option
 // files expanded and local paths (source_locator.h does both).
@@ -47,6 +53,7 @@ struct UnitQuery {
   size_t max_preprocess = 32;
   size_t max_compile = 24;
   int compile_timeout_s = 600;
+  int jobs = 0;  // compiles at once; 0: the host's cores, at most 8
 };
 
 struct UnitChoice {

@@ -8,6 +8,8 @@
 #include "gtest/gtest.h"
 #include "reproducer/generator/include_closure.h"
 #include "reproducer/generator/source_locator.h"
+#include "reproducer/generator/tool_runner.h"
+#include "common/file_util.h"
 
 namespace kerncap::repro {
 namespace {
@@ -131,6 +133,77 @@ TEST_F(UnitSelectorTest, ScanScalesToLargeDatabases) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(c.entry, 321) << c.note;
   EXPECT_LT(s, 5.0) << "400 entries x 200 shared headers took " << s << " s";
+}
+
+// Template-instance layouts (llama.cpp's mmq-instance-*.cu, CUTLASS and
+// FlashAttention instantiation files): one kernel header in many units, each
+// instantiating other template arguments. The PTX screen leaves the one unit
+// whose PTX has the captured symbol, without a full device compile; when two
+// units define the symbol, full compiles pick the one with the captured code.
+TEST_F(UnitSelectorTest, TemplateInstanceUnitsAreScreenedByTheirPtx) {
+  const std::string nvcc = FindTool("nvcc", {"/usr/local/cuda/bin"});
+  if (nvcc.empty()) GTEST_SKIP() << "nvcc not found: the device-compile steps need it";
+  const std::string kern =
+      Write("include/mm.cuh",
+            "#pragma once\ntemplate <int kT> __global__ void mm(float* p) {\n"
+            "  p[threadIdx.x] = p[threadIdx.x] * kT + BIAS;\n}\n");
+  std::vector<CompileCommand> db;
+  for (int t = 1; t <= 6; ++t) {
+    Write(absl::StrCat("src/inst", t, ".cu"),
+          absl::StrCat("#include \"mm.cuh\"\ntemplate __global__ void mm<", t, ">(float*);\n"));
+    db.push_back(Entry(absl::StrCat("src/inst", t, ".cu"), {"-I../include", "-DBIAS=1.0f"}));
+  }
+  fs::create_directories(root_ + "/build");
+  auto cubin_of = [&](const CompileCommand& e) {
+    std::vector<std::string> argv = {nvcc, "-cubin", "-arch=sm_90"};
+    argv.insert(argv.end(), e.argv.begin() + 1, e.argv.end() - 2);  // the flags
+    argv.insert(argv.end(), {"-o", root_ + "/captured.cubin", e.file});
+    auto r = RunTool(argv, e.directory, 300);
+    EXPECT_TRUE(r.ok() && r->exit_code == 0) << (r.ok() ? r->err : r.status().ToString());
+    auto bytes = ReadFile(root_ + "/captured.cubin");
+    return bytes.ok() ? *bytes : std::string();
+  };
+  const std::string captured = cubin_of(db[4]);
+  ASSERT_FALSE(captured.empty());
+  UnitQuery q;
+  q.line_files = {kern};
+  q.defining_file = kern;
+  q.kernel_symbol = "_Z2mmILi5EEvPf";
+  q.code_object = captured;
+  q.arch = "sm_90";
+  q.compiler = nvcc;
+  UnitChoice c = ChooseUnit(db, q);
+  EXPECT_EQ(c.entry, 4) << c.note;
+  EXPECT_EQ(c.method, "device_compile");
+  EXPECT_FALSE(c.ambiguous) << c.note;
+  EXPECT_NE(c.note.find("the PTX of 1 of 6 candidate(s) defines _Z2mmILi5EEvPf"),
+            std::string::npos)
+      << c.note;
+  EXPECT_EQ(c.note.find("gives the captured code"), std::string::npos) << c.note;
+
+  // A second unit instantiates mm<5> with another BIAS: both PTX have the
+  // entry; the full compile of the captured unit's flags decides.
+  Write("src/inst7.cu", "#include \"mm.cuh\"\ntemplate __global__ void mm<5>(float*);\n");
+  db.insert(db.begin(), Entry("src/inst7.cu", {"-I../include", "-DBIAS=2.0f"}));
+  c = ChooseUnit(db, q);
+  EXPECT_EQ(c.entry, 5) << c.note;
+  EXPECT_NE(c.note.find("the PTX of 2 of 7 candidate(s)"), std::string::npos) << c.note;
+  EXPECT_NE(c.note.find("gives the captured code"), std::string::npos) << c.note;
+
+  // No unit defines the symbol: no full compile, the first entry, ambiguous.
+  q.kernel_symbol = "_Z2mmILi9EEvPf";
+  c = ChooseUnit(db, q);
+  EXPECT_EQ(c.entry, 0) << c.note;
+  EXPECT_TRUE(c.ambiguous);
+  EXPECT_NE(c.note.find("the PTX of none of 7 candidate(s)"), std::string::npos) << c.note;
+
+  // At most max_compile candidates are compiled, and that is said.
+  q.kernel_symbol = "_Z2mmILi5EEvPf";
+  q.max_compile = 3;
+  c = ChooseUnit(db, q);
+  EXPECT_EQ(c.entry, 0) << c.note;  // inst7 (BIAS=2) is among the first three
+  EXPECT_NE(c.note.find("4 later candidate(s) not compiled (at most 3)"), std::string::npos)
+      << c.note;
 }
 
 TEST(IncludeDirsOfTest, AllSpellings) {
