@@ -250,6 +250,62 @@ void launch_lambda(float* x, float s) {
   EXPECT_THAT(mu.text, Not(HasSubstr("far_away")));
 }
 
+// What llama.cpp's mmq kernels need and the first slicer lost: a helper
+// declared with a leading C++11 attribute ([[noreturn]]: its text starts
+// before the attribute's name) and one with a GNU attribute; tile templates
+// of a project namespace found through `using namespace` (no trace in the
+// AST); a warp reduction nvcc declares and clang 15 does not
+// (__reduce_add_sync, sm_80: it must parse without an error).
+TEST_F(MinimalUnitTest, AttributesUsingDirectivesAndNewerIntrinsicsAreKept) {
+  std::ofstream(dir_ + "/src/include/tiles.cuh") << R"(#pragma once
+namespace kc_mma {
+template <int I, typename T> struct tile { T x[I]; static constexpr int n = I; };
+}  // namespace kc_mma
+namespace kc_unused { struct never {}; }
+)";
+  std::ofstream(dir_ + "/src/red.cu") << R"(#include "tiles.cuh"
+#include <cstdio>
+using namespace kc_mma;
+using namespace kc_unused;
+[[noreturn]] static __device__ void stop_here(int line) { printf("bad %d\n", line); __trap(); }
+__attribute__((noinline)) __device__ int twice(int v) { return 2 * v; }
+static __device__ __forceinline__ int warp_sum(int v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xffffffff, v);
+#else
+  return v;
+#endif
+}
+template <int I>
+__global__ void red(const int* in, int* out) {
+  tile<I, int> t;
+  for (int k = 0; k < tile<I, int>::n; ++k) t.x[k] = in[threadIdx.x * I + k];
+  int s = 0;
+  for (int k = 0; k < I; ++k) s += t.x[k];
+  if (s < 0) stop_here(s);
+  out[threadIdx.x] = twice(warp_sum(s));
+}
+template __global__ void red<4>(const int*, int*);
+)";
+  const std::vector<std::string> flags = {"-O3", "-std=c++17", "-Isrc/include"};
+  MinimalUnitQuery q = Query("_Z3redILi4EEvPKiPi");
+  q.unit = "src/red.cu";
+  q.flags = flags;
+  q.captured_code = Capture("src/red.cu", flags);
+  ASSERT_FALSE(q.captured_code.empty());
+  MinimalUnit mu = BuildMinimalUnit(q);
+  ASSERT_EQ(mu.outcome, "verified") << mu.reason << "\n" << mu.text;
+  EXPECT_THAT(mu.text, HasSubstr("[[noreturn]] static __device__ void stop_here(int line)"));
+  EXPECT_THAT(mu.text, HasSubstr("__attribute__((noinline)) __device__ int twice(int v)"));
+  EXPECT_THAT(mu.text, HasSubstr("using namespace kc_mma;"));
+  EXPECT_THAT(mu.text, Not(HasSubstr("kc_unused")));
+  EXPECT_THAT(mu.text, HasSubstr("__reduce_add_sync(0xffffffff, v)"));
+  // The parse-only declarations of the toolkit's functions are not copied.
+  EXPECT_THAT(mu.text, Not(HasSubstr("kerncap_cuda_compat")));
+  ASSERT_TRUE(mu.slice.is_object());
+  EXPECT_EQ(mu.slice.value("parse_errors", -1), 0) << mu.slice.dump();
+}
+
 // A unit NVRTC can build: toolkit headers only, no host code.
 constexpr char kHalfUnit[] = R"(#include <cuda_fp16.h>
 #include "helpers.cuh"

@@ -81,6 +81,13 @@ json_escape() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().r
 get_source() {  # source ref paths dest -> prints how
   local source="$1" ref="$2" paths="$3" dest="$4"
   rm -rf "$dest"; mkdir -p "$dest"
+  if [[ "$source" == tarball:* ]]; then
+    local tarball="${source#tarball:}"
+    [[ "$tarball" == /* ]] || tarball="$repo/$tarball"
+    [[ -f "$tarball" ]] || { echo "tarball $tarball missing" >&2; return 1; }
+    tar -xf "$tarball" -C "$dest" && echo "tarball $tarball"
+    return
+  fi
   if [[ "$source" == local:* ]]; then
     local dir="${source#local:}"
     [[ -d "$dir" ]] || { echo "local folder $dir missing" >&2; return 1; }

@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,6 +64,7 @@
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Demangle/Demangle.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -323,6 +325,7 @@ class Slicer {
       rc.TraverseDecl(const_cast<Decl*>(d));
       for (const Decl* r : refs) Reach(r);
     }
+    CopyUsingDirectives();
     return Fail.empty();
   }
 
@@ -584,6 +587,40 @@ class Slicer {
     return found;
   }
 
+  // A name found through a using-directive leaves no trace in the AST (its
+  // use refers to the declaration directly), so the walk cannot see which
+  // directives the kernel needs: every namespace-scope `using namespace N;`
+  // of the project's files is copied, at its place, when N holds a
+  // declaration the kernel reaches (llama.cpp's `using namespace
+  // ggml_cuda_mma;` for its tile templates; `using namespace nvcuda;`). A
+  // toolkit N brings the #include that declares it.
+  void CopyUsingDirectives() {
+    std::set<const NamespaceDecl*> used;
+    for (const Decl* d : reached_) {
+      for (const DeclContext* dc = d->getDeclContext(); dc != nullptr; dc = dc->getParent()) {
+        if (const auto* ns = dyn_cast<NamespaceDecl>(dc)) used.insert(ns->getOriginalNamespace());
+      }
+    }
+    std::vector<const DeclContext*> todo = {ctx_.getTranslationUnitDecl()};
+    while (!todo.empty()) {
+      const DeclContext* dc = todo.back();
+      todo.pop_back();
+      for (const Decl* d : dc->decls()) {
+        if (const auto* ud = dyn_cast<UsingDirectiveDecl>(d)) {
+          const NamespaceDecl* n = ud->getNominatedNamespace();
+          if (n == nullptr || used.count(n->getOriginalNamespace()) == 0) continue;
+          if (!kinds_.IsProject(ud->getLocation())) continue;
+          decl_items_.emplace(ud, "");
+          if (!kinds_.IsProject(n->getOriginalNamespace()->getLocation())) {
+            NoteSystem(n->getOriginalNamespace());
+          }
+        } else if (isa<NamespaceDecl>(d) || isa<LinkageSpecDecl>(d)) {
+          todo.push_back(cast<DeclContext>(d));
+        }
+      }
+    }
+  }
+
   // The declaration at namespace scope whose text holds `d` (lexically).
   const Decl* Holder(const Decl* d) const {
     const Decl* h = d;
@@ -794,6 +831,28 @@ class Slicer {
     FileID fid = sm_.getFileID(begin);
     StringRef buf = sm_.getBufferData(fid);
     unsigned bo = sm_.getFileOffset(begin), eo = sm_.getFileOffset(end);
+    // An attribute's range starts at its name, inside its brackets
+    // ([[noreturn]], __attribute__((noinline))): when the text starts at one,
+    // the brackets that open it belong to the declaration too.
+    for (bool widened = begin != sm_.getExpansionLoc(h->getBeginLoc()); widened;) {
+      widened = false;
+      size_t q = bo;
+      while (q > 0 && (buf[q - 1] == ' ' || buf[q - 1] == '\t' || buf[q - 1] == '\n' ||
+                       buf[q - 1] == '\r')) {
+        --q;
+      }
+      if (q >= 2 && buf.substr(q - 2, 2) == "[[") {
+        bo = static_cast<unsigned>(q - 2);
+        widened = true;
+      } else if (q >= 2 && buf.substr(q - 2, 2) == "((") {
+        size_t r = q - 2;
+        while (r > 0 && (buf[r - 1] == ' ' || buf[r - 1] == '\t')) --r;
+        if (r >= 13 && buf.substr(r - 13, 13) == "__attribute__") {
+          bo = static_cast<unsigned>(r - 13);
+          widened = true;
+        }
+      }
+    }
     // A declaration's ';' is not part of its range.
     size_t k = eo;
     while (k < buf.size() && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\n' || buf[k] == '\r')) {
@@ -919,6 +978,50 @@ class SliceAction : public ASTFrontendAction {
   std::unique_ptr<FileKinds> kinds_;
 };
 
+// Device functions nvcc declares and clang 15's CUDA wrapper does not: the
+// toolkit's crt/sm_80_rt.h, sm_90_rt.h and sm_100_rt.h (warp reductions,
+// clusters, float2/float4 atomics, paired float math) and the cache-hint
+// loads and stores of sm_32_intrinsics.h (the wrapper skips that header; it
+// defines __ldg itself). Declared for the parse only, from the toolkit's own
+// headers (one declaration per line there, "MACRO_DECL__ <decl> __DEF_IF_HOST"),
+// so a kernel that calls __reduce_add_sync parses. Never copied: a
+// declaration that no project #include reaches came with the compiler's
+// implicit runtime header, which nvcc has too (NoteSystem).
+std::string CompatDeclarations(const std::string& cuda_path) {
+  if (cuda_path.empty()) return "";
+  struct Source {
+    const char* header;
+    const char* only;  // a name prefix the declaration must have; "": any
+  };
+  static const Source kSources[] = {
+      {"crt/sm_80_rt.h", ""},           {"crt/sm_90_rt.h", ""},      {"crt/sm_100_rt.h", ""},
+      {"sm_32_intrinsics.h", "__ldc"},  {"sm_32_intrinsics.h", "__ldlu"},
+      {"sm_32_intrinsics.h", "__st"},
+  };
+  std::string out = "// kerncap-cuda-slice: toolkit device functions clang 15 lacks (parse only)\n";
+  for (const Source& src : kSources) {
+    auto buf = llvm::MemoryBuffer::getFile(cuda_path + "/include/" + src.header);
+    if (!buf) continue;
+    llvm::SmallVector<StringRef, 0> lines;
+    (*buf)->getBuffer().split(lines, '\n');
+    for (StringRef line : lines) {
+      line = line.trim();
+      if (!line.startswith("__SM_") || !line.endswith("__DEF_IF_HOST")) continue;
+      StringRef decl = line.drop_front(line.find(' ')).drop_back(strlen("__DEF_IF_HOST")).trim();
+      // Types the wrapper has not declared yet (the fp16/bf16 headers come
+      // later, with the unit's own #includes) are left out.
+      if (decl.contains("__half") || decl.contains("bfloat") || !decl.endswith(")")) continue;
+      const size_t paren = decl.find('(');
+      if (paren == StringRef::npos) continue;
+      StringRef head = decl.take_front(paren).rtrim();
+      StringRef name = head.substr(head.find_last_of(" *&") + 1);
+      if (*src.only != '\0' && !name.startswith(src.only)) continue;
+      out += "static __device__ __inline__ " + decl.str() + ";\n";
+    }
+  }
+  return out;
+}
+
 // clang's resource folder: --resource-dir, else ../lib/kerncap-clang beside
 // this binary. Empty (and *why set) when it lacks clang's CUDA wrapper
 // header: without it clang cannot set up CUDA mode (it -includes that
@@ -1019,6 +1122,11 @@ int main(int argc, char** argv) {
     std::error_code ec;
     llvm::raw_fd_ostream(std::string(shim.str()) + "/texture_fetch_functions.h", ec) << "";
   }
+  const std::string compat = std::string(shim.str()) + "/kerncap_cuda_compat.h";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream(compat, ec) << CompatDeclarations(opt.cuda_path);
+  }
   std::vector<std::string> args = {"clang++", "-fsyntax-only", "-x", "cuda", "--cuda-device-only",
                                    "--cuda-gpu-arch=sm_80", "-Wno-unknown-cuda-version",
                                    "-w", "-D__CLANG_CUDA_TEXTURE_INTRINSICS_H__", "-isystem",
@@ -1037,6 +1145,8 @@ int main(int argc, char** argv) {
     args.push_back("-U__CUDA_ARCH__");
     args.push_back("-D__CUDA_ARCH__=" + opt.arch_macro);
   }
+  args.push_back("-include");
+  args.push_back(compat);
   args.insert(args.end(), opt.clang_args.begin(), opt.clang_args.end());
   auto files = llvm::makeIntrusiveRefCnt<FileManager>(FileSystemOptions());
   tooling::ToolInvocation inv(args, std::make_unique<SliceAction>(opt), files.get());
