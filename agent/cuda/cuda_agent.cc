@@ -22,6 +22,7 @@
 #include "agent/cuda/cuda_substitution.h"
 #include "agent/link/daemon_link.h"
 #include "agent/link/launch_sampler.h"
+#include "agent/link/process_name.h"
 #include "common/version.h"
 #endif
 
@@ -71,15 +72,6 @@ uint64_t PopHeld(const CUpti_CallbackData* cb, CUpti_CallbackId cbid) {
   return 0;
 }
 
-#ifdef KERNCAP_AGENT_HAVE_LINK
-// The process name as the link reports it (/proc/self/comm, one line).
-std::string ReadProcComm() {
-  std::ifstream in("/proc/self/comm");
-  std::string name;
-  std::getline(in, name);
-  return name;
-}
-#endif
 
 // Launches the substituter decided about, until their EXIT (correlation id,
 // cookie); separate from t_held so the capture path's contract is unchanged.
@@ -1230,7 +1222,7 @@ void CudaAgent::StartLink() {
     };
     // Live substitution: the link's hooks go to the substituter, which sends
     // its reports through the client once the link exists.
-    std::string comm = ReadProcComm();
+    std::string comm = ProcessName();  // as the link reports it
     auto* daemon_slot = new std::atomic<DaemonLink*>(nullptr);  // leaked with the link
     CudaSubstituter::Hooks sub_hooks;
     sub_hooks.send_report = [daemon_slot](const link::SubstitutionReportMsg& r) {

@@ -19,11 +19,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,11 +115,12 @@ class SubstituteGpuTest : public ::testing::Test {
     return {"CUDA_INJECTION64_PATH=" + BuildDir() + "/lib/libkerncap_agent.so",
             "KERNCAP_AGENT_SOCKET=" + AgentSock()};
   }
-  std::vector<std::string> App(const std::vector<std::string>& args) {
+  std::vector<std::string> App(const std::vector<std::string>& args,
+                               const std::string& program = "substitute_app") {
     // posix_spawn does not search PATH (tests/integration/subprocess.cc).
     std::vector<std::string> argv = {"/usr/bin/env"};
     for (const std::string& e : AppEnv()) argv.push_back(e);
-    argv.push_back(BuildDir() + "/gpu_tests/substitute_app");
+    argv.push_back(BuildDir() + "/gpu_tests/" + program);
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
   }
@@ -239,6 +243,57 @@ TEST_F(SubstituteGpuTest, KernelsSampleCountsTheLiveApplicationsLaunches) {
   EXPECT_EQ(kernel->value("argument_shapes_capped", false), true) << kernel->dump();
   EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
   EXPECT_TRUE(absl::StrContains(text.out, "kc_scale_add")) << text.out;
+}
+
+// kerncapctl kernels --sample against a live application that launches only
+// CUDA graphs (graph_decode_loop: one graph per batch size 1/2/4/8 replayed
+// step by step, as serving engines do): the graph launches are counted, and
+// the kernel nodes of each launch are counted as launches of their kernels,
+// with each graph's launch configuration (grid.y = the batch size); the
+// application keeps passing its own checks.
+TEST_F(SubstituteGpuTest, KernelsSampleCountsTheKernelNodesOfGraphLaunches) {
+  const std::string stop = dir_ + "/stop";
+  Background app(App({"--until=" + stop}, "graph_decode_loop"));
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(Ctl({"--json", "agents"}).out, "graph_decode_loop");
+  }, std::chrono::seconds(60))) << "the application's agent did not connect";
+  RunResult r = Ctl({"--json", "kernels", "--process=graph_decode_loop", "--sample=2s"});
+  Keep("graph_kernels_sample.json", r.out + "\n---\n" + r.err);
+  RunResult text = Ctl({"kernels", "--process=graph_decode_loop", "--sample=1s"});
+  Keep("graph_kernels_sample.txt", text.out + "\n---\n" + text.err);
+  std::ofstream(stop) << "stop\n";
+  RunResult done = app.Stop(0, std::chrono::seconds(60));
+  Keep("graph_app_sampled.txt", done.out + done.err);
+  EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
+  EXPECT_TRUE(absl::StrContains(done.out, "OK")) << done.out;
+
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << r.out;
+  ASSERT_EQ(doc["agents"].size(), 1u) << r.out;
+  const nlohmann::json& a = doc["agents"][0];
+  EXPECT_EQ(a.value("sampled", false), true) << a.dump();
+  const uint64_t graph_launches = U64(a["graph_launches"]);
+  EXPECT_GE(graph_launches, 100u) << a.dump();
+  std::map<std::string, const nlohmann::json*> by_name;
+  for (const nlohmann::json& k : a["kernels"]) by_name[k.value("mangled_name", "")] = &k;
+  for (const char* name : {"_Z8dl_embedPjPKji", "_Z6dl_mlpPjPKji", "_Z9dl_samplePjPKji"}) {
+    ASSERT_TRUE(by_name.count(name)) << name << " not sampled: " << a.dump();
+    // One node of each kernel per graph: as many launches as graph launches
+    // (each record reads the clock: one launch at the window's edge may
+    // fall on either side).
+    const uint64_t n = U64((*by_name[name])["launches"]);
+    EXPECT_LE(std::max(n, graph_launches) - std::min(n, graph_launches), 1u)
+        << by_name[name]->dump();
+  }
+  const nlohmann::json& mlp = *by_name["_Z6dl_mlpPjPKji"];
+  std::set<uint64_t> batches;
+  for (const nlohmann::json& c : mlp["launch_configs"]) {
+    if (c["grid"].is_array() && c["grid"].size() >= 2) batches.insert(U64(c["grid"][1]));
+  }
+  EXPECT_EQ(batches, (std::set<uint64_t>{1, 2, 4, 8})) << mlp.dump();
+  EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_TRUE(absl::StrContains(text.out, "graph launches, their kernel nodes counted")) << text.out;
 }
 
 }  // namespace

@@ -8,7 +8,13 @@
 // Capture target: kernel "dl_mlp", 6th dispatch = the mlp node of decode step
 // 6 (batch 4 in the schedule below): its pre image holds the tokens sampled
 // at step 5. Every step's tokens are checked against the host's computation.
+// `graph_decode_loop --until=FILE` repeats the schedule until FILE exists (a
+// live service for `kerncapctl kernels --sample`: substitute_gpu_test).
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -32,8 +38,10 @@ __global__ void dl_sample(uint32_t* tok, const uint32_t* h, int batch) {
   tok[b] = acc % 50021u;
 }
 
-int main() {
+int main(int argc, char** argv) {
   SkipIfNoGpu("graph_decode_loop");
+  std::string until;  // repeat the schedule until this file exists
+  if (argc > 1 && std::strncmp(argv[1], "--until=", 8) == 0) until = argv[1] + 8;
   uint32_t *h, *w, *tok;
   GT_CHECK(cudaMalloc(&h, kMaxBatch * kHidden * sizeof(uint32_t)));
   GT_CHECK(cudaMalloc(&w, kHidden * sizeof(uint32_t)));
@@ -63,6 +71,9 @@ int main() {
   const int schedule[] = {1, 2, 2, 4, 8, 4, 4, 2, 1, 8, 8, 1};  // batch size per step
   std::vector<uint32_t> got(kMaxBatch);
   int step = 0;
+  int rounds = 0;
+  do {
+  ++rounds;
   for (int batch : schedule) {
     ++step;
     int k = batch == 1 ? 0 : batch == 2 ? 1 : batch == 4 ? 2 : 3;
@@ -83,9 +94,10 @@ int main() {
                 got[b], ht[b]);
     }
   }
+  } while (!until.empty() && ::access(until.c_str(), F_OK) != 0);
   for (cudaGraphExec_t e : execs) GT_CHECK(cudaGraphExecDestroy(e));
-  std::printf("graph_decode_loop: %d decode steps over 4 graphs (batch 1/2/4/8), h=%p tok=%p "
-              "checksum=%016llx OK\n", step, (void*)h, (void*)tok,
+  std::printf("graph_decode_loop: %d decode steps (%d rounds) over 4 graphs (batch 1/2/4/8), "
+              "h=%p tok=%p checksum=%016llx OK\n", step, rounds, (void*)h, (void*)tok,
               (unsigned long long)Checksum(got.data(), kMaxBatch * sizeof(uint32_t)));
   return 0;
 }

@@ -1,0 +1,46 @@
+#include "agent/link/process_name.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+
+namespace kerncap::agent {
+namespace {
+
+// The kernel's task names hold 15 bytes and a NUL (TASK_COMM_LEN).
+constexpr size_t kCommBytes = 15;
+
+std::string FileName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+std::string CompleteProcessName(std::string comm, const std::vector<std::string>& paths) {
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();
+  if (comm.size() != kCommBytes) return comm;
+  for (const std::string& p : paths) {
+    const std::string name = FileName(p);
+    if (name.size() > comm.size() && name.compare(0, comm.size(), comm) == 0) return name;
+  }
+  return comm;
+}
+
+std::string ProcessName() {
+  std::ifstream comm_file("/proc/self/comm");
+  std::string comm;
+  std::getline(comm_file, comm);
+  std::vector<std::string> paths;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) paths.emplace_back(exe, static_cast<size_t>(n));
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  std::string argv0;
+  std::getline(cmdline, argv0, '\0');
+  if (!argv0.empty()) paths.push_back(argv0);
+  return CompleteProcessName(std::move(comm), paths);
+}
+
+}  // namespace kerncap::agent
