@@ -51,7 +51,7 @@ struct UnitQuery {
   std::string arch;      // "sm_90"
   std::string compiler;  // nvcc / clang for steps 3 and 4; empty: not run
   size_t max_preprocess = 32;
-  size_t max_compile = 24;
+  size_t max_compile = 64;  // candidates device-compiled (the PTX screen makes each cheap)
   int compile_timeout_s = 600;
   int jobs = 0;  // compiles at once; 0: the host's cores, at most 8
 };

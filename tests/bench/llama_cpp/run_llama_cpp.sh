@@ -22,7 +22,8 @@
 #      own gguf writer, quantized to Q4_0 with its own llama-quantize.
 #   3. The application check: llama-simple, greedy, 16 tokens; its text with
 #      the unedited build is the reference.
-#   4. Capture rms_norm_f32 (KERNCAP_LLAMA_KERNEL) from llama-simple under
+#   4. Capture rms_norm_f32 (KERNCAP_LLAMA_KERNEL; the arm's pattern is
+#      KERNCAP_LLAMA_ARM, default the same) from llama-simple under
 #      the agent (CUDA graphs off: GGML_CUDA_DISABLE_GRAPHS=1), generate the
 #      reproducer from the capture, the source tree and the build's
 #      compile_commands.json, with no hand edits; make recompile validate once,
@@ -46,6 +47,10 @@ LOGS=${1:-${OUT:-$PWD/llama-logs}}
 REPS=${KERNCAP_LLAMA_REPS:-3}
 KERNEL=${KERNCAP_LLAMA_KERNEL:-rms_norm_f32}
 KFILE=${KERNCAP_LLAMA_KERNEL_FILE:-ggml/src/ggml-cuda/norm.cu}
+# What the arm matches (a substring of the demangled name): the kernel's name
+# unless that also names other kernels (mul_mat_q: KERNCAP_LLAMA_ARM='mul_mat_q<',
+# which leaves out mul_mat_q_stream_k_fixup).
+ARM=${KERNCAP_LLAMA_ARM:-$KERNEL}
 WORK=${KERNCAP_LLAMA_DIR:-/tmp/kc-llama}
 TAR=${LLAMA_SRC_TAR:-$ROOT/.llama/llama-src.tar.xz}
 BIN=${KERNCAP_BIN:?set KERNCAP_BIN to the folder with kerncapd, kerncapctl, kerncap-replay}
@@ -63,24 +68,46 @@ done
 nvidia-smi > /dev/null 2>&1 || { note "no GPU: not measured"; exit 77; }
 [[ -f $TAR ]] || { note "no llama.cpp sources at $TAR (run tests/bench/llama_cpp/fetch_llama_cpp.sh)"; exit 77; }
 
-rm -rf "$WORK"
-mkdir -p "$WORK/src"
-tar xJf "$TAR" -C "$WORK/src"
 SRC=$WORK/src
 BUILD=$WORK/build
-[[ -f $SRC/$KFILE ]] || { note "the sources have no $KFILE"; exit 1; }
-
-note "full build of llama.cpp (CUDA, sm_90; $(nproc) cores)"
-t=$(now)
-cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo -DGGML_CUDA_FA="${KERNCAP_LLAMA_FA:-OFF}" \
-  -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$LOGS/configure.log" 2>&1 ||
-  { note "configure failed"; tail -30 "$LOGS/configure.log"; exit 1; }
-cmake --build "$BUILD" -j"$(nproc)" --target llama-simple llama-quantize > "$LOGS/build.log" 2>&1 ||
-  { note "build failed"; tail -30 "$LOGS/build.log"; exit 1; }
-full_build=$(since "$t")
-note "full build: ${full_build} s ($(grep -c 'Building CUDA object' "$LOGS/build.log") CUDA units)"
+# KERNCAP_LLAMA_REUSE=1 keeps an earlier run's build in $WORK (a device call
+# is limited in time: one call builds, the next measures). The kernel's file
+# is put back as fetched and rebuilt first, so the reference run is the
+# unedited application.
+# KERNCAP_LLAMA_REUSE=require: measure only with a kept build (77 without one).
+if [[ ${KERNCAP_LLAMA_REUSE:-0} == require && ! ( -x $BUILD/bin/llama-simple && -s $WORK/full_build_s ) ]]; then
+  note "no kept build in $WORK (KERNCAP_LLAMA_REUSE=require): not measured"
+  exit 77
+fi
+if [[ ${KERNCAP_LLAMA_REUSE:-0} != 0 && -x $BUILD/bin/llama-simple && -s $WORK/full_build_s ]]; then
+  rm -rf "$WORK/pristine" "$WORK/daemon" "$WORK/repro"
+  mkdir -p "$WORK/pristine"
+  tar xJf "$TAR" -C "$WORK/pristine"
+  cmp -s "$WORK/pristine/$KFILE" "$SRC/$KFILE" || cp "$WORK/pristine/$KFILE" "$SRC/$KFILE"
+  cmake --build "$BUILD" -j"$(nproc)" --target llama-simple llama-quantize > "$LOGS/build.log" 2>&1 ||
+    { note "rebuild of the kept build failed"; tail -30 "$LOGS/build.log"; exit 1; }
+  full_build=$(cat "$WORK/full_build_s")
+  note "reusing the build in $BUILD (its full build took ${full_build} s)"
+else
+  rm -rf "$WORK"
+  mkdir -p "$WORK/src"
+  tar xJf "$TAR" -C "$WORK/src"
+  [[ -f $SRC/$KFILE ]] || { note "the sources have no $KFILE"; exit 1; }
+  note "full build of llama.cpp (CUDA, sm_90; $(nproc) cores)"
+  t=$(now)
+  cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-lineinfo -DGGML_CUDA_FA="${KERNCAP_LLAMA_FA:-OFF}" \
+    -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > "$LOGS/configure.log" 2>&1 ||
+    { note "configure failed"; tail -30 "$LOGS/configure.log"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" --target llama-simple llama-quantize > "$LOGS/build.log" 2>&1 ||
+    { note "build failed"; tail -30 "$LOGS/build.log"; exit 1; }
+  full_build=$(since "$t")
+  echo "$full_build" > "$WORK/full_build_s"
+  note "full build: ${full_build} s ($(grep -c 'Building CUDA object' "$LOGS/build.log") CUDA units)"
+fi
+# KERNCAP_LLAMA_BUILD_ONLY=1: stop here (a later KERNCAP_LLAMA_REUSE=1 run measures).
+[[ ${KERNCAP_LLAMA_BUILD_ONLY:-0} == 1 ]] && { note "build only: stopping"; exit 0; }
 grep -q -- '--options-file' "$BUILD/compile_commands.json" &&
   note "compile_commands.json uses --options-file (CMake response files)"
 
@@ -114,7 +141,7 @@ cleanup() {
 trap cleanup EXIT
 for _ in $(seq 100); do [[ -S $D/ctl.sock ]] && break; sleep 0.1; done
 ctl() { "$BIN"/kerncapctl --socket="$D/ctl.sock" "$@"; }
-ctl arm --kernel="$KERNEL" --count=1 > "$LOGS/arm.log" 2>&1 || { note "arm failed"; cat "$LOGS/arm.log"; exit 1; }
+ctl arm --kernel="$ARM" --count=1 > "$LOGS/arm.log" 2>&1 || { note "arm failed"; cat "$LOGS/arm.log"; exit 1; }
 t=$(now)
 GGML_CUDA_DISABLE_GRAPHS=1 CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_SOCKET=$D/agent.sock app \
   > "$WORK/captured-run.txt" 2> "$LOGS/capture-run.log" || { note "capture run failed"; tail -20 "$LOGS/capture-run.log"; exit 1; }
@@ -163,15 +190,18 @@ path, factor, kernel = sys.argv[1], sys.argv[2], sys.argv[3]
 text = open(path).read()
 text = re.sub(r"\n[ \t]*#pragma unroll [0-9]+ // kerncap-bench", "", text)
 start = text.find("__global__ void " + kernel)
-m = re.compile(r"\n([ \t]*)for \(").search(text, start)
+# An unroll pragma the loop already has is replaced (two on one loop do not
+# compile), not stacked.
+m = re.compile(r"(?:\n[ \t]*#pragma unroll[^\n]*)?\n([ \t]*)for \(").search(text, start)
 if start < 0 or not m:
     sys.exit("no loop in %s's definition" % kernel)
-text = text[:m.start()] + "\n%s#pragma unroll %s // kerncap-bench" % (m.group(1), factor) + text[m.start():]
+text = (text[:m.start()] + "\n%s#pragma unroll %s // kerncap-bench\n%sfor (" % (m.group(1), factor, m.group(1))
+        + text[m.end():])
 open(path, "w").write(text)
 PY
 }
 
-declare -a A B C
+A=() B=() C=()
 ok_a=0 ok_b=0 ok_c=0 submits=0
 for ((r = 1; r <= REPS; r++)); do
   f=$((1 << r))
@@ -190,6 +220,8 @@ for ((r = 1; r <= REPS; r++)); do
   ((rc == 0)) && ok_b=$((ok_b + 1))
   grep -q 'kerncap-replay submit' "$LOGS/loop-b-$r.log" && submits=$((submits + 1))
   note "(b) rep $r unroll $f: ${B[-1]} s (make recompile validate of $RFILE, exit $rc)"
+  # The whole unit, for reference (KERNCAP_LLAMA_RECOMPILE_FULL=0 leaves it out).
+  [[ ${KERNCAP_LLAMA_RECOMPILE_FULL:-1} == 1 ]] || continue
   t=$(now)
   make -C "$REPRO" "${MAKEVARS[@]}" recompile-full validate > "$LOGS/loop-c-$r.log" 2>&1
   rc=$?
@@ -199,7 +231,8 @@ for ((r = 1; r <= REPS; r++)); do
 done
 ma=$(median "${A[@]}")
 mb=$(median "${B[@]}")
-mc=$(median "${C[@]}")
+mc=0
+((${#C[@]} > 0)) && mc=$(median "${C[@]}")
 ratio=$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.1f", a / b }')
 printf 'llama.cpp edit loop (%s): traditional %.2f s (%d/%d checks passed), kerncap %.3f s editing %s (%d/%d validates passed, %d through make serve), ratio %sx (target >= 30); whole-unit recompile-full validate %.3f s (%d/%d); full build %.0f s\n' \
   "$KERNEL" "$ma" "$ok_a" "$REPS" "$mb" "$RFILE" "$ok_b" "$REPS" "$submits" "$ratio" "$mc" "$ok_c" "$REPS" "$full_build" | tee -a "$LOGS/llama.log"
