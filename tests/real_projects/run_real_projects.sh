@@ -25,7 +25,8 @@
 #       [--work DIR] [--build-dir KERNCAP_BUILD] [--mirrors DIR] [--keep]
 #
 # Tools: nvcc (NVCC or PATH or /usr/local/cuda/bin), cuobjdump (CUOBJDUMP or
-# PATH; pip's nvidia-cuda-cuobjdump provides one), bear for plain Makefiles,
+# PATH; pip's nvidia-cuda-cuobjdump provides one) and nvdisasm beside it or on
+# PATH (nvidia-cuda-nvdisasm), bear for plain Makefiles,
 # cmake, ninja, make. Exit status: 0 when every project recompiled, 1 otherwise.
 set -uo pipefail
 
@@ -63,7 +64,9 @@ for t in "$KERNCAPCTL" "$WRAP"; do
   [[ -x "$t" ]] || { echo "$t not built (ninja -C $kbuild kerncapctl repro_wrap_cubin)" >&2; exit 2; }
 done
 export NVCC CUDA_ARCH="${CUDA_ARCH:-90}" JOBS="${JOBS:-2}"
-export PATH="$(dirname "$NVCC"):$PATH"
+# cuobjdump -sass runs nvdisasm from PATH: a pip cuobjdump's comes beside it
+# (nvidia-cuda-nvdisasm); without one every SASS column says "no SASS".
+export PATH="$(dirname "$NVCC"):$(dirname "$CUOBJDUMP"):$PATH"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 
