@@ -123,17 +123,23 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
                                  " (textual scan)"));
     // 3. The preprocessor, as the build configured it.
     if (picks.size() > 1 && !q.compiler.empty()) {
-      std::vector<std::pair<int, size_t>> confirmed;
-      size_t run = 0;
-      for (int i : picks) {
-        if (run++ >= q.max_preprocess) break;
+      // Up to max_preprocess of them (database order), `jobs` at a time.
+      const size_t run = std::min(picks.size(), q.max_preprocess);
+      std::vector<char> has_def(run, 0);
+      std::vector<size_t> coverage(run, 0);
+      ParallelFor(run, q.jobs, [&](size_t k) {
+        const int i = picks[k];
         auto deps = PreprocessorDependencies(db[i], db[i].file, q.lang, q.compiler, q.arch);
-        if (!deps.ok()) continue;
+        if (!deps.ok()) return;
         std::vector<std::string> closure = *deps;
         closure.push_back(db[i].file);
-        const bool has_def = q.defining_file.empty() ? Coverage(closure, q.line_files) > 0
-                                                     : Coverage(closure, {q.defining_file}) > 0;
-        if (has_def) confirmed.emplace_back(i, Coverage(closure, q.line_files));
+        has_def[k] = q.defining_file.empty() ? Coverage(closure, q.line_files) > 0
+                                             : Coverage(closure, {q.defining_file}) > 0;
+        coverage[k] = Coverage(closure, q.line_files);
+      });
+      std::vector<std::pair<int, size_t>> confirmed;
+      for (size_t k = 0; k < run; ++k) {
+        if (has_def[k]) confirmed.emplace_back(picks[k], coverage[k]);
       }
       if (!confirmed.empty()) {
         picks = Best(confirmed);
@@ -173,27 +179,40 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
       return bytes.ok() ? *bytes : std::string();
     };
     bool decided = tmp.path().empty();
-    // 4a. CUDA: the PTX screen.
+    // 4a. CUDA: the PTX screen. cicc at -O0: which kernels a unit emits is
+    // decided by the front end's instantiations, not by optimization (half
+    // the time again for heavy templates). A candidate whose PTX compile
+    // fails is not ruled out: the full compile decides it.
     if (!decided && q.lang == Language::kCuda) {
-      std::vector<char> has(picks.size(), 0);
+      enum Screen : char { kLacks, kDefines, kUnknown };
+      std::vector<char> screen(picks.size(), kUnknown);
       ParallelFor(picks.size(), q.jobs, [&](size_t k) {
-        has[k] = PtxHasEntry(compile(k, {"-ptx", "-arch=" + q.arch}, ".ptx"), q.kernel_symbol);
+        const std::string ptx = compile(k, {"-ptx", "-arch=" + q.arch, "-Xcicc", "-O0"}, ".ptx");
+        if (!ptx.empty()) screen[k] = PtxHasEntry(ptx, q.kernel_symbol) ? kDefines : kLacks;
       });
       std::vector<int> kept;
+      size_t defines = 0;
       for (size_t k = 0; k < picks.size(); ++k) {
-        if (has[k]) kept.push_back(picks[k]);
+        if (screen[k] != kLacks) kept.push_back(picks[k]);
+        defines += screen[k] == kDefines;
       }
-      if (!kept.empty()) {
-        notes.push_back(absl::StrCat("the PTX of ", kept.size(), " of ", considered,
-                                     " candidate(s) defines ", q.kernel_symbol));
-        picks = kept;
-        choice.method = "device_compile";
-        decided = picks.size() == 1;
-      } else {
-        // A unit whose PTX lacks the entry cannot have it in its cubin.
+      if (kept.empty()) {
+        // Every PTX compiled and none has the entry: no cubin can have it.
         notes.push_back(absl::StrCat("the PTX of none of ", considered, " candidate(s) defines ",
                                      q.kernel_symbol));
         decided = true;
+      } else if (defines == 0 && kept.size() == picks.size()) {
+        notes.push_back("no candidate could be compiled to PTX; full device compiles decide");
+      } else {
+        notes.push_back(absl::StrCat("the PTX of ", defines, " of ", considered,
+                                     " candidate(s) defines ", q.kernel_symbol,
+                                     kept.size() > defines
+                                         ? absl::StrCat(" (", kept.size() - defines,
+                                                        " could not be compiled to PTX)")
+                                         : ""));
+        picks = kept;
+        choice.method = "device_compile";
+        decided = picks.size() == 1 && defines == 1;
       }
     }
     // 4b. Full device compiles: the captured code itself decides.

@@ -15,11 +15,12 @@
 //                 best kept
 //   3. preprocessor  the compiler's -M with the entry's flags (conditional
 //                 includes as the build had them) confirms the closure
-//   4. device compile  CUDA: each candidate's PTX first (front end and NVVM,
-//                 no ptxas: a quarter of a full device compile for heavy
-//                 templates, e.g. llama.cpp's mmq instances), keeping the
-//                 candidates whose PTX has the captured symbol as an .entry;
-//                 one left is the unit. Then the candidates left compiled
+//   4. device compile  CUDA: each candidate's PTX first (front end and NVVM
+//                 at -O0, no ptxas: an eighth of a full device compile for
+//                 heavy templates, e.g. llama.cpp's mmq instances), keeping
+//                 the candidates whose PTX has the captured symbol as an
+//                 .entry (and those whose PTX compile failed); one that
+//                 defines it left is the unit. Then the candidates left compiled
 //                 device-only for the captured architecture: the first in
 //                 database order whose kernel (the captured symbol) has
 //                 exactly the captured code wins; else the first that

@@ -197,6 +197,21 @@ TEST_F(UnitSelectorTest, TemplateInstanceUnitsAreScreenedByTheirPtx) {
   EXPECT_TRUE(c.ambiguous);
   EXPECT_NE(c.note.find("the PTX of none of 7 candidate(s)"), std::string::npos) << c.note;
 
+  // A compiler whose PTX compiles fail rules nothing out: the full compiles
+  // decide (an nvcc that rejected -Xcicc -O0 must not make every unit lack
+  // the kernel).
+  const std::string wrapper = root_ + "/no_ptx_nvcc.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\ncase \" $* \" in *\" -ptx \"*) exit 1;; esac\nexec " << nvcc
+                         << " \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  UnitQuery w = q;
+  w.compiler = wrapper;
+  w.kernel_symbol = "_Z2mmILi5EEvPf";
+  c = ChooseUnit(db, w);
+  EXPECT_EQ(c.entry, 5) << c.note;
+  EXPECT_NE(c.note.find("no candidate could be compiled to PTX"), std::string::npos) << c.note;
+  EXPECT_NE(c.note.find("gives the captured code"), std::string::npos) << c.note;
+
   // At most max_compile candidates are compiled, and that is said.
   q.kernel_symbol = "_Z2mmILi5EEvPf";
   q.max_compile = 3;
