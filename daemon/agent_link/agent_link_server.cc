@@ -526,9 +526,9 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
     }
   }
   for (auto& c : targets) (void)c->Send(push);
-  log::Info("arm.created", {{"arm", info.arm_id()},
-                            {"kernel", selector.kernel},
-                            {"agents", targets.size()}});
+  // "arm.created" (with the requesting peer) is the control service's line;
+  // this one says how many connected agents the arm went to.
+  log::Info("arm.pushed", {{"arm", info.arm_id()}, {"agents", targets.size()}});
   v1::Event event;
   *event.mutable_arm_changed() = info;
   events_->Publish(std::move(event));

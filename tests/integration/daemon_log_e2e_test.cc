@@ -10,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <regex>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -100,6 +101,8 @@ TEST(DaemonLogPolicyTest, EveryLineKerncapdWritesFollowsThePolicy) {
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
 
   std::set<std::string> events;
+  std::map<std::string, int> occurrences;
+  const std::string daemon_stderr = daemon->Stderr();
   int lines = 0;
   for (absl::string_view line : absl::StrSplit(daemon->Stderr(), '\n', absl::SkipEmpty())) {
     ++lines;
@@ -108,6 +111,7 @@ TEST(DaemonLogPolicyTest, EveryLineKerncapdWritesFollowsThePolicy) {
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_object() || !j.contains("event")) continue;
     events.insert(j["event"].get<std::string>());
+    ++occurrences[j["event"].get<std::string>()];
     if (j["event"] == "capture.committed" && j.contains("logical_bytes")) {
       EXPECT_TRUE(j["logical_bytes"].is_number_integer()) << text;
       EXPECT_EQ(j["logical_bytes"], 256 * 1024) << text;
@@ -116,10 +120,13 @@ TEST(DaemonLogPolicyTest, EveryLineKerncapdWritesFollowsThePolicy) {
   }
   EXPECT_GT(lines, 5);
   // The run went through what it meant to.
-  for (const char* e : {"kerncapd.ready", "arm.created", "capture.committed",
+  for (const char* e : {"kerncapd.ready", "arm.created", "arm.pushed", "capture.committed",
                         "capture.deleted", "store.gc", "kerncapd.reloaded"}) {
     EXPECT_EQ(events.count(e), 1u) << e << " not logged; logged: " << events.size() << " kinds";
   }
+  // One line per fact: an arm and a delete are each logged once.
+  EXPECT_EQ(occurrences["arm.created"], 1) << daemon_stderr;
+  EXPECT_EQ(occurrences["capture.deleted"], 1) << daemon_stderr;
   daemon.reset();
   RemoveTree(dir);
 }
