@@ -72,7 +72,6 @@ uint64_t PopHeld(const CUpti_CallbackData* cb, CUpti_CallbackId cbid) {
   return 0;
 }
 
-
 // Launches the substituter decided about, until their EXIT (correlation id,
 // cookie); separate from t_held so the capture path's contract is unchanged.
 struct SubstitutedCall {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -173,18 +174,19 @@ TEST(CliTest, CompletionScriptsCoverTheCommands) {
 }
 
 // Runs `shell driver` where the driver sources the generated completion
-// script and asks it what it would complete; "" when the shell is missing.
+// script and asks it what it would complete; have_shell false when the
+// shell is not installed.
 struct Completion {
   bool have_shell = false;
   Result result;
 };
 Completion CompleteWith(const std::string& shell, const std::string& driver) {
   Completion c;
-  if (Ctl(absl::StrCat("completion ", shell, " >/dev/null 2>&1 && command -v ", shell))
-          .exit_code != 0) {
-    return c;
-  }
-  c.have_shell = true;
+  // Only the shell's absence skips: a kerncapctl that fails to write the
+  // script fails the test through the exit code.
+  c.have_shell =
+      std::system(absl::StrCat("command -v ", shell, " >/dev/null 2>&1").c_str()) == 0;
+  if (!c.have_shell) return c;
   const std::string dir = absl::StrCat(::testing::TempDir(), "/kc_completion_", shell);
   std::filesystem::create_directories(dir);
   {

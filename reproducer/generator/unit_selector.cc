@@ -153,20 +153,18 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
   // 4. Device compiles: which candidate produces the captured kernel.
   if (picks.size() > 1 && !q.compiler.empty() && !q.kernel_symbol.empty()) {
     ScratchDir tmp("kerncap-unit-");
-    // Only the first max_compile candidates (database order) are compiled;
-    // when none of them defines the kernel, all candidates stay.
-    const std::vector<int> all = picks;
-    if (picks.size() > q.max_compile) {
-      picks.resize(q.max_compile);
-      notes.push_back(absl::StrCat(all.size() - picks.size(),
+    // Only the first max_compile candidates (database order) are compiled.
+    std::vector<int> compiled = picks;
+    if (compiled.size() > q.max_compile) {
+      compiled.resize(q.max_compile);
+      notes.push_back(absl::StrCat(picks.size() - compiled.size(),
                                    " later candidate(s) not compiled (at most ", q.max_compile,
                                    ")"));
     }
-    const size_t considered = picks.size();
-    // One device-only compile of candidate k (database order) in `mode`;
-    // the output's bytes, empty when it failed.
+    // One device-only compile of compiled[k] in `mode`: the output's bytes,
+    // empty when it failed.
     auto compile = [&](size_t k, const std::vector<std::string>& mode, const char* ext) {
-      const int i = picks[k];
+      const int i = compiled[k];
       CoreFlags core = ExtractCoreFlags(db[i], db[i].file, q.lang);
       std::vector<std::string> argv = {q.compiler};
       argv.insert(argv.end(), mode.begin(), mode.end());
@@ -178,6 +176,9 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
       auto bytes = ReadFile(out);
       return bytes.ok() ? *bytes : std::string();
     };
+    // The candidates the compiles narrowed the choice to; empty: no
+    // narrowing (every candidate stays, the method stays the step before's).
+    std::vector<int> narrowed;
     bool decided = tmp.path().empty();
     // 4a. CUDA: the PTX screen. cicc at -O0: which kernels a unit emits is
     // decided by the front end's instantiations, not by optimization (half
@@ -185,41 +186,41 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
     // fails is not ruled out: the full compile decides it.
     if (!decided && q.lang == Language::kCuda) {
       enum Screen : char { kLacks, kDefines, kUnknown };
-      std::vector<char> screen(picks.size(), kUnknown);
-      ParallelFor(picks.size(), q.jobs, [&](size_t k) {
+      std::vector<char> screen(compiled.size(), kUnknown);
+      ParallelFor(compiled.size(), q.jobs, [&](size_t k) {
         const std::string ptx = compile(k, {"-ptx", "-arch=" + q.arch, "-Xcicc", "-O0"}, ".ptx");
         if (!ptx.empty()) screen[k] = PtxHasEntry(ptx, q.kernel_symbol) ? kDefines : kLacks;
       });
       std::vector<int> kept;
       size_t defines = 0;
-      for (size_t k = 0; k < picks.size(); ++k) {
-        if (screen[k] != kLacks) kept.push_back(picks[k]);
+      for (size_t k = 0; k < compiled.size(); ++k) {
+        if (screen[k] != kLacks) kept.push_back(compiled[k]);
         defines += screen[k] == kDefines;
       }
       if (kept.empty()) {
         // Every PTX compiled and none has the entry: no cubin can have it.
-        notes.push_back(absl::StrCat("the PTX of none of ", considered, " candidate(s) defines ",
-                                     q.kernel_symbol));
+        notes.push_back(absl::StrCat("the PTX of none of ", compiled.size(),
+                                     " candidate(s) defines ", q.kernel_symbol));
         decided = true;
-      } else if (defines == 0 && kept.size() == picks.size()) {
+      } else if (defines == 0 && kept.size() == compiled.size()) {
         notes.push_back("no candidate could be compiled to PTX; full device compiles decide");
       } else {
-        notes.push_back(absl::StrCat("the PTX of ", defines, " of ", considered,
+        notes.push_back(absl::StrCat("the PTX of ", defines, " of ", compiled.size(),
                                      " candidate(s) defines ", q.kernel_symbol,
                                      kept.size() > defines
                                          ? absl::StrCat(" (", kept.size() - defines,
                                                         " could not be compiled to PTX)")
                                          : ""));
-        picks = kept;
-        choice.method = "device_compile";
-        decided = picks.size() == 1 && defines == 1;
+        decided = kept.size() == 1 && defines == 1;
+        if (decided) narrowed = kept;
+        compiled = std::move(kept);
       }
     }
     // 4b. Full device compiles: the captured code itself decides.
     if (!decided) {
       auto captured = KernelCodeBytes(q.code_object, q.kernel_symbol);
-      std::vector<char> defines(picks.size(), 0), same(picks.size(), 0);
-      ParallelFor(picks.size(), q.jobs, [&](size_t k) {
+      std::vector<char> defines(compiled.size(), 0), same(compiled.size(), 0);
+      ParallelFor(compiled.size(), q.jobs, [&](size_t k) {
         const std::string bytes = compile(k, DeviceCompileMode(q.lang, q.arch), ".o");
         if (bytes.empty()) return;
         auto code = KernelCodeBytes(bytes, q.kernel_symbol);
@@ -227,30 +228,27 @@ UnitChoice ChooseUnit(const std::vector<CompileCommand>& db, const UnitQuery& q)
         defines[k] = 1;
         same[k] = captured.ok() && *code == *captured;
       });
-      std::vector<int> with_symbol;
       int exact = -1;
-      for (size_t k = 0; k < picks.size(); ++k) {
-        if (defines[k]) with_symbol.push_back(picks[k]);
-        if (same[k] && exact < 0) exact = picks[k];
+      for (size_t k = 0; k < compiled.size(); ++k) {
+        if (defines[k]) narrowed.push_back(compiled[k]);
+        if (same[k] && exact < 0) exact = compiled[k];
       }
       if (exact >= 0) {
         notes.push_back(absl::StrCat("a device compile of ", db[exact].file,
                                      " gives the captured code of ", q.kernel_symbol));
-        picks = {exact};
-        choice.method = "device_compile";
-      } else if (!with_symbol.empty()) {
-        notes.push_back(absl::StrCat(with_symbol.size(), " of ", picks.size(),
+        narrowed = {exact};
+      } else if (!narrowed.empty()) {
+        notes.push_back(absl::StrCat(narrowed.size(), " of ", compiled.size(),
                                      " compiled candidates define ", q.kernel_symbol,
                                      ", none with exactly the captured code"));
-        picks = with_symbol;
-        choice.method = "device_compile";
       } else {
-        notes.push_back(absl::StrCat("no device compile of ", picks.size(),
+        notes.push_back(absl::StrCat("no device compile of ", compiled.size(),
                                      " candidate(s) defined ", q.kernel_symbol));
-        picks = all;
       }
-    } else if (choice.method != "device_compile") {
-      picks = all;  // nothing compiled, or no PTX defined the kernel
+    }
+    if (!narrowed.empty()) {
+      picks = std::move(narrowed);
+      choice.method = "device_compile";
     }
   }
   choice.candidates = FilesOf(db, picks);

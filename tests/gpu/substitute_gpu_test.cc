@@ -125,6 +125,39 @@ class SubstituteGpuTest : public ::testing::Test {
     return argv;
   }
 
+  // `kerncapctl kernels --sample` of a live application (`argv`, which runs
+  // until the file `stop` exists, its process name `process`): a 2 s sample
+  // as JSON and a 1 s one as text with `text_flags`, kept as
+  // PREFIXkernels_sample.{json,txt}; the application is then stopped and
+  // must exit 0 having printed `app_ok`. *agent: the one sampled agent.
+  void SampleLiveApp(const std::vector<std::string>& argv, const std::string& stop,
+                     const std::string& process, const std::vector<std::string>& text_flags,
+                     const std::string& prefix, const std::string& app_ok,
+                     nlohmann::json* agent, RunResult* text) {
+    Background app(argv);
+    ASSERT_TRUE(WaitFor([&] {
+      return absl::StrContains(Ctl({"--json", "agents"}).out, process);
+    }, std::chrono::seconds(60))) << "the application's agent did not connect";
+    RunResult r = Ctl({"--json", "kernels", "--process=" + process, "--sample=2s"});
+    Keep(prefix + "kernels_sample.json", r.out + "\n---\n" + r.err);
+    std::vector<std::string> text_args = {"kernels", "--process=" + process, "--sample=1s"};
+    text_args.insert(text_args.end(), text_flags.begin(), text_flags.end());
+    *text = Ctl(text_args);
+    Keep(prefix + "kernels_sample.txt", text->out + "\n---\n" + text->err);
+    std::ofstream(stop) << "stop\n";
+    RunResult done = app.Stop(0, std::chrono::seconds(60));
+    Keep(prefix + "app_sampled.txt", done.out + done.err);
+    EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
+    EXPECT_TRUE(absl::StrContains(done.out, app_ok)) << done.out;
+
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto doc = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded()) << r.out;
+    ASSERT_EQ(doc["agents"].size(), 1u) << r.out;
+    *agent = doc["agents"][0];
+    EXPECT_EQ(agent->value("sampled", false), true) << agent->dump();
+  }
+
   std::string dir_;
   std::unique_ptr<Background> daemon_;
 };
@@ -211,26 +244,10 @@ TEST_F(SubstituteGpuTest, VariantRunsInTheLiveAppAndAbReportsBothDeviceTimes) {
 // own checks.
 TEST_F(SubstituteGpuTest, KernelsSampleCountsTheLiveApplicationsLaunches) {
   const std::string stop = dir_ + "/stop";
-  Background app(App({"0", stop}));
-  ASSERT_TRUE(WaitFor([&] {
-    return absl::StrContains(Ctl({"--json", "agents"}).out, "substitute_app");
-  }, std::chrono::seconds(60))) << "the application's agent did not connect";
-  RunResult r = Ctl({"--json", "kernels", "--process=substitute_app", "--sample=2s"});
-  Keep("kernels_sample.json", r.out + "\n---\n" + r.err);
-  RunResult text = Ctl({"kernels", "--process=substitute_app", "--sample=1s", "-o", "wide"});
-  Keep("kernels_sample.txt", text.out + "\n---\n" + text.err);
-  std::ofstream(stop) << "stop\n";
-  RunResult done = app.Stop(0, std::chrono::seconds(60));
-  Keep("app_sampled.txt", done.out + done.err);
-  EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
-  EXPECT_TRUE(absl::StrContains(done.out, "every result checked OK")) << done.out;
-
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  auto doc = nlohmann::json::parse(r.out, nullptr, false);
-  ASSERT_FALSE(doc.is_discarded()) << r.out;
-  ASSERT_EQ(doc["agents"].size(), 1u) << r.out;
-  const nlohmann::json& a = doc["agents"][0];
-  EXPECT_EQ(a.value("sampled", false), true) << a.dump();
+  RunResult text;
+  nlohmann::json a;
+  ASSERT_NO_FATAL_FAILURE(SampleLiveApp(App({"0", stop}), stop, "substitute_app", {"-o", "wide"},
+                                        "", "every result checked OK", &a, &text));
   const nlohmann::json* kernel = nullptr;
   for (const nlohmann::json& k : a["kernels"]) {
     if (k.value("mangled_name", "") == "kc_scale_add") kernel = &k;
@@ -253,26 +270,11 @@ TEST_F(SubstituteGpuTest, KernelsSampleCountsTheLiveApplicationsLaunches) {
 // application keeps passing its own checks.
 TEST_F(SubstituteGpuTest, KernelsSampleCountsTheKernelNodesOfGraphLaunches) {
   const std::string stop = dir_ + "/stop";
-  Background app(App({"--until=" + stop}, "graph_decode_loop"));
-  ASSERT_TRUE(WaitFor([&] {
-    return absl::StrContains(Ctl({"--json", "agents"}).out, "graph_decode_loop");
-  }, std::chrono::seconds(60))) << "the application's agent did not connect";
-  RunResult r = Ctl({"--json", "kernels", "--process=graph_decode_loop", "--sample=2s"});
-  Keep("graph_kernels_sample.json", r.out + "\n---\n" + r.err);
-  RunResult text = Ctl({"kernels", "--process=graph_decode_loop", "--sample=1s"});
-  Keep("graph_kernels_sample.txt", text.out + "\n---\n" + text.err);
-  std::ofstream(stop) << "stop\n";
-  RunResult done = app.Stop(0, std::chrono::seconds(60));
-  Keep("graph_app_sampled.txt", done.out + done.err);
-  EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
-  EXPECT_TRUE(absl::StrContains(done.out, "OK")) << done.out;
-
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  auto doc = nlohmann::json::parse(r.out, nullptr, false);
-  ASSERT_FALSE(doc.is_discarded()) << r.out;
-  ASSERT_EQ(doc["agents"].size(), 1u) << r.out;
-  const nlohmann::json& a = doc["agents"][0];
-  EXPECT_EQ(a.value("sampled", false), true) << a.dump();
+  RunResult text;
+  nlohmann::json a;
+  ASSERT_NO_FATAL_FAILURE(SampleLiveApp(App({"--until=" + stop}, "graph_decode_loop"), stop,
+                                        "graph_decode_loop", {}, "graph_",
+                                        "over 4 graphs (batch 1/2/4/8)", &a, &text));
   const uint64_t graph_launches = U64(a["graph_launches"]);
   EXPECT_GE(graph_launches, 100u) << a.dump();
   std::map<std::string, const nlohmann::json*> by_name;

@@ -73,27 +73,27 @@ int main(int argc, char** argv) {
   int step = 0;
   int rounds = 0;
   do {
-  ++rounds;
-  for (int batch : schedule) {
-    ++step;
-    int k = batch == 1 ? 0 : batch == 2 ? 1 : batch == 4 ? 2 : 3;
-    GT_CHECK(cudaGraphLaunch(execs[k], s));
-    GT_CHECK(cudaStreamSynchronize(s));
-    for (int b = 0; b < batch; ++b) {
-      uint32_t acc = 0;
-      for (int j = 0; j < kHidden; ++j) {
-        uint32_t v = ht[b] * 977u + static_cast<uint32_t>(j);
-        v = v * hw[j] + static_cast<uint32_t>(j);
-        acc = acc * 31u + v;
+    ++rounds;
+    for (int batch : schedule) {
+      ++step;
+      int k = batch == 1 ? 0 : batch == 2 ? 1 : batch == 4 ? 2 : 3;
+      GT_CHECK(cudaGraphLaunch(execs[k], s));
+      GT_CHECK(cudaStreamSynchronize(s));
+      for (int b = 0; b < batch; ++b) {
+        uint32_t acc = 0;
+        for (int j = 0; j < kHidden; ++j) {
+          uint32_t v = ht[b] * 977u + static_cast<uint32_t>(j);
+          v = v * hw[j] + static_cast<uint32_t>(j);
+          acc = acc * 31u + v;
+        }
+        ht[b] = acc % 50021u;
       }
-      ht[b] = acc % 50021u;
+      GT_CHECK(cudaMemcpy(got.data(), tok, kMaxBatch * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+      for (int b = 0; b < kMaxBatch; ++b) {
+        GT_EXPECT(got[b] == ht[b], "step %d (batch %d): tok[%d] = %u, want %u", step, batch, b,
+                  got[b], ht[b]);
+      }
     }
-    GT_CHECK(cudaMemcpy(got.data(), tok, kMaxBatch * sizeof(uint32_t), cudaMemcpyDeviceToHost));
-    for (int b = 0; b < kMaxBatch; ++b) {
-      GT_EXPECT(got[b] == ht[b], "step %d (batch %d): tok[%d] = %u, want %u", step, batch, b,
-                got[b], ht[b]);
-    }
-  }
   } while (!until.empty() && ::access(until.c_str(), F_OK) != 0);
   for (cudaGraphExec_t e : execs) GT_CHECK(cudaGraphExecDestroy(e));
   std::printf("graph_decode_loop: %d decode steps (%d rounds) over 4 graphs (batch 1/2/4/8), "

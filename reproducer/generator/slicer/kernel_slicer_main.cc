@@ -831,16 +831,14 @@ class Slicer {
     FileID fid = sm_.getFileID(begin);
     StringRef buf = sm_.getBufferData(fid);
     unsigned bo = sm_.getFileOffset(begin), eo = sm_.getFileOffset(end);
+    auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
     // An attribute's range starts at its name, inside its brackets
     // ([[noreturn]], __attribute__((noinline))): when the text starts at one,
     // the brackets that open it belong to the declaration too.
     for (bool widened = begin != sm_.getExpansionLoc(h->getBeginLoc()); widened;) {
       widened = false;
       size_t q = bo;
-      while (q > 0 && (buf[q - 1] == ' ' || buf[q - 1] == '\t' || buf[q - 1] == '\n' ||
-                       buf[q - 1] == '\r')) {
-        --q;
-      }
+      while (q > 0 && blank(buf[q - 1])) --q;
       if (q >= 2 && buf.substr(q - 2, 2) == "[[") {
         bo = static_cast<unsigned>(q - 2);
         widened = true;
@@ -855,9 +853,7 @@ class Slicer {
     }
     // A declaration's ';' is not part of its range.
     size_t k = eo;
-    while (k < buf.size() && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\n' || buf[k] == '\r')) {
-      ++k;
-    }
+    while (k < buf.size() && blank(buf[k])) ++k;
     if (k < buf.size() && buf[k] == ';') eo = k + 1;
     if (eo <= bo || eo > buf.size()) {
       SetFail("empty text for " + Describe(h) + " (" + Origin(h->getLocation()) + ")");

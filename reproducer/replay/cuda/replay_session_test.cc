@@ -43,6 +43,21 @@ using testing::kAnonKernelB;
 using testing::kCounterA;
 using testing::kCounterB;
 using testing::kScaleA;
+
+// `kerncap-replay TAIL` on the fake driver (TAIL: arguments and the shell's
+// redirections); its stdout appended to *out; its exit status, -1 if it
+// could not run or was killed.
+int RunReplayCli(const std::string& tail, std::string* out) {
+  const std::string cmd =
+      absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '", KERNCAP_REPLAY_BIN, "' ", tail);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  const int status = ::pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 using testing::kScaleB;
 using testing::kScaleN;
 using testing::ScaleKernel;
@@ -670,15 +685,7 @@ TEST_F(ReplaySessionTest, TheCliSaysIncompleteAndExitsMismatch) {
   const std::string kcap = Path("c.kcap");
   ASSERT_TRUE(b.Write(kcap, m).ok());
   auto run = [&](const std::string& args, std::string* out) {
-    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
-                                         KERNCAP_REPLAY_BIN, "' ", args, " '", kcap, "' 2>/dev/null");
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return -1;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-    const int status = ::pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return RunReplayCli(absl::StrCat(args, " '", kcap, "' 2>/dev/null"), out);
   };
   std::string text, json;
   EXPECT_EQ(run("validate", &text), 8) << text;  // docs/EXIT_CODES.md: no pass
@@ -913,16 +920,7 @@ TEST_F(LaunchOverrideTest, ProfileRunsNcuOnTheReplayAndSkipsWithoutIt) {
   }
   std::filesystem::permissions(ncu, std::filesystem::perms::owner_all);
   auto run = [&](const std::string& args, std::string* out) {
-    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
-                                         KERNCAP_REPLAY_BIN, "' profile '", kcap, "' ", args,
-                                         " 2>/dev/null");
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return -1;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-    const int status = ::pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return RunReplayCli(absl::StrCat("profile '", kcap, "' ", args, " 2>/dev/null"), out);
   };
   std::string json;
   ASSERT_EQ(run("--ncu=" + ncu + " --grid=2 --json", &json), 0) << json;
@@ -1221,15 +1219,7 @@ TEST_F(DeviceCompareTest, TheCliTakesCompareOn) {
   const std::string kcap = Path("c.kcap");
   ASSERT_TRUE(b.Write(kcap, WithSpare(b, 1)).ok());
   auto run = [&](const std::string& args, std::string* out) {
-    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
-                                         KERNCAP_REPLAY_BIN, "' ", args, " '", kcap, "' 2>&1");
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return -1;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-    const int status = ::pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return RunReplayCli(absl::StrCat(args, " '", kcap, "' 2>&1"), out);
   };
   std::string json, text, bad;
   EXPECT_EQ(run("validate --json --compare-on=device", &json), 0) << json;
@@ -1248,17 +1238,6 @@ TEST_F(DeviceCompareTest, TheCliTakesCompareOn) {
 // error, naming the option and what was given (common/cli_values.h), for
 // run/validate/bench/profile and submit alike; the capture is never opened.
 TEST(ReplayCliNumbersTest, TypeAndRangeErrorsNameTheOption) {
-  auto run = [](const std::string& args, std::string* out) {
-    const std::string cmd = absl::StrCat("LD_LIBRARY_PATH='", KERNCAP_FAKE_CUDA_DIR, "' '",
-                                         KERNCAP_REPLAY_BIN, "' ", args, " 2>&1");
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return -1;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-    const int status = ::pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  };
   struct Case {
     const char* args;
     const char* expected;
@@ -1283,7 +1262,8 @@ TEST(ReplayCliNumbersTest, TypeAndRangeErrorsNameTheOption) {
   };
   for (const Case& c : cases) {
     std::string out;
-    EXPECT_EQ(run(c.args, &out), 2) << c.args << "\n" << out;  // a usage error
+    EXPECT_EQ(RunReplayCli(absl::StrCat(c.args, " 2>&1"), &out), 2)
+        << c.args << "\n" << out;  // a usage error
     EXPECT_TRUE(absl::StrContains(out, c.expected)) << c.args << "\n" << out;
     EXPECT_FALSE(absl::StrContains(out, "1.79769e+308")) << out;
   }
