@@ -738,7 +738,7 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
                "taken from the pre image, not sent again"});
     if (t.known_bytes() > 0 || t.fingerprint_seconds() > 0) {
       rd.AddRow({"  by fingerprint", HumanBytes(t.known_bytes()),
-                 absl::StrFormat("held from earlier captures, not sent (fingerprints %.3f s)",
+                 absl::StrFormat("zero or held from earlier captures, not sent (fingerprints %.3f s)",
                                  t.fingerprint_seconds())});
     }
     std::ostringstream tmp;

@@ -34,6 +34,13 @@ ChunkFingerprint FingerprintChunk(const void* data, size_t bytes) {
   return FinishFingerprint(sums, bytes);
 }
 
+ChunkFingerprint ZeroChunkFingerprint(uint64_t bytes) {
+  FingerprintSums sums;
+  const uint64_t words = (bytes + 7) / 8;
+  for (uint64_t i = 0; i < words; ++i) AddFingerprintTerm(&sums, 0, i);
+  return FinishFingerprint(sums, bytes);
+}
+
 std::vector<ChunkFingerprint> FingerprintChunks(const void* data, size_t bytes, size_t chunk) {
   std::vector<ChunkFingerprint> out;
   if (chunk == 0) return out;

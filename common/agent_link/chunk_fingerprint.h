@@ -78,6 +78,9 @@ ChunkFingerprint FinishFingerprint(const FingerprintSums& sums, uint64_t bytes);
 
 // The reference: the fingerprint of `bytes` bytes at `data`.
 ChunkFingerprint FingerprintChunk(const void* data, size_t bytes);
+// The fingerprint of `bytes` zero bytes, without reading memory: O(bytes/8)
+// arithmetic (about 2 ms for 4 MiB).
+ChunkFingerprint ZeroChunkFingerprint(uint64_t bytes);
 // Fingerprints of the chunks of [data, data+bytes): chunk i is bytes
 // [i*chunk, min(bytes, (i+1)*chunk)).
 std::vector<ChunkFingerprint> FingerprintChunks(const void* data, size_t bytes, size_t chunk);

@@ -76,7 +76,10 @@
 //     PCIe again. Fingerprints travel as payloads of 16 bytes each.
 //     A: KnownChunksQuery{token, query_id} + fingerprints (at most
 //     kMaxFingerprintsPerFrame) -> D: KnownChunksAnswer{token, query_id}
-//     + one byte per fingerprint (1: held). A: ChunkFingerprints{token,
+//     + one byte per fingerprint (1: held; the fingerprint of an all-zero
+//     chunk of the chunk size or of a declared region's tail is held for
+//     every connection, first capture included: zero chunks are never
+//     stored, so naming one references nothing). A: ChunkFingerprints{token,
 //     region, first_chunk, chunk_count} + fingerprints of chunks sent (or
 //     to be sent) as bytes: once the capture commits, kerncapd remembers
 //     fingerprint -> (its own SHA-256 of those bytes, length) for this

@@ -19,6 +19,10 @@ namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
+// Distinct zero-chunk lengths a connection learns (ZeroChunkFingerprints):
+// the chunk size and up to this many region tails, ~1 ms of arithmetic each.
+constexpr size_t kMaxZeroChunkLengths = 256;
+
 void SetRecvTimeout(int fd, absl::Duration d) {
   timeval tv = absl::ToTimeval(d);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -152,6 +156,7 @@ LinkStatus AgentConnection::Handshake() {
   if (fingerprints_) {
     welcome.features.push_back(kFeatureChunkFingerprints);
     remembered_ = std::make_unique<RememberedChunks>(opt.max_remembered_fingerprints);
+    zero_chunks_ = std::make_unique<ZeroChunkFingerprints>(opt.chunk_size, kMaxZeroChunkLengths);
   }
   if (HasFeature(hello_.features, kFeatureSubstitution)) {
     welcome.features.push_back(kFeatureSubstitution);
@@ -569,6 +574,7 @@ LinkStatus AgentConnection::OnRegionBegin(const Frame& frame) {
   }
   c.regions.push_back({image, *handle, msg.size});
   c.declared += msg.size;
+  if (zero_chunks_ != nullptr) zero_chunks_->AddRegionTail(msg.size);
   return LinkStatus::Ok();
 }
 
@@ -718,7 +724,9 @@ LinkStatus AgentConnection::OnKnownChunksQuery(const Frame& frame) {
   } else {
     for (size_t i = 0; i < fps.size(); ++i) {
       const RememberedChunks::Entry* e = remembered_->Find(fps[i]);
-      held[i] = e != nullptr && c.ingest->HoldsChunk(e->digest) ? 1 : 0;
+      held[i] = (e != nullptr && c.ingest->HoldsChunk(e->digest)) || zero_chunks_->IsZero(fps[i])
+                    ? 1
+                    : 0;
     }
   }
   return Send(answer, held);
@@ -750,6 +758,11 @@ LinkStatus AgentConnection::OnChunksKnown(const Frame& frame) {
     const uint64_t at = (msg.first_chunk + i) * chunk;
     const uint64_t length = std::min(chunk, region.size - at);
     const RememberedChunks::Entry* e = remembered_->Find(fps[i]);
+    if (zero_chunks_->IsZeroOfLength(fps[i], length)) {
+      digests.push_back(Digest{});  // all-zero: a zero chunk, never stored
+      bytes += length;
+      continue;
+    }
     if (e == nullptr || e->length != length) {
       FailCapture(absl::StrCat("region ", msg.region, " chunk ", msg.first_chunk + i,
                                ": the agent named it by a fingerprint kerncapd does not hold ",

@@ -283,6 +283,8 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   bool fingerprints_ = false;     // both sides speak "chunk_fingerprints"
   // Reader thread only; what this connection's committed captures sent.
   std::unique_ptr<RememberedChunks> remembered_;
+  // Reader thread only; zero chunks, which every connection may name.
+  std::unique_ptr<ZeroChunkFingerprints> zero_chunks_;
   bool release_capable_ = false;  // lazy_ring + ring_release; set before registration
   bool census_ = false;           // the agent offers "kernel_census"; set before registration
   bool registered_ = false;

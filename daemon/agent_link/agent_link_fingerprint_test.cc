@@ -11,6 +11,7 @@
 #include "common/agent_link/chunk_fingerprint.h"
 #include "daemon/agent_link/agent_link_server.h"
 #include "daemon/agent_link/agent_link_test_util.h"
+#include "daemon/agent_link/remembered_chunks.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,6 +19,13 @@ namespace kerncap::link::testing {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Bytes with no zero chunk (synthetic content is a quarter zero blocks).
+std::string NonZeroBytes(uint64_t seed, uint64_t size) {
+  std::string out = agent::testing::SyntheticBytes(seed, 0, 0, size);
+  for (size_t i = 0; i < out.size(); i += 4096) out[i] |= 1;
+  return out;
+}
 
 class FingerprintTest : public AgentLinkTest {
  protected:
@@ -89,7 +97,7 @@ TEST_F(FingerprintTest, ASecondCaptureSendsOnlyWhatChanged) {
   StartServer();
   agent::AgentLinkClient& client = NewClient();
   ASSERT_TRUE(client.connected()) << client.last_error();
-  std::string pre = agent::testing::SyntheticBytes(3, 0, 0, 5 * kChunk + 77);
+  std::string pre = NonZeroBytes(3, 5 * kChunk + 77);
   Outcome first = Capture(client, ArmKernel("k").arm_id(), pre);
   ASSERT_TRUE(first.id.ok()) << first.id.status();
   EXPECT_EQ(first.held, std::vector<uint8_t>(6, 0));
@@ -118,7 +126,7 @@ TEST_F(FingerprintTest, AnotherConnectionCannotNameThoseChunks) {
   StartServer();
   agent::AgentLinkClient& a = NewClient();
   ASSERT_TRUE(a.connected()) << a.last_error();
-  const std::string secret = agent::testing::SyntheticBytes(9, 0, 0, 2 * kChunk);
+  const std::string secret = NonZeroBytes(9, 2 * kChunk);
   ASSERT_TRUE(Capture(a, ArmKernel("k").arm_id(), secret).id.ok());
   agent::AgentLinkClient& b = NewClient();
   ASSERT_TRUE(b.connected()) << b.last_error();
@@ -139,7 +147,7 @@ TEST_F(FingerprintTest, NamingAChunkTheDaemonDoesNotHoldFailsTheCaptureOnly) {
   StartServer();
   agent::AgentLinkClient& client = NewClient();
   ASSERT_TRUE(client.connected()) << client.last_error();
-  const std::string pre = agent::testing::SyntheticBytes(4, 0, 0, 3 * kChunk);
+  const std::string pre = NonZeroBytes(4, 3 * kChunk);
   Outcome lie = Capture(client, ArmKernel("k").arm_id(), pre, /*claim_all=*/true);
   ASSERT_FALSE(lie.id.ok());
   EXPECT_THAT(std::string(lie.id.status().message()), HasSubstr("region 0 chunk 0"));
@@ -158,7 +166,7 @@ TEST_F(FingerprintTest, AKnownChunkOfAnotherLengthIsRefused) {
   ASSERT_TRUE(client.connected()) << client.last_error();
   // A short chunk is remembered with its length; naming it for a whole
   // chunk's place fails.
-  const std::string small = agent::testing::SyntheticBytes(5, 0, 0, 100);
+  const std::string small = NonZeroBytes(5, 100);
   ASSERT_TRUE(Capture(client, ArmKernel("k").arm_id(), small).id.ok());
   CaptureBeginMsg begin;
   begin.arm_id = ArmKernel("k").arm_id();
@@ -249,6 +257,86 @@ TEST_F(FingerprintTest, TheQueryAnswersOneBytePerFingerprintAndIsBounded) {
   std::string error;
   EXPECT_TRUE(raw.Dropped(&error));
   EXPECT_THAT(error, HasSubstr("more than"));
+}
+
+TEST_F(FingerprintTest, ZeroChunksAreNamedFromTheFirstCaptureOn) {
+  StartServer();
+  agent::AgentLinkClient& client = NewClient();
+  ASSERT_TRUE(client.connected()) << client.last_error();
+  // Chunks 1 and 3 and the short tail are zero; 0 and 2 are not.
+  const uint64_t tail = 300;
+  std::string pre(4 * kChunk + tail, '\0');
+  const std::string data = NonZeroBytes(6, 2 * kChunk);
+  std::memcpy(&pre[0], data.data(), kChunk);
+  std::memcpy(&pre[2 * kChunk], data.data() + kChunk, kChunk);
+  Outcome first = Capture(client, ArmKernel("k").arm_id(), pre);
+  ASSERT_TRUE(first.id.ok()) << first.id.status();
+  EXPECT_EQ(first.held, (std::vector<uint8_t>{0, 1, 0, 1, 1}));
+  EXPECT_EQ(first.sent, 2 * kChunk);
+  std::vector<RecordedCapture> caps = sink_.captures();
+  ASSERT_EQ(caps.size(), 1u);
+  ASSERT_TRUE(caps[0].committed);
+  EXPECT_EQ(caps[0].regions[0].bytes, pre);
+  EXPECT_EQ(caps[0].manifest.agent_timing().known_bytes(), 2 * kChunk + tail);
+  // Another connection may name zero chunks too: they reference nothing.
+  agent::AgentLinkClient& other = NewClient();
+  ASSERT_TRUE(other.connected()) << other.last_error();
+  const std::string zeros(2 * kChunk, '\0');
+  Outcome z = Capture(other, ArmKernel("k").arm_id(), zeros);
+  ASSERT_TRUE(z.id.ok()) << z.id.status();
+  EXPECT_EQ(z.held, (std::vector<uint8_t>{1, 1}));
+  EXPECT_EQ(z.sent, 0u);
+  EXPECT_EQ(sink_.captures()[1].regions[0].bytes, zeros);
+}
+
+TEST_F(FingerprintTest, AZeroFingerprintOfAnotherLengthIsRefused) {
+  StartServer();
+  agent::AgentLinkClient& client = NewClient();
+  ASSERT_TRUE(client.connected()) << client.last_error();
+  CaptureBeginMsg begin;
+  begin.arm_id = ArmKernel("k").arm_id();
+  begin.demangled_name = "k";
+  begin.platform = Platform::kSynthetic;
+  auto session = client.BeginCapture(begin, "");
+  ASSERT_TRUE(session.ok()) << session.error();
+  RegionBeginMsg r;
+  r.va = agent::testing::SyntheticVa(1);
+  r.size = kChunk + 40;
+  r.image = ImageKind::kPre;
+  auto h = (*session)->AddRegion(r);
+  ASSERT_TRUE(h.ok());
+  // The whole chunk's zero fingerprint in the 40-byte tail's place.
+  ASSERT_TRUE((*session)->MarkKnown(*h, 1, {ZeroChunkFingerprint(kChunk)}).ok());
+  auto id = (*session)->End();
+  ASSERT_FALSE(id.ok());
+  EXPECT_THAT(id.error(), HasSubstr("region 0 chunk 1"));
+}
+
+TEST(ZeroChunkFingerprintTest, EqualsTheReferenceOfZeroBytes) {
+  for (uint64_t n : {1ull, 7ull, 8ull, 9ull, 4096ull, 65536ull + 3}) {
+    const std::string zeros(n, '\0');
+    EXPECT_EQ(ZeroChunkFingerprint(n), FingerprintChunk(zeros.data(), n)) << n;
+  }
+  EXPECT_NE(ZeroChunkFingerprint(64), ZeroChunkFingerprint(72));
+}
+
+TEST(ZeroChunkFingerprintsTest, KnowsTheChunkSizeAndTheTailsItWasTold) {
+  ZeroChunkFingerprints zeros(kChunk, /*max_lengths=*/3);
+  const std::string chunk(kChunk, '\0');
+  EXPECT_TRUE(zeros.IsZero(FingerprintChunk(chunk.data(), chunk.size())));
+  EXPECT_TRUE(zeros.IsZeroOfLength(ZeroChunkFingerprint(kChunk), kChunk));
+  EXPECT_FALSE(zeros.IsZero(ZeroChunkFingerprint(100)));
+  zeros.AddRegionTail(2 * kChunk + 100);
+  EXPECT_TRUE(zeros.IsZero(ZeroChunkFingerprint(100)));
+  EXPECT_TRUE(zeros.IsZeroOfLength(ZeroChunkFingerprint(100), 100));
+  EXPECT_FALSE(zeros.IsZeroOfLength(ZeroChunkFingerprint(100), kChunk));
+  zeros.AddRegionTail(3 * kChunk);  // no tail
+  zeros.AddRegionTail(200);
+  zeros.AddRegionTail(300);         // past max_lengths: not learned
+  EXPECT_TRUE(zeros.IsZero(ZeroChunkFingerprint(200)));
+  EXPECT_FALSE(zeros.IsZero(ZeroChunkFingerprint(300)));
+  const std::string data = NonZeroBytes(1, kChunk);
+  EXPECT_FALSE(zeros.IsZero(FingerprintChunk(data.data(), data.size())));
 }
 
 }  // namespace

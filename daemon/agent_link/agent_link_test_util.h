@@ -229,9 +229,16 @@ class RecordingIngest : public CaptureIngest {
       return absl::InvalidArgumentError("outside the region");
     }
     for (size_t i = 0; i < digests.size(); ++i) {
+      const uint64_t at = (first_chunk + i) * kChunk;
+      if (digests[i] == Digest{}) {  // a zero chunk: the store's IsZeroDigest
+        const uint64_t n = std::min<uint64_t>(kChunk, r.bytes.size() - at);
+        std::memset(r.bytes.data() + at, 0, n);
+        r.written += n;
+        r.known += n;
+        continue;
+      }
       auto it = sink_->chunks_.find(digests[i]);
       if (it == sink_->chunks_.end()) return absl::NotFoundError("no such chunk");
-      const uint64_t at = (first_chunk + i) * kChunk;
       if (it->second.size() != std::min<uint64_t>(kChunk, r.bytes.size() - at)) {
         return absl::InvalidArgumentError("chunk of another length");
       }

@@ -44,6 +44,39 @@ class RememberedChunks {
   absl::flat_hash_map<ChunkFingerprint, Entry, FpHash> entries_;
 };
 
+// The fingerprints of all-zero chunks, which any connection may name from
+// its first capture on: a zero chunk's digest is the all-zero one that the
+// store never stores (IsZeroDigest), so naming one neither reads nor
+// references anything; a lying agent only makes its own capture wrong, as it
+// could by sending wrong bytes. Most device memory of a fresh process (KV
+// caches, zero-initialised pools and padding) is zero, and this keeps it off
+// PCIe on the first capture already.
+//
+// Lengths are the chunk size and the tails of the regions a connection
+// declares; each costs O(length) arithmetic once, so at most
+// `max_lengths` are kept (a tail beyond them is simply sent as bytes).
+class ZeroChunkFingerprints {
+ public:
+  ZeroChunkFingerprints(uint64_t chunk_size, size_t max_lengths);
+
+  // Learns the zero fingerprint of a region of `region_bytes` bytes' last
+  // chunk (a no-op when it is a whole chunk or the table is full).
+  void AddRegionTail(uint64_t region_bytes);
+  // Whether `fp` is the zero fingerprint of a length learned so far.
+  bool IsZero(const ChunkFingerprint& fp) const;
+  // Whether `fp` is the zero fingerprint of exactly `bytes` bytes.
+  bool IsZeroOfLength(const ChunkFingerprint& fp, uint64_t bytes);
+
+ private:
+  struct FpHash {
+    size_t operator()(const ChunkFingerprint& f) const { return absl::HashOf(f.lo, f.hi); }
+  };
+  const uint64_t chunk_size_;
+  const size_t max_lengths_;
+  absl::flat_hash_map<uint64_t, ChunkFingerprint> by_length_;
+  absl::flat_hash_map<ChunkFingerprint, uint64_t, FpHash> by_fingerprint_;
+};
+
 }  // namespace kerncap::link
 
 #endif  // KERNCAP_DAEMON_AGENT_LINK_REMEMBERED_CHUNKS_H_

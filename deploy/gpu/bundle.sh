@@ -46,7 +46,7 @@ BUILD=${1:-${KERNCAP_BUILD_DIR:-$ROOT/build-gpu}}
 case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 OUT=$ROOT/.bundle
 TARGETS=(kerncapd kerncapctl kerncap-replay kerncap-nvrtc kerncap_agent kerncap_gpu_programs
-         gpu_e2e_test replay_gpu_test kerncap_gpu_benchmarks)
+         gpu_e2e_test replay_gpu_test kerncap_gpu_benchmarks store_ingest_bench)
 
 if [[ ! -f $BUILD/build.ninja ]]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja
@@ -67,6 +67,10 @@ fi
 # Its GPU tests (C++ and the ctypes binding's) and the capture fixture they write.
 [[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^replay_capi_gpu_test:') ]] &&
   TARGETS+=(replay_capi_gpu_test replay_capi_fixture)
+# Live substitution's GPU test (built by the full build only, so named here:
+# a bundle from a fresh build dir must not silently lack it).
+[[ -n $(ninja -C "$BUILD" -t targets all 2>/dev/null | grep '^substitute_gpu_test:') ]] &&
+  TARGETS+=(substitute_gpu_test)
 ninja -C "$BUILD" -j"${JOBS:-2}" "${TARGETS[@]}"
 
 rm -rf "$OUT"
@@ -91,6 +95,8 @@ if [[ -x $BUILD/tests/replay_capi_gpu_test ]]; then
 fi
 find "$BUILD"/gpu_tests -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_tests/ \;
 find "$BUILD"/gpu_bench -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT"/gpu_bench/ \;
+# The store's own ingest rate on the GPU host (run_benchmarks.sh's P1d floor).
+cp "$BUILD"/bin/store_ingest_bench "$OUT"/gpu_bench/
 cp "$BUILD"/tests/{gpu_e2e_test,replay_gpu_test} "$OUT"/tests/
 # Live substitution's GPU test and its variant cubins (not under gpu_tests/:
 # strip would damage them).

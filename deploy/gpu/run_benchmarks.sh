@@ -210,6 +210,32 @@ fi
 
 # ---------------------------------------------------------------- P1-default / P2
 if [[ -z $ONLY || $ONLY == p1d ]] && [[ -x $GB/snapshot_pause_bench ]]; then
+  # The host path's floor on this machine: with bounded staging, a first
+  # capture's new pre image must be absorbed by kerncapd's store (SHA-256,
+  # compression, pack writes) before the dispatch may run, so its pause
+  # cannot beat the store's ingest of incompressible bytes, nor the disk.
+  if [[ -x $GB/store_ingest_bench ]] && (( $(left) > 120 )); then
+    note "P1d floor: the store's ingest of 8 GiB of random bytes, and the disk's durable write rate"
+    timeout "$(cap 120)" "$GB"/store_ingest_bench --random --gib=8 --no_zstd --dir="$WORK" \
+      > "$LOGS/p1d_floor_ingest.log" 2>&1
+    dd if=/dev/zero of="$WORK/dd.bin" bs=64M count=64 conv=fdatasync 2> "$LOGS/p1d_floor_dd.log"
+    rm -f "$WORK/dd.bin"
+    python3 - "$LOGS" >> "$RESULTS" <<'PY'
+import json, re, sys
+logs = sys.argv[1]
+row = {"bench": "p1d_floor"}
+for l in open(logs + "/p1d_floor_ingest.log"):
+    if l.startswith('{"bench":"store_ingest"') or l.startswith('{"bench": "store_ingest"'):
+        j = json.loads(l)
+        row.update(store_random_gbps=j["store_ingest1_gbps"], store_cpu_cores=j["store_ingest1_cpu_cores"],
+                   cpus=j["cpus"])
+m = re.search(r"copied, ([0-9.]+) s, ([0-9.]+) ([GM])B/s", open(logs + "/p1d_floor_dd.log").read())
+if m:
+    row["disk_durable_gbps"] = float(m.group(2)) / (1 if m.group(3) == "G" else 1000)
+print(json.dumps(row))
+PY
+    tail -1 "$RESULTS" | tee -a "$LOGS/run.log"
+  fi
   for variant in snapshot host; do
     name=p1d_$variant
     (( $(left) < 60 )) && { note "budget exhausted before P1d $variant"; break; }
@@ -323,12 +349,16 @@ if [[ ${KERNCAP_BENCH_P5_DIAG:-0} == 1 ]]; then
               "agent_cupti_none:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_CUPTI_DOMAINS=none"
               "agent_no_graph_ids:CUDA_INJECTION64_PATH=$AGENT KERNCAP_AGENT_GRAPH_TRACKING=0")
 fi
-p5g_run() {  # ROUND LABEL [ENV...]
-  local round=$1 label=$2
-  shift 2
+# KERNCAP_BENCH_P5G_NODES="1 10 100": graphs of other sizes too (labels get
+# "@N" for N other than 10), to tell a per-launch cost from a per-node one.
+P5G_NODES=${KERNCAP_BENCH_P5G_NODES:-10}
+p5g_run() {  # ROUND LABEL NODES [ENV...]
+  local round=$1 label=$2 nodes=$3
+  shift 3
+  [[ $nodes != 10 ]] && label="$label@$nodes"
   # shellcheck disable=SC2068
   timeout "$(cap 60)" env KERNCAP_AGENT_SOCKET="$WORK/p5/agent.sock" $@ "${PIN[@]}" \
-    "$GB"/launch_rate_bench --launches="$LAUNCHES" --graph-nodes=10 --label="$label" \
+    "$GB"/launch_rate_bench --launches="$LAUNCHES" --graph-nodes="$nodes" --label="$label" \
     > "$LOGS/p5g-run.tmp" 2>&1
   cat "$LOGS/p5g-run.tmp" >> "$LOGS/p5g.log"
   grep -h '^BENCH_JSON' "$LOGS/p5g-run.tmp" | sed "s/^BENCH_JSON {/{\"round\":$round,/" >> "$RESULTS"
@@ -337,7 +367,9 @@ for ((round = 1; round <= P5_REPS; round++)); do
   (( $(left) < 20 )) && { note "budget exhausted in P5g round $round"; break; }
   for ((k = 0; k < ${#P5G_MODES[@]}; k++)); do
     mode=${P5G_MODES[$(((k + round) % ${#P5G_MODES[@]}))]}
-    p5g_run "$round" "${mode%%:*}" ${mode#*:}
+    for nodes in $P5G_NODES; do
+      p5g_run "$round" "${mode%%:*}" "$nodes" ${mode#*:}
+    done
   done
 done
 rm -f "$LOGS/p5g-run.tmp"
@@ -493,8 +525,10 @@ if gratios:
     for label in sorted(graph_runs):
         if label in ("no_agent", "agent_unarmed"):
             continue
-        rs = [v / gbase[k] for k, v in sorted(graph_runs[label].items()) if gbase.get(k)]
-        if rs:
+        nodes = label.partition("@")[2]
+        lbase = graph_runs.get("no_agent@" + nodes, {}) if nodes else gbase
+        rs = [v / lbase[k] for k, v in sorted(graph_runs[label].items()) if lbase.get(k)]
+        if rs and label.partition("@")[0] != "no_agent":
             print("%-44s %14s %10.3f" % ("   P5g %s / no agent" % label, "", statistics.median(rs)))
     print(json.dumps({"bench": "p5g_summary", "median_ratio": round(gmed, 4),
                       "ratios": [round(x, 4) for x in gratios], "target": 0.97}),

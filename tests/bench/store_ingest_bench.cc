@@ -15,8 +15,12 @@
 //   3. read-back throughput (ReadChunkList of every region, checked)
 // then prints a table and one JSON line.
 //
+// --random: the whole image is random bytes (incompressible, nothing to
+// dedup): the store's ingest floor for a first capture of such memory, as
+// the GPU benchmarks' P1d host path needs it (deploy/gpu/run_benchmarks.sh).
+//
 // Usage: store_ingest_bench [--gib=4] [--dir=/tmp] [--chunk_kib=1024]
-//                           [--workers=0] [--seed=1] [--no_zstd]
+//                           [--workers=0] [--seed=1] [--no_zstd] [--random]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -149,7 +153,7 @@ void Fill(const Tables& t, const Region& r, char* base, uint64_t seed) {
 
 // Builds the region layout: per-kind byte budgets filled with allocations
 // of realistic sizes, then shuffled; repeats copy earlier bf16 regions.
-std::vector<Region> Layout(uint64_t total, uint64_t seed) {
+std::vector<Region> Layout(uint64_t total, uint64_t seed, bool random_only) {
   std::mt19937_64 rng(seed);
   const std::vector<uint64_t> sizes = {
       2ull << 20,  4ull << 20,  (3ull << 20) + 4096, 8ull << 20,   16ull << 20,
@@ -160,8 +164,13 @@ std::vector<Region> Layout(uint64_t total, uint64_t seed) {
   };
   std::vector<Region> regions;
   std::vector<int> bf16_regions;
-  for (Budget b : {Budget{Kind::kZero, 0.25}, Budget{Kind::kBf16, 0.40}, Budget{Kind::kRelu, 0.10},
-                   Budget{Kind::kRandom, 0.10}}) {
+  const std::vector<Budget> budgets =
+      random_only ? std::vector<Budget>{{Kind::kRandom, 1.0}}
+                  : std::vector<Budget>{{Kind::kZero, 0.25},
+                                        {Kind::kBf16, 0.40},
+                                        {Kind::kRelu, 0.10},
+                                        {Kind::kRandom, 0.10}};
+  for (Budget b : budgets) {
     uint64_t left = static_cast<uint64_t>(b.share * static_cast<double>(total));
     while (left > 0) {
       uint64_t s = std::min(left, sizes[rng() % sizes.size()]);
@@ -175,7 +184,7 @@ std::vector<Region> Layout(uint64_t total, uint64_t seed) {
     }
   }
   // 15 %: whole-buffer repeats of earlier bf16 regions.
-  uint64_t left = static_cast<uint64_t>(0.15 * static_cast<double>(total));
+  uint64_t left = random_only ? 0 : static_cast<uint64_t>(0.15 * static_cast<double>(total));
   std::shuffle(bf16_regions.begin(), bf16_regions.end(), rng);
   for (size_t i = 0; left > 0 && !bf16_regions.empty(); i = (i + 1) % bf16_regions.size()) {
     const Region& src = regions[bf16_regions[i]];
@@ -334,6 +343,7 @@ int Main(int argc, char** argv) {
   int workers = 0;
   uint64_t seed = 1;
   bool run_zstd = true;
+  bool random_only = false;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     auto val = [&](absl::string_view flag) -> absl::string_view { return a.substr(flag.size()); };
@@ -349,10 +359,12 @@ int Main(int argc, char** argv) {
       if (!absl::SimpleAtoi(val("--seed="), &seed)) return 2;
     } else if (a == "--no_zstd") {
       run_zstd = false;
+    } else if (a == "--random") {
+      random_only = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--gib=4] [--dir=/tmp] [--chunk_kib=1024] [--workers=0] "
-                   "[--seed=1] [--no_zstd]\n",
+                   "[--seed=1] [--no_zstd] [--random]\n",
                    argv[0]);
       return 2;
     }
@@ -362,7 +374,7 @@ int Main(int argc, char** argv) {
 
   // ---- build the image ----
   auto t0 = Clock::now();
-  std::vector<Region> regions = Layout(total, seed);
+  std::vector<Region> regions = Layout(total, seed, random_only);
   uint64_t image_size = 0;
   for (const Region& r : regions) image_size += r.size;
   std::unique_ptr<char[]> image(new char[image_size]);

@@ -140,7 +140,15 @@ std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
 
 std::vector<Case> Cases() {
   return {
-      {"vector_add", "vector_add", {"--kernel=vector_add"}, {}, true, true, "", true},
+      // Its output buffer is fresh (zeroed) device memory: named by its zero
+      // fingerprint from the first capture on, not sent over PCIe.
+      {.name = "vector_add",
+       .program = "vector_add",
+       .arm = {"--kernel=vector_add"},
+       .also_daemon_path = true,
+       .bench = true,
+       .kerncapctl_validate = true,
+       .show_contains = {"4.00 MiB  zero or held from earlier captures"}},
       {"inplace_scale_2nd", "inplace_scale", {"--kernel=inplace_scale", "--nth=2"}, {}, false,
        true},
       // Float atomics accumulate in a run-dependent order: sums need a tolerance;
