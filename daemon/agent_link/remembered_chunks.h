@@ -16,10 +16,17 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
 #include "common/agent_link/chunk_fingerprint.h"
 #include "common/digest.h"
 
 namespace kerncap::link {
+
+// Fingerprints come from agents, so the tables below hash them with absl's
+// per-process seeded hash: a hostile agent cannot pick colliding keys.
+struct ChunkFingerprintHash {
+  size_t operator()(const ChunkFingerprint& f) const { return absl::HashOf(f.lo, f.hi); }
+};
 
 class RememberedChunks {
  public:
@@ -35,13 +42,8 @@ class RememberedChunks {
   size_t size() const { return entries_.size(); }
 
  private:
-  struct FpHash {
-    size_t operator()(const ChunkFingerprint& f) const {
-      return absl::HashOf(f.lo, f.hi);
-    }
-  };
   size_t max_entries_;
-  absl::flat_hash_map<ChunkFingerprint, Entry, FpHash> entries_;
+  absl::flat_hash_map<ChunkFingerprint, Entry, ChunkFingerprintHash> entries_;
 };
 
 // The fingerprints of all-zero chunks, which any connection may name from
@@ -68,13 +70,10 @@ class ZeroChunkFingerprints {
   bool IsZeroOfLength(const ChunkFingerprint& fp, uint64_t bytes);
 
  private:
-  struct FpHash {
-    size_t operator()(const ChunkFingerprint& f) const { return absl::HashOf(f.lo, f.hi); }
-  };
   const uint64_t chunk_size_;
   const size_t max_lengths_;
   absl::flat_hash_map<uint64_t, ChunkFingerprint> by_length_;
-  absl::flat_hash_map<ChunkFingerprint, uint64_t, FpHash> by_fingerprint_;
+  absl::flat_hash_map<ChunkFingerprint, uint64_t, ChunkFingerprintHash> by_fingerprint_;
 };
 
 }  // namespace kerncap::link
