@@ -11,11 +11,13 @@
 namespace kerncap::store {
 
 PackAppender::PackAppender(std::string packs_dir, uint64_t pack_target_bytes, TestHook test_hook,
-                           PublishFn publish)
+                           PublishFn publish, uint64_t first_seq, uint64_t seq_stride)
     : packs_dir_(std::move(packs_dir)),
       pack_target_bytes_(pack_target_bytes),
       test_hook_(std::move(test_hook)),
-      publish_(std::move(publish)) {}
+      publish_(std::move(publish)),
+      seq_stride_(seq_stride),
+      open_seq_(first_seq) {}
 
 PackAppender::~PackAppender() { Stop(); }
 
@@ -81,11 +83,12 @@ void PackAppender::FailOpenPackLocked(const absl::Status& why) {
   failed_packs_[open_seq_] = why;
   for (const PackEntry& e : open_pack_->entries()) pending_.erase(e.digest);
   open_pack_.reset();  // unlinks the temp file
-  ++open_seq_;
+  open_seq_ += seq_stride_;
 }
 
 std::unique_ptr<PackWriter> PackAppender::DetachOpenPackLocked(uint64_t* seq) {
-  *seq = open_seq_++;
+  *seq = open_seq_;
+  open_seq_ += seq_stride_;
   sealing_.insert(*seq);
   return std::move(open_pack_);
 }

@@ -42,8 +42,10 @@ class PackAppender {
   using PublishFn = std::function<void(std::unique_ptr<PackReader> reader,
                                        const std::vector<PackEntry>& entries)>;
 
+  // Pack sequence numbers are first_seq, first_seq + seq_stride, ... (the
+  // striped appender gives each stripe its own residue: striped_appender.h).
   PackAppender(std::string packs_dir, uint64_t pack_target_bytes, TestHook test_hook,
-               PublishFn publish);
+               PublishFn publish, uint64_t first_seq = 1, uint64_t seq_stride = 1);
   ~PackAppender();  // Stop()
   PackAppender(const PackAppender&) = delete;
   PackAppender& operator=(const PackAppender&) = delete;
@@ -94,11 +96,12 @@ class PackAppender {
   const uint64_t pack_target_bytes_;
   const TestHook test_hook_;
   const PublishFn publish_;
+  const uint64_t seq_stride_;
 
   absl::Mutex mu_;
   absl::CondVar sealed_cv_;  // a pack left sealing_, or a job was queued
   std::unique_ptr<PackWriter> open_pack_ ABSL_GUARDED_BY(mu_);
-  uint64_t open_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t open_seq_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<Digest, uint64_t> pending_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, absl::Status> failed_packs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> sealing_ ABSL_GUARDED_BY(mu_);

@@ -53,6 +53,11 @@ int RemoveTempFiles(const std::string& root) {
 
 std::string Hex(const Digest& d) { return d.ToHex(); }
 
+int WorkerCount(const StoreOptions& o) {
+  return o.workers > 0 ? o.workers
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -63,7 +68,9 @@ Store::Impl::Impl(StoreOptions options)
       packs_dir_(opts_.dir + "/packs"),
       manifests_(opts_.dir),
       catalog_path_(opts_.dir + "/catalog.sqlite"),
-      appender_(std::make_unique<PackAppender>(
+      appender_(std::make_unique<StripedAppender>(
+          opts_.append_stripes > 0 ? opts_.append_stripes
+                                   : StripedAppender::DefaultStripes(WorkerCount(opts_)),
           packs_dir_, opts_.pack_target_bytes, opts_.test_hook,
           [this](std::unique_ptr<PackReader> reader, const std::vector<PackEntry>& entries) {
             PublishPack(std::move(reader), entries);
@@ -226,8 +233,7 @@ absl::Status Store::Impl::Open() {
     KC_RETURN_IF_ERROR(catalog_->Upsert(*m, *hex));
   }
 
-  int n = opts_.workers > 0 ? opts_.workers
-                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int n = WorkerCount(opts_);
   pipeline_->Start(n);
   appender_->Start();
   refs_builder_ = std::thread([this] { RefCountBuilder(); });
@@ -237,7 +243,8 @@ absl::Status Store::Impl::Open() {
                              {"captures", refs.size()},
                              {"tmp_removed", removed},
                              {"orphan_manifests_removed", orphans},
-                             {"workers", n}});
+                             {"workers", n},
+                             {"append_stripes", appender_->stripes()}});
   return absl::OkStatus();
 }
 

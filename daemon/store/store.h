@@ -41,6 +41,9 @@ struct StoreOptions {
   // reopening with another value is FailedPrecondition.
   uint32_t chunk_size = 1u << 20;
   int workers = 0;  // ingest workers; 0 = number of CPUs
+  // Packs open for appends at a time (striped_appender.h); 0 = one per four
+  // workers, between 1 and 4.
+  int append_stripes = 0;
   uint64_t pack_target_bytes = 256ull << 20;
   int zstd_level = 1;
   // Bytes of chunk data allowed in flight inside the ingest pipeline before

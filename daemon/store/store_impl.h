@@ -1,22 +1,24 @@
 // store_impl.h: private state of Store, shared by store.cc (open, captures,
 // reads), ingest.cc (per-chunk work, ingests), gc.cc and verify.cc. Not part
 // of the store's interface. The parts with one job each: the worker pool
-// (chunk_pipeline.h), the open pack and its sealer (pack_appender.h), the
+// (chunk_pipeline.h), the open packs and their sealers (striped_appender.h
+// over pack_appender.h), the
 // digests being written (digest_claims.h) and what GC must keep
 // (gc_pins.h).
 //
 // Where a chunk can be, and how it moves (all transitions keep dedup safe):
 //   in-flight  a worker claimed the digest and is compressing/appending it
 //              (claims_); others wanting the same digest wait for it
-//   pending    appended to the open pack, not durable yet (appender_)
+//   pending    appended to an open pack, not durable yet (appender_)
 //   indexed    its pack is published; visible in index_ (dedup target)
 // An ingest that references a pending chunk records the pack's sequence
 // number and, at Commit, makes that pack durable before writing its manifest.
 //
 // Lock order (never acquire leftwards while holding rightwards):
 //   gc_mu_ -> pins_ -> claims_ -> appender_ -> packs_mu_ -> index shards
-// (pins_, claims_ and appender_: the mutex inside each; the appender calls
-// its publish callback, which takes packs_mu_ and the index, under its own.)
+// (pins_, claims_ and appender_: the mutex inside each, the appender's
+// stripes in index order; a stripe calls its publish callback, which takes
+// packs_mu_ and the index, under its own.)
 #ifndef KERNCAP_DAEMON_STORE_STORE_IMPL_H_
 #define KERNCAP_DAEMON_STORE_STORE_IMPL_H_
 
@@ -39,7 +41,7 @@
 #include "daemon/store/chunk_pipeline.h"
 #include "daemon/store/digest_claims.h"
 #include "daemon/store/gc_pins.h"
-#include "daemon/store/pack_appender.h"
+#include "daemon/store/striped_appender.h"
 #include "daemon/store/pack_writer.h"
 #include "daemon/store/store.h"
 #include "format/codec.h"
@@ -115,7 +117,7 @@ class Store::Impl {
   std::vector<std::string> quarantined_ ABSL_GUARDED_BY(packs_mu_);
 
   // The open pack and its sealer; what is being written; what GC keeps.
-  std::unique_ptr<PackAppender> appender_;
+  std::unique_ptr<StripedAppender> appender_;
   DigestClaims claims_;
   GcPins pins_;
   absl::Mutex gc_mu_;  // one GC at a time
