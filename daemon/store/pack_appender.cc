@@ -51,7 +51,10 @@ absl::StatusOr<uint64_t> PackAppender::Append(const Digest& d, uint8_t codec,
     return entry.status();
   }
   const uint64_t seq = open_seq_;
-  pending_[d] = seq;
+  {
+    absl::MutexLock p(&pending_mu_);
+    pending_[d] = seq;
+  }
   if (open_pack_->bytes() >= pack_target_bytes_) {
     uint64_t sealing_seq;
     auto pack = DetachOpenPackLocked(&sealing_seq);
@@ -64,8 +67,15 @@ absl::StatusOr<uint64_t> PackAppender::Append(const Digest& d, uint8_t codec,
   return seq;
 }
 
+void PackAppender::DropPendingLocked(const std::vector<PackEntry>& entries) {
+  absl::MutexLock p(&pending_mu_);
+  for (const PackEntry& e : entries) pending_.erase(e.digest);
+}
+
 bool PackAppender::FindPending(const Digest& d, uint64_t* seq) {
-  absl::MutexLock l(&mu_);
+  // Not mu_: that is held through each append's write, and every worker
+  // looks here for every chunk (twice for a new one).
+  absl::MutexLock p(&pending_mu_);
   auto it = pending_.find(d);
   if (it == pending_.end()) return false;
   *seq = it->second;
@@ -81,7 +91,7 @@ void PackAppender::FailOpenPackLocked(const absl::Status& why) {
   if (!open_pack_) return;
   log::Error("store.pack_failed", {{"pack", open_pack_->name()}, {"error", why.ToString()}});
   failed_packs_[open_seq_] = why;
-  for (const PackEntry& e : open_pack_->entries()) pending_.erase(e.digest);
+  DropPendingLocked(open_pack_->entries());
   open_pack_.reset();  // unlinks the temp file
   open_seq_ += seq_stride_;
 }
@@ -108,12 +118,12 @@ absl::Status PackAppender::SealDetached(std::unique_ptr<PackWriter> pack, uint64
   if (!st.ok()) {
     log::Error("store.pack_failed", {{"pack", pack->name()}, {"error", st.ToString()}});
     failed_packs_[seq] = st;
-    for (const PackEntry& e : pack->entries()) pending_.erase(e.digest);
+    DropPendingLocked(pack->entries());
   } else {
     // Durable now: publish to the index, then drop from pending (in that
     // order: see Store::Impl::FindStored).
     publish_(std::move(reader), pack->entries());
-    for (const PackEntry& e : pack->entries()) pending_.erase(e.digest);
+    DropPendingLocked(pack->entries());
     log::Debug(
         "store.pack_sealed",
         {{"pack", pack->name()}, {"bytes", pack->bytes()}, {"chunks", pack->entries().size()}});

@@ -91,6 +91,8 @@ class PackAppender {
   absl::Status SealDetached(std::unique_ptr<PackWriter> pack, uint64_t seq)
       ABSL_LOCKS_EXCLUDED(mu_);
   void FailOpenPackLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops chunks from pending_ (they were published or their pack failed).
+  void DropPendingLocked(const std::vector<PackEntry>& entries) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string packs_dir_;
   const uint64_t pack_target_bytes_;
@@ -102,7 +104,10 @@ class PackAppender {
   absl::CondVar sealed_cv_;  // a pack left sealing_, or a job was queued
   std::unique_ptr<PackWriter> open_pack_ ABSL_GUARDED_BY(mu_);
   uint64_t open_seq_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<Digest, uint64_t> pending_ ABSL_GUARDED_BY(mu_);
+  // Lock order mu_ -> pending_mu_: pending_ changes only under both (so a
+  // seal's publish-then-drop stays ordered), lookups take pending_mu_ alone.
+  absl::Mutex pending_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::flat_hash_map<Digest, uint64_t> pending_ ABSL_GUARDED_BY(pending_mu_);
   absl::flat_hash_map<uint64_t, absl::Status> failed_packs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> sealing_ ABSL_GUARDED_BY(mu_);
   std::deque<SealJob> seal_queue_ ABSL_GUARDED_BY(mu_);
