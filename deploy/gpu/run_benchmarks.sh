@@ -72,7 +72,10 @@
 #        KERNCAP_BENCH_P5_MODES="label ..."  only these P5 modes (plus no_agent)
 #        KERNCAP_BENCH_P5_PRELOAD=1  also measure the LD_PRELOAD mode
 #        KERNCAP_BENCH_ONLY=p5   run P5 only (skip P1/P8)
-#        KERNCAP_BENCH_ONLY=p1d  run P1-default and P2 only (both variants, ~3 min)
+#        KERNCAP_BENCH_P5G_NODES="1 10 100"  P5g also over graphs of these sizes (default 10)
+#        KERNCAP_BENCH_ONLY=p1d  run P1-default and P2 only (both variants, ~3 min), after
+#                                the host path's floor: the store's ingest of 8 GiB of
+#                                random bytes and the disk's durable write rate (p1d_floor)
 #        KERNCAP_BENCH_P1D_GIB   P1d/P2 live GiB (default 24)
 #        KERNCAP_BENCH_P8_EXPORT=1  P8 also through the export stream (--via-export)
 #        KERNCAP_BENCH_ONLY=p8v  run P8v only (validate / restore, both paths)
