@@ -757,12 +757,12 @@ LinkStatus AgentConnection::OnChunksKnown(const Frame& frame) {
   for (size_t i = 0; i < fps.size(); ++i) {
     const uint64_t at = (msg.first_chunk + i) * chunk;
     const uint64_t length = std::min(chunk, region.size - at);
-    const RememberedChunks::Entry* e = remembered_->Find(fps[i]);
     if (zero_chunks_->IsZeroOfLength(fps[i], length)) {
       digests.push_back(Digest{});  // all-zero: a zero chunk, never stored
       bytes += length;
       continue;
     }
+    const RememberedChunks::Entry* e = remembered_->Find(fps[i]);
     if (e == nullptr || e->length != length) {
       FailCapture(absl::StrCat("region ", msg.region, " chunk ", msg.first_chunk + i,
                                ": the agent named it by a fingerprint kerncapd does not hold ",

@@ -37,15 +37,20 @@ class FingerprintTest : public AgentLinkTest {
   // One pre region of `pre`: asks which chunks the daemon holds, names
   // those (or, with `claim_all`, every chunk) by fingerprint and sends the
   // others with their fingerprints.
-  Outcome Capture(agent::AgentLinkClient& client, const std::string& arm, const std::string& pre,
-                  bool claim_all = false) {
-    Outcome out;
+  // The begin message of a synthetic capture of kernel "k" for `arm`.
+  static CaptureBeginMsg BeginOfK(const std::string& arm) {
     CaptureBeginMsg begin;
     begin.arm_id = arm;
     begin.demangled_name = "k";
     begin.mangled_name = agent::testing::SyntheticMangled("k");
     begin.platform = Platform::kSynthetic;
-    auto session = client.BeginCapture(begin, "");
+    return begin;
+  }
+
+  Outcome Capture(agent::AgentLinkClient& client, const std::string& arm, const std::string& pre,
+                  bool claim_all = false) {
+    Outcome out;
+    auto session = client.BeginCapture(BeginOfK(arm), "");
     if (!session.ok()) {
       out.id = absl::UnavailableError(session.error());
       return out;
@@ -96,11 +101,7 @@ class FingerprintTest : public AgentLinkTest {
   // agent names by `fp` (and sends nothing else): End()'s error, "" if none.
   std::string NameOneChunk(agent::AgentLinkClient& client, uint64_t region_bytes, uint64_t index,
                            const ChunkFingerprint& fp) {
-    CaptureBeginMsg begin;
-    begin.arm_id = ArmKernel("k").arm_id();
-    begin.demangled_name = "k";
-    begin.platform = Platform::kSynthetic;
-    auto session = client.BeginCapture(begin, "");
+    auto session = client.BeginCapture(BeginOfK(ArmKernel("k").arm_id()), "");
     if (!session.ok()) return "begin: " + session.error();
     RegionBeginMsg r;
     r.va = agent::testing::SyntheticVa(1);

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "common/agent_link/chunk_fingerprint.h"
 #include "common/digest.h"
@@ -67,13 +68,15 @@ class ZeroChunkFingerprints {
   // Whether `fp` is the zero fingerprint of a length learned so far.
   bool IsZero(const ChunkFingerprint& fp) const;
   // Whether `fp` is the zero fingerprint of exactly `bytes` bytes.
-  bool IsZeroOfLength(const ChunkFingerprint& fp, uint64_t bytes);
+  bool IsZeroOfLength(const ChunkFingerprint& fp, uint64_t bytes) const;
 
  private:
+  void Learn(uint64_t length);
+
   const uint64_t chunk_size_;
   const size_t max_lengths_;
-  absl::flat_hash_map<uint64_t, ChunkFingerprint> by_length_;
-  absl::flat_hash_map<ChunkFingerprint, uint64_t, ChunkFingerprintHash> by_fingerprint_;
+  absl::flat_hash_set<uint64_t> lengths_;  // learned, so each is computed once
+  absl::flat_hash_map<ChunkFingerprint, uint64_t, ChunkFingerprintHash> length_of_;
 };
 
 }  // namespace kerncap::link

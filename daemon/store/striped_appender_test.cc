@@ -2,6 +2,7 @@
 // sequence numbers name their stripe, and lookups and seals span stripes.
 #include "daemon/store/striped_appender.h"
 
+#include <atomic>
 #include <set>
 #include <thread>
 #include <vector>
@@ -67,10 +68,16 @@ TEST(StripedAppenderTest, ThreadsAppendToTheirOwnStripeAndSealsFollowTheNumber) 
   }
   EXPECT_FALSE(appender.FindPending(digests[1], &none));
   EXPECT_TRUE(appender.FindPending(digests[0], &none));
-  // While WithoutSeals runs, no stripe publishes.
+  // While WithoutSeals runs, no stripe publishes: a seal asked for meanwhile
+  // (its thread running) waits until it returns.
   std::thread sealer;
+  std::atomic<bool> sealer_running{false};
   appender.WithoutSeals([&] {
-    sealer = std::thread([&] { ASSERT_TRUE(appender.EnsureDurable(seqs[0]).ok()); });
+    sealer = std::thread([&] {
+      sealer_running = true;
+      ASSERT_TRUE(appender.EnsureDurable(seqs[0]).ok());
+    });
+    while (!sealer_running) absl::SleepFor(absl::Milliseconds(1));
     absl::SleepFor(absl::Milliseconds(50));
     absl::MutexLock l(&published.mu);
     EXPECT_EQ(published.packs.size(), 1u);

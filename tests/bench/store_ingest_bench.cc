@@ -16,8 +16,9 @@
 // then prints a table and one JSON line.
 //
 // --random: the whole image is random bytes (incompressible, nothing to
-// dedup): the store's ingest floor for a first capture of such memory, as
-// the GPU benchmarks' P1d host path needs it (deploy/gpu/run_benchmarks.sh).
+// dedup): what the store absorbs of a first capture of such memory, commit
+// included (the GPU benchmarks' P1d storage reference,
+// deploy/gpu/run_benchmarks.sh).
 //
 // Usage: store_ingest_bench [--gib=4] [--dir=/tmp] [--chunk_kib=1024]
 //                           [--workers=0] [--seed=1] [--no_zstd] [--random]
