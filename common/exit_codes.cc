@@ -43,11 +43,16 @@ absl::Status WithExitCode(absl::Status status, int code) {
   return status;
 }
 
-int ForStatus(const absl::Status& status) {
+std::optional<int> ExplicitCode(const absl::Status& status) {
   if (auto p = status.GetPayload(kExitCodePayload)) {
     int code = 0;
     if (absl::SimpleAtoi(std::string(*p), &code)) return code;
   }
+  return std::nullopt;
+}
+
+int ForStatus(const absl::Status& status) {
+  if (std::optional<int> code = ExplicitCode(status)) return *code;
   switch (status.code()) {
     case absl::StatusCode::kOk: return kOk;
     case absl::StatusCode::kNotFound: return kNotFound;

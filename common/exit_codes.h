@@ -11,6 +11,8 @@
 
 #include <span>
 
+#include <optional>
+
 #include "absl/status/status.h"
 
 namespace kerncap::exit_code {
@@ -48,6 +50,8 @@ const char* ExitCodeName(int code);
 // survives being returned through layers that only pass statuses on.
 int ForStatus(const absl::Status& status);
 absl::Status WithExitCode(absl::Status status, int code);
+// The exit code WithExitCode set on `status`, if any.
+std::optional<int> ExplicitCode(const absl::Status& status);
 
 }  // namespace kerncap::exit_code
 

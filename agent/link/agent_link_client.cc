@@ -20,7 +20,7 @@
 #include "agent/link/kernel_census.h"
 #include "agent/link/launch_sampler.h"
 #include "agent/link/launcher_rank.h"
-#include "agent/link/process_name.h"
+#include "common/agent_link/process_name.h"
 #include "common/agent_link/ring.h"
 #include "common/agent_link/socket_path.h"
 #include "common/agent_link/wire.h"
@@ -70,7 +70,7 @@ void FillIdentity(link::HelloMsg* h) {
       start = end + 1;
     }
   }
-  if (h->process_name.empty()) h->process_name = ProcessName();
+  if (h->process_name.empty()) h->process_name = link::ProcessName();
   if (h->platform == link::Platform::kUnspecified) h->platform = link::Platform::kSynthetic;
   h->rank = IdentityRank(*h);
 }
@@ -643,7 +643,7 @@ void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
   const link::Selector selector = link::SelectorFromArm(msg);
   const int64_t rank = IdentityRank(options_.identity).rank;
   const std::string process_name = options_.identity.process_name.empty()
-                                       ? ProcessName()
+                                       ? link::ProcessName()
                                        : options_.identity.process_name;
   if (!link::MatchesProcess(selector, static_cast<uint32_t>(::getpid()), process_name, rank)) {
     return;

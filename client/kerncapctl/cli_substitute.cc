@@ -36,28 +36,29 @@ void AddSubstituteCommands(Cli& cli) {
   sub->add_flag("--wait", opts->wait, "wait until it ends and print the final figures");
   auto* pre = sub->add_option("--preflight", opts->preflight,
                               "validate the variant against this capture of the same kernel "
-                              "(kerncap-replay validate) before going live");
+                              "(or a .kcap file, imported first) before going live: kerncapd "
+                              "runs kerncap-replay validate on its node, with your rights");
   auto* nopre = sub->add_flag("--no-preflight", opts->no_preflight,
                               "go live without validating the variant (a faulting variant "
                               "breaks the application's CUDA context)");
   pre->excludes(nopre);
+  sub->add_flag("--all-processes", opts->all_processes,
+                "substitute into every process of yours the selector's kernel runs in "
+                "(needed when no --pid, --process or --rank names one)");
   SetCommandHelp(sub, Uses::kDaemon,
                  {"kerncapctl substitute --kernel=rms_norm --code-object=v.cubin "
                   "--preflight=4be1c0 --ab --count=200 --wait",
                   "kerncapctl substitute --kernel=gemm --code-object=v.ptx --no-preflight --ttl=30s"},
                  "A variant that faults inside the application cannot be undone (CUDA errors are "
-                 "sticky): --preflight validates it against a capture first. Exit 8 or 9 when the "
-                 "preflight fails (nothing is substituted).");
+                 "sticky): --preflight validates it against a capture first, on kerncapd's node "
+                 "(where the GPU is). Exit 8, 9 or 77 when the preflight fails (nothing is "
+                 "substituted). Only your own processes are reached (root's reach all).");
   sub->callback([&cli, opts] {
     if (opts->preflight.empty() && !opts->no_preflight) {
       throw CLI::ValidationError(
           "substitute", "give --preflight=CAPTURE (validates the variant first) or --no-preflight");
     }
-    // The connection options are read when the command runs: they are
-    // resolved (flags, --context, the contexts file) after parsing.
-    cli.remote = [&cli, opts](Connection& c, Output o) {
-      return CmdSubstitute(c, o, *opts, cli.g.conn);
-    };
+    cli.remote = [opts](Connection& c, Output o) { return CmdSubstitute(c, o, *opts); };
   });
 
   auto unsub_id = std::make_shared<std::string>();

@@ -71,6 +71,8 @@ absl::Status CmdVersion(const ConnectionOptions& options, Output o);
 absl::Status CmdGc(Connection& c, Output o, bool dry_run);
 absl::Status CmdVerify(Connection& c, Output o, const std::string& capture, bool rehash);
 absl::Status CmdImport(Connection& c, Output o, const std::string& path);
+// Imports a .kcap file into the daemon `c` reaches; the new capture's id.
+absl::StatusOr<std::string> ImportKcap(Connection& c, const std::string& path);
 absl::Status CmdExport(Connection& c, Output o, const std::string& capture,
                        const std::string& out_file);
 absl::Status CmdPull(Connection& source, Connection& dest, Output o, const std::string& capture);

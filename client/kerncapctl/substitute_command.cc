@@ -32,67 +32,6 @@ namespace kerncap::ctl {
 namespace {
 
 
-// Runs `kerncap-replay validate --code-object=FILE CAPTURE` with its output
-// on stderr (stdout stays the command's own, JSON included); what was
-// checked, or why the variant may not go live.
-absl::StatusOr<std::string> Preflight(const SubstituteOptions& opts,
-                                      const ConnectionOptions& conn) {
-  KC_ASSIGN_OR_RETURN(std::string binary, FindReplayBinary(ReplayLookupFromProcess()));
-  std::string endpoint;
-  if (!std::filesystem::is_regular_file(opts.preflight)) {
-    if (!conn.host.empty()) {
-      return absl::InvalidArgumentError(
-          "with --host, --preflight takes a .kcap file (kerncapctl export CAPTURE --out F)");
-    }
-    endpoint = absl::StrCat("unix:", conn.socket);
-  }
-  ReplayRequest req;
-  req.mode = "validate";
-  req.capture = opts.preflight;
-  req.flags = {"--code-object=" + opts.code_object};
-  std::vector<std::string> argv = ReplayArgs(req, endpoint);
-  argv.insert(argv.begin(), binary);
-  std::vector<char*> cargv;
-  for (std::string& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("preflight: running ", binary, " failed: ", std::strerror(rc)));
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const std::string what = absl::StrCat("kerncap-replay validate --code-object=", opts.code_object,
-                                        " ", opts.preflight);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    return absl::StrCat(what, ": pass (the variant reproduced the capture's outputs)");
-  }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  const char* meaning = code == exit_code::kMismatch   ? "the variant's outputs differ from the capture's"
-                        : code == exit_code::kNoDevice ? "no CUDA driver or device here to run it"
-                        : code == exit_code::kRefused  ? "the replay refused to give a verdict"
-                                                       : "the replay failed";
-  // The command exits with the validation's own outcome (8 outputs differ,
-  // 77 no device); any other failure means the variant was refused.
-  const int exit = code == exit_code::kMismatch || code == exit_code::kNoDevice
-                       ? code
-                       : exit_code::kRefused;
-  return exit_code::WithExitCode(
-      absl::FailedPreconditionError(absl::StrCat(
-          "preflight failed (", what, " exited ", code, ": ", meaning,
-          "); nothing was substituted. Fix the variant, or pass --no-preflight to go live "
-          "unchecked")),
-      exit);
-}
-
 std::string Us(double v) { return absl::StrFormat("%.2f", v); }
 
 void PrintInfo(Output o, const v1::SubstitutionInfo& info) {
@@ -167,8 +106,7 @@ bool ShowSubstitution(Output o, const v1::SubstitutionInfo& info) {
 
 }  // namespace
 
-absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opts,
-                           const ConnectionOptions& conn) {
+absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opts) {
   KC_ASSIGN_OR_RETURN(std::string bytes, ReadFile(opts.code_object));
   std::string format = opts.format;
   if (format.empty()) {
@@ -187,11 +125,15 @@ absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opt
   req.set_format(format);
   req.set_name(std::filesystem::path(opts.code_object).filename().string());
   if (opts.no_preflight) {
-    req.set_preflight("none (--no-preflight): the variant was not validated before going live");
+    req.set_no_preflight(true);
+  } else if (std::filesystem::is_regular_file(opts.preflight)) {
+    // A .kcap: the daemon validates against captures it holds.
+    KC_ASSIGN_OR_RETURN(std::string id, ImportKcap(c, opts.preflight));
+    req.set_preflight_capture(id);
   } else {
-    KC_ASSIGN_OR_RETURN(std::string checked, Preflight(opts, conn));
-    req.set_preflight(checked);
+    req.set_preflight_capture(opts.preflight);
   }
+  req.set_all_processes(opts.all_processes);
   *req.mutable_code_object() = std::move(bytes);
   v1::SubstitutionInfo info;
   {

@@ -7,12 +7,15 @@
 //   kerncapctl unsubstitute SUBSTITUTION
 //   kerncapctl substitutions [SUBSTITUTION] [--all]
 //
-// --preflight=CAPTURE runs `kerncap-replay validate --code-object=FILE
-// CAPTURE` first (a capture of the same kernel: the variant must reproduce
-// the captured outputs) and substitutes only when it passes; the result
-// records what was checked. A variant that faults inside the application
-// cannot be undone (CUDA errors are sticky), so one of --preflight or an
-// explicit --no-preflight is required.
+// --preflight=CAPTURE has kerncapd run `kerncap-replay validate
+// --code-object=FILE CAPTURE` on its node (where the GPU and the application
+// are), with the caller's rights, and substitute only when it passes (a
+// capture of the same kernel: the variant must reproduce the captured
+// outputs); the result records what kerncapd checked. A .kcap file is
+// imported first. A variant that faults inside the application cannot be
+// undone (CUDA errors are sticky), so one of --preflight or an explicit
+// --no-preflight is required; a selector that names no process needs
+// --all-processes.
 //
 // --wait polls until every agent has ended (count, ttl or unsubstitute) and
 // prints the final figures: per agent the substituted/original dispatches,
@@ -53,14 +56,13 @@ struct SubstituteOptions {
   bool wait = false;
   std::string preflight;  // capture to validate the variant against
   bool no_preflight = false;
+  bool all_processes = false;
 };
 
-// substitute: preflight (unless --no-preflight), then the Substitute RPC;
-// `conn` is the connection's options (the preflight replays through the
-// same daemon). A failed preflight exits 8 (outputs differ), 77 (no device)
-// or 9 (refused) and substitutes nothing.
-absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opts,
-                           const ConnectionOptions& conn);
+// substitute: the Substitute RPC, whose preflight kerncapd runs. A failed
+// preflight exits 8 (outputs differ), 77 (no device on the daemon's node) or
+// 9 (refused) and substitutes nothing.
+absl::Status CmdSubstitute(Connection& c, Output o, const SubstituteOptions& opts);
 absl::Status CmdUnsubstitute(Connection& c, Output o, const std::string& id);
 absl::Status CmdSubstitutions(Connection& c, Output o, const std::string& id, bool all);
 

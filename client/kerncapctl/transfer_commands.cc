@@ -72,6 +72,14 @@ absl::Status StreamImport(Connection& dest, NextFn next, const std::string& labe
 
 }  // namespace
 
+absl::StatusOr<std::string> ImportKcap(Connection& c, const std::string& path) {
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<kcap::KcapReader> reader, kcap::KcapReader::Open(path));
+  v1::ImportCaptureResponse resp;
+  KC_RETURN_IF_ERROR(StreamImport(
+      c, [&](v1::TransferFrame* f) { return reader->Next(f); }, "import", &resp));
+  return resp.capture_id();
+}
+
 absl::Status CmdImport(Connection& c, Output o, const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {

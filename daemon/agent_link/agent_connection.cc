@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/agent_link/process_name.h"
 #include "common/capture_id.h"
 #include "common/log.h"
 #include "daemon/agent_link/link_ids.h"
@@ -22,6 +23,39 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 // Distinct zero-chunk lengths a connection learns (ZeroChunkFingerprints):
 // the chunk size and up to this many region tails, ~1 ms of arithmetic each.
 constexpr size_t kMaxZeroChunkLengths = 256;
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+// The agent's process as the kernel knows it, in place of what its Hello
+// says (issue 28): an agent cannot commit a capture as another process or
+// another user's. The name and command line are read from /proc for the
+// credentials' pid; where they cannot be read (the process is gone), the
+// Hello's are kept, bounded.
+LinkStatus TakeIdentityFromCredentials(int fd, HelloMsg* hello, uint32_t* uid) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
+    return LinkStatus::Error("cannot read the agent socket's credentials");
+  }
+  if (hello->pid != static_cast<uint32_t>(cred.pid)) {
+    // A pid namespace (containers) also makes them differ: noted, not fatal.
+    log::Info("agent.pid_from_credentials",
+              {{"hello_pid", hello->pid}, {"pid", cred.pid}, {"uid", cred.uid}});
+  }
+  hello->pid = static_cast<uint32_t>(cred.pid);
+  *uid = cred.uid;
+  if (std::string host = Hostname(); !host.empty()) hello->hostname = host;
+  constexpr size_t kMaxArgs = 256;
+  constexpr size_t kMaxArgBytes = 4096;
+  if (std::string name = ProcessNameOf(cred.pid); !name.empty()) hello->process_name = name;
+  std::vector<std::string> argv = CommandLineOf(cred.pid, kMaxArgs, kMaxArgBytes);
+  if (!argv.empty()) hello->cmdline = std::move(argv);
+  return LinkStatus::Ok();
+}
 
 void SetRecvTimeout(int fd, absl::Duration d) {
   timeval tv = absl::ToTimeval(d);
@@ -122,6 +156,8 @@ LinkStatus AgentConnection::Handshake() {
   SetRecvTimeout(fd_.get(), absl::ZeroDuration());
   LinkStatus status = DecodeBody(*frame, &hello_);
   if (!status.ok()) return status;
+  status = TakeIdentityFromCredentials(fd_.get(), &hello_, &uid_);
+  if (!status.ok()) return status;
   if (hello_.protocol_version != kProtocolVersion) {
     return LinkStatus::Error("agent speaks protocol " + std::to_string(hello_.protocol_version) +
                              ", daemon " + std::to_string(kProtocolVersion));
@@ -138,6 +174,7 @@ LinkStatus AgentConnection::Handshake() {
   {
     absl::MutexLock lock(&info_mu_);
     info_ = AgentInfoFromHello(hello_, agent_id_, NowMs());
+    info_.mutable_process()->set_uid(uid_);
   }
 
   WelcomeMsg welcome;
@@ -316,6 +353,7 @@ LinkStatus AgentConnection::OnDispatchSkipped(const Frame& frame) {
   f->set_kernel(msg.kernel);
   f->set_dispatch_index(msg.dispatch_index);
   f->set_retried(msg.retried);
+  event.set_owner_uid(uid_);
   events_.Publish(std::move(event));
   if (!msg.arm_id.empty()) {
     v1::SkippedDispatch s;
@@ -326,7 +364,7 @@ LinkStatus AgentConnection::OnDispatchSkipped(const Frame& frame) {
     s.set_reason(msg.reason);
     s.set_retried(msg.retried);
     s.set_unix_ms(NowMs());
-    host_.NoteSkipped(msg.arm_id, std::move(s));
+    host_.NoteSkipped(msg.arm_id, uid_, std::move(s));
   }
   return LinkStatus::Ok();
 }
@@ -421,6 +459,7 @@ void AgentConnection::FailCapture(const std::string& reason) {
   f->set_capture_id(c.capture_id);
   f->set_agent_id(agent_id_);
   f->set_reason(reason);
+  event.set_owner_uid(uid_);
   events_.Publish(std::move(event));
   CaptureResultMsg result;
   result.token = c.token;
@@ -481,7 +520,7 @@ LinkStatus AgentConnection::OnCaptureBegin(const Frame& frame) {
     return LinkStatus::Ok();
   }
   google::protobuf::Map<std::string, std::string> arm_tags;
-  std::string why = host_.ReserveArm(c.arm_id, hello_, begin, &arm_tags);
+  std::string why = host_.ReserveArm(c.arm_id, hello_, uid_, begin, &arm_tags);
   if (!why.empty()) {
     FailCapture(why);
     return LinkStatus::Ok();
@@ -491,6 +530,9 @@ LinkStatus AgentConnection::OnCaptureBegin(const Frame& frame) {
   FillManifest(hello_, begin, frame.payload, &c.manifest);
   c.manifest.set_capture_id(c.capture_id);
   c.manifest.set_created_unix_ms(NowMs());
+  // The process's user owns the capture (CaptureManifest.owner_uid).
+  c.manifest.mutable_process()->set_uid(uid_);
+  c.manifest.set_owner_uid(uid_);
   for (const auto& [k, v] : arm_tags) (*c.manifest.mutable_tags())[k] = v;
   absl::StatusOr<std::unique_ptr<CaptureIngest>> ingest = host_.BeginIngest();
   if (!ingest.ok()) {
@@ -508,6 +550,7 @@ LinkStatus AgentConnection::OnCaptureBegin(const Frame& frame) {
   s->set_agent_id(agent_id_);
   s->set_kernel(begin.demangled_name.empty() ? begin.mangled_name : begin.demangled_name);
   s->set_arm_id(c.arm_id);
+  event.set_owner_uid(uid_);
   events_.Publish(std::move(event));
   return LinkStatus::Ok();
 }
@@ -841,6 +884,7 @@ void AgentConnection::PublishProgress(bool force) {
   p->set_capture_id(c.capture_id);
   p->set_done_bytes(c.received);
   p->set_total_bytes(c.declared);
+  event.set_owner_uid(uid_);
   events_.Publish(std::move(event));
 }
 
@@ -936,6 +980,8 @@ LinkStatus AgentConnection::OnCaptureEnd(const Frame& frame) {
       s->set_logical_bytes(c.declared);
       s->set_source(v1::SOURCE_AGENT);
       *s->mutable_tags() = m.tags();
+      s->set_owner_uid(uid_);
+      event.set_owner_uid(uid_);
       events_.Publish(std::move(event));
       // After capture_committed, so watchers see the capture before the arm
       // that it completed turns DONE.
@@ -980,6 +1026,7 @@ void AgentConnection::Cleanup(const std::string& reason) {
     f->set_capture_id(c.capture_id);
     f->set_agent_id(agent_id_);
     f->set_reason(why);
+    event.set_owner_uid(uid_);
     events_.Publish(std::move(event));
   }
   ReleaseDeclaredChunks();

@@ -87,12 +87,13 @@ class ConnectionHost {
 
   // Arms (ArmRegistry::Reserve/Release/NoteSkipped; the server publishes
   // and pushes what they change).
-  virtual std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+  virtual std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello, uint32_t uid,
                                  const CaptureBeginMsg& begin,
                                  google::protobuf::Map<std::string, std::string>* tags) = 0;
   virtual void ReleaseArm(const std::string& arm_id, const std::string& capture_id,
                           bool committed, const std::string& launch_shape) = 0;
-  virtual void NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped) = 0;
+  virtual void NoteSkipped(const std::string& arm_id, uint32_t uid,
+                           v1::SkippedDispatch skipped) = 0;
 
   // A substitution's state as the agent reports it.
   virtual void OnSubstitutionReport(const std::string& agent_id,
@@ -184,7 +185,12 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
 
   // Set in Handshake before registration, then immutable.
   const std::string& agent_id() const { return agent_id_; }
+  // The Hello as decoded, with pid, hostname, process name and command line
+  // replaced by what the socket's credentials and /proc say.
   const HelloMsg& hello() const { return hello_; }
+  // The agent process's user (SO_PEERCRED): whose agent and captures these
+  // are, and which arms reach it.
+  uint32_t uid() const { return uid_; }
   bool registered() const { return registered_; }
   v1::AgentInfo info();
 
@@ -275,6 +281,7 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   std::thread thread_;
   std::string agent_id_;  // set once in Handshake, then immutable
   HelloMsg hello_;
+  uint32_t uid_ = 0;      // set once in Handshake (before registration)
   std::shared_ptr<RingMapping> ring_;
   RingLayout layout_{0, 0};    // slot_count 0 until the ring exists
   uint64_t ring_charged_ = 0;  // bytes charged to the host's ring budget

@@ -36,6 +36,9 @@ struct CaptureLimits {
 struct AgentLinkServerOptions {
   std::string socket_path;  // required; its directory is created if missing
   int socket_mode = 0660;
+  // Group of the socket (and of its directory when created here): the users
+  // a node daemon serves (kerncapd --socket-group). -1: the daemon's.
+  int64_t socket_group = -1;
   // Ring per agent (pre-faulted in the daemon: slot_size * slot_count bytes).
   // Agents that speak "lazy_ring" get theirs only when they may capture (an
   // arm applies to them); others get it at connect time.

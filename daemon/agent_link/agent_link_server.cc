@@ -63,6 +63,11 @@ absl::Status AgentLinkServer::Start(const AgentLinkServerOptions& options, Captu
     if (!existed && ::chmod(dir.c_str(), 0750) != 0) {
       return ErrnoError(errno, absl::StrCat("chmod ", dir));
     }
+    if (!existed && options.socket_group >= 0 &&
+        ::chown(dir.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(options.socket_group)) !=
+            0) {
+      return ErrnoError(errno, absl::StrCat("chgrp ", dir));
+    }
   }
 
   struct stat st;
@@ -88,6 +93,9 @@ absl::Status AgentLinkServer::Start(const AgentLinkServerOptions& options, Captu
     return ErrnoError(errno, absl::StrCat("bind ", options.socket_path));
   }
   if (::chmod(options.socket_path.c_str(), options.socket_mode) != 0 ||
+      (options.socket_group >= 0 &&
+       ::chown(options.socket_path.c_str(), static_cast<uid_t>(-1),
+               static_cast<gid_t>(options.socket_group)) != 0) ||
       ::lstat(options.socket_path.c_str(), &st) != 0) {
     int err = errno;
     ::unlink(options.socket_path.c_str());
@@ -162,9 +170,11 @@ void AgentLinkServer::Serve(std::shared_ptr<AgentConnection> conn) {
   if (status.ok()) {
     v1::Event joined;
     *joined.mutable_agent_joined() = conn->info();
+    joined.set_owner_uid(conn->uid());
     events_->Publish(std::move(joined));
     log::Info("agent_link.joined", {{"agent", conn->agent_id()},
                                     {"pid", conn->hello().pid},
+                                    {"uid", conn->uid()},
                                     {"process", conn->hello().process_name}});
     status = conn->ServeFrames();
   }
@@ -186,6 +196,7 @@ void AgentLinkServer::Serve(std::shared_ptr<AgentConnection> conn) {
     substitutions_.OnAgentGone(conn->agent_id(), NowMs());
     v1::Event left;
     *left.mutable_agent_left() = conn->info();
+    left.set_owner_uid(conn->uid());
     events_->Publish(std::move(left));
     log::Info("agent_link.left", {{"agent", conn->agent_id()}});
   }
@@ -262,18 +273,22 @@ std::vector<std::shared_ptr<AgentConnection>> AgentLinkServer::ConnectionsSnapsh
   return out;
 }
 
-std::vector<v1::AgentInfo> AgentLinkServer::ListAgents() {
+std::vector<v1::AgentInfo> AgentLinkServer::ListAgents(const Caller& caller) {
   std::vector<v1::AgentInfo> out;
-  for (auto& c : ConnectionsSnapshot()) out.push_back(c->info());
+  for (auto& c : ConnectionsSnapshot()) {
+    if (caller.MayReach(c->uid())) out.push_back(c->info());
+  }
   return out;
 }
 
-v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsRequest& request) {
+v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsRequest& request,
+                                                     const Caller& caller) {
   Selector process;
   process.pid = request.pid();
   process.process_name = request.process_name();
   std::vector<std::shared_ptr<AgentConnection>> targets;
   for (auto& c : ConnectionsSnapshot()) {
+    if (!caller.MayReach(c->uid())) continue;
     if (!request.agent_id().empty() && c->agent_id() != request.agent_id()) continue;
     if (!MatchesProcess(process, c->hello().pid, c->hello().process_name)) continue;
     targets.push_back(std::move(c));
@@ -371,7 +386,7 @@ void AgentLinkServer::MergeLaunchSample(const SampleReportMsg& sample, v1::Agent
 int AgentLinkServer::IngestsInFlight() { return ingests_in_flight_.load(); }
 
 absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
-    const v1::SubstituteRequest& request) {
+    const v1::SubstituteRequest& request, const Caller& caller, const std::string& preflight) {
   const v1::Selector& sel = request.selector();
   if (sel.kernel().empty()) {
     return absl::InvalidArgumentError("selector.kernel: a substitution names its kernel");
@@ -394,7 +409,7 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
                                                    kMaxSubstituteCodeObjectBytes, " allowed"));
   }
   if (request.name().size() > options_.capture_limits.max_name_bytes ||
-      request.preflight().size() > 64 * 1024) {
+      preflight.size() > 64 * 1024) {
     return absl::InvalidArgumentError("name or preflight too long");
   }
   Selector selector = SelectorFromProto(sel, 0);
@@ -413,7 +428,8 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
   info.set_name(request.name());
   info.set_format(std::string(WireName(format)));
   info.set_code_object_bytes(request.code_object().size());
-  info.set_preflight(request.preflight());
+  info.set_preflight(preflight);
+  info.set_owner_uid(caller.uid);
 
   SubstituteMsg push;
   push.sub_id = info.substitution_id();
@@ -433,6 +449,9 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
     absl::MutexLock lock(&mu_);
     if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
     for (auto& [id, c] : agents_) {
+      // Code goes only into the caller's own processes (every process for
+      // a privileged caller).
+      if (!caller.MayReach(c->uid())) continue;
       if (!HasFeature(c->hello().features, kFeatureSubstitution)) continue;
       if (MatchesProcess(selector, c->hello().pid, c->hello().process_name,
                          c->hello().rank.rank)) {
@@ -441,8 +460,9 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
     }
   }
   if (targets.empty()) {
-    return absl::FailedPreconditionError(
-        "no connected agent matches the selector's process and offers substitution");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no connected agent of yours (", caller.description,
+        ") matches the selector's process and offers substitution"));
   }
   // Recorded before the push, so a report that comes back at once finds it.
   std::vector<v1::SubstitutionAgentResult> results;
@@ -479,7 +499,12 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
   return now ? *now : info;
 }
 
-absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Unsubstitute(const std::string& id) {
+absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Unsubstitute(const std::string& id,
+                                                                   const Caller& caller) {
+  if (std::optional<v1::SubstitutionInfo> known = substitutions_.Get(id);
+      !known || !caller.MayReach(known->owner_uid())) {
+    return absl::NotFoundError("no substitution " + id);
+  }
   std::optional<std::vector<std::string>> holders =
       substitutions_.End(id, "unsubstituted", NowMs());
   if (!holders) return absl::NotFoundError("no substitution " + id);
@@ -501,13 +526,23 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Unsubstitute(const std::st
   return *info;
 }
 
-std::vector<v1::SubstitutionInfo> AgentLinkServer::ListSubstitutions(bool include_finished) {
-  return substitutions_.List(include_finished);
+std::vector<v1::SubstitutionInfo> AgentLinkServer::ListSubstitutions(bool include_finished,
+                                                                     const Caller& caller) {
+  std::vector<v1::SubstitutionInfo> out;
+  for (v1::SubstitutionInfo& s : substitutions_.List(include_finished)) {
+    if (caller.MayReach(s.owner_uid())) out.push_back(std::move(s));
+  }
+  return out;
 }
 
-absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) {
+absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request,
+                                                 const Caller& caller) {
   absl::StatusOr<ArmRegistry::NewArm> arm = ArmRegistry::Prepare(request, NowMs());
   if (!arm.ok()) return arm.status();
+  // The arm reaches the caller's own processes (a privileged caller's:
+  // everyone's), now and as they connect.
+  arm->info.set_owner_uid(caller.uid);
+  arm->info.set_all_users(caller.privileged);
   const v1::ArmInfo info = arm->info;
   const Selector selector = arm->selector;
   std::vector<std::shared_ptr<AgentConnection>> targets;
@@ -519,7 +554,8 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
     if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
     push = arms_.Add(std::move(arm).value());
     for (auto& [id, c] : agents_) {
-      if (MatchesProcess(selector, c->hello().pid, c->hello().process_name,
+      if (ArmReaches(info, c->uid()) &&
+          MatchesProcess(selector, c->hello().pid, c->hello().process_name,
                          c->hello().rank.rank)) {
         targets.push_back(c);
       }
@@ -531,6 +567,7 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request) 
   log::Info("arm.pushed", {{"arm", info.arm_id()}, {"agents", targets.size()}});
   v1::Event event;
   *event.mutable_arm_changed() = info;
+  event.set_owner_uid(info.owner_uid());
   events_->Publish(std::move(event));
   Wake();  // the accept loop tracks expiry deadlines
   return info;
@@ -543,24 +580,28 @@ void AgentLinkServer::PushDisarms(const std::vector<FinishedArm>& finished) {
     DisarmMsg msg;
     msg.arm_id = info.arm_id();
     msg.reason = reason;
-    for (auto& c : conns) (void)c->Send(msg);
+    for (auto& c : conns) {
+      if (ArmReaches(info, c->uid())) (void)c->Send(msg);
+    }
     log::Info("arm.finished", {{"arm", info.arm_id()}, {"reason", std::string(WireName(reason))}});
     v1::Event event;
     *event.mutable_arm_changed() = info;
+    event.set_owner_uid(info.owner_uid());
     events_->Publish(std::move(event));
   }
 }
 
 absl::StatusOr<std::vector<v1::ArmInfo>> AgentLinkServer::Disarm(
-    const v1::DisarmRequest& request) {
+    const v1::DisarmRequest& request, const Caller& caller) {
   std::vector<FinishedArm> finished;
-  absl::StatusOr<std::vector<v1::ArmInfo>> out = arms_.Disarm(request, &finished);
+  absl::StatusOr<std::vector<v1::ArmInfo>> out = arms_.Disarm(request, caller, &finished);
   PushDisarms(finished);
   return out;
 }
 
-std::vector<v1::ArmInfo> AgentLinkServer::ListArms(bool include_finished) {
-  return arms_.List(include_finished);
+std::vector<v1::ArmInfo> AgentLinkServer::ListArms(bool include_finished,
+                                                   const Caller& caller) {
+  return arms_.List(include_finished, caller);
 }
 
 void AgentLinkServer::ExpireArms() { PushDisarms(arms_.Expire(NowMs())); }
@@ -601,21 +642,25 @@ bool AgentLinkServer::RegisterAgent(const std::shared_ptr<AgentConnection>& conn
                                     std::vector<ArmMsg>* arms) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return false;
-  *arms = arms_.ActiveFor(conn->hello().pid, conn->hello().process_name, conn->hello().rank.rank);
+  *arms = arms_.ActiveFor(conn->hello().pid, conn->hello().process_name, conn->hello().rank.rank,
+                          conn->uid());
   agents_[conn->agent_id()] = conn;
   return true;
 }
 
 std::string AgentLinkServer::ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+                                        uint32_t uid,
                                         const CaptureBeginMsg& begin,
                                         google::protobuf::Map<std::string, std::string>* tags) {
-  return arms_.Reserve(arm_id, hello, begin, NowMs(), tags);
+  return arms_.Reserve(arm_id, hello, uid, begin, NowMs(), tags);
 }
 
-void AgentLinkServer::NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped) {
-  std::optional<v1::ArmInfo> changed = arms_.NoteSkipped(arm_id, std::move(skipped));
+void AgentLinkServer::NoteSkipped(const std::string& arm_id, uint32_t uid,
+                                  v1::SkippedDispatch skipped) {
+  std::optional<v1::ArmInfo> changed = arms_.NoteSkipped(arm_id, uid, std::move(skipped));
   if (!changed.has_value()) return;
   v1::Event event;
+  event.set_owner_uid(changed->owner_uid());
   *event.mutable_arm_changed() = std::move(*changed);
   events_->Publish(std::move(event));
 }
@@ -626,6 +671,7 @@ void AgentLinkServer::ReleaseArm(const std::string& arm_id, const std::string& c
   if (released.changed.has_value()) {
     v1::Event event;
     *event.mutable_arm_changed() = *released.changed;
+    event.set_owner_uid(released.changed->owner_uid());
     events_->Publish(std::move(event));
   }
   PushDisarms(released.finished);

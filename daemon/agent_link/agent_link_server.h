@@ -70,20 +70,26 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
   void Shutdown(bool discard_in_flight);
 
   // AgentControl:
-  std::vector<v1::AgentInfo> ListAgents() override;
+  std::vector<v1::AgentInfo> ListAgents(const Caller& caller) override;
   // Asks every matching agent at once (one thread each), each for at most
   // options.census_timeout and options.max_census_kernels kernels.
-  v1::ListKernelsResponse ListKernels(const v1::ListKernelsRequest& request) override;
+  v1::ListKernelsResponse ListKernels(const v1::ListKernelsRequest& request,
+                                      const Caller& caller) override;
   // A launch sample's counts onto an agent's census entries (see
   // LoadedKernel in control.proto).
   static void MergeLaunchSample(const SampleReportMsg& sample, v1::AgentKernels* agent);
-  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request) override;
-  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override;
-  std::vector<v1::ArmInfo> ListArms(bool include_finished) override;
+  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request, const Caller& caller) override;
+  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request,
+                                                  const Caller& caller) override;
+  std::vector<v1::ArmInfo> ListArms(bool include_finished, const Caller& caller) override;
   int IngestsInFlight() override;
-  absl::StatusOr<v1::SubstitutionInfo> Substitute(const v1::SubstituteRequest& request) override;
-  absl::StatusOr<v1::SubstitutionInfo> Unsubstitute(const std::string& id) override;
-  std::vector<v1::SubstitutionInfo> ListSubstitutions(bool include_finished) override;
+  absl::StatusOr<v1::SubstitutionInfo> Substitute(const v1::SubstituteRequest& request,
+                                                  const Caller& caller,
+                                                  const std::string& preflight) override;
+  absl::StatusOr<v1::SubstitutionInfo> Unsubstitute(const std::string& id,
+                                                    const Caller& caller) override;
+  std::vector<v1::SubstitutionInfo> ListSubstitutions(bool include_finished,
+                                                      const Caller& caller) override;
   // Chunks declared by all captures in flight (CaptureLimits::max_inflight_chunks).
   uint64_t DeclaredChunksInFlight() const override { return declared_chunks_in_flight_.load(); }
   // Bytes of all agent rings now allocated.
@@ -123,13 +129,13 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
   void UnchargeDeclaredChunks(uint64_t chunks) override;
   absl::StatusOr<std::unique_ptr<CaptureIngest>> BeginIngest() override;
   void IngestFinished() ABSL_LOCKS_EXCLUDED(mu_) override;
-  std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello,
+  std::string ReserveArm(const std::string& arm_id, const HelloMsg& hello, uint32_t uid,
                          const CaptureBeginMsg& begin,
                          google::protobuf::Map<std::string, std::string>* tags) override;
   void ReleaseArm(const std::string& arm_id, const std::string& capture_id, bool committed,
                   const std::string& launch_shape) override;
   // Publishes arm_changed; unknown arms are ignored.
-  void NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped) override;
+  void NoteSkipped(const std::string& arm_id, uint32_t uid, v1::SkippedDispatch skipped) override;
   void OnSubstitutionReport(const std::string& agent_id,
                             const SubstitutionReportMsg& report) override;
 

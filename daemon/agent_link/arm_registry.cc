@@ -95,6 +95,7 @@ void ArmRegistry::TrimFinishedLocked() {
 }
 
 absl::StatusOr<std::vector<v1::ArmInfo>> ArmRegistry::Disarm(const v1::DisarmRequest& request,
+                                                             const Caller& caller,
                                                              std::vector<FinishedArm>* finished) {
   if (request.arm_id().empty() && !request.all()) {
     return absl::InvalidArgumentError("disarm needs arm_id or all");
@@ -103,12 +104,14 @@ absl::StatusOr<std::vector<v1::ArmInfo>> ArmRegistry::Disarm(const v1::DisarmReq
   absl::MutexLock lock(&mu_);
   if (!request.all()) {
     auto it = arms_.find(request.arm_id());
-    if (it == arms_.end()) return absl::NotFoundError(absl::StrCat("no arm ", request.arm_id()));
+    if (it == arms_.end() || !caller.MayReach(it->second.info.owner_uid())) {
+      return absl::NotFoundError(absl::StrCat("no arm ", request.arm_id()));
+    }
     if (!ArmFinished(it->second.info)) FinishLocked(it->second, v1::ARM_DISARMED, finished);
     out.push_back(it->second.info);
   } else {
     for (auto& [id, arm] : arms_) {
-      if (ArmFinished(arm.info)) continue;
+      if (ArmFinished(arm.info) || !caller.MayReach(arm.info.owner_uid())) continue;
       FinishLocked(arm, v1::ARM_DISARMED, finished);
       out.push_back(arm.info);
     }
@@ -139,10 +142,11 @@ int ArmRegistry::MsUntilNextExpiry(int64_t now_ms, int cap_ms) {
   return timeout_ms;
 }
 
-std::vector<v1::ArmInfo> ArmRegistry::List(bool include_finished) {
+std::vector<v1::ArmInfo> ArmRegistry::List(bool include_finished, const Caller& caller) {
   absl::MutexLock lock(&mu_);
   std::vector<const Entry*> entries;
   for (const auto& [id, arm] : arms_) {
+    if (!caller.MayReach(arm.info.owner_uid())) continue;
     if (include_finished || !ArmFinished(arm.info)) entries.push_back(&arm);
   }
   std::sort(entries.begin(), entries.end(),
@@ -154,12 +158,12 @@ std::vector<v1::ArmInfo> ArmRegistry::List(bool include_finished) {
 }
 
 std::vector<ArmMsg> ArmRegistry::ActiveFor(uint32_t pid, const std::string& process_name,
-                                           int64_t rank) {
+                                           int64_t rank, uint32_t uid) {
   std::vector<ArmMsg> out;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, arm] : arms_) {
-      if (ArmFinished(arm.info)) continue;
+      if (ArmFinished(arm.info) || !ArmReaches(arm.info, uid)) continue;
       if (!MatchesProcess(arm.selector, pid, process_name, rank)) continue;
       out.push_back(ArmFromSelector(id, arm.selector));
       out.back().seq = arm.seq;
@@ -170,12 +174,13 @@ std::vector<ArmMsg> ArmRegistry::ActiveFor(uint32_t pid, const std::string& proc
   return out;
 }
 
-std::string ArmRegistry::Reserve(const std::string& arm_id, const HelloMsg& hello,
+std::string ArmRegistry::Reserve(const std::string& arm_id, const HelloMsg& hello, uint32_t uid,
                                  const CaptureBeginMsg& begin, int64_t now_ms,
                                  google::protobuf::Map<std::string, std::string>* tags) {
   absl::MutexLock lock(&mu_);
   auto it = arms_.find(arm_id);
-  if (it == arms_.end()) return "unknown arm " + arm_id;
+  // Another user's arm is as unknown to this agent as a made-up id.
+  if (it == arms_.end() || !ArmReaches(it->second.info, uid)) return "unknown arm " + arm_id;
   Entry& arm = it->second;
   if (ArmFinished(arm.info) || IsExpired(arm.selector, now_ms)) {
     return "arm " + arm_id + " is no longer active";
@@ -233,11 +238,11 @@ ArmRegistry::Released ArmRegistry::Release(const std::string& arm_id,
   return out;
 }
 
-std::optional<v1::ArmInfo> ArmRegistry::NoteSkipped(const std::string& arm_id,
+std::optional<v1::ArmInfo> ArmRegistry::NoteSkipped(const std::string& arm_id, uint32_t uid,
                                                     v1::SkippedDispatch skipped) {
   absl::MutexLock lock(&mu_);
   auto it = arms_.find(arm_id);
-  if (it == arms_.end()) return std::nullopt;
+  if (it == arms_.end() || !ArmReaches(it->second.info, uid)) return std::nullopt;
   v1::ArmInfo& info = it->second.info;
   // Bounded whatever an agent sends: the oldest entries go.
   if (info.skipped_size() >= kMaxSkipsKept) {

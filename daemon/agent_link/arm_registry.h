@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/agent_link/messages.h"
 #include "common/agent_link/selector.h"
+#include "daemon/caller.h"
 #include "kerncap/v1/control.pb.h"
 
 namespace kerncap::link {
@@ -39,6 +40,12 @@ struct FinishedArm {
   DisarmReason reason = DisarmReason::kDone;
   v1::ArmInfo info;
 };
+
+// Whether `arm` may take dispatches of a process of user `process_uid`: its
+// owner's processes, or every process for an arm a privileged caller made.
+inline bool ArmReaches(const v1::ArmInfo& arm, uint32_t process_uid) {
+  return arm.all_users() || arm.owner_uid() == process_uid;
+}
 
 class ArmRegistry {
  public:
@@ -64,11 +71,13 @@ class ArmRegistry {
   // agents (with its arming order in `seq`).
   ArmMsg Add(NewArm arm) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Disarms request.arm_id (NotFound when unknown; an arm already finished is
-  // returned as it is) or, with request.all, every active arm; InvalidArgument
-  // with neither. The arms named, as they are now; those it finished are
-  // appended to `finished`.
+  // Disarms request.arm_id (NotFound when unknown or not the caller's to
+  // reach; an arm already finished is returned as it is) or, with
+  // request.all, every active arm the caller may reach; InvalidArgument with
+  // neither. The arms named, as they are now; those it finished are appended
+  // to `finished`.
   absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request,
+                                                  const Caller& caller,
                                                   std::vector<FinishedArm>* finished)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Expires the active arms whose deadline is at or before `now_ms`.
@@ -77,23 +86,25 @@ class ArmRegistry {
   // active arm, at most `cap_ms`.
   int MsUntilNextExpiry(int64_t now_ms, int cap_ms) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Arms (all, or only active ones) in arming order.
-  std::vector<v1::ArmInfo> List(bool include_finished) ABSL_LOCKS_EXCLUDED(mu_);
+  // Arms the caller may reach (all, or only active ones) in arming order.
+  std::vector<v1::ArmInfo> List(bool include_finished, const Caller& caller)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Arm messages of the active arms that apply to the process (pid,
-  // process_name, launcher rank; -1: none known), in arming order: what a new
-  // agent's Welcome carries.
-  std::vector<ArmMsg> ActiveFor(uint32_t pid, const std::string& process_name,
-                                int64_t rank = -1)
+  // process_name, launcher rank; -1: none known; its user, ArmReaches), in
+  // arming order: what a new agent's Welcome carries.
+  std::vector<ArmMsg> ActiveFor(uint32_t pid, const std::string& process_name, int64_t rank,
+                                uint32_t uid)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reserves one capture of `arm_id` for a dispatch of `begin`'s kernel on
-  // `begin.device` in the process `hello` describes, at `now_ms`. Empty on
+  // `begin.device` in the process `hello` describes (of user `uid`), at
+  // `now_ms`. Empty on
   // success, the arm's tags then copied into `tags` (when not null);
   // otherwise why not: the arm is unknown or not active, does not apply to
   // that dispatch, or has its captures (committed plus reserved); of a
   // per-shape arm also when begin.launch_shape is not a shape key or is one
   // the arm already has (committed or reserved, from any process).
-  std::string Reserve(const std::string& arm_id, const HelloMsg& hello,
+  std::string Reserve(const std::string& arm_id, const HelloMsg& hello, uint32_t uid,
                       const CaptureBeginMsg& begin, int64_t now_ms,
                       google::protobuf::Map<std::string, std::string>* tags)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,9 +124,11 @@ class ArmRegistry {
 
   // Records a dispatch the arm selected that its agent did not capture
   // (ArmInfo.skipped keeps the newest kMaxSkipsKept; skipped_count counts
-  // all). The arm as it is now; nullopt for unknown arms.
+  // all). The arm as it is now; nullopt for unknown arms and arms that do
+  // not reach processes of `uid` (another user's agent cannot fill them).
   static constexpr int kMaxSkipsKept = 16;
-  std::optional<v1::ArmInfo> NoteSkipped(const std::string& arm_id, v1::SkippedDispatch skipped)
+  std::optional<v1::ArmInfo> NoteSkipped(const std::string& arm_id, uint32_t uid,
+                                         v1::SkippedDispatch skipped)
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -13,6 +13,13 @@
 namespace kerncap::link {
 namespace {
 
+// Reaches every arm: the registry alone, ownership aside.
+Caller RootCaller() {
+  Caller c;
+  c.privileged = true;
+  return c;
+}
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -103,8 +110,8 @@ TEST(ArmRegistryTest, ArmsKeepTheirArmingOrder) {
     last_seq = push.seq;
   }
   // Ids are random, so a map by id alone would scramble this.
-  EXPECT_EQ(Ids(arms.List(false)), order);
-  std::vector<ArmMsg> welcome = arms.ActiveFor(1, "p");
+  EXPECT_EQ(Ids(arms.List(false, RootCaller())), order);
+  std::vector<ArmMsg> welcome = arms.ActiveFor(1, "p", -1, 0);
   ASSERT_EQ(welcome.size(), 5u);
   for (size_t i = 0; i < welcome.size(); ++i) EXPECT_EQ(welcome[i].arm_id, order[i]);
 }
@@ -116,15 +123,15 @@ TEST(ArmRegistryTest, RankArmsApplyOnlyToTheProcessOfThatRank) {
   rank1.mutable_selector()->set_has_rank(true);
   v1::ArmInfo a = AddArm(arms, rank1);
   v1::ArmInfo any = AddArm(arms, Request("k"));
-  std::vector<ArmMsg> got = arms.ActiveFor(100, "train.py", 1);
+  std::vector<ArmMsg> got = arms.ActiveFor(100, "train.py", 1, 0);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].arm_id, a.arm_id());
   EXPECT_EQ(got[0].rank, 1);  // the agent checks it too
-  got = arms.ActiveFor(100, "train.py", 0);
+  got = arms.ActiveFor(100, "train.py", 0, 0);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].arm_id, any.arm_id());
   // A process whose rank is not known never matches a rank.
-  got = arms.ActiveFor(100, "train.py", -1);
+  got = arms.ActiveFor(100, "train.py", -1, 0);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].arm_id, any.arm_id());
   // A capture an agent of another rank says the rank arm selected is refused.
@@ -133,10 +140,10 @@ TEST(ArmRegistryTest, RankArmsApplyOnlyToTheProcessOfThatRank) {
   hello.rank.rank = 0;
   CaptureBeginMsg begin;
   begin.demangled_name = "k";
-  EXPECT_THAT(arms.Reserve(a.arm_id(), hello, begin, 0, nullptr),
+  EXPECT_THAT(arms.Reserve(a.arm_id(), hello, 0, begin, 0, nullptr),
               ::testing::HasSubstr("does not apply to this process"));
   hello.rank.rank = 1;
-  EXPECT_EQ(arms.Reserve(a.arm_id(), hello, begin, 0, nullptr), "");
+  EXPECT_EQ(arms.Reserve(a.arm_id(), hello, 0, begin, 0, nullptr), "");
 }
 
 TEST(ArmRegistryTest, ActiveForKeepsOnlyArmsOfThatProcess) {
@@ -150,17 +157,17 @@ TEST(ArmRegistryTest, ActiveForKeepsOnlyArmsOfThatProcess) {
   v1::ArmInfo a = AddArm(arms, mine);
   AddArm(arms, other);
   v1::ArmInfo c = AddArm(arms, named);
-  std::vector<ArmMsg> got = arms.ActiveFor(100, "train.py");
+  std::vector<ArmMsg> got = arms.ActiveFor(100, "train.py", -1, 0);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].arm_id, a.arm_id());
   EXPECT_EQ(got[1].arm_id, c.arm_id());
-  EXPECT_THAT(arms.ActiveFor(300, "serve"), IsEmpty());
+  EXPECT_THAT(arms.ActiveFor(300, "serve", -1, 0), IsEmpty());
   // Finished arms are not offered.
   v1::DisarmRequest d;
   d.set_arm_id(a.arm_id());
   std::vector<FinishedArm> finished;
-  ASSERT_TRUE(arms.Disarm(d, &finished).ok());
-  got = arms.ActiveFor(100, "train.py");
+  ASSERT_TRUE(arms.Disarm(d, RootCaller(), &finished).ok());
+  got = arms.ActiveFor(100, "train.py", -1, 0);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].arm_id, c.arm_id());
 }
@@ -174,34 +181,34 @@ TEST(ArmRegistryTest, ReserveChecksTheDispatchAgainstTheArm) {
   (*req.mutable_tags())["job"] = "a";
   const std::string id = AddArm(arms, req).arm_id();
 
-  EXPECT_THAT(arms.Reserve("arm-nope", Hello(), Begin("gemm", 1), kNow, nullptr),
+  EXPECT_THAT(arms.Reserve("arm-nope", Hello(), 0, Begin("gemm", 1), kNow, nullptr),
               HasSubstr("unknown arm"));
-  EXPECT_THAT(arms.Reserve(id, Hello(200), Begin("gemm", 1), kNow, nullptr),
+  EXPECT_THAT(arms.Reserve(id, Hello(200), 0, Begin("gemm", 1), kNow, nullptr),
               HasSubstr("does not apply to this process"));
-  EXPECT_THAT(arms.Reserve(id, Hello(), Begin("gemm", 0), kNow, nullptr),
+  EXPECT_THAT(arms.Reserve(id, Hello(), 0, Begin("gemm", 0), kNow, nullptr),
               HasSubstr("does not select device 0"));
-  EXPECT_THAT(arms.Reserve(id, Hello(), Begin("conv", 1), kNow, nullptr),
+  EXPECT_THAT(arms.Reserve(id, Hello(), 0, Begin("conv", 1), kNow, nullptr),
               HasSubstr("does not select kernel conv"));
 
   google::protobuf::Map<std::string, std::string> tags;
-  EXPECT_EQ(arms.Reserve(id, Hello(), Begin("gemm", 1), kNow, &tags), "");
+  EXPECT_EQ(arms.Reserve(id, Hello(), 0, Begin("gemm", 1), kNow, &tags), "");
   EXPECT_EQ(tags.at("job"), "a");
-  EXPECT_EQ(arms.Reserve(id, Hello(), Begin("gemm", 1), kNow, nullptr), "");
+  EXPECT_EQ(arms.Reserve(id, Hello(), 0, Begin("gemm", 1), kNow, nullptr), "");
   // Two reserved of a count of 2: pending captures count.
-  EXPECT_THAT(arms.Reserve(id, Hello(), Begin("gemm", 1), kNow, nullptr),
+  EXPECT_THAT(arms.Reserve(id, Hello(), 0, Begin("gemm", 1), kNow, nullptr),
               HasSubstr("already has its captures"));
   // A failed capture gives its reservation back.
   ArmRegistry::Released failed = arms.Release(id, "cap-000000000001", /*committed=*/false);
   EXPECT_FALSE(failed.changed.has_value());
   EXPECT_THAT(failed.finished, IsEmpty());
-  EXPECT_EQ(arms.Reserve(id, Hello(), Begin("gemm", 1), kNow, nullptr), "");
+  EXPECT_EQ(arms.Reserve(id, Hello(), 0, Begin("gemm", 1), kNow, nullptr), "");
 }
 
 TEST(ArmRegistryTest, CommittedCapturesCountAndTheLastOneFinishesTheArm) {
   ArmRegistry arms;
   const std::string id = AddArm(arms, Request("k", 2)).arm_id();
-  ASSERT_EQ(arms.Reserve(id, Hello(), Begin("k"), kNow, nullptr), "");
-  ASSERT_EQ(arms.Reserve(id, Hello(), Begin("k"), kNow, nullptr), "");
+  ASSERT_EQ(arms.Reserve(id, Hello(), 0, Begin("k"), kNow, nullptr), "");
+  ASSERT_EQ(arms.Reserve(id, Hello(), 0, Begin("k"), kNow, nullptr), "");
 
   ArmRegistry::Released first = arms.Release(id, "cap-000000000001", /*committed=*/true);
   ASSERT_TRUE(first.changed.has_value());
@@ -216,9 +223,9 @@ TEST(ArmRegistryTest, CommittedCapturesCountAndTheLastOneFinishesTheArm) {
   EXPECT_EQ(last.finished[0].info.state(), v1::ARM_DONE);
   EXPECT_THAT(last.finished[0].info.capture_ids(),
               ElementsAre("cap-000000000001", "cap-000000000002"));
-  EXPECT_THAT(arms.List(false), IsEmpty());
-  ASSERT_EQ(arms.List(true).size(), 1u);
-  EXPECT_THAT(arms.Reserve(id, Hello(), Begin("k"), kNow, nullptr),
+  EXPECT_THAT(arms.List(false, RootCaller()), IsEmpty());
+  ASSERT_EQ(arms.List(true, RootCaller()).size(), 1u);
+  EXPECT_THAT(arms.Reserve(id, Hello(), 0, Begin("k"), kNow, nullptr),
               HasSubstr("no longer active"));
   // Releases of unknown arms change nothing.
   ArmRegistry::Released unknown = arms.Release("arm-nope", "cap-000000000003", true);
@@ -240,24 +247,24 @@ TEST(ArmRegistryTest, PerShapeArmsTakeEachShapeOnceAcrossProcesses) {
     return b;
   };
   const std::string a = LaunchShapeKeyText(0xa), b = LaunchShapeKeyText(0xb);
-  ASSERT_EQ(arms.Reserve(id, Hello(100), begin(a), kNow, nullptr), "");
+  ASSERT_EQ(arms.Reserve(id, Hello(100), 0, begin(a), kNow, nullptr), "");
   // Another process, same shape: refused while reserved and once committed.
-  EXPECT_THAT(arms.Reserve(id, Hello(200), begin(a), kNow, nullptr),
+  EXPECT_THAT(arms.Reserve(id, Hello(200), 0, begin(a), kNow, nullptr),
               HasSubstr("already has a capture of launch shape " + a));
-  ASSERT_EQ(arms.Reserve(id, Hello(200), begin(b), kNow, nullptr), "");
+  ASSERT_EQ(arms.Reserve(id, Hello(200), 0, begin(b), kNow, nullptr), "");
   // A failed capture frees its shape; a committed one keeps it.
   arms.Release(id, "", /*committed=*/false, b);
-  EXPECT_EQ(arms.Reserve(id, Hello(300), begin(b), kNow, nullptr), "");
+  EXPECT_EQ(arms.Reserve(id, Hello(300), 0, begin(b), kNow, nullptr), "");
   arms.Release(id, "cap-000000000001", /*committed=*/true, a);
-  EXPECT_THAT(arms.Reserve(id, Hello(300), begin(a), kNow, nullptr), HasSubstr("already has"));
+  EXPECT_THAT(arms.Reserve(id, Hello(300), 0, begin(a), kNow, nullptr), HasSubstr("already has"));
   // No key, or not a key: refused with the reason.
-  EXPECT_THAT(arms.Reserve(id, Hello(), begin(""), kNow, nullptr), HasSubstr("named no shape"));
-  EXPECT_THAT(arms.Reserve(id, Hello(), begin("ABCDEF0123456789"), kNow, nullptr),
+  EXPECT_THAT(arms.Reserve(id, Hello(), 0, begin(""), kNow, nullptr), HasSubstr("named no shape"));
+  EXPECT_THAT(arms.Reserve(id, Hello(), 0, begin("ABCDEF0123456789"), kNow, nullptr),
               HasSubstr("named no shape"));
   // Arms that are not per-shape do not look at shapes.
   const std::string plain = AddArm(arms, Request("k", 2)).arm_id();
-  EXPECT_EQ(arms.Reserve(plain, Hello(), begin(a), kNow, nullptr), "");
-  EXPECT_EQ(arms.Reserve(plain, Hello(), begin(a), kNow, nullptr), "");
+  EXPECT_EQ(arms.Reserve(plain, Hello(), 0, begin(a), kNow, nullptr), "");
+  EXPECT_EQ(arms.Reserve(plain, Hello(), 0, begin(a), kNow, nullptr), "");
 }
 
 TEST(ArmRegistryTest, PerShapeWithNthIsRefused) {
@@ -281,7 +288,7 @@ TEST(ArmRegistryTest, ArmsExpireAtTheirDeadline) {
   EXPECT_EQ(arms.MsUntilNextExpiry(kNow + 2000, 5000), 1);  // overdue: poll at once
   EXPECT_THAT(arms.Expire(kNow + 999), IsEmpty());
   // Past its deadline an arm takes nothing, even before Expire ran.
-  EXPECT_THAT(arms.Reserve(id, Hello(), Begin("k"), kNow + 1000, nullptr),
+  EXPECT_THAT(arms.Reserve(id, Hello(), 0, Begin("k"), kNow + 1000, nullptr),
               HasSubstr("no longer active"));
   std::vector<FinishedArm> expired = arms.Expire(kNow + 1000);
   ASSERT_EQ(expired.size(), 1u);
@@ -290,7 +297,7 @@ TEST(ArmRegistryTest, ArmsExpireAtTheirDeadline) {
   EXPECT_EQ(expired[0].info.state(), v1::ARM_EXPIRED);
   EXPECT_THAT(arms.Expire(kNow + 5000), IsEmpty());  // once
   EXPECT_EQ(arms.MsUntilNextExpiry(kNow, 5000), 5000);
-  EXPECT_THAT(Ids(arms.List(false)), ElementsAre(forever));
+  EXPECT_THAT(Ids(arms.List(false, RootCaller())), ElementsAre(forever));
 }
 
 TEST(ArmRegistryTest, DisarmOneOrAll) {
@@ -300,7 +307,7 @@ TEST(ArmRegistryTest, DisarmOneOrAll) {
             absl::StatusCode::kInvalidArgument);
   v1::DisarmRequest none;
   none.set_arm_id("arm-nope");
-  EXPECT_EQ(arms.Disarm(none, &finished).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(arms.Disarm(none, RootCaller(), &finished).status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(finished, IsEmpty());
 
   const std::string a = AddArm(arms, Request("a")).arm_id();
@@ -308,7 +315,7 @@ TEST(ArmRegistryTest, DisarmOneOrAll) {
   const std::string c = AddArm(arms, Request("c")).arm_id();
   v1::DisarmRequest one;
   one.set_arm_id(b);
-  absl::StatusOr<std::vector<v1::ArmInfo>> out = arms.Disarm(one, &finished);
+  absl::StatusOr<std::vector<v1::ArmInfo>> out = arms.Disarm(one, RootCaller(), &finished);
   ASSERT_TRUE(out.ok());
   ASSERT_EQ(out->size(), 1u);
   EXPECT_EQ((*out)[0].state(), v1::ARM_DISARMED);
@@ -316,19 +323,19 @@ TEST(ArmRegistryTest, DisarmOneOrAll) {
   EXPECT_EQ(finished[0].reason, DisarmReason::kDisarmed);
   // Again: returned as it is, finished no second time.
   finished.clear();
-  out = arms.Disarm(one, &finished);
+  out = arms.Disarm(one, RootCaller(), &finished);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].state(), v1::ARM_DISARMED);
   EXPECT_THAT(finished, IsEmpty());
 
   v1::DisarmRequest all;
   all.set_all(true);
-  out = arms.Disarm(all, &finished);
+  out = arms.Disarm(all, RootCaller(), &finished);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->size(), 2u);
   EXPECT_EQ(finished.size(), 2u);
-  EXPECT_THAT(arms.List(false), IsEmpty());
-  std::vector<v1::ArmInfo> listed = arms.List(true);
+  EXPECT_THAT(arms.List(false, RootCaller()), IsEmpty());
+  std::vector<v1::ArmInfo> listed = arms.List(true, RootCaller());
   EXPECT_EQ(Ids(listed), (std::vector<std::string>{a, b, c}));
 }
 
@@ -349,7 +356,7 @@ TEST(ArmRegistryTest, SkippedDispatchesAreBounded) {
   EXPECT_EQ(info->skipped(0).dispatch_index(), 5u);  // the oldest went
   EXPECT_EQ(info->skipped(ArmRegistry::kMaxSkipsKept - 1).dispatch_index(),
             static_cast<uint64_t>(ArmRegistry::kMaxSkipsKept + 4));
-  EXPECT_EQ(arms.List(false)[0].skipped_count(), info->skipped_count());
+  EXPECT_EQ(arms.List(false, RootCaller())[0].skipped_count(), info->skipped_count());
 }
 
 TEST(ArmRegistryTest, FinishedArmsAreTrimmedOldestFirstOnceSettled) {
@@ -357,16 +364,16 @@ TEST(ArmRegistryTest, FinishedArmsAreTrimmedOldestFirstOnceSettled) {
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(AddArm(arms, Request("k")).arm_id());
   // The oldest has a capture still committing when it is disarmed.
-  ASSERT_EQ(arms.Reserve(ids[0], Hello(), Begin("k"), kNow, nullptr), "");
+  ASSERT_EQ(arms.Reserve(ids[0], Hello(), 0, Begin("k"), kNow, nullptr), "");
   std::vector<FinishedArm> finished;
   for (const std::string& id : ids) {
     v1::DisarmRequest d;
     d.set_arm_id(id);
-    ASSERT_TRUE(arms.Disarm(d, &finished).ok());
+    ASSERT_TRUE(arms.Disarm(d, RootCaller(), &finished).ok());
   }
   EXPECT_EQ(finished.size(), 4u);
   // Nothing goes past the arm that still has a capture pending.
-  EXPECT_EQ(arms.List(true).size(), 4u);
+  EXPECT_EQ(arms.List(true, RootCaller()).size(), 4u);
   // Its capture settles (committed, too late to count for an active arm);
   // the next finish trims down to the newest two.
   ArmRegistry::Released released = arms.Release(ids[0], "cap-000000000001", true);
@@ -374,15 +381,15 @@ TEST(ArmRegistryTest, FinishedArmsAreTrimmedOldestFirstOnceSettled) {
   const std::string fifth = AddArm(arms, Request("k")).arm_id();
   v1::DisarmRequest d;
   d.set_arm_id(fifth);
-  ASSERT_TRUE(arms.Disarm(d, &finished).ok());
-  EXPECT_EQ(Ids(arms.List(true)), (std::vector<std::string>{ids[3], fifth}));
+  ASSERT_TRUE(arms.Disarm(d, RootCaller(), &finished).ok());
+  EXPECT_EQ(Ids(arms.List(true, RootCaller())), (std::vector<std::string>{ids[3], fifth}));
   v1::DisarmRequest gone;
   gone.set_arm_id(ids[0]);
-  EXPECT_EQ(arms.Disarm(gone, &finished).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(arms.Disarm(gone, RootCaller(), &finished).status().code(), absl::StatusCode::kNotFound);
   // A new bound applies at the next finish.
   arms.set_max_finished(0);
   EXPECT_THAT(arms.Expire(kNow), IsEmpty());
-  EXPECT_THAT(arms.List(true), IsEmpty());
+  EXPECT_THAT(arms.List(true, RootCaller()), IsEmpty());
 }
 
 }  // namespace

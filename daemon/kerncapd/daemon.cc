@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -49,9 +51,23 @@ bool SocketAnswers(const std::string& path) {
   return ok;
 }
 
-// Creates the socket's directory (0750) and clears a stale socket file.
-// AlreadyExists when a live daemon answers on `path`.
-absl::Status PrepareUnixSocket(const std::string& path) {
+// --socket-group: a group name or a numeric gid; -1 when empty.
+absl::StatusOr<int64_t> ResolveGroup(const std::string& group) {
+  if (group.empty()) return -1;
+  uint32_t gid = 0;
+  if (absl::SimpleAtoi(group, &gid)) return gid;
+  ::group gr{};
+  ::group* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--socket-group: no group named \"", group, "\""));
+  }
+  return found->gr_gid;
+}
+
+// Creates the socket's directory (0750, of `group` when >= 0) and clears a
+// stale socket file. AlreadyExists when a live daemon answers on `path`.
+absl::Status PrepareUnixSocket(const std::string& path, int64_t group) {
   if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than the ",
                                                    sizeof(sockaddr_un{}.sun_path) - 1,
@@ -62,6 +78,10 @@ absl::Status PrepareUnixSocket(const std::string& path) {
   if (::stat(dir.c_str(), &st) != 0) {
     KC_RETURN_IF_ERROR(MakeDirs(dir, 0750));
     if (::chmod(dir.c_str(), 0750) != 0) return ErrnoError(errno, absl::StrCat("chmod ", dir));
+    if (group >= 0 &&
+        ::chown(dir.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(group)) != 0) {
+      return ErrnoError(errno, absl::StrCat("chgrp ", dir));
+    }
   } else if (st.st_uid != ::geteuid() && st.st_uid != 0) {
     // E.g. /tmp/kerncap-<uid> created by someone else to intercept the socket.
     return absl::FailedPreconditionError(absl::StrCat(
@@ -149,7 +169,9 @@ int Daemon::Start() {
 }
 
 absl::Status Daemon::StartAgentLink() {
+  KC_ASSIGN_OR_RETURN(const int64_t group, ResolveGroup(config_.socket_group));
   link::AgentLinkServerOptions opts;
+  opts.socket_group = group;
   opts.socket_path = config_.agent_socket;
   opts.socket_mode = 0660;
   opts.slot_size = config_.ring_slot_mib << 20;
@@ -162,8 +184,13 @@ absl::Status Daemon::StartAgentLink() {
 }
 
 absl::Status Daemon::StartGrpc() {
-  KC_RETURN_IF_ERROR(PrepareUnixSocket(config_.socket));
+  KC_ASSIGN_OR_RETURN(const int64_t group, ResolveGroup(config_.socket_group));
+  KC_RETURN_IF_ERROR(PrepareUnixSocket(config_.socket, group));
+  absl::StatusOr<service::TcpIdentity> tcp_identity = service::ResolveTcpIdentity(config_.tcp_user);
+  if (!tcp_identity.ok()) return tcp_identity.status();
+  KC_ASSIGN_OR_RETURN(unix_listener_, service::UnixListener::Bind(config_.socket, 0660, group));
   service::ControlServiceOptions options;
+  options.tcp_identity = *tcp_identity;
   options.info.version = ::kerncap::kVersion;
   options.info.started_unix_ms = started_unix_ms_;
   options.info.pid = static_cast<uint32_t>(::getpid());
@@ -178,7 +205,8 @@ absl::Status Daemon::StartGrpc() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + config_.socket, grpc::InsecureServerCredentials());
+  // The Unix socket is unix_listener_'s: every connection it accepts is
+  // added to the server as a channel of its own (unix_listener.h).
   if (!config_.listen.empty()) {
     std::shared_ptr<grpc::ServerCredentials> creds;
     if (!config_.tls_cert.empty()) {
@@ -220,9 +248,7 @@ absl::Status Daemon::StartGrpc() {
   if (!config_.listen.empty() && tcp_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen));
   }
-  if (::chmod(config_.socket.c_str(), 0660) != 0) {
-    return ErrnoError(errno, absl::StrCat("chmod ", config_.socket));
-  }
+  unix_listener_->Start(server_.get());
   if (auto* health = server_->GetHealthCheckService(); health != nullptr) {
     // "" (the whole server) and the control service by name: Kubernetes'
     // gRPC probes and grpc_health_probe -service name it.
@@ -290,13 +316,13 @@ void Daemon::Shutdown() {
       health->SetServingStatus(false);
     }
     service_->BeginShutdown();
+    // No new local connections once the server is going away.
+    if (unix_listener_ != nullptr) unix_listener_->Stop();
     server_->Shutdown(std::chrono::system_clock::now() + kGrpcShutdownGrace);
   }
   if (agent_link_ != nullptr) agent_link_->Shutdown(/*discard_in_flight=*/false);
-  if (server_ != nullptr) {
-    server_->Wait();
-    ::unlink(config_.socket.c_str());
-  }
+  if (server_ != nullptr) server_->Wait();
+  unix_listener_.reset();  // removes the socket file
   bus_.Shutdown();
   server_.reset();
   service_.reset();

@@ -25,6 +25,7 @@
 #include "daemon/kerncapd/reflection_v1.h"
 #include "daemon/service/auth.h"
 #include "daemon/service/control_service.h"
+#include "daemon/service/unix_listener.h"
 #include "daemon/store/store.h"
 
 namespace kerncap::kerncapd {
@@ -60,6 +61,8 @@ class Daemon {
   std::unique_ptr<service::ControlService> service_;
   std::unique_ptr<ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
+  // The control socket, accepted by kerncapd so calls know their caller.
+  std::unique_ptr<service::UnixListener> unix_listener_;
   int tcp_port_ = 0;
 
   absl::Mutex mu_;

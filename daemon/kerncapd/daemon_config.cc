@@ -65,6 +65,12 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
                "reject TCP clients without a certificate signed by --tls-client-ca");
   app.add_option("--token-file", c.token_file,
                  "file with a bearer token TCP clients must send (re-read on SIGHUP)");
+  app.add_option("--tcp-user", c.tcp_user,
+                 "the user TCP clients act as, name or uid (default: kerncapd's own user; "
+                 "nobody when kerncapd runs as root); never root");
+  app.add_option("--socket-group", c.socket_group,
+                 "group (name or gid) given access to the control and agent sockets: the users "
+                 "of a node daemon (default: kerncapd's own group)");
   app.add_flag("--insecure-tcp", c.insecure_tcp, "allow --listen without TLS (testing only)");
   app.add_flag("--allow-unauthenticated-tls", c.allow_unauthenticated_tls,
                "allow --listen with TLS but neither --token-file nor --require-client-cert "

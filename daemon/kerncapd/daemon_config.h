@@ -32,6 +32,12 @@ struct DaemonConfig {
   std::string tls_client_ca;
   bool require_client_cert = false;
   std::string token_file;
+  // The user TCP clients act as (name or uid; empty: the daemon's own user,
+  // or nobody when it runs as root). Never root.
+  std::string tcp_user;
+  // Group of the control and agent sockets (name or gid; empty: kerncapd's
+  // own): the users of a node daemon (e.g. "kerncap").
+  std::string socket_group;
   bool insecure_tcp = false;
   // TCP+TLS with neither a token nor verified client certificates (anyone
   // who can reach the port controls the daemon): refused unless set.

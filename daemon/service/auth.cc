@@ -33,7 +33,10 @@ bool TokenAuthorizer::enabled() const {
 }
 
 bool TokenAuthorizer::IsUnixPeer(absl::string_view peer) {
-  return absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:");
+  // "fd:N": a connection kerncapd's own Unix listener accepted and handed to
+  // gRPC (unix_listener.h); it serves no other kind of descriptor.
+  return absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:") ||
+         absl::StartsWith(peer, "fd:");
 }
 
 absl::Status TokenAuthorizer::CheckPeer(absl::string_view peer,

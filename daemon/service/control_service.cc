@@ -1,6 +1,7 @@
 #include "daemon/service/control_service.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,13 +15,19 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "format/kcap_file.h"
+#include "common/exit_codes.h"
+#include "common/file_util.h"
 #include "common/log.h"
+#include "common/control/api_selector.h"
 #include "common/status_macros.h"
 #include "common/control/api_names.h"
 #include "common/control/grpc_status.h"
 #include "common/control/limits.h"
 #include "format/manifest_util.h"
+#include "common/fs_identity.h"
+#include "daemon/service/caller_sink.h"
 #include "daemon/service/request_validation.h"
+#include "reproducer/generator/tool_runner.h"
 #include "daemon/store/catalog.h"
 #include "format/manifest_check.h"
 #include "format/store_reader.h"
@@ -29,6 +36,9 @@
 
 namespace kerncap::service {
 namespace {
+
+// A preflight validates one dispatch; a replay that takes longer is stuck.
+constexpr int kPreflightTimeoutSeconds = 600;
 
 // How often a WatchEvents stream looks at cancellation and shutdown.
 constexpr absl::Duration kWatchPollInterval = absl::Milliseconds(200);
@@ -43,9 +53,22 @@ ControlService::ControlService(store::Store& store, AgentControl& agents, EventB
                                ControlServiceOptions options)
     : store_(store), agents_(agents), bus_(bus), options_(std::move(options)) {}
 
-absl::Status ControlService::Authorize(const grpc::ServerContext& context) const {
-  if (options_.authorizer == nullptr) return absl::OkStatus();
-  return options_.authorizer->Check(context);
+absl::StatusOr<Caller> ControlService::Authorize(const grpc::ServerContext& context) const {
+  if (options_.authorizer != nullptr) KC_RETURN_IF_ERROR(options_.authorizer->Check(context));
+  return CallerFromPeer(context.peer(), options_.tcp_identity);
+}
+
+absl::StatusOr<std::string> ControlService::ResolveCapture(const Caller& caller,
+                                                           const std::string& id_or_prefix) {
+  KC_RETURN_IF_ERROR(ValidateId(id_or_prefix, "capture_id"));
+  KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(id_or_prefix));
+  if (caller.privileged) return id;
+  KC_ASSIGN_OR_RETURN(v1::CaptureManifest manifest, store_.GetManifest(id));
+  if (!caller.MayReach(manifest.owner_uid())) {
+    // Answered as an unknown id: another user's captures are not even named.
+    return absl::NotFoundError(absl::StrCat("no capture matches '", id_or_prefix, "'"));
+  }
+  return id;
 }
 
 grpc::Status ControlService::Finish(const char* method, const grpc::ServerContext& context,
@@ -66,6 +89,7 @@ grpc::Status ControlService::Finish(const char* method, const grpc::ServerContex
 void ControlService::PublishCommitted(const v1::CaptureManifest& manifest) {
   v1::Event event;
   *event.mutable_capture_committed() = store::Catalog::Summarize(manifest);
+  event.set_owner_uid(manifest.owner_uid());
   bus_.Publish(std::move(event));
 }
 
@@ -73,7 +97,8 @@ void ControlService::PublishCommitted(const v1::CaptureManifest& manifest) {
 
 grpc::Status ControlService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                        v1::DaemonStatus* response) {
-  absl::Status status = Authorize(*context);
+  absl::StatusOr<Caller> caller = Authorize(*context);
+  absl::Status status = caller.status();
   if (status.ok()) {
     const DaemonInfo& info = options_.info;
     response->set_version(info.version);
@@ -86,8 +111,14 @@ grpc::Status ControlService::GetStatus(grpc::ServerContext* context, const v1::G
     response->set_api_version(api::kApiVersion);
     response->set_store_format(static_cast<uint32_t>(store::kStoreFormat));
     *response->mutable_store() = store_.Stats();
-    response->set_agents(static_cast<uint32_t>(agents_.ListAgents().size()));
-    response->set_active_arms(static_cast<uint32_t>(agents_.ListArms(false).size()));
+    // What this caller can reach, as every other listing counts it.
+    response->set_agents(static_cast<uint32_t>(agents_.ListAgents(*caller).size()));
+    response->set_active_arms(static_cast<uint32_t>(agents_.ListArms(false, *caller).size()));
+    v1::CallerIdentity* who = response->mutable_caller();
+    who->set_uid(caller->uid);
+    who->set_gid(caller->gid);
+    who->set_privileged(caller->privileged);
+    who->set_description(caller->description);
     response->set_ingests_in_flight(
         static_cast<uint32_t>(std::max(store_.ingests_in_flight(), agents_.IngestsInFlight())));
   }
@@ -96,9 +127,10 @@ grpc::Status ControlService::GetStatus(grpc::ServerContext* context, const v1::G
 
 grpc::Status ControlService::ListAgents(grpc::ServerContext* context, const v1::ListAgentsRequest*,
                                         v1::ListAgentsResponse* response) {
-  absl::Status status = Authorize(*context);
+  absl::StatusOr<Caller> caller = Authorize(*context);
+  absl::Status status = caller.status();
   if (status.ok()) {
-    for (v1::AgentInfo& a : agents_.ListAgents()) *response->add_agents() = std::move(a);
+    for (v1::AgentInfo& a : agents_.ListAgents(*caller)) *response->add_agents() = std::move(a);
   }
   return Finish("ListAgents", *context, status);
 }
@@ -107,7 +139,7 @@ grpc::Status ControlService::ListKernels(grpc::ServerContext* context,
                                          const v1::ListKernelsRequest* request,
                                          v1::ListKernelsResponse* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
     if (request->process_name().size() > 4096) {
       return absl::InvalidArgumentError("process_name: longer than 4096 bytes");
     }
@@ -119,7 +151,7 @@ grpc::Status ControlService::ListKernels(grpc::ServerContext* context,
                                                      " is more than the ", kMaxKernelSampleMs,
                                                      " ms a sample may take"));
     }
-    *response = agents_.ListKernels(*request);
+    *response = agents_.ListKernels(*request, caller);
     return absl::OkStatus();
   }();
   return Finish("ListKernels", *context, status);
@@ -130,12 +162,12 @@ grpc::Status ControlService::ListKernels(grpc::ServerContext* context,
 grpc::Status ControlService::Arm(grpc::ServerContext* context, const v1::ArmRequest* request,
                                  v1::ArmInfo* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
     KC_RETURN_IF_ERROR(ValidateArm(*request, absl::ToUnixMillis(absl::Now())));
-    KC_ASSIGN_OR_RETURN(*response, agents_.Arm(*request));
+    KC_ASSIGN_OR_RETURN(*response, agents_.Arm(*request, caller));
     log::Info("arm.created", {{"arm", response->arm_id()},
                               {"kernel", request->selector().kernel()},
-                              {"peer", context->peer()}});
+                              {"caller", caller.description}});
     return absl::OkStatus();
   }();
   return Finish("Arm", *context, status);
@@ -144,9 +176,9 @@ grpc::Status ControlService::Arm(grpc::ServerContext* context, const v1::ArmRequ
 grpc::Status ControlService::Disarm(grpc::ServerContext* context, const v1::DisarmRequest* request,
                                     v1::DisarmResponse* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
     KC_RETURN_IF_ERROR(ValidateDisarm(*request));
-    KC_ASSIGN_OR_RETURN(std::vector<v1::ArmInfo> arms, agents_.Disarm(*request));
+    KC_ASSIGN_OR_RETURN(std::vector<v1::ArmInfo> arms, agents_.Disarm(*request, caller));
     for (v1::ArmInfo& a : arms) *response->add_disarmed() = std::move(a);
     return absl::OkStatus();
   }();
@@ -156,9 +188,10 @@ grpc::Status ControlService::Disarm(grpc::ServerContext* context, const v1::Disa
 grpc::Status ControlService::ListArms(grpc::ServerContext* context,
                                       const v1::ListArmsRequest* request,
                                       v1::ListArmsResponse* response) {
-  absl::Status status = Authorize(*context);
+  absl::StatusOr<Caller> caller = Authorize(*context);
+  absl::Status status = caller.status();
   if (status.ok()) {
-    for (v1::ArmInfo& a : agents_.ListArms(request->include_finished())) {
+    for (v1::ArmInfo& a : agents_.ListArms(request->include_finished(), *caller)) {
       *response->add_arms() = std::move(a);
     }
   }
@@ -171,25 +204,102 @@ grpc::Status ControlService::Substitute(grpc::ServerContext* context,
                                         const v1::SubstituteRequest* request,
                                         v1::SubstitutionInfo* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
-    KC_ASSIGN_OR_RETURN(*response, agents_.Substitute(*request));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
+    KC_RETURN_IF_ERROR(ValidateSubstituteTarget(*request));
+    std::string preflight;
+    if (request->no_preflight()) {
+      preflight = "none (no_preflight): the variant was not validated before going live";
+    } else {
+      KC_ASSIGN_OR_RETURN(preflight, RunPreflight(caller, *request));
+    }
+    KC_ASSIGN_OR_RETURN(*response, agents_.Substitute(*request, caller, preflight));
     log::Info("substitution.requested", {{"substitution", response->substitution_id()},
                                          {"kernel", request->selector().kernel()},
-                                         {"peer", context->peer()}});
+                                         {"preflight", preflight},
+                                         {"caller", caller.description}});
     return absl::OkStatus();
   }();
   return Finish("Substitute", *context, status);
+}
+
+absl::StatusOr<std::string> ControlService::RunPreflight(const Caller& caller,
+                                                         const v1::SubstituteRequest& request) {
+  KC_ASSIGN_OR_RETURN(std::string id, ResolveCapture(caller, request.preflight_capture()));
+  KC_ASSIGN_OR_RETURN(v1::CaptureManifest manifest, store_.GetManifest(id));
+  // A pass on some other kernel's capture would prove nothing about this
+  // substitution.
+  const link::Selector sel = link::SelectorFromProto(request.selector(), 0);
+  link::LinkResult<link::NameMatcher> matcher = link::NameMatcher::Compile(sel.kernel, sel.match);
+  if (!matcher.ok()) return absl::InvalidArgumentError("selector.kernel: " + matcher.error());
+  if (!matcher->Matches(manifest.kernel().demangled_name(), manifest.kernel().mangled_name())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "preflight capture ", id, " is of kernel ", manifest.kernel().mangled_name(),
+        ", which the substitution's selector does not match: validate the variant against a "
+        "capture of the kernel it replaces"));
+  }
+  std::string replay = options_.replay_binary;
+  if (replay.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      const std::string beside = (self.parent_path() / "kerncap-replay").string();
+      if (::access(beside.c_str(), X_OK) == 0) replay = beside;
+    }
+    if (replay.empty()) replay = repro::FindTool("kerncap-replay");
+  }
+  if (replay.empty()) {
+    return absl::FailedPreconditionError(
+        "preflight: kerncap-replay is not installed beside kerncapd or on its PATH, so the "
+        "variant cannot be validated on this node; nothing was substituted");
+  }
+  // The variant and the replay are the caller's: written to a folder of the
+  // caller's and run with the caller's rights (tool_runner.cc); the replay
+  // reads the capture through this daemon's socket, as the caller.
+  KC_ASSIGN_OR_RETURN(ScopedFsIdentity as_caller, ScopedFsIdentity::Enter(FsIdentityOf(caller)));
+  repro::ScratchDir scratch("kerncapd-preflight-");
+  if (scratch.path().empty()) return absl::InternalError("preflight: no temporary folder");
+  const std::string ext = request.format().empty() ? "cubin" : request.format();
+  const std::string variant = absl::StrCat(scratch.path(), "/variant.", ext);
+  KC_RETURN_IF_ERROR(WriteFileAtomic(variant, request.code_object()));
+  absl::StatusOr<repro::ToolResult> run =
+      repro::RunTool({replay, "validate", absl::StrCat("--daemon=unix:", options_.info.unix_socket),
+                      id, absl::StrCat("--code-object=", variant)},
+                     scratch.path(), kPreflightTimeoutSeconds);
+  KC_RETURN_IF_ERROR(run.status());
+  const std::string what =
+      absl::StrCat("kerncap-replay validate --code-object=", request.name().empty() ? variant
+                                                                                    : request.name(),
+                   " ", id, " on ", options_.info.hostname);
+  if (run->exit_code == 0) {
+    return absl::StrCat(what, ": pass (the variant reproduced the capture's outputs)");
+  }
+  const int code = run->exit_code;
+  const char* meaning = run->timed_out              ? "timed out"
+                        : code == exit_code::kMismatch ? "the variant's outputs differ from the capture's"
+                        : code == exit_code::kNoDevice ? "no CUDA driver or device on this node"
+                        : code == exit_code::kRefused  ? "the replay refused to give a verdict"
+                                                       : "the replay failed";
+  std::string tail = run->err.empty() ? run->out : run->err;
+  if (tail.size() > 2048) tail = "..." + tail.substr(tail.size() - 2048);
+  const int exit = code == exit_code::kMismatch || code == exit_code::kNoDevice
+                       ? code
+                       : exit_code::kRefused;
+  return exit_code::WithExitCode(
+      absl::FailedPreconditionError(absl::StrCat("preflight failed (", what, " exited ", code,
+                                                 ": ", meaning,
+                                                 "); nothing was substituted. ", tail)),
+      exit);
 }
 
 grpc::Status ControlService::Unsubstitute(grpc::ServerContext* context,
                                           const v1::UnsubstituteRequest* request,
                                           v1::SubstitutionInfo* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
     if (request->substitution_id().empty()) {
       return absl::InvalidArgumentError("substitution_id is empty");
     }
-    KC_ASSIGN_OR_RETURN(*response, agents_.Unsubstitute(request->substitution_id()));
+    KC_ASSIGN_OR_RETURN(*response, agents_.Unsubstitute(request->substitution_id(), caller));
     return absl::OkStatus();
   }();
   return Finish("Unsubstitute", *context, status);
@@ -199,10 +309,10 @@ grpc::Status ControlService::ListSubstitutions(grpc::ServerContext* context,
                                                const v1::ListSubstitutionsRequest* request,
                                                v1::ListSubstitutionsResponse* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
     bool found = request->substitution_id().empty();
     for (v1::SubstitutionInfo& s :
-         agents_.ListSubstitutions(request->include_finished() || !found)) {
+         agents_.ListSubstitutions(request->include_finished() || !found, caller)) {
       if (!request->substitution_id().empty() &&
           s.substitution_id() != request->substitution_id()) {
         continue;
@@ -222,9 +332,12 @@ grpc::Status ControlService::ListCaptures(grpc::ServerContext* context,
                                           const v1::ListCapturesRequest* request,
                                           v1::ListCapturesResponse* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
     KC_RETURN_IF_ERROR(ValidateListCaptures(*request));
-    KC_ASSIGN_OR_RETURN(std::vector<v1::CaptureSummary> rows, store_.ListCaptures(*request));
+    KC_ASSIGN_OR_RETURN(
+        std::vector<v1::CaptureSummary> rows,
+        store_.ListCaptures(*request, caller.privileged ? std::nullopt
+                                                        : std::optional<uint32_t>(caller.uid)));
     for (v1::CaptureSummary& row : rows) *response->add_captures() = std::move(row);
     return absl::OkStatus();
   }();
@@ -235,9 +348,8 @@ grpc::Status ControlService::GetCapture(grpc::ServerContext* context,
                                         const v1::GetCaptureRequest* request,
                                         v1::CaptureDetail* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
-    KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
-    KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request->capture_id()));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
+    KC_ASSIGN_OR_RETURN(std::string id, ResolveCapture(caller, request->capture_id()));
     KC_ASSIGN_OR_RETURN(*response->mutable_manifest(), store_.GetManifest(id));
     *response->mutable_summary() = store::Catalog::Summarize(response->manifest());
     KC_ASSIGN_OR_RETURN(store::Store::Footprint footprint, store_.CaptureFootprint(id));
@@ -253,12 +365,11 @@ grpc::Status ControlService::DeleteCapture(grpc::ServerContext* context,
                                            const v1::DeleteCaptureRequest* request,
                                            v1::DeleteCaptureResponse* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
-    KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
-    KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request->capture_id()));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
+    KC_ASSIGN_OR_RETURN(std::string id, ResolveCapture(caller, request->capture_id()));
     KC_RETURN_IF_ERROR(store_.DeleteCapture(id));
     response->set_capture_id(id);
-    log::Info("capture.deleted", {{"capture", id}, {"peer", context->peer()}});
+    log::Info("capture.deleted", {{"capture", id}, {"caller", caller.description}});
     return absl::OkStatus();
   }();
   return Finish("DeleteCapture", *context, status);
@@ -269,8 +380,8 @@ grpc::Status ControlService::DeleteCapture(grpc::ServerContext* context,
 grpc::Status ControlService::WatchEvents(grpc::ServerContext* context,
                                          const v1::WatchEventsRequest*,
                                          grpc::ServerWriter<v1::Event>* writer) {
-  absl::Status status = Authorize(*context);
-  if (!status.ok()) return Finish("WatchEvents", *context, status);
+  absl::StatusOr<Caller> caller = Authorize(*context);
+  if (!caller.ok()) return Finish("WatchEvents", *context, caller.status());
   std::unique_ptr<EventBus::Subscription> sub = bus_.Subscribe();
   // Tells the client the subscription exists: events published after it
   // sees the initial metadata are delivered.
@@ -284,6 +395,8 @@ grpc::Status ControlService::WatchEvents(grpc::ServerContext* context,
       if (absl::Now() - start < kWatchPollInterval / 2) break;
       continue;
     }
+    // Another user's agents, arms and captures are not this caller's news.
+    if (!caller->MayReach(event->owner_uid())) continue;
     if (!writer->Write(*event)) break;  // client went away
     if (uint64_t dropped = sub->dropped(); dropped != reported_dropped) {
       log::Warn("watch.dropped", {{"peer", context->peer()}, {"events", dropped}});
@@ -298,15 +411,16 @@ grpc::Status ControlService::WatchEvents(grpc::ServerContext* context,
 grpc::Status ControlService::GenerateReproducer(grpc::ServerContext* context,
                                                 const v1::GenerateReproducerRequest* request,
                                                 grpc::ServerWriter<v1::ReproducerFile>* writer) {
-  absl::Status status = Authorize(*context);
-  if (status.ok()) status = DoGenerateReproducer(context, *request, writer);
+  absl::StatusOr<Caller> caller = Authorize(*context);
+  absl::Status status = caller.status();
+  if (status.ok()) status = DoGenerateReproducer(context, *caller, *request, writer);
   return Finish("GenerateReproducer", *context, status);
 }
 
 absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
+                                                  const Caller& caller,
                                                   const v1::GenerateReproducerRequest& request,
                                                   grpc::ServerWriter<v1::ReproducerFile>* writer) {
-  KC_RETURN_IF_ERROR(ValidateId(request.capture_id(), "capture_id"));
   for (const auto& [value, field] : {std::pair{&request.out_dir(), "out_dir"},
                                      std::pair{&request.source_dir(), "source_dir"},
                                      std::pair{&request.compile_commands(), "compile_commands"}}) {
@@ -324,7 +438,7 @@ absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
   // (the Unix socket, guarded by file permissions) may point them anywhere.
   // Remote clients get the project streamed back, sources found from the
   // paths the code object records.
-  if (!TokenAuthorizer::IsUnixPeer(context->peer()) &&
+  if (caller.pid == 0 &&
       (!request.out_dir().empty() || !request.source_dir().empty() ||
        !request.compile_commands().empty())) {
     return absl::PermissionDeniedError(
@@ -332,29 +446,41 @@ absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
         "accepted only over its local Unix socket; leave them empty to have the project "
         "streamed back");
   }
-  KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request.capture_id()));
+  KC_ASSIGN_OR_RETURN(std::string id, ResolveCapture(caller, request.capture_id()));
   repro::CaptureAccess access;
   KC_ASSIGN_OR_RETURN(access.manifest, store_.GetManifest(id));
+  // The generator runs with the caller's file-system identity (below); the
+  // store is the daemon's, so its reads step back to the daemon's own.
   access.read_bytes = [this](const v1::ChunkList& list) -> absl::StatusOr<std::string> {
+    ScopedOwnFsIdentity own;
     std::string bytes(list.size(), '\0');
     KC_RETURN_IF_ERROR(store_.ReadChunkList(list, bytes.data(), bytes.size()));
     return bytes;
   };
-  // capture.kcap: the capture's export stream, as `kerncapctl export` writes it.
-  access.write_kcap = [this, context, &id](const std::string& path) -> absl::Status {
+  // capture.kcap: the capture's export stream, as `kerncapctl export` writes
+  // it. Created and finished (renamed into place) as the caller; only the
+  // store reads in between are the daemon's.
+  access.write_kcap = [this, context, &caller, &id](const std::string& path) -> absl::Status {
     KC_ASSIGN_OR_RETURN(std::unique_ptr<kcap::KcapWriter> kcap, kcap::KcapWriter::Create(path));
     v1::ExportCaptureRequest export_request;
     export_request.set_capture_id(id);
     absl::Status append;
-    KC_RETURN_IF_ERROR(DoExport(context, export_request, [&](const v1::TransferFrame& frame) {
-      append = kcap->Append(frame);
-      return append.ok();
-    }));
+    {
+      ScopedOwnFsIdentity own;
+      KC_RETURN_IF_ERROR(
+          DoExport(context, caller, export_request, [&](const v1::TransferFrame& frame) {
+            append = kcap->Append(frame);
+            return append.ok();
+          }));
+    }
     KC_RETURN_IF_ERROR(append);
     return kcap->Finish();
   };
 
   repro::GenerateOptions options;
+  // Looked up with the daemon's rights (its own binary's folder), before the
+  // caller's identity is taken on.
+  options.tools = repro::ResolveTools({});
   options.source_dir = request.source_dir();
   options.compile_commands = request.compile_commands();
   options.force = request.force();
@@ -374,6 +500,12 @@ absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
       options.kind = repro::ProjectKind::kAuto;
       break;
   }
+  // From here every path is touched as the caller would touch it: the
+  // out_dir, the sources the line tables and compile_commands name, the
+  // compilers run on them (tool_runner.cc runs them as the caller), --force
+  // replacing a folder. A daemon that cannot take on the caller's identity
+  // (a per-user kerncapd serving another user) refuses.
+  KC_ASSIGN_OR_RETURN(ScopedFsIdentity as_caller, ScopedFsIdentity::Enter(FsIdentityOf(caller)));
   // Without out_dir the project is generated in a temp folder and streamed.
   std::string temp_root;
   if (request.out_dir().empty()) {
@@ -399,30 +531,36 @@ absl::Status ControlService::DoGenerateReproducer(grpc::ServerContext* context,
              {"out_dir", request.out_dir()},
              {"peer", context->peer()}});
   if (request.out_dir().empty()) {
+    // Files are read as the caller (a compiler run as the caller could have
+    // left a link to a file only the daemon may read); only the writes to
+    // the stream step back to the daemon's identity.
     for (const std::string& rel : result.files) {
       if (context->IsCancelled()) return Cancelled("reproducer");
-      KC_RETURN_IF_ERROR(repro::StreamProjectFile(
-          result.out_dir, rel, [&](const v1::ReproducerFile& f) { return writer->Write(f); }));
+      KC_RETURN_IF_ERROR(repro::StreamProjectFile(result.out_dir, rel,
+                                                  [&](const v1::ReproducerFile& f) {
+                                                    ScopedOwnFsIdentity own;
+                                                    return writer->Write(f);
+                                                  }));
     }
   }
   v1::ReproducerFile last;
   if (!request.out_dir().empty()) last.set_written_to(result.out_dir);
   last.set_project_json(result.project.dump());
+  ScopedOwnFsIdentity own;
   if (!writer->Write(last)) return Cancelled("reproducer");
   return absl::OkStatus();
 }
 
 // ---- transfer between stores ----
 
-absl::Status ControlService::DoExport(grpc::ServerContext* context,
+absl::Status ControlService::DoExport(grpc::ServerContext* context, const Caller& caller,
                                       const v1::ExportCaptureRequest& request,
                                       const std::function<bool(const v1::TransferFrame&)>& write) {
-  KC_RETURN_IF_ERROR(ValidateId(request.capture_id(), "capture_id"));
   KC_ASSIGN_OR_RETURN(std::vector<Digest> skip_list,
                       ParseDigests(request.skip_digests(), kMaxSkipDigests, "skip_digests"));
   absl::flat_hash_set<Digest> skip(skip_list.begin(), skip_list.end());
   skip_list.clear();
-  KC_ASSIGN_OR_RETURN(std::string id, store_.ResolveCaptureId(request.capture_id()));
+  KC_ASSIGN_OR_RETURN(std::string id, ResolveCapture(caller, request.capture_id()));
   KC_ASSIGN_OR_RETURN(v1::CaptureManifest manifest, store_.GetManifest(id));
   KC_ASSIGN_OR_RETURN(std::vector<ChunkRef> chunks, ManifestChunks(manifest));
   std::vector<ChunkRef> to_send;
@@ -460,16 +598,17 @@ absl::Status ControlService::DoExport(grpc::ServerContext* context,
   log::Info("capture.exported", {{"capture", id},
                                  {"chunks", to_send.size()},
                                  {"skipped", chunks.size() - to_send.size()},
-                                 {"peer", context->peer()}});
+                                 {"caller", caller.description}});
   return absl::OkStatus();
 }
 
 grpc::Status ControlService::ExportCapture(grpc::ServerContext* context,
                                            const v1::ExportCaptureRequest* request,
                                            grpc::ServerWriter<v1::TransferFrame>* writer) {
-  absl::Status status = Authorize(*context);
+  absl::StatusOr<Caller> caller = Authorize(*context);
+  absl::Status status = caller.status();
   if (status.ok()) {
-    status = DoExport(context, *request,
+    status = DoExport(context, *caller, *request,
                       [writer](const v1::TransferFrame& frame) { return writer->Write(frame); });
   }
   return Finish("ExportCapture", *context, status);
@@ -479,7 +618,7 @@ grpc::Status ControlService::FindMissingChunks(grpc::ServerContext* context,
                                                const v1::FindMissingChunksRequest* request,
                                                v1::FindMissingChunksResponse* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_RETURN_IF_ERROR(Authorize(*context).status());
     KC_ASSIGN_OR_RETURN(std::vector<Digest> digests,
                         ParseDigests(request->digests(), kMaxDigestsPerRequest, "digests"));
     absl::flat_hash_set<Digest> reported;
@@ -491,7 +630,7 @@ grpc::Status ControlService::FindMissingChunks(grpc::ServerContext* context,
   return Finish("FindMissingChunks", *context, status);
 }
 
-absl::Status ControlService::DoImport(grpc::ServerContext* context,
+absl::Status ControlService::DoImport(grpc::ServerContext* context, const Caller& caller,
                                       grpc::ServerReader<v1::TransferFrame>* reader,
                                       v1::ImportCaptureResponse* response) {
   v1::TransferFrame frame;
@@ -582,6 +721,8 @@ absl::Status ControlService::DoImport(grpc::ServerContext* context,
                                                    " chunks; nothing committed"));
   }
   manifest.set_source(v1::SOURCE_IMPORT);
+  // The importer's, whatever the file says.
+  manifest.set_owner_uid(caller.uid);
   KC_ASSIGN_OR_RETURN(std::string id, store_.CommitImportedManifest(manifest));
   manifest.set_capture_id(id);
   response->set_capture_id(id);
@@ -590,7 +731,7 @@ absl::Status ControlService::DoImport(grpc::ServerContext* context,
   log::Info("capture.imported", {{"capture", id},
                                  {"chunks_received", received},
                                  {"chunks_present", present},
-                                 {"peer", context->peer()}});
+                                 {"caller", caller.description}});
   PublishCommitted(manifest);
   return absl::OkStatus();
 }
@@ -598,8 +739,9 @@ absl::Status ControlService::DoImport(grpc::ServerContext* context,
 grpc::Status ControlService::ImportCapture(grpc::ServerContext* context,
                                            grpc::ServerReader<v1::TransferFrame>* reader,
                                            v1::ImportCaptureResponse* response) {
-  absl::Status status = Authorize(*context);
-  if (status.ok()) status = DoImport(context, reader, response);
+  absl::StatusOr<Caller> caller = Authorize(*context);
+  absl::Status status = caller.status();
+  if (status.ok()) status = DoImport(context, *caller, reader, response);
   return Finish("ImportCapture", *context, status);
 }
 
@@ -607,8 +749,8 @@ grpc::Status ControlService::ImportReferenceCapture(
     grpc::ServerContext* context, const v1::ImportReferenceCaptureRequest* request,
     v1::ImportCaptureResponse* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
-    if (!TokenAuthorizer::IsUnixPeer(context->peer())) {
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
+    if (caller.pid == 0) {
       return absl::PermissionDeniedError(
           "a reference folder is a path on the daemon host: it is accepted only over the "
           "daemon's local Unix socket");
@@ -617,12 +759,20 @@ grpc::Status ControlService::ImportReferenceCapture(
     if (!options_.reference_importer) {
       return absl::UnimplementedError("this kerncapd was built without the reference importer");
     }
-    KC_ASSIGN_OR_RETURN(std::string id, options_.reference_importer(request->path(), store_));
+    // The folder is read as the caller; the store is written as the daemon,
+    // and the capture is the caller's.
+    CallerSink sink(store_, caller.uid);
+    std::string id;
+    {
+      KC_ASSIGN_OR_RETURN(ScopedFsIdentity as_caller,
+                          ScopedFsIdentity::Enter(FsIdentityOf(caller)));
+      KC_ASSIGN_OR_RETURN(id, options_.reference_importer(request->path(), sink));
+    }
     KC_ASSIGN_OR_RETURN(v1::CaptureManifest manifest, store_.GetManifest(id));
     response->set_capture_id(id);
     response->set_chunks_received(manifest.stats().chunk_count());
     log::Info("capture.imported_reference",
-              {{"capture", id}, {"path", request->path()}, {"peer", context->peer()}});
+              {{"capture", id}, {"path", request->path()}, {"caller", caller.description}});
     PublishCommitted(manifest);
     return absl::OkStatus();
   }();
@@ -634,7 +784,13 @@ grpc::Status ControlService::ImportReferenceCapture(
 grpc::Status ControlService::RunGc(grpc::ServerContext* context, const v1::RunGcRequest* request,
                                    v1::GcReport* response) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
+    if (!caller.privileged) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "gc sweeps the whole store, shared by every user of this node: only root or the "
+          "daemon's own user may run it (you are ", caller.description,
+          "); deleting your captures frees what only they used at the next gc"));
+    }
     KC_ASSIGN_OR_RETURN(*response, store_.RunGc(request->dry_run()));
     log::Info("gc.done", {{"dry_run", request->dry_run()},
                           {"dead_chunks", response->dead_chunks()},
@@ -648,11 +804,14 @@ grpc::Status ControlService::VerifyStore(grpc::ServerContext* context,
                                          const v1::VerifyStoreRequest* request,
                                          grpc::ServerWriter<v1::VerifyProgress>* writer) {
   absl::Status status = [&]() -> absl::Status {
-    KC_RETURN_IF_ERROR(Authorize(*context));
+    KC_ASSIGN_OR_RETURN(Caller caller, Authorize(*context));
     std::string id;
     if (!request->capture_id().empty()) {
-      KC_RETURN_IF_ERROR(ValidateId(request->capture_id(), "capture_id"));
-      KC_ASSIGN_OR_RETURN(id, store_.ResolveCaptureId(request->capture_id()));
+      KC_ASSIGN_OR_RETURN(id, ResolveCapture(caller, request->capture_id()));
+    } else if (!caller.privileged) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "verifying the whole store reads every user's captures: only root or the daemon's "
+          "own user may (you are ", caller.description, "); name one of your captures instead"));
     }
     bool client_gone = false;
     uint64_t problems = 0;

@@ -2,10 +2,16 @@
 // proto/kerncap/v1/control.proto) over the store, the agent link and the
 // event bus.
 //
-// Every handler: checks the bearer token (TCP peers), validates the request
+// Every handler: checks the bearer token (TCP peers), learns who the caller
+// is (caller_identity.h) and acts with the caller's rights only: it reaches
+// the caller's own agents, arms, captures and substitutions (all of them for
+// a privileged caller), touches host paths the request names with the
+// caller's file-system identity (common/fs_identity.h), and runs store-wide
+// maintenance only for a privileged caller. It validates the request
 // (request_validation.h), does the work through absl::Status-returning calls,
 // and converts the result once (grpc_status.h). Errors are logged as
-// "rpc.error" lines; the daemon keeps serving after any bad request.
+// "rpc.error" lines; the daemon keeps serving after any bad request. Another
+// user's object is answered as unknown (NotFound), so ids do not leak.
 //
 // Thread-safety: gRPC calls handlers concurrently; the service holds no
 // mutable state besides the shutdown flag. Store, AgentControl and EventBus
@@ -22,7 +28,9 @@
 #include "daemon/agent_link/agent_control.h"
 #include "daemon/capture_sink.h"
 #include "daemon/event_bus.h"
+#include "daemon/caller.h"
 #include "daemon/service/auth.h"
+#include "daemon/service/caller_identity.h"
 #include "daemon/store/store.h"
 #include "kerncap/v1/control.grpc.pb.h"
 
@@ -50,6 +58,11 @@ struct ControlServiceOptions {
   ReferenceImporter reference_importer;
   // Null: no token check.
   const TokenAuthorizer* authorizer = nullptr;
+  // What TCP peers act as (ResolveTcpIdentity).
+  TcpIdentity tcp_identity;
+  // kerncap-replay, for the preflight of a substitution (empty: looked up
+  // beside this binary, then on PATH).
+  std::string replay_binary;
 };
 
 class ControlService final : public v1::KerncapControl::Service {
@@ -108,20 +121,30 @@ class ControlService final : public v1::KerncapControl::Service {
                            grpc::ServerWriter<v1::VerifyProgress>* writer) override;
 
  private:
-  absl::Status Authorize(const grpc::ServerContext& context) const;
+  // The token check, then who the caller is.
+  absl::StatusOr<Caller> Authorize(const grpc::ServerContext& context) const;
+  // A capture id (or unique prefix) of a capture the caller may reach;
+  // NotFound, as for an unknown id, otherwise.
+  absl::StatusOr<std::string> ResolveCapture(const Caller& caller, const std::string& id_or_prefix);
+  // Validates the variant against the caller's preflight capture with
+  // kerncap-replay on this node; what was checked, or why not.
+  absl::StatusOr<std::string> RunPreflight(const Caller& caller,
+                                           const v1::SubstituteRequest& request);
   // Logs a failed RPC and converts the status (the one exit of every handler).
   grpc::Status Finish(const char* method, const grpc::ServerContext& context,
                       const absl::Status& status) const;
   void PublishCommitted(const v1::CaptureManifest& manifest);
 
-  absl::Status DoImport(grpc::ServerContext* context, grpc::ServerReader<v1::TransferFrame>* reader,
+  absl::Status DoImport(grpc::ServerContext* context, const Caller& caller,
+                        grpc::ServerReader<v1::TransferFrame>* reader,
                         v1::ImportCaptureResponse* response);
   // Streams a capture's export frames to `write` (false: stop, the reader
   // went away). Used by ExportCapture and, into a .kcap, by
   // GenerateReproducer.
-  absl::Status DoExport(grpc::ServerContext* context, const v1::ExportCaptureRequest& request,
+  absl::Status DoExport(grpc::ServerContext* context, const Caller& caller,
+                        const v1::ExportCaptureRequest& request,
                         const std::function<bool(const v1::TransferFrame&)>& write);
-  absl::Status DoGenerateReproducer(grpc::ServerContext* context,
+  absl::Status DoGenerateReproducer(grpc::ServerContext* context, const Caller& caller,
                                     const v1::GenerateReproducerRequest& request,
                                     grpc::ServerWriter<v1::ReproducerFile>* writer);
 

@@ -194,4 +194,25 @@ absl::Status ValidateReferenceFolder(absl::string_view path) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateSubstituteTarget(const v1::SubstituteRequest& request) {
+  const v1::Selector& sel = request.selector();
+  const bool names_process = sel.pid() != 0 || !sel.process_name().empty() || sel.has_rank();
+  if (!names_process && !request.all_processes()) {
+    return absl::InvalidArgumentError(
+        "the selector names no process (pid, process_name or rank): a substitution into every "
+        "process you own needs all_processes (kerncapctl substitute --all-processes)");
+  }
+  if (request.preflight_capture().empty() == !request.no_preflight()) {
+    return absl::InvalidArgumentError(
+        request.no_preflight()
+            ? "give preflight_capture or no_preflight, not both"
+            : "name a preflight capture (kerncapd validates the variant against it before "
+              "going live) or set no_preflight");
+  }
+  if (!request.preflight_capture().empty()) {
+    KC_RETURN_IF_ERROR(ValidateId(request.preflight_capture(), "preflight_capture"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace kerncap::service

@@ -27,6 +27,10 @@ absl::Status ValidateTagFilter(absl::string_view tag);
 absl::Status ValidateListCaptures(const v1::ListCapturesRequest& request);
 absl::Status ValidateArm(const v1::ArmRequest& request, int64_t now_unix_ms);
 absl::Status ValidateDisarm(const v1::DisarmRequest& request);
+// A substitution names the processes it goes into (pid, process name or
+// rank), or says all_processes; it names a preflight capture or says
+// no_preflight. Pushing code into every process needs an explicit yes.
+absl::Status ValidateSubstituteTarget(const v1::SubstituteRequest& request);
 
 // Parses raw 32-byte digests, at most `max` of them.
 absl::StatusOr<std::vector<Digest>> ParseDigests(

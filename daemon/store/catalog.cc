@@ -13,13 +13,14 @@
 namespace kerncap::store {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 2: captures.owner_uid (older catalogs are rebuilt from the manifests).
+constexpr int kSchemaVersion = 2;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS captures(
   id TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, manifest_digest TEXT NOT NULL,
-  logical_bytes INTEGER NOT NULL, summary BLOB NOT NULL);
+  logical_bytes INTEGER NOT NULL, summary BLOB NOT NULL, owner_uid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS kernels(
   capture_id TEXT PRIMARY KEY REFERENCES captures(id) ON DELETE CASCADE,
   mangled TEXT NOT NULL, demangled TEXT NOT NULL, platform INTEGER NOT NULL, arch TEXT NOT NULL);
@@ -31,6 +32,7 @@ CREATE TABLE IF NOT EXISTS tags(
   key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(capture_id, key));
 CREATE INDEX IF NOT EXISTS tags_by_kv ON tags(key, value);
 CREATE INDEX IF NOT EXISTS agents_by_pid ON agents(pid);
+CREATE INDEX IF NOT EXISTS captures_by_owner ON captures(owner_uid);
 )sql";
 
 // RAII statement with one-line binders; errors carry SQLite's message.
@@ -181,6 +183,7 @@ v1::CaptureSummary Catalog::Summarize(const v1::CaptureManifest& m) {
   s.set_new_stored_bytes(m.stats().new_stored_bytes());
   s.set_source(m.source());
   for (const auto& [k, v] : m.tags()) (*s.mutable_tags())[k] = v;
+  s.set_owner_uid(m.owner_uid());
   return s;
 }
 
@@ -195,14 +198,15 @@ absl::Status Catalog::Upsert(const v1::CaptureManifest& m, const std::string& ma
     }
     {
       Stmt ins(db_,
-               "INSERT INTO captures(id, created_ms, manifest_digest, logical_bytes, summary) "
-               "VALUES(?1, ?2, ?3, ?4, ?5)");
+               "INSERT INTO captures(id, created_ms, manifest_digest, logical_bytes, summary, "
+               "owner_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
       KC_RETURN_IF_ERROR(ins.status());
       KC_RETURN_IF_ERROR(ins.Text(1, m.capture_id())
                              .Int(2, m.created_unix_ms())
                              .Text(3, manifest_digest)
                              .Int(4, static_cast<int64_t>(m.stats().logical_bytes()))
                              .Blob(5, Summarize(m).SerializeAsString())
+                             .Int(6, m.owner_uid())
                              .Run());
     }
     {
@@ -252,7 +256,8 @@ absl::Status Catalog::Delete(const std::string& capture_id) {
   return del.Text(1, capture_id).Run();
 }
 
-absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapturesRequest& f) {
+absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapturesRequest& f,
+                                                              std::optional<uint32_t> owner_uid) {
   std::string tag_key = f.tag();
   std::string tag_value;
   bool tag_has_value = false;
@@ -270,6 +275,7 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
          "AND (?3 = '' OR EXISTS (SELECT 1 FROM tags t WHERE t.capture_id = c.id "
          "     AND t.key = ?3 AND (?4 = 0 OR t.value = ?5))) "
          "AND (?7 = 0 OR c.created_ms >= ?7) AND (?8 = 0 OR c.created_ms < ?8) "
+         "AND (?9 = 0 OR c.owner_uid = ?10) "
          "ORDER BY c.created_ms DESC, c.id LIMIT ?6");
   KC_RETURN_IF_ERROR(q.status());
   q.Text(1, f.kernel_contains())
@@ -279,7 +285,9 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
       .Text(5, tag_value)
       .Int(6, f.limit() == 0 ? -1 : static_cast<int64_t>(f.limit()))
       .Int(7, f.since_unix_ms())
-      .Int(8, f.until_unix_ms());
+      .Int(8, f.until_unix_ms())
+      .Int(9, owner_uid.has_value() ? 1 : 0)
+      .Int(10, owner_uid.value_or(0));
   std::vector<v1::CaptureSummary> out;
   while (true) {
     KC_ASSIGN_OR_RETURN(bool row, q.Step());

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,10 @@ class Catalog {
   absl::Status Upsert(const v1::CaptureManifest& manifest, const std::string& manifest_digest);
   absl::Status Delete(const std::string& capture_id);
   // Filters: kernel_contains (substring of demangled or mangled name), pid,
-  // tag ("key=value", or "key" for presence), limit (0 = all). Newest first.
-  absl::StatusOr<std::vector<v1::CaptureSummary>> List(const v1::ListCapturesRequest& filter);
+  // tag ("key=value", or "key" for presence), limit (0 = all), and, when
+  // set, only the captures of `owner_uid`. Newest first.
+  absl::StatusOr<std::vector<v1::CaptureSummary>> List(
+      const v1::ListCapturesRequest& filter, std::optional<uint32_t> owner_uid = std::nullopt);
   absl::StatusOr<std::vector<std::string>> Ids();
   absl::StatusOr<uint64_t> TotalLogicalBytes();
 

@@ -510,8 +510,8 @@ absl::StatusOr<v1::CaptureManifest> Store::GetManifest(absl::string_view id_or_p
 }
 
 absl::StatusOr<std::vector<v1::CaptureSummary>> Store::ListCaptures(
-    const v1::ListCapturesRequest& filter) {
-  return impl_->catalog_->List(filter);
+    const v1::ListCapturesRequest& filter, std::optional<uint32_t> owner_uid) {
+  return impl_->catalog_->List(filter, owner_uid);
 }
 
 absl::Status Store::DeleteCapture(absl::string_view id_or_prefix) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,8 +85,9 @@ class Store : public CaptureSink {
   // (ambiguous prefix, malformed id) otherwise.
   absl::StatusOr<std::string> ResolveCaptureId(absl::string_view id_or_prefix);
   absl::StatusOr<v1::CaptureManifest> GetManifest(absl::string_view id_or_prefix);
+  // `owner_uid` set: only that user's captures (CaptureManifest.owner_uid).
   absl::StatusOr<std::vector<v1::CaptureSummary>> ListCaptures(
-      const v1::ListCapturesRequest& filter);
+      const v1::ListCapturesRequest& filter, std::optional<uint32_t> owner_uid = std::nullopt);
   // Removes the ref (durably) and the catalog row; chunks are freed by GC.
   absl::Status DeleteCapture(absl::string_view id_or_prefix);
   // What a capture occupies. Costs the capture's own chunks (per-chunk

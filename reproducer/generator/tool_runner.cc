@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/errno_status.h"
+#include "common/fs_identity.h"
 
 namespace kerncap::repro {
 
@@ -103,6 +104,9 @@ absl::StatusOr<ToolResult> RunTool(const std::vector<std::string>& argv, const s
     if (devnull >= 0) ::dup2(devnull, 0);
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
+    // A tool run for a kerncapd caller (a compiler reading that user's
+    // sources) runs as that user, never as the daemon (fs_identity.h).
+    if (!AdoptFsIdentityForExec()) ::_exit(126);
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
     ::execv(args[0], args.data());
     ::_exit(127);

@@ -1,11 +1,14 @@
-#include "agent/link/process_name.h"
+#include "common/agent_link/process_name.h"
+
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
-namespace kerncap::agent {
+namespace kerncap::link {
 namespace {
 
 // The kernel cuts task names to 15 bytes: completed from the executable's
@@ -30,9 +33,21 @@ TEST(ProcessNameTest, ThisProcessHasItsFullName) {
   std::ifstream comm("/proc/self/comm");
   std::string c;
   std::getline(comm, c);
-  ASSERT_EQ(c.size(), 15u) << c;  // agent_link_census_test, cut by the kernel
-  EXPECT_EQ(ProcessName(), "agent_link_census_test");
+  ASSERT_EQ(c.size(), 15u) << c;  // agent_link_wire_test, cut by the kernel
+  EXPECT_EQ(ProcessName(), "agent_link_wire_test");
+}
+
+// What kerncapd reads for the pid an agent socket's credentials name.
+TEST(ProcessNameTest, AnotherProcessIsReadByPid) {
+  EXPECT_EQ(ProcessNameOf(::getpid()), "agent_link_wire_test");
+  const std::vector<std::string> argv = CommandLineOf(::getpid(), 64, 4096);
+  ASSERT_FALSE(argv.empty());
+  EXPECT_NE(argv[0].find("agent_link_wire_test"), std::string::npos) << argv[0];
+  EXPECT_EQ(CommandLineOf(::getpid(), 1, 3).front().size(), 3u);
+  // Gone: nothing, not an error.
+  EXPECT_EQ(ProcessNameOf(0x7ffffff0), "");
+  EXPECT_TRUE(CommandLineOf(0x7ffffff0, 64, 4096).empty());
 }
 
 }  // namespace
-}  // namespace kerncap::agent
+}  // namespace kerncap::link
