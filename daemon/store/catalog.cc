@@ -263,8 +263,8 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
   }
   absl::MutexLock l(&mu_);
   Stmt q(db_,
-         "SELECT c.summary FROM captures c "
-         "JOIN kernels k ON k.capture_id = c.id JOIN agents a ON a.capture_id = c.id "
+         "SELECT c.summary, c.id FROM captures c "
+         "LEFT JOIN kernels k ON k.capture_id = c.id LEFT JOIN agents a ON a.capture_id = c.id "
          "WHERE (?1 = '' OR instr(k.demangled, ?1) > 0 OR instr(k.mangled, ?1) > 0) "
          "AND (?2 = 0 OR a.pid = ?2) "
          "AND (?3 = '' OR EXISTS (SELECT 1 FROM tags t WHERE t.capture_id = c.id "
@@ -287,7 +287,11 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
     v1::CaptureSummary s;
     const void* blob = sqlite3_column_blob(q.get(), 0);
     int n = sqlite3_column_bytes(q.get(), 0);
-    if (!s.ParseFromArray(blob, n)) return absl::DataLossError("catalog summary does not parse");
+    if (!s.ParseFromArray(blob, n)) {
+      return absl::DataLossError(absl::StrCat(
+          "the catalog's row for ", ColumnText(q.get(), 1),
+          " does not parse; restart kerncapd to rebuild the catalog from the refs"));
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -302,6 +306,30 @@ absl::StatusOr<std::vector<std::string>> Catalog::Ids() {
     KC_ASSIGN_OR_RETURN(bool row, q.Step());
     if (!row) break;
     out.push_back(ColumnText(q.get(), 0));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Catalog::Row>> Catalog::Rows() {
+  absl::MutexLock l(&mu_);
+  Stmt q(db_,
+         "SELECT c.id, c.manifest_digest, c.summary, "
+         "(SELECT COUNT(*) FROM kernels k WHERE k.capture_id = c.id), "
+         "(SELECT COUNT(*) FROM agents a WHERE a.capture_id = c.id) FROM captures c");
+  KC_RETURN_IF_ERROR(q.status());
+  std::vector<Row> out;
+  while (true) {
+    KC_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) break;
+    Row r;
+    r.id = ColumnText(q.get(), 0);
+    r.manifest_digest = ColumnText(q.get(), 1);
+    v1::CaptureSummary s;
+    const bool parses = s.ParseFromArray(sqlite3_column_blob(q.get(), 2),
+                                         sqlite3_column_bytes(q.get(), 2));
+    r.complete = parses && s.capture_id() == r.id && sqlite3_column_int64(q.get(), 3) == 1 &&
+                 sqlite3_column_int64(q.get(), 4) == 1;
+    out.push_back(std::move(r));
   }
   return out;
 }
