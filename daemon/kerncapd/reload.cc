@@ -1,5 +1,6 @@
 #include "daemon/kerncapd/reload.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"

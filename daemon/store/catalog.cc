@@ -188,8 +188,12 @@ absl::Status Catalog::Upsert(const v1::CaptureManifest& m, const std::string& ma
   absl::MutexLock l(&mu_);
   KC_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   auto body = [&]() -> absl::Status {
-    {
-      Stmt del(db_, "DELETE FROM captures WHERE id=?1");
+    // Child rows by their own key too: a damaged catalog may hold children
+    // whose capture row is gone (written without foreign keys enforced).
+    for (const char* sql :
+         {"DELETE FROM captures WHERE id=?1", "DELETE FROM kernels WHERE capture_id=?1",
+          "DELETE FROM agents WHERE capture_id=?1", "DELETE FROM tags WHERE capture_id=?1"}) {
+      Stmt del(db_, sql);
       KC_RETURN_IF_ERROR(del.status());
       KC_RETURN_IF_ERROR(del.Text(1, m.capture_id()).Run());
     }
