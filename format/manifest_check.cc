@@ -1,6 +1,7 @@
 #include "format/manifest_check.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -103,6 +104,14 @@ absl::Status ValidateManifest(const v1::CaptureManifest& m, const ManifestLimits
       if (r.data().size() > limits.max_region_bytes) {
         return Bad(where, absl::StrCat(r.data().size(), " bytes, more than the ",
                                        limits.max_region_bytes, " a region may have"));
+      }
+      // [va, va + size) must lie inside the 64-bit address space: a region
+      // that wraps past 2^64 has no address to restore at, and every end
+      // computed as va + size would come out below its start.
+      if (r.data().size() > std::numeric_limits<uint64_t>::max() - r.va()) {
+        return Bad(where, absl::StrFormat("va 0x%x + size %d bytes wraps the 64-bit address "
+                                          "space",
+                                          r.va(), r.data().size()));
       }
       KC_RETURN_IF_ERROR(ValidateChunkList(r.data(), &r, where));
       logical += r.data().size();

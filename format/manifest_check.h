@@ -12,7 +12,9 @@
 //     diff list (Region.diff) with one digest per changed_chunks entry,
 //     changed_chunks strictly increasing and below ceil(size / chunk_size);
 //   - every digest is empty (an all-zero chunk) or 32 bytes (SHA-256).
-// A manifest is valid when every region and code object list is, and the
+// A manifest is valid when every region and code object list is, every
+// region's [va, va + size) lies inside the 64-bit address space (va + size
+// <= 2^64 - 1: an end of exactly 2^64 wraps to 0 too), and the
 // totals stay within ManifestLimits (region count and size, code object
 // size, logical bytes, argument blob), so that a reader that holds a region
 // or code object in memory allocates a bounded amount.

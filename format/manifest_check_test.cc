@@ -96,6 +96,22 @@ TEST(ManifestCheckTest, ChunkSizesDigestsAndDiffsAreChecked) {
   EXPECT_THAT(Error(m), HasSubstr("format_version 2"));
 }
 
+// A .kcap or ImportCapture stream naming a region past the end of the
+// address space is refused, naming the region (issue 28).
+TEST(ManifestCheckTest, ARegionThatWrapsTheAddressSpaceIsRefused) {
+  v1::CaptureManifest m = Good();
+  m.mutable_post()->mutable_regions(0)->set_va(0xffffffffffff0000ull);
+  EXPECT_THAT(Error(m), HasSubstr("post region 0 at va 0xffffffffffff0000: va 0xffffffffffff0000 "
+                                  "+ size 196609 bytes wraps the 64-bit address space"));
+  // Ending exactly at 2^64 wraps va + size to 0: refused too; one byte less is fine.
+  m = Good();
+  const uint64_t size = m.pre().regions(0).data().size();
+  m.mutable_pre()->mutable_regions(0)->set_va(0 - size);
+  EXPECT_THAT(Error(m), HasSubstr("pre region 0"));
+  m.mutable_pre()->mutable_regions(0)->set_va(0 - size - 1);
+  EXPECT_TRUE(ValidateManifest(m).ok()) << ValidateManifest(m);
+}
+
 TEST(ManifestCheckTest, TotalsAreBounded) {
   ManifestLimits limits;
   limits.max_regions = 1;

@@ -4,11 +4,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/kerncapctl/args.h"
 #include "client/kerncapctl/cli.h"
@@ -95,7 +98,9 @@ std::string NearestCommand(const std::string& word, const std::vector<std::strin
   return best_d <= limit ? best : "";
 }
 
-absl::Status ResolveConnection(GlobalOptions& g) {
+namespace {
+
+absl::Status ApplyContext(GlobalOptions& g) {
   KC_ASSIGN_OR_RETURN(ContextConfig cfg, LoadContextConfig(g.config_path));
   std::string name = g.context.empty() ? cfg.current : g.context;
   if (name.empty()) return absl::OkStatus();
@@ -123,6 +128,31 @@ absl::Status ResolveConnection(GlobalOptions& g) {
   take(g.token_file, &g.conn.token_file, ctx->token_file);
   if (g.insecure->count() == 0 && ctx->insecure) g.conn.insecure = true;
   return absl::OkStatus();
+}
+
+// A relative --socket (or a context's socket) names a path under the current
+// directory, as every other path argument does; gRPC and the checks before
+// connecting want it absolute ("ctl.sock" alone would read as a host name).
+absl::Status AbsoluteSocketPath(std::string& socket) {
+  absl::string_view path = socket;
+  absl::ConsumePrefix(&path, "unix:");
+  if (path.empty() || path[0] == '/') return absl::OkStatus();
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(std::filesystem::path(std::string(path)), ec);
+  if (ec) {
+    return absl::InvalidArgumentError(absl::StrCat("--socket ", socket,
+                                                   ": cannot resolve it against the current "
+                                                   "directory: ", ec.message()));
+  }
+  socket = abs.lexically_normal().string();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ResolveConnection(GlobalOptions& g) {
+  KC_RETURN_IF_ERROR(ApplyContext(g));
+  return AbsoluteSocketPath(g.conn.socket);
 }
 
 }  // namespace kerncap::ctl

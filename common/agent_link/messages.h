@@ -138,10 +138,12 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "common/agent_link/result.h"
@@ -652,98 +654,232 @@ KERNCAP_LINK_ENUM_JSON(PerShape, "per shape")
 #undef KERNCAP_LINK_ENUM_JSON
 #undef KERNCAP_LINK_OPEN_ENUM_JSON
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceInfo, ordinal, name, arch, uuid,
-                                                total_memory, pci_bus_id)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DriverInfo, driver_version, runtime_version,
-                                                tool_version)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LauncherRank, rank, local_rank, world_size, source)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HelloMsg, protocol_version, pid, hostname,
-                                                cmdline, process_name, platform, devices, driver,
-                                                agent_version, features, rank)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArmMsg, arm_id, kernel, match, pid, process_name,
-                                                device, skip, nth, count, expires_unix_ms, seq,
-                                                rank, per_shape)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WelcomeMsg, agent_id, chunk_size, slot_size,
-                                                slot_count, max_payload, arms, features)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DisarmMsg, arm_id, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LaunchInfo, grid, block, shared_mem_bytes,
-                                                private_mem_bytes, cluster, cooperative, stream,
-                                                attributes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ArgumentInfo, offset, size, kind, name,
-                                                type_name, value_kind)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GraphOriginInfo, present, graph_exec, graph,
-                                                exec_serial, graph_launch, node_index, node_count,
-                                                node_path, node, instantiate_flags)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureResourceInfo, type, device_ptr, format,
-                                                num_channels, size_bytes, width, height,
-                                                pitch_bytes, flags, array_handle)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureSamplingInfo, address_mode, filter_mode,
-                                                flags, max_anisotropy, mipmap_filter_mode,
-                                                mipmap_level_bias_bits,
-                                                min_mipmap_level_clamp_bits,
-                                                max_mipmap_level_clamp_bits, border_color_bits)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureViewInfo, format, width, height, depth,
-                                                first_mipmap_level, last_mipmap_level,
-                                                first_layer, last_layer)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TextureObjectInfo, type, handle, argument_offsets,
-                                                resource, sampling, has_view, view)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureBeginMsg, token, arm_id, mangled_name,
-                                                demangled_name, platform, arch, launch, arguments,
-                                                device, dispatch_index, jit_metadata_json, graph,
-                                                texture_objects, launch_shape)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RegionBeginMsg, token, region, image, va, size,
-                                                kind, device, name)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFilledMsg, token, slot, region, offset,
-                                                length)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SlotFreeMsg, slot)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CodeObjectMsg, token, format, name)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureTimingInfo, path, path_reason,
-                                                quiesce_seconds, pre_seconds, post_seconds,
-                                                held_seconds, drain_seconds, pcie_bytes,
-                                                unchanged_post_bytes, fingerprint_seconds)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureEndMsg, token, post_complete, timing)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunksUnchangedMsg, token, region, first_chunk,
-                                                chunk_count)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KnownChunksQueryMsg, token, query_id)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KnownChunksAnswerMsg, token, query_id, error)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunksKnownMsg, token, region, first_chunk,
-                                                chunk_count)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ChunkFingerprintsMsg, token, region, first_chunk,
-                                                chunk_count)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureAbortMsg, token, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CaptureResultMsg, token, capture_id, error)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRequestMsg, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingGrantMsg, slot_size, slot_count, error)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DispatchSkippedMsg, arm_id, dispatch_index, kernel,
-                                                device, reason, retried)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingRevokeMsg, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RingReleaseMsg, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LoadedKernelInfo, mangled_name, demangled_name,
-                                                module)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsRequestMsg, request_id, offset)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KernelsReportMsg, request_id, offset, kernels,
-                                                total, next_offset, left_out)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleStartMsg, sample_id, duration_ms)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleStopMsg, sample_id)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampledConfig, grid, block, shared_mem_bytes,
-                                                cluster, launches)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampledKernel, mangled_name, demangled_name,
-                                                launches, configs, other_config_launches,
-                                                argument_shapes, argument_shapes_capped)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SampleReportMsg, sample_id, error, seconds,
-                                                kernels, kernels_left_out,
-                                                unattributed_launches, graph_launches)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SubstituteMsg, sub_id, kernel, match, pid,
-                                                process_name, device, count, ttl_ms, ab, format,
-                                                name)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(UnsubstituteMsg, sub_id, reason)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DeviceTimingInfo, samples, mean_us, stddev_us,
-                                                min_us, max_us)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SubstitutionReportMsg, sub_id, state, reason,
-                                                kernel, checks, variant_launches,
-                                                original_launches, variant, original,
-                                                launch_rate_hz, timing_failures)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ErrorMsg, message)
+// Strict field decoding. nlohmann's own conversion casts a JSON float to an
+// integer field (undefined behaviour when it is out of the field's range,
+// e.g. 1e300 into a uint32_t) and wraps an integer that does not fit. Every
+// field of a link message is read through ReadField instead: an integer
+// field takes only a JSON integer that fits its type, anything else fails the
+// frame with the field's name ("bad SlotFilled body: field 'slot': expected
+// an integer of 0..4294967295, got 1.5").
+namespace wire_json {
+
+[[noreturn]] inline void BadField(const char* field, const std::string& what) {
+  throw std::invalid_argument(std::string("field '") + field + "': " + what);
+}
+
+template <typename T>
+std::string RangeText() {
+  return std::to_string(std::numeric_limits<T>::min()) + ".." +
+         std::to_string(std::numeric_limits<T>::max());
+}
+
+// Declared before any definition so that each finds the others for nested
+// containers.
+template <typename T>
+void Convert(const nlohmann::json& j, const char* field, T& out);
+template <typename T>
+void Convert(const nlohmann::json& j, const char* field, std::vector<T>& out);
+template <typename T, size_t N>
+void Convert(const nlohmann::json& j, const char* field, std::array<T, N>& out);
+template <typename T>
+void Convert(const nlohmann::json& j, const char* field, std::map<std::string, T>& out);
+
+template <typename T>
+void ConvertInteger(const nlohmann::json& j, const char* field, T& out) {
+  const auto expected = [&] { return "expected an integer of " + RangeText<T>() + ", got "; };
+  // nlohmann keeps integers as unsigned or signed storage (a parsed
+  // non-negative number is unsigned; one built in memory from an int64_t is
+  // signed whatever its sign).
+  const bool non_negative =
+      j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+  if (non_negative) {
+    const uint64_t v =
+        j.is_number_unsigned() ? j.get<uint64_t>() : static_cast<uint64_t>(j.get<int64_t>());
+    if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      BadField(field, expected() + std::to_string(v));
+    }
+    out = static_cast<T>(v);
+  } else if (j.is_number_integer()) {  // negative
+    const int64_t v = j.get<int64_t>();
+    if constexpr (std::is_unsigned_v<T>) {
+      BadField(field, expected() + std::to_string(v));
+    } else {
+      if (v < static_cast<int64_t>(std::numeric_limits<T>::min())) {
+        BadField(field, expected() + std::to_string(v));
+      }
+      out = static_cast<T>(v);
+    }
+  } else {
+    // A float (even 2.0), string, bool, null, array or object.
+    BadField(field, expected() + (j.is_number_float() ? j.dump() : std::string(j.type_name())));
+  }
+}
+
+template <typename T>
+void Convert(const nlohmann::json& j, const char* field, T& out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!j.is_boolean()) BadField(field, std::string("expected a boolean, got ") + j.type_name());
+    out = j.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    ConvertInteger(j, field, out);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!j.is_number()) BadField(field, std::string("expected a number, got ") + j.type_name());
+    const double v = j.get<double>();
+    if constexpr (!std::is_same_v<T, double>) {
+      if (!(v >= std::numeric_limits<T>::lowest() && v <= std::numeric_limits<T>::max())) {
+        BadField(field, "number out of range: " + j.dump());
+      }
+    }
+    out = static_cast<T>(v);
+  } else {
+    out = j.get<T>();  // strings, enums and link structs (strict themselves)
+  }
+}
+
+template <typename T>
+void Convert(const nlohmann::json& j, const char* field, std::vector<T>& out) {
+  if (!j.is_array()) BadField(field, std::string("expected an array, got ") + j.type_name());
+  std::vector<T> v(j.size());
+  for (size_t i = 0; i < v.size(); ++i) Convert(j[i], field, v[i]);
+  out = std::move(v);
+}
+
+template <typename T, size_t N>
+void Convert(const nlohmann::json& j, const char* field, std::array<T, N>& out) {
+  if (!j.is_array() || j.size() != N) {
+    BadField(field, "expected an array of " + std::to_string(N) + ", got " +
+                        (j.is_array() ? std::to_string(j.size()) + " elements" : j.type_name()));
+  }
+  for (size_t i = 0; i < N; ++i) Convert(j[i], field, out[i]);
+}
+
+template <typename T>
+void Convert(const nlohmann::json& j, const char* field, std::map<std::string, T>& out) {
+  if (!j.is_object()) BadField(field, std::string("expected an object, got ") + j.type_name());
+  std::map<std::string, T> m;
+  for (auto it = j.begin(); it != j.end(); ++it) Convert(it.value(), field, m[it.key()]);
+  out = std::move(m);
+}
+
+// A missing field takes the default; a present one must convert.
+template <typename T>
+void ReadField(const nlohmann::json& j, const char* field, T& out, const T& fallback) {
+  if (!j.is_object()) throw std::invalid_argument("body is not a JSON object");
+  auto it = j.find(field);
+  if (it == j.end()) {
+    out = fallback;
+    return;
+  }
+  Convert(*it, field, out);
+}
+
+}  // namespace wire_json
+
+#define KERNCAP_LINK_FROM_FIELD(v1) \
+  ::kerncap::link::wire_json::ReadField(nlohmann_json_j, #v1, nlohmann_json_t.v1, \
+                                        nlohmann_json_default_obj.v1);
+// Like NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT, with strict fields.
+#define KERNCAP_LINK_MESSAGE_JSON(Type, ...)                                              \
+  inline void to_json(nlohmann::json& nlohmann_json_j, const Type& nlohmann_json_t) {      \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(NLOHMANN_JSON_TO, __VA_ARGS__))              \
+  }                                                                                       \
+  inline void from_json(const nlohmann::json& nlohmann_json_j, Type& nlohmann_json_t) {    \
+    const Type nlohmann_json_default_obj{};                                               \
+    NLOHMANN_JSON_EXPAND(NLOHMANN_JSON_PASTE(KERNCAP_LINK_FROM_FIELD, __VA_ARGS__))       \
+  }
+
+KERNCAP_LINK_MESSAGE_JSON(DeviceInfo, ordinal, name, arch, uuid,
+                          total_memory, pci_bus_id)
+KERNCAP_LINK_MESSAGE_JSON(DriverInfo, driver_version, runtime_version,
+                          tool_version)
+KERNCAP_LINK_MESSAGE_JSON(LauncherRank, rank, local_rank, world_size, source)
+KERNCAP_LINK_MESSAGE_JSON(HelloMsg, protocol_version, pid, hostname,
+                          cmdline, process_name, platform, devices, driver,
+                          agent_version, features, rank)
+KERNCAP_LINK_MESSAGE_JSON(ArmMsg, arm_id, kernel, match, pid, process_name,
+                          device, skip, nth, count, expires_unix_ms, seq,
+                          rank, per_shape)
+KERNCAP_LINK_MESSAGE_JSON(WelcomeMsg, agent_id, chunk_size, slot_size,
+                          slot_count, max_payload, arms, features)
+KERNCAP_LINK_MESSAGE_JSON(DisarmMsg, arm_id, reason)
+KERNCAP_LINK_MESSAGE_JSON(LaunchInfo, grid, block, shared_mem_bytes,
+                          private_mem_bytes, cluster, cooperative, stream,
+                          attributes)
+KERNCAP_LINK_MESSAGE_JSON(ArgumentInfo, offset, size, kind, name,
+                          type_name, value_kind)
+KERNCAP_LINK_MESSAGE_JSON(GraphOriginInfo, present, graph_exec, graph,
+                          exec_serial, graph_launch, node_index, node_count,
+                          node_path, node, instantiate_flags)
+KERNCAP_LINK_MESSAGE_JSON(TextureResourceInfo, type, device_ptr, format,
+                          num_channels, size_bytes, width, height,
+                          pitch_bytes, flags, array_handle)
+KERNCAP_LINK_MESSAGE_JSON(TextureSamplingInfo, address_mode, filter_mode,
+                          flags, max_anisotropy, mipmap_filter_mode,
+                          mipmap_level_bias_bits,
+                          min_mipmap_level_clamp_bits,
+                          max_mipmap_level_clamp_bits, border_color_bits)
+KERNCAP_LINK_MESSAGE_JSON(TextureViewInfo, format, width, height, depth,
+                          first_mipmap_level, last_mipmap_level,
+                          first_layer, last_layer)
+KERNCAP_LINK_MESSAGE_JSON(TextureObjectInfo, type, handle, argument_offsets,
+                          resource, sampling, has_view, view)
+KERNCAP_LINK_MESSAGE_JSON(CaptureBeginMsg, token, arm_id, mangled_name,
+                          demangled_name, platform, arch, launch, arguments,
+                          device, dispatch_index, jit_metadata_json, graph,
+                          texture_objects, launch_shape)
+KERNCAP_LINK_MESSAGE_JSON(RegionBeginMsg, token, region, image, va, size,
+                          kind, device, name)
+KERNCAP_LINK_MESSAGE_JSON(SlotFilledMsg, token, slot, region, offset,
+                          length)
+KERNCAP_LINK_MESSAGE_JSON(SlotFreeMsg, slot)
+KERNCAP_LINK_MESSAGE_JSON(CodeObjectMsg, token, format, name)
+KERNCAP_LINK_MESSAGE_JSON(CaptureTimingInfo, path, path_reason,
+                          quiesce_seconds, pre_seconds, post_seconds,
+                          held_seconds, drain_seconds, pcie_bytes,
+                          unchanged_post_bytes, fingerprint_seconds)
+KERNCAP_LINK_MESSAGE_JSON(CaptureEndMsg, token, post_complete, timing)
+KERNCAP_LINK_MESSAGE_JSON(ChunksUnchangedMsg, token, region, first_chunk,
+                          chunk_count)
+KERNCAP_LINK_MESSAGE_JSON(KnownChunksQueryMsg, token, query_id)
+KERNCAP_LINK_MESSAGE_JSON(KnownChunksAnswerMsg, token, query_id, error)
+KERNCAP_LINK_MESSAGE_JSON(ChunksKnownMsg, token, region, first_chunk,
+                          chunk_count)
+KERNCAP_LINK_MESSAGE_JSON(ChunkFingerprintsMsg, token, region, first_chunk,
+                          chunk_count)
+KERNCAP_LINK_MESSAGE_JSON(CaptureAbortMsg, token, reason)
+KERNCAP_LINK_MESSAGE_JSON(CaptureResultMsg, token, capture_id, error)
+KERNCAP_LINK_MESSAGE_JSON(RingRequestMsg, reason)
+KERNCAP_LINK_MESSAGE_JSON(RingGrantMsg, slot_size, slot_count, error)
+KERNCAP_LINK_MESSAGE_JSON(DispatchSkippedMsg, arm_id, dispatch_index, kernel,
+                          device, reason, retried)
+KERNCAP_LINK_MESSAGE_JSON(RingRevokeMsg, reason)
+KERNCAP_LINK_MESSAGE_JSON(RingReleaseMsg, reason)
+KERNCAP_LINK_MESSAGE_JSON(LoadedKernelInfo, mangled_name, demangled_name,
+                          module)
+KERNCAP_LINK_MESSAGE_JSON(KernelsRequestMsg, request_id, offset)
+KERNCAP_LINK_MESSAGE_JSON(KernelsReportMsg, request_id, offset, kernels,
+                          total, next_offset, left_out)
+KERNCAP_LINK_MESSAGE_JSON(SampleStartMsg, sample_id, duration_ms)
+KERNCAP_LINK_MESSAGE_JSON(SampleStopMsg, sample_id)
+KERNCAP_LINK_MESSAGE_JSON(SampledConfig, grid, block, shared_mem_bytes,
+                          cluster, launches)
+KERNCAP_LINK_MESSAGE_JSON(SampledKernel, mangled_name, demangled_name,
+                          launches, configs, other_config_launches,
+                          argument_shapes, argument_shapes_capped)
+KERNCAP_LINK_MESSAGE_JSON(SampleReportMsg, sample_id, error, seconds,
+                          kernels, kernels_left_out,
+                          unattributed_launches, graph_launches)
+KERNCAP_LINK_MESSAGE_JSON(SubstituteMsg, sub_id, kernel, match, pid,
+                          process_name, device, count, ttl_ms, ab, format,
+                          name)
+KERNCAP_LINK_MESSAGE_JSON(UnsubstituteMsg, sub_id, reason)
+KERNCAP_LINK_MESSAGE_JSON(DeviceTimingInfo, samples, mean_us, stddev_us,
+                          min_us, max_us)
+KERNCAP_LINK_MESSAGE_JSON(SubstitutionReportMsg, sub_id, state, reason,
+                          kernel, checks, variant_launches,
+                          original_launches, variant, original,
+                          launch_rate_hz, timing_failures)
+KERNCAP_LINK_MESSAGE_JSON(ErrorMsg, message)
 
 // True when `features` lists `feature`.
 bool HasFeature(const std::vector<std::string>& features, std::string_view feature);

@@ -146,6 +146,47 @@ TEST(WireTest, DecodeWrongTypeOrBadJsonFails) {
   EXPECT_FALSE(DecodeBody(f, &hello).ok());  // wrong type
 }
 
+// nlohmann's own conversion cast a float into an integer field (undefined
+// behaviour out of the field's range: UBSan "1e+300 is outside the range of
+// representable values of type 'unsigned int'") and wrapped integers that do
+// not fit; each is a decode error naming the field now.
+TEST(WireTest, AnIntegerFieldTakesOnlyAnIntegerThatFits) {
+  Frame f;
+  f.type = MessageType::kSlotFree;
+  SlotFreeMsg m;
+  for (const char* body : {R"({"slot": 1e300})", R"({"slot": 2.0})", R"({"slot": -1})",
+                           R"({"slot": 4294967296})", R"({"slot": true})", R"({"slot": null})"}) {
+    f.json = body;
+    LinkStatus st = DecodeBody(f, &m);
+    ASSERT_FALSE(st.ok()) << body;
+    EXPECT_NE(st.message().find("field 'slot'"), std::string::npos) << st.message();
+  }
+  f.json = R"({"slot": 4294967295})";
+  ASSERT_TRUE(DecodeBody(f, &m).ok());
+  EXPECT_EQ(m.slot, 4294967295u);
+  // Nested: an array element of a struct field, a map value, a signed field.
+  Frame begin;
+  begin.type = MessageType::kCaptureBegin;
+  CaptureBeginMsg cb;
+  begin.json = R"({"token": 1, "launch": {"grid": [1, 1.5e20, 1]}})";
+  LinkStatus st = DecodeBody(begin, &cb);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("field 'grid'"), std::string::npos) << st.message();
+  begin.json = R"({"token": 1, "launch": {"attributes": {"a": 0.5}}})";
+  EXPECT_FALSE(DecodeBody(begin, &cb).ok());
+  begin.json = R"({"token": 1, "launch": {"grid": [2, 3, 4], "attributes": {"a": -7}}})";
+  ASSERT_TRUE(DecodeBody(begin, &cb).ok());
+  EXPECT_EQ(cb.launch.grid[1], 3u);
+  EXPECT_EQ(cb.launch.attributes.at("a"), -7);
+  // Double fields take any number.
+  Frame report;
+  report.type = MessageType::kSubstitutionReport;
+  report.json = R"({"launch_rate_hz": 12, "variant": {"mean_us": 1e300}})";
+  SubstitutionReportMsg r;
+  ASSERT_TRUE(DecodeBody(report, &r).ok());
+  EXPECT_EQ(r.launch_rate_hz, 12.0);
+}
+
 TEST(WireTest, InvalidUtf8IsReplacedNotFatal) {
   HelloMsg hello;
   hello.cmdline = {std::string("bad\xff\xfe", 5)};

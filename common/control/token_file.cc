@@ -15,6 +15,17 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   if (first.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
   }
+  // A token travels as gRPC metadata, which holds printable ASCII only; a
+  // control byte or NUL is a damaged file (a truncated or preallocated one),
+  // not a token anyone could send.
+  for (size_t i = 0; i < first.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(first[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token file ", path, " holds a non-printable byte (0x", absl::Hex(c, absl::kZeroPad2),
+          ") at offset ", i, "; a token is printable ASCII"));
+    }
+  }
   return std::string(first);
 }
 

@@ -19,7 +19,8 @@ std::string BearerValue(absl::string_view token);
 bool ParseBearerValue(absl::string_view value, absl::string_view* token);
 
 // Reads a token file: the first line, surrounding whitespace removed.
-// InvalidArgument when empty.
+// InvalidArgument when empty or when the token holds a byte outside
+// printable ASCII (0x20..0x7e), which no gRPC client could send.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 }  // namespace kerncap::service

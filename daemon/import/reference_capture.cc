@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -385,6 +386,12 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder_pat
     const std::string p = absl::StrCat("regions[", i, "]");
     KC_ASSIGN_OR_RETURN(uint64_t base, RequireU64(r, "base", "memory_regions.json", p + ".base"));
     KC_ASSIGN_OR_RETURN(uint64_t size, RequireU64(r, "size", "memory_regions.json", p + ".size"));
+    if (size > std::numeric_limits<uint64_t>::max() - base) {
+      return Bad("memory_regions.json",
+                 absl::StrFormat("region '%s' (base 0x%x, size %d bytes) wraps the 64-bit "
+                                 "address space",
+                                 p, base, size));
+    }
     RegionIn in;
     in.region.set_va(base);
     in.region.set_kind(OptU64(r, "contains_kernarg").value_or(0) ? v1::REGION_KERNARG
@@ -448,6 +455,12 @@ absl::StatusOr<std::string> ImportReferenceCapture(const std::string& folder_pat
       r.set_name(OptString(vars[i], "name"));
       r.set_va(OptU64(vars[i], "address").value_or(OptU64(vars[i], "va").value_or(0)));
       r.mutable_data()->set_size(bytes.size());
+      if (bytes.size() > std::numeric_limits<uint64_t>::max() - r.va()) {
+        return Bad("module_variables.json",
+                   absl::StrFormat("variable '%s' (%s, address 0x%x, size %d bytes) wraps the "
+                                   "64-bit address space",
+                                   p, r.name(), r.va(), bytes.size()));
+      }
       KC_ASSIGN_OR_RETURN(int handle, ingest->AddRegion(ImageKind::kPre, r));
       auto owned = std::make_shared<std::string>(std::move(bytes));
       // Module variables are small (the reference tool caps them at 1 GiB,

@@ -224,6 +224,24 @@ TEST_F(ReferenceImportTest, MalformedInputsNameFileAndField) {
                R"({"variables":[{"name":"v","size":8,"blob":"!!!not-b64!!!"}]})");
        },
        "module_variables.json", "variables[0].blob"},
+      // A region or variable whose base + size wraps past 2^64.
+      {[](RefFolder& r) {
+         r.regions["regions"][1]["base"] = "0xffffffffffff0000";
+         Write(r.dir + "/memory_regions.json", r.regions.dump());
+       },
+       "region 'regions[1]' (base 0xffffffffffff0000", "wraps the 64-bit address space"},
+      {[](RefFolder& r) {
+         r.regions["regions"][0]["base"] = "0xffffffffffffffff";
+         r.regions["regions"][0]["size"] = 1;  // ends exactly at 2^64: wraps to 0
+         Write(r.dir + "/memory_regions.json", r.regions.dump());
+       },
+       "regions[0]", "wraps the 64-bit address space"},
+      {[](RefFolder& r) {
+         Write(r.dir + "/module_variables.json",
+               R"({"variables":[{"name":"v","size":3,"address":18446744073709551615,)"
+               R"("blob":"eHl6"}]})");
+       },
+       "module_variables.json", "variable 'variables[0]' (v, address 0xffffffffffffffff"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     TempDir root;

@@ -24,6 +24,7 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "daemon/import/reference_capture.h"
+#include "daemon/kerncapd/reload.h"
 #include "common/control/limits.h"
 
 
@@ -140,6 +141,8 @@ int Daemon::Start() {
       return kExitFailure;
     }
     authorizer_.SetToken(*token);
+    absl::MutexLock lock(&mu_);
+    token_ = *token;
   }
 
   if (absl::Status st = StartAgentLink(); !st.ok()) {
@@ -284,30 +287,34 @@ void Daemon::Run() {
 
 void Daemon::Reload() {
   std::ostringstream out, err;
-  ParseOutcome p = ParseDaemonConfig(argv_, out, err);
-  if (!p.run) {
-    log::Error("kerncapd.reload_failed",
-               {{"config", config_.config_file}, {"error", err.str()}, {"kept", "old settings"}});
+  ParseOutcome parsed = ParseDaemonConfig(argv_, out, err);
+  std::string running_token;
+  {
+    absl::MutexLock lock(&mu_);
+    running_token = token_;
+  }
+  ReloadPlan plan = PlanReload(config_, running_token, parsed, err.str(),
+                               [](const std::string& path) { return service::ReadTokenFile(path); });
+  if (plan.refused) {
+    // Nothing of this config is applied: the listener keeps authenticating
+    // with the settings in force (reload.h).
+    log::Error("kerncapd.reload_refused",
+               {{"config", config_.config_file},
+                {"reason", plan.reason},
+                {"kept", "every running setting"},
+                {"token", running_token.empty() ? "none" : "in force"}});
     return;
   }
-  log::SetMinLevel(p.config.log_level);
-  std::string token_state = "none";
-  if (!p.config.token_file.empty()) {
-    auto token = service::ReadTokenFile(p.config.token_file);
-    if (!token.ok()) {
-      log::Error("kerncapd.reload_failed",
-                 {{"error", std::string(token.status().message())}, {"kept", "old token"}});
-      return;
-    }
-    authorizer_.SetToken(*token);
-    token_state = "set";
-  } else {
-    authorizer_.SetToken("");
+  log::SetMinLevel(plan.log_level);
+  if (plan.token.has_value()) {
+    authorizer_.SetToken(*plan.token);
+    absl::MutexLock lock(&mu_);
+    token_ = *plan.token;
   }
-  log::Info("kerncapd.reloaded", {{"config", p.config.config_file},
-                                  {"log_level", p.config.log_level_name},
-                                  {"token", token_state},
-                                  {"note", "other settings apply at the next restart"}});
+  log::Info("kerncapd.reloaded", {{"config", parsed.config.config_file},
+                                  {"log_level", plan.log_level_name},
+                                  {"token", plan.token_state},
+                                  {"restart_needed", plan.restart_needed}});
 }
 
 void Daemon::Shutdown() {

@@ -42,8 +42,9 @@ class Daemon {
   void Run();
 
   void RequestStop(int signo) ABSL_LOCKS_EXCLUDED(mu_);
-  // Re-reads the config file; applies log level and the token file.
-  void Reload();
+  // Re-reads the config file; applies log level and the token file, all or
+  // nothing, and never weakens authentication (reload.h).
+  void Reload() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::Status StartAgentLink();
@@ -68,6 +69,8 @@ class Daemon {
   absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   int stop_signal_ ABSL_GUARDED_BY(mu_) = 0;
+  // The bearer token in force ("" for none), for the next reload's checks.
+  std::string token_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kerncap::kerncapd

@@ -1,5 +1,8 @@
 #include "daemon/kerncapd/daemon_config.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "CLI/CLI.hpp"
 #include "common/agent_link/socket_path.h"
 #include "common/cli_values.h"
@@ -24,7 +27,10 @@ unless --insecure-tcp.
 
 Signals: SIGTERM/SIGINT stop gracefully (in-flight captures get --drain-timeout seconds, then
 are discarded; nothing half-written becomes visible). SIGHUP re-reads the config file and
-applies log-level and the token file's contents; other settings need a restart.
+applies log-level and the token file's contents, all or nothing: a config that does not parse,
+an unreadable, empty or truncated token file, or a config that names no token file while a
+token is in force is refused and the running settings stay (a reload never turns the token
+off; a restart does). Other settings need a restart.
 
 Examples:
   kerncapd                                              per-user daemon, default paths
@@ -53,6 +59,10 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
   app.footer(kFooter);
   app.set_version_flag("--version", std::string("kerncapd ") + ::kerncap::kVersion);
   app.set_config("--config", "", "TOML/INI config file (keys are the long option names)");
+  // A key that names no option (a typo, a garbage line, a half-written file)
+  // fails the whole file: ignoring it would silently drop a setting, e.g.
+  // the token file a reload must keep (reload.h).
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--store", c.store_dir, "store directory")->capture_default_str();
   app.add_option("--socket", c.socket, "gRPC control Unix socket")->capture_default_str();
   app.add_option("--agent-socket", c.agent_socket, "agent link Unix socket")->capture_default_str();
@@ -133,6 +143,16 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
   }
   for (const std::string* p : {&c.store_dir, &c.socket, &c.agent_socket}) {
     if (p->empty()) return fail("--store, --socket and --agent-socket must not be empty");
+  }
+  // Relative paths are taken against the directory kerncapd was started in,
+  // once: gRPC, the agents (which run elsewhere) and the status answer all
+  // need the absolute path.
+  for (std::string* p : {&c.store_dir, &c.socket, &c.agent_socket}) {
+    if ((*p)[0] == '/') continue;
+    std::error_code ec;
+    std::filesystem::path abs = std::filesystem::absolute(*p, ec);
+    if (ec) return fail("cannot resolve " + *p + " against the current directory: " + ec.message());
+    *p = abs.lexically_normal().string();
   }
   if (c.socket == c.agent_socket) return fail("--socket and --agent-socket must differ");
   if (c.staging_gib > 0) {

@@ -129,6 +129,29 @@ TEST(DaemonConfigTest, ConfigFileAndCommandLinePrecedence) {
   EXPECT_EQ(Parse({"--config=" + path}).exit_code, kExitUsage);  // missing file
 }
 
+// A key that names no option fails the file instead of being dropped.
+TEST(DaemonConfigTest, UnknownKeysAndGarbageLinesFailTheConfigFile) {
+  std::string path = testing::TempDir() + "/kerncapd-x-" + std::to_string(::getpid()) + ".toml";
+  for (const char* text : {"tokne-file = \"/t\"\n", "log-level = \"warn\"\n%%garbage%%\n"}) {
+    ASSERT_TRUE(WriteFileAtomic(path, text).ok());
+    std::string err;
+    EXPECT_EQ(Parse({"--config=" + path}, &err).exit_code, kExitUsage) << text;
+    EXPECT_FALSE(err.empty());
+  }
+  ::unlink(path.c_str());
+}
+
+// Relative paths are resolved once against the directory kerncapd starts in.
+TEST(DaemonConfigTest, RelativeSocketAndStorePathsBecomeAbsolute) {
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  ParseOutcome p = Parse({"--socket=run/ctl.sock", "--agent-socket=./a.sock", "--store=s"});
+  ASSERT_TRUE(p.run);
+  EXPECT_EQ(p.config.socket, std::string(cwd) + "/run/ctl.sock");
+  EXPECT_EQ(p.config.agent_socket, std::string(cwd) + "/a.sock");
+  EXPECT_EQ(p.config.store_dir, std::string(cwd) + "/s");
+}
+
 TEST(DaemonConfigTest, HelpAndVersionExitZero) {
   ParseOutcome p = Parse({"--help"});
   EXPECT_FALSE(p.run);

@@ -191,8 +191,12 @@ absl::Status Catalog::Upsert(const v1::CaptureManifest& m, const std::string& ma
   absl::MutexLock l(&mu_);
   KC_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   auto body = [&]() -> absl::Status {
-    {
-      Stmt del(db_, "DELETE FROM captures WHERE id=?1");
+    // Child rows by their own key too: a damaged catalog may hold children
+    // whose capture row is gone (written without foreign keys enforced).
+    for (const char* sql :
+         {"DELETE FROM captures WHERE id=?1", "DELETE FROM kernels WHERE capture_id=?1",
+          "DELETE FROM agents WHERE capture_id=?1", "DELETE FROM tags WHERE capture_id=?1"}) {
+      Stmt del(db_, sql);
       KC_RETURN_IF_ERROR(del.status());
       KC_RETURN_IF_ERROR(del.Text(1, m.capture_id()).Run());
     }
@@ -268,8 +272,8 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
   }
   absl::MutexLock l(&mu_);
   Stmt q(db_,
-         "SELECT c.summary FROM captures c "
-         "JOIN kernels k ON k.capture_id = c.id JOIN agents a ON a.capture_id = c.id "
+         "SELECT c.summary, c.id FROM captures c "
+         "LEFT JOIN kernels k ON k.capture_id = c.id LEFT JOIN agents a ON a.capture_id = c.id "
          "WHERE (?1 = '' OR instr(k.demangled, ?1) > 0 OR instr(k.mangled, ?1) > 0) "
          "AND (?2 = 0 OR a.pid = ?2) "
          "AND (?3 = '' OR EXISTS (SELECT 1 FROM tags t WHERE t.capture_id = c.id "
@@ -295,7 +299,11 @@ absl::StatusOr<std::vector<v1::CaptureSummary>> Catalog::List(const v1::ListCapt
     v1::CaptureSummary s;
     const void* blob = sqlite3_column_blob(q.get(), 0);
     int n = sqlite3_column_bytes(q.get(), 0);
-    if (!s.ParseFromArray(blob, n)) return absl::DataLossError("catalog summary does not parse");
+    if (!s.ParseFromArray(blob, n)) {
+      return absl::DataLossError(absl::StrCat(
+          "the catalog's row for ", ColumnText(q.get(), 1),
+          " does not parse; restart kerncapd to rebuild the catalog from the refs"));
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -310,6 +318,30 @@ absl::StatusOr<std::vector<std::string>> Catalog::Ids() {
     KC_ASSIGN_OR_RETURN(bool row, q.Step());
     if (!row) break;
     out.push_back(ColumnText(q.get(), 0));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Catalog::Row>> Catalog::Rows() {
+  absl::MutexLock l(&mu_);
+  Stmt q(db_,
+         "SELECT c.id, c.manifest_digest, c.summary, "
+         "(SELECT COUNT(*) FROM kernels k WHERE k.capture_id = c.id), "
+         "(SELECT COUNT(*) FROM agents a WHERE a.capture_id = c.id) FROM captures c");
+  KC_RETURN_IF_ERROR(q.status());
+  std::vector<Row> out;
+  while (true) {
+    KC_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (!row) break;
+    Row r;
+    r.id = ColumnText(q.get(), 0);
+    r.manifest_digest = ColumnText(q.get(), 1);
+    v1::CaptureSummary s;
+    const bool parses = s.ParseFromArray(sqlite3_column_blob(q.get(), 2),
+                                         sqlite3_column_bytes(q.get(), 2));
+    r.complete = parses && s.capture_id() == r.id && sqlite3_column_int64(q.get(), 3) == 1 &&
+                 sqlite3_column_int64(q.get(), 4) == 1;
+    out.push_back(std::move(r));
   }
   return out;
 }

@@ -9,7 +9,9 @@
 //   kernels(capture_id PK -> captures, mangled, demangled, platform, arch)
 //   agents(capture_id PK -> captures, pid, hostname, process_name, cmdline)
 //   tags(capture_id -> captures, key, value, PK(capture_id, key))
-// Child rows go with their capture (ON DELETE CASCADE).
+// Child rows go with their capture (ON DELETE CASCADE). List joins them
+// LEFT, so a capture whose child row went missing is still listed; Store::Open
+// re-derives every row that disagrees with the refs (Rows()).
 //
 // Thread-safety: all methods are safe to call concurrently (one connection
 // behind a mutex; catalog traffic is tiny next to ingest).
@@ -50,6 +52,16 @@ class Catalog {
   absl::StatusOr<std::vector<v1::CaptureSummary>> List(
       const v1::ListCapturesRequest& filter, std::optional<uint32_t> owner_uid = std::nullopt);
   absl::StatusOr<std::vector<std::string>> Ids();
+  // One capture row as the catalog holds it, for the store's check against
+  // its refs: `complete` is false when a child row is missing or the summary
+  // does not parse or names another capture (each would change what List
+  // answers for it).
+  struct Row {
+    std::string id;
+    std::string manifest_digest;
+    bool complete = false;
+  };
+  absl::StatusOr<std::vector<Row>> Rows();
   absl::StatusOr<uint64_t> TotalLogicalBytes();
 
   static v1::CaptureSummary Summarize(const v1::CaptureManifest& manifest);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -215,23 +216,16 @@ absl::Status Store::Impl::Open() {
     if (!catalog.ok()) return catalog.status();
   }
   catalog_ = std::move(*catalog);
-  KC_ASSIGN_OR_RETURN(std::vector<std::string> cat_ids, catalog_->Ids());
-  std::set<std::string> in_catalog(cat_ids.begin(), cat_ids.end());
-  std::set<std::string> in_refs(refs.begin(), refs.end());
-  for (const std::string& id : in_catalog) {
-    if (!in_refs.contains(id)) KC_RETURN_IF_ERROR(catalog_->Delete(id));
+  absl::StatusOr<int> reconciled = ReconcileCatalog(refs);
+  if (!reconciled.ok()) {
+    // Damage quick_check did not see (a page read only by the full scan).
+    log::Warn("store.catalog_rebuild", {{"reason", std::string(reconciled.status().message())}});
+    catalog_.reset();
+    Catalog::Remove(catalog_path_);
+    KC_ASSIGN_OR_RETURN(catalog_, Catalog::Open(catalog_path_));
+    reconciled = ReconcileCatalog(refs);
   }
-  for (const std::string& id : in_refs) {
-    if (in_catalog.contains(id)) continue;
-    auto hex = manifests_.ReadRef(id);
-    auto m = hex.ok() ? manifests_.ReadManifest(*hex) : hex.status();
-    if (!m.ok()) {
-      log::Error("store.manifest_unreadable",
-                 {{"capture", id}, {"error", std::string(m.status().message())}});
-      continue;
-    }
-    KC_RETURN_IF_ERROR(catalog_->Upsert(*m, *hex));
-  }
+  KC_ASSIGN_OR_RETURN(const int unlisted, reconciled);
 
   const int n = WorkerCount(opts_);
   pipeline_->Start(n);
@@ -243,9 +237,69 @@ absl::Status Store::Impl::Open() {
                              {"captures", refs.size()},
                              {"tmp_removed", removed},
                              {"orphan_manifests_removed", orphans},
+                             {"unlisted_captures", unlisted},
                              {"workers", n},
                              {"append_stripes", appender_->stripes()}});
   return absl::OkStatus();
+}
+
+// The catalog is derived from the refs and manifests; any row that disagrees
+// with them (a capture missing, one the refs do not have, another manifest
+// digest, a lost child row or an unreadable summary) is re-derived, and the
+// log says what was wrong, so the capture list never changes silently.
+// Returns how many captures cannot be listed (their manifest is unreadable;
+// each is logged by id).
+absl::StatusOr<int> Store::Impl::ReconcileCatalog(const std::vector<std::string>& refs) {
+  KC_ASSIGN_OR_RETURN(std::vector<Catalog::Row> rows, catalog_->Rows());
+  std::map<std::string, Catalog::Row> in_catalog;
+  for (Catalog::Row& r : rows) in_catalog.emplace(r.id, std::move(r));
+  const std::set<std::string> in_refs(refs.begin(), refs.end());
+  std::vector<std::string> stale, missing, disagreeing;
+  for (const auto& [id, row] : in_catalog) {
+    if (in_refs.contains(id)) continue;
+    KC_RETURN_IF_ERROR(catalog_->Delete(id));
+    stale.push_back(id);
+  }
+  int unlisted = 0;
+  for (const std::string& id : in_refs) {
+    auto hex = manifests_.ReadRef(id);
+    auto it = in_catalog.find(id);
+    const bool present = it != in_catalog.end();
+    if (present && it->second.complete && hex.ok() && it->second.manifest_digest == *hex) {
+      continue;
+    }
+    auto m = hex.ok() ? manifests_.ReadManifest(*hex) : hex.status();
+    if (!m.ok()) {
+      if (present) KC_RETURN_IF_ERROR(catalog_->Delete(id));
+      log::Error("store.manifest_unreadable",
+                 {{"capture", id},
+                  {"error", std::string(m.status().message())},
+                  {"note", "the capture is kept but not listed; kerncapctl verify names it"}});
+      ++unlisted;
+      continue;
+    }
+    KC_RETURN_IF_ERROR(catalog_->Upsert(*m, *hex));
+    (present ? disagreeing : missing).push_back(id);
+  }
+  if (!stale.empty() || !missing.empty() || !disagreeing.empty()) {
+    auto first = [](const std::vector<std::string>& ids) {
+      return std::vector<std::string>(ids.begin(), ids.begin() + std::min<size_t>(ids.size(), 8));
+    };
+    log::Warn(
+        "store.catalog_repaired",
+        {{"reason", in_catalog.empty()
+                        ? "the catalog was empty or new (rebuilt, or its file was removed): "
+                          "every capture derived from the refs"
+                        : "the catalog disagreed with the refs and manifests (their copy is "
+                          "the truth): rows re-derived"},
+         {"missing", missing.size()},
+         {"not_in_refs", stale.size()},
+         {"disagreeing", disagreeing.size()},
+         {"missing_ids", first(missing)},
+         {"not_in_refs_ids", first(stale)},
+         {"disagreeing_ids", first(disagreeing)}});
+  }
+  return unlisted;
 }
 
 int Store::Impl::RemoveOrphanManifests(const std::vector<std::string>& refs) {

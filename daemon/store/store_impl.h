@@ -60,6 +60,7 @@ class Store::Impl {
   // Removes manifests no ref names (left by a crash between manifest and
   // ref write, or between ref and manifest delete). Returns how many.
   int RemoveOrphanManifests(const std::vector<std::string>& refs);
+  absl::StatusOr<int> ReconcileCatalog(const std::vector<std::string>& refs);
 
   // ---- per-chunk work (ingest.cc) ----
   // Copies the chunk out of the producer's memory into `private_copy`,

@@ -8,9 +8,12 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <sqlite3.h>
 
 #include "absl/strings/match.h"
 #include "common/file_util.h"
@@ -25,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::IngestCapture;
 using testing::SmallOptions;
 using testing::TempDir;
@@ -52,6 +56,108 @@ std::vector<std::string> PackFiles(const TempDir& dir) {
     }
   }
   return out;
+}
+
+// Three captures (kernels k0, k1, k2) in a closed store; their ids.
+std::vector<std::string> ThreeCaptures(const TempDir& dir) {
+  auto store = Store::Open(SmallOptions(dir.path()));
+  EXPECT_TRUE(store.ok()) << store.status();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    v1::CaptureManifest m;
+    m.mutable_kernel()->set_mangled_name("k" + std::to_string(i));
+    ids.push_back(*IngestCapture(**store, {{0x1000, TextBytes(kChunk, 10 + i)}}, {}, m));
+  }
+  return ids;
+}
+
+// What `kerncapctl captures` would answer: id -> kernel.
+std::map<std::string, std::string> Listed(Store& store) {
+  auto list = store.ListCaptures(v1::ListCapturesRequest());
+  EXPECT_TRUE(list.ok()) << list.status();
+  std::map<std::string, std::string> out;
+  if (list.ok()) {
+    for (const auto& s : *list) out[s.capture_id()] = s.kernel();
+  }
+  return out;
+}
+
+void Sql(const std::string& db_path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+// The catalog is derived: rows that disagree with the refs and manifests
+// are re-derived and the log says so; the capture list never changes
+// silently (issue 28). Before, a lost child row dropped a capture from the
+// list, a row without a ref listed a capture that does not exist and a
+// damaged summary failed every list.
+TEST(StoreTrustTest, ACatalogThatDisagreesWithTheRefsIsRepairedAndSaysSo) {
+  TempDir dir;
+  const std::vector<std::string> ids = ThreeCaptures(dir);
+  const std::string db = dir.Sub("catalog.sqlite");
+  const std::string ghost = "cap-00000000000000000000000000000000";
+  Sql(db, "DELETE FROM kernels WHERE capture_id='" + ids[0] + "';"
+          "UPDATE captures SET summary=x'ffffffff', manifest_digest='00' WHERE id='" + ids[1] +
+          "';"
+          "DELETE FROM captures WHERE id='" + ids[2] + "';"
+          "INSERT INTO captures SELECT '" + ghost +
+          "', created_ms, manifest_digest, logical_bytes, summary FROM captures WHERE id='" +
+          ids[0] + "';");
+  ::testing::internal::CaptureStderr();
+  auto store = Store::Open(SmallOptions(dir.path()));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(Listed(**store), (std::map<std::string, std::string>{
+                                 {ids[0], "k0"}, {ids[1], "k1"}, {ids[2], "k2"}}));
+  EXPECT_THAT(log, HasSubstr("\"store.catalog_repaired\""));
+  EXPECT_THAT(log, HasSubstr("\"missing\":1"));
+  EXPECT_THAT(log, HasSubstr("\"not_in_refs\":1"));
+  EXPECT_THAT(log, HasSubstr("\"disagreeing\":2"));
+  EXPECT_THAT(log, HasSubstr(ghost));
+  // A clean catalog is left alone and logs nothing of the kind.
+  store->reset();
+  ::testing::internal::CaptureStderr();
+  store = Store::Open(SmallOptions(dir.path()));
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), Not(HasSubstr("catalog_repaired")));
+  EXPECT_EQ(Listed(**store).size(), 3u);
+}
+
+// A truncated or overwritten catalog file is rebuilt from the refs: every
+// capture is listed again.
+TEST(StoreTrustTest, ATruncatedOrCorruptedCatalogIsRebuiltWithEveryCapture) {
+  TempDir dir;
+  const std::vector<std::string> ids = ThreeCaptures(dir);
+  const std::string db = dir.Sub("catalog.sqlite");
+  const std::map<std::string, std::string> want = {{ids[0], "k0"}, {ids[1], "k1"}, {ids[2], "k2"}};
+  const uintmax_t size = fs::file_size(db);
+  ASSERT_GT(size, 4096u);
+  for (const char* damage : {"half", "header", "empty", "garbage"}) {
+    SCOPED_TRACE(damage);
+    const std::string what = damage;
+    if (what == "half") {
+      fs::resize_file(db, size / 2);
+    } else if (what == "header") {
+      fs::resize_file(db, 60);
+    } else if (what == "empty") {
+      fs::resize_file(db, 0);
+    } else {
+      std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(4096);
+      const std::string junk(4096, '\x5a');
+      f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    }
+    ::testing::internal::CaptureStderr();
+    auto store = Store::Open(SmallOptions(dir.path()));
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_EQ(Listed(**store), want) << log;
+    EXPECT_THAT(log, HasSubstr("catalog_re")) << "the damage is named in the log";
+  }
 }
 
 TEST(StoreTrustTest, ABarePrefixNeverMatches) {

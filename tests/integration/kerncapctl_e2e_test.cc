@@ -342,5 +342,50 @@ TEST(KerncapdTest, RefusesPlainTcpWithoutInsecureFlag) {
   EXPECT_TRUE(absl::StrContains(r.out, "without TLS")) << r.out;
 }
 
+// A relative --socket names a path under the current directory, for kerncapd
+// and kerncapctl alike (it used to read as a host name in kerncapctl).
+TEST(KerncapctlEndToEndTest, RelativeSocketPathsWork) {
+  TempDir tmp;
+  const std::string bin = std::filesystem::absolute(BinDir()).string();
+  const std::string dir = tmp.path();
+  std::filesystem::create_directories(dir + "/work");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir((dir + "/work").c_str()) != 0) std::_Exit(126);
+    FILE* f = std::freopen((dir + "/kerncapd.log").c_str(), "w", stderr);
+    (void)f;
+    const std::string kerncapd = bin + "/kerncapd";
+    ::execl(kerncapd.c_str(), kerncapd.c_str(), "--store=store", "--socket=run/ctl.sock",
+            "--agent-socket=./run/agent.sock", "--chunk-size=64KiB", "--drain-timeout=2",
+            static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  const std::string sock = dir + "/work/run/ctl.sock";
+  for (int i = 0; i < 200 && !std::filesystem::exists(sock); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(sock));
+  // From the daemon's folder, from below it and with unix: in front.
+  Result r = Sh("cd " + dir + "/work && " + bin + "/kerncapctl --socket=run/ctl.sock status --json 2>&1");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  nlohmann::json status = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(status.is_object()) << r.out;
+  EXPECT_EQ(status.value("unix_socket", ""), sock) << r.out;  // absolute in the daemon
+  EXPECT_EQ(status.value("agent_socket", ""), dir + "/work/run/agent.sock") << r.out;
+  r = Sh("cd " + dir + "/work/run && " + bin + "/kerncapctl --socket=ctl.sock status 2>&1");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  r = Sh("cd " + dir + "/work && " + bin + "/kerncapctl --socket=unix:./run/ctl.sock status 2>&1");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  // A relative path that names nothing says so (not "bad endpoint").
+  r = Sh("cd " + dir + " && " + bin + "/kerncapctl --socket=run/ctl.sock status 2>&1");
+  EXPECT_EQ(r.rc, 4) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "no kerncapd socket at " + dir + "/run/ctl.sock")) << r.out;
+  ::kill(pid, SIGTERM);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  EXPECT_FALSE(std::filesystem::exists(sock));  // removed at exit by its absolute path
+}
+
 }  // namespace
 }  // namespace kerncap::ctl
