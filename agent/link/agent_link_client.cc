@@ -138,6 +138,18 @@ void AgentLinkClient::Stop() {
     if (thread->joinable()) thread->join();
     delete thread;
   }
+  std::thread* matcher = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    matcher = match_thread_;
+    match_thread_ = nullptr;
+    match_stop_ = true;
+    match_cv_.notify_all();
+  }
+  if (matcher != nullptr) {
+    if (matcher->joinable()) matcher->join();
+    delete matcher;
+  }
 }
 
 void AgentLinkClient::Run() {
@@ -657,6 +669,11 @@ void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
   for (const LocalArm& a : arms_) {
     if (a.arm_id == msg.arm_id) return;
   }
+  if (arms_.size() >= kMaxAgentArms) {
+    last_error_ = "ignoring arm " + msg.arm_id + ": this agent already holds " +
+                  std::to_string(arms_.size()) + " arms, the most it takes (kMaxAgentArms)";
+    return;
+  }
   // Keep arming order (ShouldCapture offers a dispatch oldest arm first),
   // whatever order pushes arrive in; seq 0 (older daemons) goes last.
   auto at = arms_.end();
@@ -665,8 +682,10 @@ void AgentLinkClient::AddArmLocked(const link::ArmMsg& msg) {
       return a.seq == 0 || a.seq > msg.seq;
     });
   }
-  arms_.insert(at, LocalArm{msg.arm_id, selector, std::move(matcher).value(),
-                            link::DispatchCounter(selector), msg.seq});
+  auto added = arms_.insert(at, LocalArm{msg.arm_id, selector, std::move(matcher).value(),
+                                         link::DispatchCounter(selector), msg.seq});
+  added->local_id = next_local_arm_id_++;
+  ++arm_generation_;
 }
 
 void AgentLinkClient::RecomputeArmedLocked() {
@@ -693,6 +712,13 @@ std::vector<std::string> AgentLinkClient::ArmsMatching(std::string_view demangle
   try {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t now = NowUnixMs();
+    // Not counted, so nothing to replay: a kernel too costly to match here
+    // is queued for the matcher thread and selects no arm until it is done.
+    if (UncachedCostLocked(demangled, mangled, device, now) > options_.inline_match_budget) {
+      bool queued = false;
+      (void)QueueMatchLocked(demangled, mangled, &queued);
+      return out;
+    }
     for (LocalArm& arm : arms_) {
       if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
       if (!link::MatchesDevice(arm.selector, device)) continue;
@@ -704,13 +730,222 @@ std::vector<std::string> AgentLinkClient::ArmsMatching(std::string_view demangle
   return out;
 }
 
+uint64_t AgentLinkClient::UncachedCostLocked(std::string_view demangled, std::string_view mangled,
+                                             int32_t device, int64_t now) {
+  uint64_t cost = 0;
+  // An upper bound that costs no hashing of the name per arm: what matching
+  // it against every live arm would cost uncached (a kernel's verdict covers
+  // every arm, whatever its device).
+  (void)device;
+  for (const LocalArm& arm : arms_) {
+    if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
+    cost += arm.matcher.MatchCost(demangled, mangled);
+  }
+  return cost;
+}
+
+bool AgentLinkClient::QueueMatchLocked(std::string_view demangled, std::string_view mangled,
+                                       bool* queued) {
+  *queued = false;
+  std::string_view key = mangled.empty() ? demangled : mangled;
+  if (pending_matches_.find(key) != pending_matches_.end()) return true;
+  if (pending_matches_.size() >= kMaxPendingMatches) return false;
+  if (match_thread_ == nullptr) {
+    match_stop_ = false;
+    try {
+      match_thread_ = new std::thread([this] { MatchLoop(); });
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  PendingMatch& p = pending_matches_[std::string(key)];
+  p.demangled = std::string(demangled);
+  p.mangled = std::string(mangled);
+  match_queue_.emplace_back(key);
+  match_cv_.notify_all();
+  *queued = true;
+  return true;
+}
+
+void AgentLinkClient::MatchLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    match_cv_.wait(lock, [this] { return stop_ || !match_queue_.empty(); });
+    if (stop_) return;
+    const std::string key = std::move(match_queue_.front());
+    match_queue_.pop_front();
+    auto it = pending_matches_.find(key);
+    if (it == pending_matches_.end()) continue;
+    const std::string demangled = it->second.demangled;
+    const std::string mangled = it->second.mangled;
+    std::vector<std::pair<std::string, link::NameMatcher>> work;
+    for (const LocalArm& arm : arms_) {
+      if (!arm.matcher.Cached(demangled, mangled).has_value()) {
+        work.emplace_back(arm.arm_id, arm.matcher.WithoutCache());
+      }
+    }
+    lock.unlock();
+    std::vector<char> answers(work.size());
+    size_t answered = 0;
+    for (; answered < work.size() && !match_stop_.load(); ++answered) {
+      answers[answered] = work[answered].second.MatchUncachedBounded(demangled, mangled);
+    }
+    lock.lock();
+    if (stop_ || answered < work.size()) return;  // stopping: nothing half-answered is kept
+    for (size_t i = 0; i < work.size(); ++i) {
+      for (LocalArm& arm : arms_) {
+        if (arm.arm_id == work[i].first) arm.matcher.Remember(demangled, mangled, answers[i] != 0);
+      }
+    }
+    it = pending_matches_.find(key);
+    if (it == pending_matches_.end()) continue;
+    // An arm that came meanwhile has no answer yet: another round.
+    bool complete = true;
+    for (const LocalArm& arm : arms_) {
+      if (!arm.matcher.Cached(demangled, mangled).has_value()) complete = false;
+    }
+    if (!complete) {
+      match_queue_.push_back(key);
+      continue;
+    }
+    ++matches_off_thread_;
+    std::vector<link::DispatchSkippedMsg> skips = ReplayMissedLocked(it->second);
+    pending_matches_.erase(it);
+    // The verdict, so later launches of this kernel cost one lookup.
+    {
+      KernelVerdict v;
+      v.generation = arm_generation_;
+      const int64_t now = NowUnixMs();
+      for (LocalArm& arm : arms_) {
+        if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
+        if (arm.matcher.Matches(demangled, mangled)) v.arms.push_back(arm.local_id);
+      }
+      if (verdicts_.size() >= kMaxVerdicts) verdicts_.clear();
+      verdicts_.insert_or_assign(key, std::move(v));
+    }
+    std::shared_ptr<Link> link = link_;
+    match_cv_.notify_all();
+    if (!skips.empty()) {
+      lock.unlock();
+      if (link != nullptr && link->HasFeature(link::kFeatureDispatchSkipped)) {
+        for (const link::DispatchSkippedMsg& m : skips) (void)link->Send(m);
+      }
+      lock.lock();
+    }
+  }
+}
+
+std::vector<link::DispatchSkippedMsg> AgentLinkClient::ReplayMissedLocked(const PendingMatch& p) {
+  std::vector<link::DispatchSkippedMsg> skips;
+  const int64_t now = NowUnixMs();
+  const std::string why =
+      "kerncap was still matching this kernel's name against the arms off the application's "
+      "launching thread (matching it there would cost more than the agent's per-launch "
+      "budget), so this dispatch ran uncaptured";
+  for (int32_t device : p.missed) {
+    for (LocalArm& arm : arms_) {
+      if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
+      if (!link::MatchesDevice(arm.selector, device)) continue;
+      if (!arm.matcher.Matches(p.demangled, p.mangled)) continue;  // cached now
+      // The shape of a dispatch gone by is unknown: a per-shape arm lets it
+      // pass, as it does any dispatch whose shape it cannot compute.
+      if (std::optional<uint64_t> index = arm.counter.OnMatch(std::nullopt)) {
+        link::DispatchSkippedMsg m;
+        m.arm_id = arm.arm_id;
+        m.dispatch_index = *index;
+        m.kernel = p.demangled.empty() ? p.mangled : p.demangled;
+        m.device = static_cast<uint32_t>(std::max(device, 0));
+        m.reason = why;
+        m.retried = arm.counter.GiveBack();
+        skips.push_back(std::move(m));
+        if (skips.size() > 64) break;
+      }
+      break;  // the first arm that matches counts it (arming order)
+    }
+  }
+  if (p.missed_uncounted > 0) {
+    last_error_ = std::to_string(p.missed_uncounted) + " dispatches of " +
+                  (p.demangled.empty() ? p.mangled : p.demangled).substr(0, 256) +
+                  " went uncaptured and uncounted while it was matched off the launching thread";
+  }
+  std::erase_if(arms_, [now](const LocalArm& a) {
+    return a.counter.done() || link::IsExpired(a.selector, now);
+  });
+  RecomputeArmedLocked();
+  MaybeReleaseRingLocked(link_);
+  return skips;
+}
+
+uint64_t AgentLinkClient::matches_off_thread() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return matches_off_thread_;
+}
+
+uint64_t AgentLinkClient::dispatches_unevaluated() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dispatches_unevaluated_;
+}
+
 std::optional<ArmMatch> AgentLinkClient::ShouldCaptureSlow(std::string_view demangled,
                                                            std::string_view mangled,
                                                            int32_t device,
                                                            const link::LaunchShapeFn* shape) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   std::optional<ArmMatch> result;
   int64_t now = NowUnixMs();
+  const std::string_view key = mangled.empty() ? demangled : mangled;
+  auto verdict = verdicts_.find(key);
+  bool known = verdict != verdicts_.end() && verdict->second.generation == arm_generation_;
+  // Bounded work on the launching thread: a kernel that costs too much to
+  // match here is matched by the matcher thread (options.inline_match_budget).
+  for (int round = 0; round < 2 && !known; ++round) {
+    const bool pending = pending_matches_.find(key) != pending_matches_.end();
+    if (!pending && UncachedCostLocked(demangled, mangled, device, now) <=
+                        options_.inline_match_budget) {
+      break;
+    }
+    bool queued = false;
+    if (!QueueMatchLocked(demangled, mangled, &queued)) {
+      ++dispatches_unevaluated_;  // the queue is full: uncaptured, uncounted
+      return std::nullopt;
+    }
+    // Only the launch that found the kernel waits (briefly) for the answer.
+    if (queued && options_.match_wait_us > 0) {
+      match_cv_.wait_for(lock, std::chrono::microseconds(options_.match_wait_us), [&] {
+        return stop_ || pending_matches_.find(key) == pending_matches_.end();
+      });
+    }
+    auto it = pending_matches_.find(key);
+    if (it != pending_matches_.end()) {
+      ++dispatches_unevaluated_;
+      if (it->second.missed.size() < kMaxMissedPerKernel) {
+        it->second.missed.push_back(device);
+      } else {
+        ++it->second.missed_uncounted;
+      }
+      return std::nullopt;
+    }
+    // Answered in time: the matcher thread left the verdict.
+    now = NowUnixMs();
+    verdict = verdicts_.find(key);
+    known = verdict != verdicts_.end() && verdict->second.generation == arm_generation_;
+  }
+  if (!known) {
+    KernelVerdict v;
+    v.generation = arm_generation_;
+    for (LocalArm& arm : arms_) {
+      if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
+      if (arm.matcher.Matches(demangled, mangled)) v.arms.push_back(arm.local_id);
+    }
+    if (demangled.size() <= link::kMaxKernelNameBytes && mangled.size() <= link::kMaxKernelNameBytes) {
+      if (verdicts_.size() >= kMaxVerdicts) verdicts_.clear();
+      verdict = verdicts_.insert_or_assign(std::string(key), std::move(v)).first;
+    } else {
+      verdict = verdicts_.end();  // over-long names match nothing and are not kept
+    }
+  }
+  const std::vector<uint64_t> none;
+  const std::vector<uint64_t>& selecting = verdict == verdicts_.end() ? none : verdict->second.arms;
   // Each mode's key is computed once per dispatch, and only if a per-shape
   // arm's pattern matches (it may read the arguments).
   std::optional<uint64_t> keys[3];
@@ -729,12 +964,12 @@ std::optional<ArmMatch> AgentLinkClient::ShouldCaptureSlow(std::string_view dema
   for (LocalArm& arm : arms_) {
     if (link::IsExpired(arm.selector, now) || arm.counter.done()) continue;
     if (!link::MatchesDevice(arm.selector, device)) continue;
-    if (!arm.matcher.Matches(demangled, mangled)) continue;
-    std::optional<uint64_t> key;
-    if (arm.counter.per_shape()) key = key_for(arm.selector.per_shape);
-    if (std::optional<uint64_t> index = arm.counter.OnMatch(key)) {
-      // key is set only for per-shape arms.
-      result = ArmMatch{arm.arm_id, *index, key ? link::LaunchShapeKeyText(*key) : ""};
+    if (std::find(selecting.begin(), selecting.end(), arm.local_id) == selecting.end()) continue;
+    std::optional<uint64_t> shape_key;
+    if (arm.counter.per_shape()) shape_key = key_for(arm.selector.per_shape);
+    if (std::optional<uint64_t> index = arm.counter.OnMatch(shape_key)) {
+      // shape_key is set only for per-shape arms.
+      result = ArmMatch{arm.arm_id, *index, shape_key ? link::LaunchShapeKeyText(*shape_key) : ""};
       if (arm.counter.done()) last_taken_ = arm;
       break;
     }
@@ -945,6 +1180,11 @@ void AgentLinkClient::ResetInChild() {
   connecting_fd_ = -1;  // the parent's handshake, not ours
   arms_.clear();
   last_taken_.reset();
+  new (&match_cv_) std::condition_variable();
+  verdicts_.clear();
+  match_thread_ = nullptr;  // the parent's matcher thread is intentionally leaked
+  pending_matches_.clear();
+  match_queue_.clear();
   armed_.store(false, std::memory_order_release);
   capture_active_ = false;
   first_attempt_done_ = false;

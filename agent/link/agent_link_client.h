@@ -45,6 +45,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
+#include <map>
+#include <unordered_map>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -120,7 +123,22 @@ struct AgentLinkClientOptions {
       on_substitute;
   std::function<void(const link::UnsubstituteMsg&)> on_unsubstitute;
   std::function<void()> on_link_lost;
+  // Matching arms on the launching thread: a kernel no arm has an answer for
+  // yet is matched there only while the work (NameMatcher::MatchCost summed
+  // over the arms without one) stays within inline_match_budget steps (tens
+  // of microseconds). Beyond it the name goes to a matcher thread; the launch
+  // that found it waits at most match_wait_us for the answer and otherwise
+  // proceeds uncaptured, as do later launches of that kernel until the
+  // answer is in. Those dispatches are then counted against the arms in
+  // order, and one an arm would have taken is reported skipped on it (and
+  // given back, so a later matching dispatch is taken, for arms without nth).
+  uint64_t inline_match_budget = 1u << 16;
+  int match_wait_us = 2000;
 };
+
+// Arms one agent holds at once (the daemon's default bound on active arms);
+// further arms are ignored, and last_error() says so.
+inline constexpr size_t kMaxAgentArms = 1024;
 
 // The daemon's verdict on a capture ended with EndAsync().
 struct CaptureOutcome {
@@ -214,10 +232,45 @@ class AgentLinkClient {
     link::NameMatcher matcher;
     link::DispatchCounter counter;
     uint64_t seq = 0;  // the daemon's arming order
+    uint64_t local_id = 0;  // unique in this client (KernelVerdict)
   };
+  // Which arms a kernel's name selects, as of arm set `generation` (one
+  // lookup per launch instead of one per arm; arms added later make it
+  // stale, arms removed are only never found).
+  struct KernelVerdict {
+    uint64_t generation = 0;
+    std::vector<uint64_t> arms;  // local ids
+  };
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  static constexpr size_t kMaxVerdicts = 1u << 16;
 
   std::optional<ArmMatch> ShouldCaptureSlow(std::string_view demangled, std::string_view mangled,
                                             int32_t device, const link::LaunchShapeFn* shape);
+  // Off-thread matching (options.inline_match_budget). A kernel whose match
+  // is pending, and the devices of its dispatches that went uncaptured
+  // meanwhile (at most kMaxMissedPerKernel; the rest counted).
+  struct PendingMatch {
+    std::string demangled;
+    std::string mangled;
+    std::vector<int32_t> missed;
+    uint64_t missed_uncounted = 0;
+  };
+  static constexpr size_t kMaxPendingMatches = 256;
+  static constexpr size_t kMaxMissedPerKernel = 4096;
+  // The work of matching this kernel against the live arms without a cached
+  // answer (mu_ held).
+  uint64_t UncachedCostLocked(std::string_view demangled, std::string_view mangled,
+                              int32_t device, int64_t now);
+  // Queues the kernel for the matcher thread (mu_ held); false when the
+  // queue is full. `*queued` says whether this call queued it.
+  bool QueueMatchLocked(std::string_view demangled, std::string_view mangled, bool* queued);
+  void MatchLoop();
+  // The answer is in: the missed dispatches of `p`, counted against the arms
+  // in order; the skips to report.
+  std::vector<link::DispatchSkippedMsg> ReplayMissedLocked(const PendingMatch& p);
   LinkResult<std::unique_ptr<CaptureSession>> BeginCaptureImpl(link::CaptureBeginMsg begin,
                                                                std::string_view argument_blob,
                                                                int timeout_ms);
@@ -265,6 +318,23 @@ class AgentLinkClient {
   std::optional<CaptureOutcome> last_outcome_;
   std::string last_error_;
   std::atomic<bool> armed_{false};
+  // Off-thread matching, under mu_.
+  std::condition_variable match_cv_;
+  std::map<std::string, PendingMatch, std::less<>> pending_matches_;  // by mangled (or demangled) name
+  std::deque<std::string> match_queue_;
+  std::unordered_map<std::string, KernelVerdict, NameHash, std::equal_to<>> verdicts_;
+  uint64_t arm_generation_ = 1;    // +1 per arm added
+  uint64_t next_local_arm_id_ = 1;
+  std::atomic<bool> match_stop_{false};  // the matcher thread stops between arms
+  std::thread* match_thread_ = nullptr;  // raw: leaked (not joined) in a fork child
+  uint64_t matches_off_thread_ = 0;      // kernels matched by the matcher thread
+  uint64_t dispatches_unevaluated_ = 0;  // launches that went uncaptured meanwhile
+
+ public:
+  // Introspection: kernels matched off the launching thread, and dispatches
+  // that went uncaptured while their match was pending.
+  uint64_t matches_off_thread() const;
+  uint64_t dispatches_unevaluated() const;
 };
 
 }  // namespace kerncap::agent

@@ -354,6 +354,9 @@ absl::Status CmdKernels(Connection& c, Output o, const KernelsOptions& opts) {
             << " kernels left out (names over the link's bounds, or past "
             << resp.max_kernels_per_agent() << " per agent)\n";
     }
+    if (!a.truncated().empty()) {
+      o.out << "note: " << who << ": census truncated by kerncapd: " << a.truncated() << "\n";
+    }
   }
   return absl::OkStatus();
 }

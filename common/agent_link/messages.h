@@ -925,6 +925,21 @@ LinkStatus SendMessage(int sock, const M& msg, std::string_view payload = {},
   return SendFrame(sock, M::kType, body, payload, fds, fd_count);
 }
 
+// SendMessage within `timeout_ms` for the whole frame (SendFrameWithin).
+template <typename M>
+LinkStatus SendMessageWithin(int sock, int timeout_ms, const M& msg,
+                             std::string_view payload = {}, const int* fds = nullptr,
+                             size_t fd_count = 0) {
+  std::string body;
+  try {
+    body = EncodeBody(msg);
+  } catch (const std::exception& e) {
+    return LinkStatus::Error(std::string("encoding ") + MessageTypeName(M::kType) + ": " +
+                             e.what());
+  }
+  return SendFrameWithin(sock, timeout_ms, M::kType, body, payload, fds, fd_count);
+}
+
 }  // namespace kerncap::link
 
 #endif  // KERNCAP_COMMON_AGENT_LINK_MESSAGES_H_

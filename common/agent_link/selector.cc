@@ -208,6 +208,55 @@ bool NameMatcher::Matches(std::string_view demangled, std::string_view mangled) 
   return result;
 }
 
+namespace {
+bool OverLong(std::string_view demangled, std::string_view mangled) {
+  return demangled.size() > kMaxKernelNameBytes || mangled.size() > kMaxKernelNameBytes;
+}
+}  // namespace
+
+std::optional<bool> NameMatcher::Cached(std::string_view demangled,
+                                        std::string_view mangled) const {
+  if (OverLong(demangled, mangled)) return false;
+  auto it = cache_.find(mangled.empty() ? demangled : mangled);
+  if (it == cache_.end()) return std::nullopt;
+  return it->second;
+}
+
+uint64_t NameMatcher::MatchCost(std::string_view demangled, std::string_view mangled) const {
+  if (OverLong(demangled, mangled)) return 0;
+  const uint64_t bytes = (demangled.empty() ? mangled : demangled).size() + 1;
+  switch (match_) {
+    case NameMatch::kSubstring: return bytes;
+    case NameMatch::kMangled: return mangled.size() + 1;
+    case NameMatch::kGlob:
+    case NameMatch::kRegex: return bytes * (re_ != nullptr ? re_->program_size() : 1);
+  }
+  return bytes;
+}
+
+void NameMatcher::Remember(std::string_view demangled, std::string_view mangled, bool result) {
+  if (OverLong(demangled, mangled)) return;
+  try {
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    cache_.insert_or_assign(std::string(mangled.empty() ? demangled : mangled), result);
+  } catch (const std::bad_alloc&) {
+  }
+}
+
+NameMatcher NameMatcher::WithoutCache() const {
+  NameMatcher m;
+  m.pattern_ = pattern_;
+  m.match_ = match_;
+  m.re_ = re_;
+  return m;
+}
+
+bool NameMatcher::MatchUncachedBounded(std::string_view demangled,
+                                       std::string_view mangled) const {
+  if (OverLong(demangled, mangled)) return false;
+  return MatchUncached(demangled, mangled);
+}
+
 std::optional<uint64_t> DispatchCounter::OnMatch(std::optional<uint64_t> shape_key) {
   if (done()) return std::nullopt;
   uint64_t index = ++matched_;

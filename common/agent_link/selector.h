@@ -125,6 +125,22 @@ class NameMatcher {
   bool Matches(std::string_view demangled, std::string_view mangled);
   size_t cache_size() const { return cache_.size(); }
 
+  // What the agent needs to keep matching off the launching thread when it
+  // costs too much there (agent_link_client.h):
+  // The cached answer for this kernel (over-long names: false), if any.
+  std::optional<bool> Cached(std::string_view demangled, std::string_view mangled) const;
+  // The work an uncached match of this kernel costs, in steps: bytes
+  // scanned, times the program's size for globs and regexes (an NFA
+  // simulation keeps every instruction live at worst); 0 for over-long names.
+  uint64_t MatchCost(std::string_view demangled, std::string_view mangled) const;
+  // Records an answer computed by a copy (WithoutCache) elsewhere.
+  void Remember(std::string_view demangled, std::string_view mangled, bool result);
+  // A copy sharing the compiled pattern, with an empty cache (cheap).
+  NameMatcher WithoutCache() const;
+  // The answer without the cache (const: thread-safe); false for
+  // over-long names.
+  bool MatchUncachedBounded(std::string_view demangled, std::string_view mangled) const;
+
  private:
   NameMatcher() = default;
   bool MatchUncached(std::string_view demangled, std::string_view mangled) const;

@@ -43,6 +43,28 @@ TEST(SelectorTest, MatchResultIsCachedPerKernel) {
   EXPECT_EQ(m->cache_size(), 2u);
 }
 
+// What the agent's off-thread matching relies on: an estimate of the work
+// before doing it, answers computed by a cache-less copy, and recording them.
+TEST(SelectorTest, CostCachedAnswersAndCopiesWithoutCache) {
+  LinkResult<NameMatcher> re = NameMatcher::Compile("[a-z]*[a-z]*q", NameMatch::kRegex);
+  ASSERT_TRUE(re.ok());
+  const std::string name(1000, 'a');
+  EXPECT_GT(re->MatchCost(name, ""), 1000u * 3);  // bytes times the program
+  LinkResult<NameMatcher> sub = NameMatcher::Compile("q", NameMatch::kSubstring);
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ(sub->MatchCost(name, ""), 1001u);
+  EXPECT_EQ(sub->MatchCost(std::string(kMaxKernelNameBytes + 1, 'a'), ""), 0u);
+  EXPECT_FALSE(re->Cached(name, "").has_value());
+  NameMatcher copy = re->WithoutCache();
+  EXPECT_FALSE(copy.MatchUncachedBounded(name, ""));
+  EXPECT_TRUE(copy.MatchUncachedBounded(name + "q", ""));
+  re->Remember(name, "", false);
+  ASSERT_TRUE(re->Cached(name, "").has_value());
+  EXPECT_FALSE(*re->Cached(name, ""));
+  EXPECT_EQ(copy.cache_size(), 0u);
+  EXPECT_FALSE(re->Matches(name, ""));  // from the cache
+}
+
 TEST(SelectorTest, ValidationNamesTheBadField) {
   Selector s;
   s.kernel = "matmul(";

@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace kerncap::link {
 namespace {
@@ -135,8 +137,17 @@ LinkStatus DecodeFrameHeader(const uint8_t in[kFrameHeaderSize], const FrameLimi
   return LinkStatus::Ok();
 }
 
-LinkStatus SendFrame(int sock, MessageType type, std::string_view json,
-                     std::string_view payload, const int* fds, size_t fd_count) {
+namespace {
+
+// SendFrame and SendFrameWithin: timeout_ms < 0 sends blocking (SO_SNDTIMEO
+// bounds each call); otherwise the whole frame must leave within it.
+LinkStatus SendFrameImpl(int sock, int timeout_ms, MessageType type, std::string_view json,
+                         std::string_view payload, const int* fds, size_t fd_count) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      timeout_ms < 0 ? Clock::time_point::max()
+                     : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const int send_flags = MSG_NOSIGNAL | (timeout_ms < 0 ? 0 : MSG_DONTWAIT);
   if (fd_count > kMaxFdsPerFrame) return LinkStatus::Error("too many fds for one frame");
   FrameHeader h;
   h.type = static_cast<uint16_t>(type);
@@ -172,9 +183,21 @@ LinkStatus SendFrame(int sock, MessageType type, std::string_view json,
       cm->cmsg_len = CMSG_LEN(sizeof(int) * fd_count);
       memcpy(CMSG_DATA(cm), fds, sizeof(int) * fd_count);
     }
-    ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    ssize_t n = ::sendmsg(sock, &msg, send_flags);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if ((errno == EAGAIN || errno == EWOULDBLOCK) && timeout_ms >= 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              deadline - Clock::now()).count();
+        if (left > 0) {
+          pollfd p{sock, POLLOUT, 0};
+          int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+          if (r > 0 || (r < 0 && errno == EINTR)) continue;
+          if (r < 0) return LinkStatus::Error(ErrnoMessage("poll", errno));
+        }
+        return LinkStatus::Error("send timed out after " + std::to_string(timeout_ms) +
+                                 " ms: peer is not reading");
+      }
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         return LinkStatus::Error("send timed out: peer is not reading");
       }
@@ -191,6 +214,18 @@ LinkStatus SendFrame(int sock, MessageType type, std::string_view json,
     }
   }
   return LinkStatus::Ok();
+}
+
+}  // namespace
+
+LinkStatus SendFrame(int sock, MessageType type, std::string_view json,
+                     std::string_view payload, const int* fds, size_t fd_count) {
+  return SendFrameImpl(sock, -1, type, json, payload, fds, fd_count);
+}
+
+LinkStatus SendFrameWithin(int sock, int timeout_ms, MessageType type, std::string_view json,
+                           std::string_view payload, const int* fds, size_t fd_count) {
+  return SendFrameImpl(sock, std::max(timeout_ms, 0), type, json, payload, fds, fd_count);
 }
 
 LinkResult<Frame> RecvFrame(int sock, const FrameLimits& limits, bool* clean_eof) {

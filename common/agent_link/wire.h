@@ -125,6 +125,14 @@ LinkStatus SendFrame(int sock, MessageType type, std::string_view json,
                      std::string_view payload = {}, const int* fds = nullptr,
                      size_t fd_count = 0);
 
+// Like SendFrame, but the whole frame must be written within `timeout_ms`
+// (a peer that reads slowly cannot hold the sender longer, whatever the
+// payload's size; SO_SNDTIMEO bounds only each call). A frame cut short by
+// the deadline leaves the stream unusable: the caller drops the connection.
+LinkStatus SendFrameWithin(int sock, int timeout_ms, MessageType type, std::string_view json,
+                           std::string_view payload = {}, const int* fds = nullptr,
+                           size_t fd_count = 0);
+
 // Reads one frame. On an orderly EOF before the first header byte, returns an
 // error and sets *clean_eof (if given) to true.
 LinkResult<Frame> RecvFrame(int sock, const FrameLimits& limits, bool* clean_eof = nullptr);

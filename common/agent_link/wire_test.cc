@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 
 #include "common/agent_link/messages.h"
@@ -40,6 +41,26 @@ std::string Header(uint32_t magic, uint16_t version, uint16_t type, uint32_t jso
   uint8_t buf[kFrameHeaderSize];
   EncodeFrameHeader(h, buf);
   return std::string(reinterpret_cast<char*>(buf), sizeof(buf));
+}
+
+// A peer that reads nothing cannot hold a sender past its deadline, however
+// large the frame (SO_SNDTIMEO alone bounds each call, not the frame).
+TEST(WireTest, SendFrameWithinGivesUpAtTheDeadline) {
+  SocketPair p;
+  const std::string payload(8u << 20, 'p');
+  const auto t0 = std::chrono::steady_clock::now();
+  LinkStatus st = SendFrameWithin(p.a.get(), 200, MessageType::kSubstitute, "{}", payload);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("timed out after 200 ms"), std::string::npos) << st.message();
+  EXPECT_GE(took, std::chrono::milliseconds(150));
+  EXPECT_LT(took, std::chrono::seconds(3));
+  // A frame that fits goes whole, within the deadline.
+  SocketPair q;
+  ASSERT_TRUE(SendFrameWithin(q.a.get(), 1000, MessageType::kError, "{\"message\":\"x\"}").ok());
+  LinkResult<Frame> f = RecvFrame(q.b.get(), FrameLimits());
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->type, MessageType::kError);
 }
 
 TEST(WireTest, HeaderIsLittleEndianAndDocumented) {

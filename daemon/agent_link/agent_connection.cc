@@ -20,6 +20,9 @@ namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
+// Longest text of an agent's that goes into one log field.
+constexpr size_t kMaxLoggedField = 512;
+
 // Distinct zero-chunk lengths a connection learns (ZeroChunkFingerprints):
 // the chunk size and up to this many region tails, ~1 ms of arithmetic each.
 constexpr size_t kMaxZeroChunkLengths = 256;
@@ -72,7 +75,7 @@ AgentConnection::~AgentConnection() {
   // The ingest (and with it any slot callbacks) must go before the ring.
   if (capture_.has_value()) ReleaseDeclaredChunks();
   capture_.reset();
-  if (ring_charged_ > 0) host_.UnchargeRing(ring_charged_);
+  if (ring_charged_ > 0) host_.UnchargeRing(ring_charged_, !release_capable_);
 }
 
 void AgentConnection::StartThread(std::function<void()> body) {
@@ -106,9 +109,55 @@ void AgentConnection::ReleaseSlot(uint64_t generation, uint32_t slot) {
 
 void AgentConnection::Revoke(const std::string& reason) {
   if (revoke_sent_.exchange(true)) return;
+  revoke_sent_ms_ = NowMs();
   RingRevokeMsg msg;
   msg.reason = reason;
   (void)Send(msg);
+}
+
+bool AgentConnection::MayLog() {
+  absl::MutexLock lock(&log_mu_);
+  const double rate = options_.agent_log_lines_per_second;
+  const double burst = std::max<double>(1, options_.agent_log_burst);
+  const absl::Time now = absl::Now();
+  if (log_tokens_ < 0) {
+    log_tokens_ = burst;
+    log_refilled_ = now;
+  }
+  log_tokens_ = std::min(burst, log_tokens_ + rate * absl::ToDoubleSeconds(now - log_refilled_));
+  log_refilled_ = now;
+  if (log_tokens_ >= 1) {
+    log_tokens_ -= 1;
+    return true;
+  }
+  ++log_suppressed_;
+  ++log_suppressed_total_;
+  return false;
+}
+
+void AgentConnection::FlushSuppressed() {
+  uint64_t n = 0;
+  uint64_t total = 0;
+  {
+    absl::MutexLock lock(&log_mu_);
+    n = log_suppressed_;
+    total = log_suppressed_total_;
+    log_suppressed_ = 0;
+  }
+  if (n == 0) return;
+  log::Warn("agent_link.suppressed",
+            {{"agent", agent_id_},
+             {"pid", hello_.pid},
+             {"lines", n},
+             {"total", total},
+             {"reason", absl::StrFormat("more than %d lines at %g/s from this agent's reports",
+                                        options_.agent_log_burst,
+                                        options_.agent_log_lines_per_second)}});
+}
+
+uint64_t AgentConnection::lines_suppressed() {
+  absl::MutexLock lock(&log_mu_);
+  return log_suppressed_total_;
 }
 
 v1::AgentInfo AgentConnection::info() {
@@ -222,23 +271,33 @@ LinkStatus AgentConnection::Handshake() {
 
 LinkResult<UniqueFd> AgentConnection::CreateRing(bool may_reclaim) {
   const AgentLinkServerOptions& opt = options_;
-  const uint64_t bytes = host_.ChargeRing(this, opt.slot_size, opt.slot_count, may_reclaim);
+  const uint64_t bytes =
+      host_.ChargeRing(this, opt.slot_size, opt.slot_count, may_reclaim, !release_capable_);
   if (bytes == 0) {
+    if (!release_capable_ && opt.max_pinned_ring_share < 1.0) {
+      return LinkStatus::Error(absl::StrFormat(
+          "the share of the staging budget (--staging-total-gib) that rings of agents which "
+          "cannot give them back may hold (%g) is in use (a ring needs at least 2 slots of %d "
+          "bytes); an agent that speaks lazy_ring and ring_release gets one when it captures",
+          opt.max_pinned_ring_share, opt.slot_size));
+    }
+    const bool configured = opt.max_total_ring_bytes > 0;
     return LinkStatus::Error(absl::StrFormat(
-        "the --staging-total-gib budget of %d bytes is in use by the rings of captures in "
+        "the --staging-total-gib budget of %d bytes%s is in use by the rings of captures in "
         "flight (a ring needs at least 2 slots of %d bytes); try again when they finished",
-        opt.max_total_ring_bytes, opt.slot_size));
+        configured ? opt.max_total_ring_bytes : opt.default_total_ring_bytes,
+        configured ? "" : " (kerncapd's bound when it is 0)", opt.slot_size));
   }
   RingLayout layout{opt.slot_size, static_cast<uint32_t>(bytes / opt.slot_size)};
   absl::Time t0 = absl::Now();
   LinkResult<UniqueFd> ring_fd = CreateRingMemfd(layout, "kerncap-ring");
   if (!ring_fd.ok()) {
-    host_.UnchargeRing(bytes);
+    host_.UnchargeRing(bytes, !release_capable_);
     return ring_fd.status();
   }
   LinkResult<RingMapping> mapping = RingMapping::Map(ring_fd->get(), layout, false);
   if (!mapping.ok()) {
-    host_.UnchargeRing(bytes);
+    host_.UnchargeRing(bytes, !release_capable_);
     return mapping.status();
   }
   ring_charged_ = bytes;
@@ -250,6 +309,7 @@ LinkResult<UniqueFd> AgentConnection::CreateRing(bool may_reclaim) {
     ++ring_generation_;
   }
   revoke_sent_ = false;
+  revoke_sent_ms_ = 0;
   ring_held_ = bytes;
   if (layout.slot_count < opt.slot_count) {
     log::Warn("agent_link.ring_reduced",
@@ -306,9 +366,10 @@ LinkStatus AgentConnection::OnRingRelease(const Frame& frame) {
   ring_.reset();
   layout_ = {0, 0};
   ring_held_ = 0;
+  revoke_sent_ms_ = 0;
   const uint64_t bytes = ring_charged_;
   ring_charged_ = 0;
-  host_.UnchargeRing(bytes);
+  host_.UnchargeRing(bytes, !release_capable_);
   log::Info("agent_link.ring_released",
             {{"agent", agent_id_}, {"bytes", bytes}, {"reason", std::string(WireName(msg.reason))}});
   return LinkStatus::Ok();
@@ -321,11 +382,14 @@ LinkStatus AgentConnection::OnSubstitutionReport(const Frame& frame) {
   SubstitutionReportMsg msg;
   LinkStatus status = DecodeBody(frame, &msg);
   if (!status.ok()) return status;
-  if (msg.state == SubstitutionState::kRefused || msg.state == SubstitutionState::kEnded) {
-    log::Info("substitution.agent_" + std::string(WireName(msg.state)), {{"agent", agent_id_},
-                                                  {"substitution", msg.sub_id},
-                                                  {"variant_launches", msg.variant_launches},
-                                                  {"reason", msg.reason}});
+  if ((msg.state == SubstitutionState::kRefused || msg.state == SubstitutionState::kEnded) &&
+      MayLog()) {
+    FlushSuppressed();
+    log::Info("substitution.agent_" + std::string(WireName(msg.state)),
+              {{"agent", agent_id_},
+               {"substitution", msg.sub_id.substr(0, kMaxLoggedField)},
+               {"variant_launches", msg.variant_launches},
+               {"reason", msg.reason.substr(0, kMaxLoggedField)}});
   }
   host_.OnSubstitutionReport(agent_id_, msg);
   return LinkStatus::Ok();
@@ -335,26 +399,36 @@ LinkStatus AgentConnection::OnDispatchSkipped(const Frame& frame) {
   DispatchSkippedMsg msg;
   LinkStatus status = DecodeBody(frame, &msg);
   if (!status.ok()) return status;
-  std::string reason = absl::StrCat("dispatch ", msg.dispatch_index, " of ", msg.kernel,
-                                    " not captured: ", msg.reason);
-  if (msg.retried) absl::StrAppend(&reason, " (the arm takes a later matching dispatch)");
-  log::Warn("capture.skipped", {{"agent", agent_id_},
-                                {"arm", msg.arm_id},
-                                {"kernel", msg.kernel},
-                                {"dispatch", msg.dispatch_index},
-                                {"retried", msg.retried},
-                                {"reason", msg.reason}});
-  v1::Event event;
-  v1::CaptureFailed* f = event.mutable_capture_failed();
-  f->set_agent_id(agent_id_);
-  f->set_reason(reason);
-  f->set_skipped(true);
-  f->set_arm_id(msg.arm_id);
-  f->set_kernel(msg.kernel);
-  f->set_dispatch_index(msg.dispatch_index);
-  f->set_retried(msg.retried);
-  event.set_owner_uid(uid_);
-  events_.Publish(std::move(event));
+  // The agent is not trusted: what it says is cut to size, and its reports
+  // cost a bounded number of log lines and events (MayLog).
+  if (msg.kernel.size() > kMaxKernelNameBytes) msg.kernel.resize(kMaxKernelNameBytes);
+  if (msg.reason.size() > kMaxLoggedField) msg.reason.resize(kMaxLoggedField);
+  if (msg.arm_id.size() > kMaxLoggedField) msg.arm_id.resize(kMaxLoggedField);
+  if (MayLog()) {
+    FlushSuppressed();
+    std::string reason = absl::StrCat("dispatch ", msg.dispatch_index, " of ", msg.kernel,
+                                      " not captured: ", msg.reason);
+    if (msg.retried) absl::StrAppend(&reason, " (the arm takes a later matching dispatch)");
+    log::Warn("capture.skipped", {{"agent", agent_id_},
+                                  {"arm", msg.arm_id},
+                                  {"kernel", msg.kernel.substr(0, kMaxLoggedField)},
+                                  {"dispatch", msg.dispatch_index},
+                                  {"retried", msg.retried},
+                                  {"reason", msg.reason}});
+    v1::Event event;
+    v1::CaptureFailed* f = event.mutable_capture_failed();
+    f->set_agent_id(agent_id_);
+    f->set_reason(reason);
+    f->set_skipped(true);
+    f->set_arm_id(msg.arm_id);
+    f->set_kernel(msg.kernel);
+    f->set_dispatch_index(msg.dispatch_index);
+    f->set_retried(msg.retried);
+    event.set_owner_uid(uid_);
+    events_.Publish(std::move(event));
+  }
+  // The arm's own record is bounded (ArmRegistry::kMaxSkipsKept) and counts
+  // every skip, logged or not.
   if (!msg.arm_id.empty()) {
     v1::SkippedDispatch s;
     s.set_agent_id(agent_id_);
@@ -403,7 +477,8 @@ LinkStatus AgentConnection::ServeFrames() {
       case MessageType::kError: {
         ErrorMsg err;
         (void)DecodeBody(*frame, &err);
-        log::Warn("agent_link.agent_error", {{"agent", agent_id_}, {"message", err.message}});
+        log::Warn("agent_link.agent_error",
+                  {{"agent", agent_id_}, {"message", err.message.substr(0, kMaxLoggedField)}});
         return LinkStatus::Ok();
       }
       default:
@@ -1032,6 +1107,7 @@ void AgentConnection::Cleanup(const std::string& reason) {
   ReleaseDeclaredChunks();
   capture_.reset();
   capturing_ = false;
+  FlushSuppressed();
   {
     absl::MutexLock lock(&census_mu_);
     census_closed_ = true;
@@ -1084,14 +1160,25 @@ LinkStatus AgentConnection::OnKernelsReport(const Frame& frame) {
 }
 
 absl::StatusOr<AgentConnection::KernelCensus> AgentConnection::RequestKernels(
-    absl::Duration timeout, size_t max_kernels) {
+    absl::Duration timeout, size_t max_kernels, uint64_t max_bytes, CensusBudget* shared) {
   if (!census_) {
     return absl::FailedPreconditionError(
         "this agent does not offer the kernel census (an agent from before it)");
   }
-  absl::MutexLock call(&census_call_mu_);
   const absl::Time deadline = absl::Now() + timeout;
+  // Another caller's census of this agent counts against this one's time:
+  // a slow agent cannot queue every ListKernels behind it.
+  if (!census_call_mu_.LockWhenWithDeadline(absl::Condition::kTrue, deadline)) {
+    census_call_mu_.Unlock();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "another census of this agent did not finish within ", absl::FormatDuration(timeout)));
+  }
+  struct Unlock {
+    absl::Mutex* mu;
+    ~Unlock() { mu->Unlock(); }
+  } unlock{&census_call_mu_};
   KernelCensus out;
+  bool full = false;  // a byte bound was reached: the rest is counted
   uint64_t offset = 0;
   while (true) {
     KernelsRequestMsg request;
@@ -1122,14 +1209,35 @@ absl::StatusOr<AgentConnection::KernelCensus> AgentConnection::RequestKernels(
     }
     out.left_out += page.left_out;
     for (LoadedKernelInfo& k : page.kernels) {
-      if (out.kernels.size() < max_kernels) {
-        out.kernels.push_back(std::move(k));
-      } else {
-        ++out.left_out;
+      // What an entry costs the daemon: its strings and the proto's fields.
+      const uint64_t cost = k.mangled_name.size() + k.demangled_name.size() + k.module.size() + 64;
+      if (!full && out.kernels.size() >= max_kernels) {
+        full = true;
+        out.truncated = absl::StrCat("more than ", max_kernels, " kernels (the daemon keeps at most ",
+                                     max_kernels, " per agent)");
       }
+      if (!full && max_bytes > 0 && out.bytes + cost > max_bytes) {
+        full = true;
+        out.truncated = absl::StrCat("more than ", max_bytes,
+                                     " bytes of kernel names (the daemon keeps at most ", max_bytes,
+                                     " per agent, --census-mib-per-agent)");
+      }
+      if (!full && shared != nullptr) {
+        std::string why = shared->Charge(cost);
+        if (!why.empty()) {
+          full = true;
+          out.truncated = std::move(why);
+        }
+      }
+      if (full) {
+        ++out.left_out;
+        continue;
+      }
+      out.bytes += cost;
+      out.kernels.push_back(std::move(k));
     }
     if (page.next_offset == 0) break;
-    if (out.kernels.size() >= max_kernels) {
+    if (full || out.kernels.size() >= max_kernels) {
       if (page.total > page.next_offset) out.left_out += page.total - page.next_offset;
       break;
     }

@@ -22,6 +22,7 @@
 #ifndef KERNCAP_DAEMON_AGENT_LINK_AGENT_CONNECTION_H_
 #define KERNCAP_DAEMON_AGENT_LINK_AGENT_CONNECTION_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -71,9 +72,11 @@ class ConnectionHost {
   // Ring budget: the bytes of a ring of 2..slot_count slots that may be
   // created (0: none may); with may_reclaim, idle rings of other agents may
   // be asked back first. Bytes charged go back with UnchargeRing.
+  // A pinned ring (its agent cannot give it back) fits in the budget's
+  // pinned share (AgentLinkServerOptions::max_pinned_ring_share).
   virtual uint64_t ChargeRing(AgentConnection* requester, uint64_t slot_size,
-                              uint32_t slot_count, bool may_reclaim) = 0;
-  virtual void UnchargeRing(uint64_t bytes) = 0;
+                              uint32_t slot_count, bool may_reclaim, bool pinned) = 0;
+  virtual void UnchargeRing(uint64_t bytes, bool pinned) = 0;
 
   // Declared chunks of all captures in flight (CaptureLimits::
   // max_inflight_chunks): false (nothing charged) when `chunks` do not fit.
@@ -158,20 +161,60 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   void StartThread(std::function<void()> body);
   void Join();
 
-  // Sends one message; a failed send kicks the connection (the reader then
-  // cleans up), because a half-written frame desynchronizes the stream.
+  // Sends one message, the whole frame within options.send_timeout_ms
+  // (waiting for another sender counts too); a failed send kicks the
+  // connection (the reader then cleans up), because a half-written frame
+  // desynchronizes the stream.
   template <typename M>
   LinkStatus Send(const M& msg, std::string_view payload = {}, const int* fds = nullptr,
                   size_t fd_count = 0) {
-    absl::MutexLock lock(&send_mu_);
-    if (send_failed_) return LinkStatus::Error("connection already failed");
-    LinkStatus status = SendMessage(fd_.get(), msg, payload, fds, fd_count);
-    if (!status.ok()) {
-      send_failed_ = true;
-      Kick();
+    return SendWithin(absl::Milliseconds(options_.send_timeout_ms), msg, payload, fds, fd_count);
+  }
+  // Send, within `timeout` (at most options.send_timeout_ms): what a
+  // daemon-to-agents fan-out gives each agent. An agent that does not take
+  // the frame in time is disconnected (it reconnects as a new agent and
+  // gets the arms then); one whose other sender holds the socket that long
+  // is left to that sender's own deadline.
+  template <typename M>
+  LinkStatus SendWithin(absl::Duration timeout, const M& msg, std::string_view payload = {},
+                        const int* fds = nullptr, size_t fd_count = 0)
+      ABSL_LOCKS_EXCLUDED(send_mu_) {
+    return SendImpl(/*kick=*/true, timeout, msg, payload, fds, fd_count);
+  }
+  // SendWithin, but a failed send leaves the Kick to the caller (who records
+  // why first: the reader's cleanup then finds the reason in place).
+  template <typename M>
+  LinkStatus SendWithinDeferKick(absl::Duration timeout, const M& msg,
+                                 std::string_view payload = {}) ABSL_LOCKS_EXCLUDED(send_mu_) {
+    return SendImpl(/*kick=*/false, timeout, msg, payload, nullptr, 0);
+  }
+
+ private:
+  template <typename M>
+  LinkStatus SendImpl(bool kick, absl::Duration timeout, const M& msg, std::string_view payload,
+                      const int* fds, size_t fd_count) ABSL_LOCKS_EXCLUDED(send_mu_) {
+    timeout = std::min(timeout, absl::Milliseconds(options_.send_timeout_ms));
+    const absl::Time deadline = absl::Now() + timeout;
+    if (!send_mu_.LockWhenWithDeadline(absl::Condition::kTrue, deadline)) {
+      send_mu_.Unlock();
+      return LinkStatus::Error("another send to the agent did not finish within " +
+                               absl::FormatDuration(timeout));
     }
+    LinkStatus status = LinkStatus::Error("connection already failed");
+    if (!send_failed_) {
+      const int64_t left = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+      status = SendMessageWithin(fd_.get(), static_cast<int>(std::min<int64_t>(left, 1 << 30)),
+                                 msg, payload, fds, fd_count);
+      if (!status.ok()) {
+        send_failed_ = true;
+        if (kick) Kick();
+      }
+    }
+    send_mu_.Unlock();
     return status;
   }
+
+ public:
   // Refuses a connection not served (too many agents): the Error message,
   // waiting at most 100 ms for the socket.
   void Refuse(const std::string& message);
@@ -203,6 +246,20 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   int64_t last_capture_ms() const { return last_capture_ms_.load(); }
   // Asks the agent for its ring back (once per ring).
   void Revoke(const std::string& reason);
+  // When the last Revoke was sent and the ring is still held (unix ms; 0:
+  // none outstanding): an agent that keeps it is disconnected.
+  int64_t revoke_outstanding_since_ms() const {
+    return ring_held_.load() > 0 ? revoke_sent_ms_.load() : 0;
+  }
+
+  // Log lines (and events) this agent's frames cause, per
+  // options.agent_log_*: true when one may be written now; otherwise it is
+  // counted as suppressed. Any thread.
+  bool MayLog() ABSL_LOCKS_EXCLUDED(log_mu_);
+  // Writes the "agent_link.suppressed" line for lines suppressed so far
+  // (none: nothing).
+  void FlushSuppressed() ABSL_LOCKS_EXCLUDED(log_mu_);
+  uint64_t lines_suppressed() ABSL_LOCKS_EXCLUDED(log_mu_);
 
   // The kernel census (feature "kernel_census"): every page of the agent's
   // loaded kernels, keeping at most `max_kernels` (the rest are counted in
@@ -213,8 +270,22 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   struct KernelCensus {
     std::vector<LoadedKernelInfo> kernels;
     uint64_t left_out = 0;
+    uint64_t bytes = 0;      // names and modules kept
+    std::string truncated;   // the bound that cut it short
   };
-  absl::StatusOr<KernelCensus> RequestKernels(absl::Duration timeout, size_t max_kernels);
+  // Byte bounds (0: none): `max_bytes` kept for this agent; `shared`, when
+  // set, a byte budget charged for every entry kept (the whole answer's and
+  // the daemon's in-flight census bytes), refused entries ending the census.
+  // A census cut short says which bound in `truncated`; `shared` keeps
+  // what it was charged (its owner gives it back).
+  struct CensusBudget {
+    virtual ~CensusBudget() = default;
+    // Charges `bytes`, or returns why not (nothing charged).
+    virtual std::string Charge(uint64_t bytes) = 0;
+  };
+  absl::StatusOr<KernelCensus> RequestKernels(absl::Duration timeout, size_t max_kernels,
+                                              uint64_t max_bytes = 0,
+                                              CensusBudget* shared = nullptr);
 
   // A launch sample (feature "launch_sample"): the agent counts its launches
   // for `duration`, then reports them (waiting at most `answer_timeout` for
@@ -300,6 +371,14 @@ class AgentConnection : public std::enable_shared_from_this<AgentConnection> {
   std::atomic<bool> capturing_{false};
   std::atomic<bool> revoke_sent_{false};
   std::atomic<int64_t> last_capture_ms_{0};
+  std::atomic<int64_t> revoke_sent_ms_{0};
+
+  // The log limiter (MayLog).
+  absl::Mutex log_mu_;
+  double log_tokens_ ABSL_GUARDED_BY(log_mu_) = -1;  // -1: full bucket at first use
+  absl::Time log_refilled_ ABSL_GUARDED_BY(log_mu_);
+  uint64_t log_suppressed_ ABSL_GUARDED_BY(log_mu_) = 0;       // since the last summary
+  uint64_t log_suppressed_total_ ABSL_GUARDED_BY(log_mu_) = 0;
 
   absl::Mutex send_mu_;
   bool send_failed_ ABSL_GUARDED_BY(send_mu_) = false;

@@ -162,6 +162,66 @@ struct RawCensusAgent {
   }
 };
 
+// Issue 28: one agent filled a census with 363 MiB and the call failed for
+// everyone. Bytes are bounded per agent and for the whole answer; a census
+// cut short says so on its agent, and the others are whole.
+TEST_F(CensusTest, BytesAreBoundedPerAgentAndInAllAndATruncatedAnswerSaysSo) {
+  AgentLinkServerOptions o = Options();
+  o.max_census_bytes_per_agent = 1u << 20;
+  o.max_census_total_bytes = 3u << 19;  // 1.5 MiB for all agents
+  StartServer(o);
+  // A hostile agent: 5000 kernels with 8 KiB names (80 MB uncapped).
+  agent::AgentLinkClientOptions big = ClientOptions("flooder");
+  big.list_kernels = [] {
+    std::vector<LoadedKernelInfo> out;
+    for (int i = 0; i < 5000; ++i) {
+      LoadedKernelInfo k;
+      k.mangled_name = "_Z" + std::to_string(i) + std::string(4000, 'x');
+      k.demangled_name = std::string(4000, 'y') + std::to_string(i);
+      k.module = "m";
+      out.push_back(std::move(k));
+    }
+    return out;
+  };
+  StartClient(big);
+  NewCensusClient("census-app", 100);
+  WaitAgents(2);
+  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest());
+  EXPECT_EQ(r.max_bytes_per_agent(), 1u << 20);
+  EXPECT_EQ(r.max_total_bytes(), 3u << 19);
+  const v1::AgentKernels* flooder = ByProcess(r, "flooder");
+  const v1::AgentKernels* good = ByProcess(r, "census-app");
+  ASSERT_NE(flooder, nullptr);
+  ASSERT_NE(good, nullptr);
+  EXPECT_EQ(flooder->error(), "");
+  EXPECT_THAT(flooder->truncated(), HasSubstr("--census-mib-per-agent"));
+  uint64_t bytes = 0;
+  for (const v1::LoadedKernel& k : flooder->kernels()) {
+    bytes += k.mangled_name().size() + k.demangled_name().size() + k.module().size();
+  }
+  EXPECT_LE(bytes, 1u << 20);
+  EXPECT_GT(flooder->kernels_size(), 100);
+  EXPECT_EQ(flooder->kernels_size() + flooder->left_out(), 5000u);
+  EXPECT_EQ(good->truncated(), "");
+  EXPECT_EQ(good->kernels_size(), 100);
+  EXPECT_EQ(r.ByteSizeLong() < (2u << 20), true) << r.ByteSizeLong();
+
+  // The answer's own bound: two floods of 1 MiB each do not both fit in 1.5.
+  StartClient(big).WaitConnected(0, 2000);
+  WaitAgents(3);
+  v1::ListKernelsResponse two = server_->ListKernels(v1::ListKernelsRequest());
+  int cut_by_total = 0;
+  uint64_t kept = 0;
+  for (const v1::AgentKernels& a : two.agents()) {
+    if (a.truncated().find("all agents together") != std::string::npos) ++cut_by_total;
+    for (const v1::LoadedKernel& k : a.kernels()) {
+      kept += k.mangled_name().size() + k.demangled_name().size() + k.module().size();
+    }
+  }
+  EXPECT_GE(cut_by_total, 1);
+  EXPECT_LE(kept, 3u << 19);
+}
+
 TEST_F(CensusTest, APageThatDoesNotMoveForwardDropsTheAgentAndTheCensusSaysSo) {
   StartServer();
   RawCensusAgent raw = RawCensusAgent::Connect(socket_);

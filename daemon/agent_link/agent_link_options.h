@@ -52,6 +52,16 @@ struct AgentLinkServerOptions {
   // staging goes to captures in flight; failing that the ring is refused
   // with a message saying the budget is in use.
   uint64_t max_total_ring_bytes = 0;
+  // With max_total_ring_bytes 0, the bound kerncapd applies anyway: rings
+  // are pre-faulted host memory, so without any bound idle agents could take
+  // all of it. 0 here too: no bound at all (tests).
+  uint64_t default_total_ring_bytes = 0;
+  // Rings that cannot be asked back (agents without "lazy_ring" and
+  // "ring_release" get theirs at connect time and keep it) together hold at
+  // most this share of the budget, so captures of agents that can always
+  // find staging; an agent asked for its ring that does not give it back
+  // within ring_reclaim_timeout is disconnected.
+  double max_pinned_ring_share = 0.5;
   absl::Duration ring_reclaim_timeout = absl::Seconds(2);
   bool lazy_rings = true;  // honor agents' "lazy_ring"; false: always eager
   // Must equal the store's chunk size: WriteRegion offsets are multiples of it.
@@ -72,6 +82,27 @@ struct AgentLinkServerOptions {
   // counted as left out): a census is answered in memory, one per RPC.
   absl::Duration census_timeout = absl::Seconds(5);
   uint64_t max_census_kernels = 100000;
+  // ... and bytes (names and modules) kept per agent, per answer, and of all
+  // census answers being built at once (concurrent ListKernels calls): a
+  // census cut short says so on the agent (AgentKernels.truncated). The
+  // answer must fit the control API's 128 MiB messages.
+  uint64_t max_census_bytes_per_agent = 32ull << 20;
+  uint64_t max_census_total_bytes = 96ull << 20;
+  uint64_t max_census_bytes_in_flight = 256ull << 20;
+  // Every daemon-to-agents fan-out (arm and disarm pushes, substitutions,
+  // census and sample requests) gives each agent at most this long to take
+  // its frame (at most send_timeout_ms); the agents that did not are named
+  // in the answer and disconnected. Agents are served in parallel.
+  absl::Duration fanout_timeout = absl::Seconds(5);
+  // Active arms in all and per owner uid (ArmRegistry; 0: no bound).
+  size_t max_active_arms = 1024;
+  size_t max_active_arms_per_owner = 64;
+  // Log lines (and events) an agent's reports may cause: a token bucket per
+  // agent of `agent_log_burst` lines refilled at `agent_log_lines_per_second`;
+  // lines beyond it are dropped and counted, and one "agent_link.suppressed"
+  // line says how many (per agent, when lines flow again or it disconnects).
+  double agent_log_lines_per_second = 20;
+  uint32_t agent_log_burst = 100;
   // "chunk_fingerprints": chunks remembered per agent connection (about 80
   // bytes each; 1M chunks of 1 MiB cover 1 TiB of device memory). 0 turns
   // the feature off.

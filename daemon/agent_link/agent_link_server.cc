@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -29,6 +31,71 @@ namespace kerncap::link {
 namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// Agents a fan-out serves at once (one thread each).
+constexpr size_t kMaxFanOutThreads = 64;
+
+// Runs fn(i) for i in [0, n), on up to kMaxFanOutThreads threads, and waits
+// for all: each agent's bounded time then bounds the whole fan-out.
+template <typename Fn>
+void FanOut(size_t n, Fn fn) {
+  if (n == 0) return;
+  if (n == 1) {
+    fn(size_t{0});
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
+  };
+  std::vector<std::thread> threads;
+  const size_t count = std::min(n, kMaxFanOutThreads);
+  threads.reserve(count);
+  for (size_t t = 0; t < count; ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the calling thread works too
+    }
+  }
+  work();
+  for (std::thread& t : threads) t.join();
+}
+
+// A shared byte budget for census answers: the whole answer's bound, and the
+// daemon's bytes of all census answers being built at once.
+class CensusBytes : public AgentConnection::CensusBudget {
+ public:
+  CensusBytes(uint64_t max_answer, uint64_t max_in_flight, std::atomic<uint64_t>* in_flight)
+      : max_answer_(max_answer), max_in_flight_(max_in_flight), in_flight_(in_flight) {}
+  ~CensusBytes() override { in_flight_->fetch_sub(charged_.load()); }
+  std::string Charge(uint64_t bytes) override {
+    uint64_t mine = charged_.load();
+    do {
+      if (max_answer_ > 0 && mine + bytes > max_answer_) {
+        return absl::StrCat("the answer reached ", max_answer_,
+                            " bytes of kernel names, its bound for all agents together "
+                            "(--census-total-mib)");
+      }
+    } while (!charged_.compare_exchange_weak(mine, mine + bytes));
+    uint64_t all = in_flight_->load();
+    do {
+      if (max_in_flight_ > 0 && all + bytes > max_in_flight_) {
+        charged_.fetch_sub(bytes);
+        return absl::StrCat("census answers being built at once hold ", max_in_flight_,
+                            " bytes, the daemon's bound (other ListKernels calls are running; "
+                            "ask again)");
+      }
+    } while (!in_flight_->compare_exchange_weak(all, all + bytes));
+    return "";
+  }
+
+ private:
+  const uint64_t max_answer_;
+  const uint64_t max_in_flight_;
+  std::atomic<uint64_t>* in_flight_;
+  std::atomic<uint64_t> charged_{0};
+};
 
 }  // namespace
 
@@ -110,8 +177,12 @@ absl::Status AgentLinkServer::Start(const AgentLinkServerOptions& options, Captu
   if (!wake.valid()) return ErrnoError(errno, "eventfd");
 
   options_ = options;
-  ring_budget_.set_max_total_bytes(options.max_total_ring_bytes);
+  ring_budget_.set_max_total_bytes(options.max_total_ring_bytes > 0
+                                       ? options.max_total_ring_bytes
+                                       : options.default_total_ring_bytes);
+  ring_budget_.set_max_pinned_share(options.max_pinned_ring_share);
   arms_.set_max_finished(options.max_finished_arms);
+  arms_.set_max_active(options.max_active_arms, options.max_active_arms_per_owner);
   sink_ = &sink;
   events_ = &events;
   listen_fd_ = std::move(fd);
@@ -149,6 +220,7 @@ void AgentLinkServer::AcceptLoop() {
     }
     ExpireArms();
     ReapFinished();
+    DropRingHolders();
     if (stopping_) break;
     if (n <= 0 || !(fds[0].revents & POLLIN)) continue;
     UniqueFd client(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -295,6 +367,11 @@ v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsReques
   }
   v1::ListKernelsResponse response;
   response.set_max_kernels_per_agent(options_.max_census_kernels);
+  response.set_max_bytes_per_agent(options_.max_census_bytes_per_agent);
+  response.set_max_total_bytes(options_.max_census_total_bytes);
+  // Held until the answer is built (the caller's copy is the gRPC layer's).
+  CensusBytes budget(options_.max_census_total_bytes, options_.max_census_bytes_in_flight,
+                     &census_bytes_in_flight_);
   std::vector<absl::StatusOr<AgentConnection::KernelCensus>> results(
       targets.size(), absl::UnknownError("not asked"));
   const bool sampling = request.sample_ms() > 0;
@@ -303,19 +380,15 @@ v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsReques
   {
     // Every agent at once: the sample first (modules its launches load are
     // then in the census), then the census.
-    std::vector<std::thread> askers;
-    askers.reserve(targets.size());
-    for (size_t i = 0; i < targets.size(); ++i) {
-      askers.emplace_back([&, i] {
-        if (sampling) {
-          samples[i] = targets[i]->SampleLaunches(absl::Milliseconds(request.sample_ms()),
-                                                  options_.census_timeout);
-        }
-        results[i] = targets[i]->RequestKernels(options_.census_timeout,
-                                                options_.max_census_kernels);
-      });
-    }
-    for (std::thread& t : askers) t.join();
+    FanOut(targets.size(), [&](size_t i) {
+      if (sampling) {
+        samples[i] = targets[i]->SampleLaunches(absl::Milliseconds(request.sample_ms()),
+                                                options_.census_timeout);
+      }
+      results[i] = targets[i]->RequestKernels(options_.census_timeout,
+                                              options_.max_census_kernels,
+                                              options_.max_census_bytes_per_agent, &budget);
+    });
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     v1::AgentKernels* a = response.add_agents();
@@ -327,6 +400,13 @@ v1::ListKernelsResponse AgentLinkServer::ListKernels(const v1::ListKernelsReques
       a->set_error(std::string(results[i].status().message()));
     } else {
       a->set_left_out(results[i]->left_out);
+      a->set_truncated(results[i]->truncated);
+      if (!results[i]->truncated.empty()) {
+        log::Warn("census.truncated", {{"agent", targets[i]->agent_id()},
+                                       {"kept", results[i]->kernels.size()},
+                                       {"left_out", results[i]->left_out},
+                                       {"reason", results[i]->truncated}});
+      }
       for (LoadedKernelInfo& k : results[i]->kernels) {
         v1::LoadedKernel* out = a->add_kernels();
         out->set_mangled_name(std::move(k.mangled_name));
@@ -476,25 +556,29 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Substitute(
     results.push_back(std::move(r));
   }
   substitutions_.Add(info, results);
-  size_t sent = 0;
-  for (auto& c : targets) {
-    LinkStatus st = c->Send(push, request.code_object());
+  std::atomic<size_t> sent{0};
+  FanOut(targets.size(), [&](size_t i) {
+    AgentConnection& c = *targets[i];
+    LinkStatus st = c.SendWithinDeferKick(options_.fanout_timeout, push, request.code_object());
     if (st.ok()) {
       ++sent;
     } else {
       SubstitutionReportMsg failed;
       failed.sub_id = push.sub_id;
       failed.state = SubstitutionState::kRefused;
-      failed.reason = "sending the code object to the agent failed: " + st.message();
-      substitutions_.OnReport(c->agent_id(), failed, NowMs());
+      failed.reason = "the agent did not take the code object within the daemon's per-agent "
+                      "bound (--fanout-timeout " + absl::FormatDuration(options_.fanout_timeout) +
+                      "): " + st.message();
+      substitutions_.OnReport(c.agent_id(), failed, NowMs());
+      c.Kick();  // after the refusal is recorded: its disconnect then finds it final
     }
-  }
+  });
   log::Info("substitution.created", {{"substitution", push.sub_id},
                                      {"kernel", selector.kernel},
                                      {"code_object", request.name()},
                                      {"bytes", request.code_object().size()},
                                      {"ab", request.ab()},
-                                     {"agents", sent}});
+                                     {"agents", sent.load()}});
   std::optional<v1::SubstitutionInfo> now = substitutions_.Get(push.sub_id);
   return now ? *now : info;
 }
@@ -519,7 +603,8 @@ absl::StatusOr<v1::SubstitutionInfo> AgentLinkServer::Unsubstitute(const std::st
       if (it != agents_.end()) targets.push_back(it->second);
     }
   }
-  for (auto& c : targets) (void)c->Send(msg);
+  FanOut(targets.size(),
+         [&](size_t i) { (void)targets[i]->SendWithin(options_.fanout_timeout, msg); });
   log::Info("substitution.ended", {{"substitution", id}, {"agents", targets.size()}});
   std::optional<v1::SubstitutionInfo> info = substitutions_.Get(id);
   if (!info) return absl::NotFoundError("no substitution " + id);
@@ -535,6 +620,18 @@ std::vector<v1::SubstitutionInfo> AgentLinkServer::ListSubstitutions(bool includ
   return out;
 }
 
+std::vector<std::string> AgentLinkServer::PushToAll(
+    const std::vector<std::shared_ptr<AgentConnection>>& targets,
+    const std::function<LinkStatus(AgentConnection&)>& send) {
+  std::vector<std::string> failed(targets.size());
+  FanOut(targets.size(), [&](size_t i) {
+    LinkStatus st = send(*targets[i]);
+    if (!st.ok()) failed[i] = targets[i]->agent_id() + ": " + st.message();
+  });
+  std::erase_if(failed, [](const std::string& f) { return f.empty(); });
+  return failed;
+}
+
 absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request,
                                                  const Caller& caller) {
   absl::StatusOr<ArmRegistry::NewArm> arm = ArmRegistry::Prepare(request, NowMs());
@@ -543,7 +640,7 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request,
   // everyone's), now and as they connect.
   arm->info.set_owner_uid(caller.uid);
   arm->info.set_all_users(caller.privileged);
-  const v1::ArmInfo info = arm->info;
+  v1::ArmInfo info = arm->info;
   const Selector selector = arm->selector;
   std::vector<std::shared_ptr<AgentConnection>> targets;
   ArmMsg push;
@@ -552,7 +649,9 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request,
     // Welcome or is among the targets (RegisterAgent holds mu_ too).
     absl::MutexLock lock(&mu_);
     if (shut_down_ || !started_) return absl::UnavailableError("agent link is not serving");
-    push = arms_.Add(std::move(arm).value());
+    absl::StatusOr<ArmMsg> added = arms_.Add(std::move(arm).value(), caller.uid);
+    if (!added.ok()) return added.status();
+    push = std::move(added).value();
     for (auto& [id, c] : agents_) {
       if (ArmReaches(info, c->uid()) &&
           MatchesProcess(selector, c->hello().pid, c->hello().process_name,
@@ -561,41 +660,58 @@ absl::StatusOr<v1::ArmInfo> AgentLinkServer::Arm(const v1::ArmRequest& request,
       }
     }
   }
-  for (auto& c : targets) (void)c->Send(push);
+  const std::vector<std::string> unreached = PushToAll(
+      targets, [&](AgentConnection& c) { return c.SendWithin(options_.fanout_timeout, push); });
   // "arm.created" (with the requesting peer) is the control service's line;
   // this one says how many connected agents the arm went to.
-  log::Info("arm.pushed", {{"arm", info.arm_id()}, {"agents", targets.size()}});
+  log::Info("arm.pushed", {{"arm", info.arm_id()},
+                           {"agents", targets.size() - unreached.size()},
+                           {"unreached", unreached.size()}});
   v1::Event event;
   *event.mutable_arm_changed() = info;
   event.set_owner_uid(info.owner_uid());
   events_->Publish(std::move(event));
   Wake();  // the accept loop tracks expiry deadlines
+  for (const std::string& u : unreached) info.add_unreached_agents(u);
   return info;
 }
 
-void AgentLinkServer::PushDisarms(const std::vector<FinishedArm>& finished) {
-  if (finished.empty()) return;
+std::vector<std::string> AgentLinkServer::PushDisarms(const std::vector<FinishedArm>& finished) {
+  std::vector<std::string> unreached;
+  if (finished.empty()) return unreached;
   auto conns = ConnectionsSnapshot();
   for (const auto& [reason, info] : finished) {
     DisarmMsg msg;
     msg.arm_id = info.arm_id();
     msg.reason = reason;
+    std::vector<std::shared_ptr<AgentConnection>> reached;
     for (auto& c : conns) {
-      if (ArmReaches(info, c->uid())) (void)c->Send(msg);
+      if (ArmReaches(info, c->uid())) reached.push_back(c);
     }
-    log::Info("arm.finished", {{"arm", info.arm_id()}, {"reason", std::string(WireName(reason))}});
+    std::vector<std::string> failed = PushToAll(
+        reached, [&](AgentConnection& c) { return c.SendWithin(options_.fanout_timeout, msg); });
+    log::Info("arm.finished", {{"arm", info.arm_id()},
+                               {"reason", std::string(WireName(reason))},
+                               {"unreached", failed.size()}});
+    unreached.insert(unreached.end(), failed.begin(), failed.end());
     v1::Event event;
     *event.mutable_arm_changed() = info;
     event.set_owner_uid(info.owner_uid());
     events_->Publish(std::move(event));
   }
+  return unreached;
 }
 
 absl::StatusOr<std::vector<v1::ArmInfo>> AgentLinkServer::Disarm(
     const v1::DisarmRequest& request, const Caller& caller) {
   std::vector<FinishedArm> finished;
   absl::StatusOr<std::vector<v1::ArmInfo>> out = arms_.Disarm(request, caller, &finished);
-  PushDisarms(finished);
+  const std::vector<std::string> unreached = PushDisarms(finished);
+  if (out.ok()) {
+    for (v1::ArmInfo& a : *out) {
+      for (const std::string& u : unreached) a.add_unreached_agents(u);
+    }
+  }
   return out;
 }
 
@@ -607,14 +723,31 @@ std::vector<v1::ArmInfo> AgentLinkServer::ListArms(bool include_finished,
 void AgentLinkServer::ExpireArms() { PushDisarms(arms_.Expire(NowMs())); }
 
 uint64_t AgentLinkServer::ChargeRing(AgentConnection* requester, uint64_t slot_size,
-                                     uint32_t slot_count, bool may_reclaim) {
+                                     uint32_t slot_count, bool may_reclaim, bool pinned) {
   RingBudget::Reclaim reclaim;
   if (may_reclaim) {
     reclaim = [this, requester](uint64_t shortfall) {
       return RevokeIdleRings(requester, shortfall);
     };
   }
-  return ring_budget_.Charge(slot_size, slot_count, reclaim, options_.ring_reclaim_timeout);
+  return ring_budget_.Charge(slot_size, slot_count, reclaim, options_.ring_reclaim_timeout,
+                             pinned);
+}
+
+void AgentLinkServer::DropRingHolders() {
+  const int64_t now = NowMs();
+  const int64_t grace = absl::ToInt64Milliseconds(options_.ring_reclaim_timeout);
+  for (auto& c : ConnectionsSnapshot()) {
+    const int64_t since = c->revoke_outstanding_since_ms();
+    if (since == 0 || now - since <= grace) continue;
+    log::Warn("agent_link.ring_not_returned",
+              {{"agent", c->agent_id()},
+               {"bytes", c->ring_held()},
+               {"reason", absl::StrCat("asked for its idle ring ", now - since,
+                                       " ms ago and did not give it back; disconnected so "
+                                       "captures get the staging")}});
+    c->Kick();
+  }
 }
 
 uint64_t AgentLinkServer::RevokeIdleRings(AgentConnection* requester, uint64_t bytes) {

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -94,6 +95,7 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
   uint64_t DeclaredChunksInFlight() const override { return declared_chunks_in_flight_.load(); }
   // Bytes of all agent rings now allocated.
   uint64_t RingBytesInUse() { return ring_budget_.InUse(); }
+  uint64_t RingBudgetBytes() { return ring_budget_.max_total_bytes(); }
 
   const std::string& socket_path() const { return options_.socket_path; }
 
@@ -109,8 +111,16 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
   void ReapFinished() ABSL_LOCKS_EXCLUDED(mu_);
   void ExpireArms() ABSL_LOCKS_EXCLUDED(mu_);
   // For arms a registry call finished: pushes Disarm to every agent and
-  // publishes arm_changed.
-  void PushDisarms(const std::vector<FinishedArm>& finished) ABSL_LOCKS_EXCLUDED(mu_);
+  // publishes arm_changed; the agents not reached in time ("id: why").
+  std::vector<std::string> PushDisarms(const std::vector<FinishedArm>& finished)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends to every target at once, each within its own bound; the agents
+  // that failed ("id: why").
+  std::vector<std::string> PushToAll(const std::vector<std::shared_ptr<AgentConnection>>& targets,
+                                     const std::function<LinkStatus(AgentConnection&)>& send);
+  // Disconnects agents asked for their ring that keep it past
+  // options.ring_reclaim_timeout (their bytes go back to the budget).
+  void DropRingHolders() ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<std::shared_ptr<AgentConnection>> ConnectionsSnapshot() ABSL_LOCKS_EXCLUDED(mu_);
   void Wake();
   // Sends RingRevoke to idle ring holders (least recently capturing first)
@@ -123,8 +133,10 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
                      std::vector<ArmMsg>* arms) ABSL_LOCKS_EXCLUDED(mu_) override;
   bool Draining() const override { return draining_.load(); }
   uint64_t ChargeRing(AgentConnection* requester, uint64_t slot_size, uint32_t slot_count,
-                      bool may_reclaim) ABSL_LOCKS_EXCLUDED(mu_) override;
-  void UnchargeRing(uint64_t bytes) override { ring_budget_.Uncharge(bytes); }
+                      bool may_reclaim, bool pinned) ABSL_LOCKS_EXCLUDED(mu_) override;
+  void UnchargeRing(uint64_t bytes, bool pinned) override {
+    ring_budget_.Uncharge(bytes, pinned);
+  }
   bool ChargeDeclaredChunks(uint64_t chunks) override;
   void UnchargeDeclaredChunks(uint64_t chunks) override;
   absl::StatusOr<std::unique_ptr<CaptureIngest>> BeginIngest() override;
@@ -151,6 +163,7 @@ class AgentLinkServer : public AgentControl, private ConnectionHost {
   std::atomic<bool> draining_{false};
   std::atomic<int> ingests_in_flight_{0};
   std::atomic<uint64_t> declared_chunks_in_flight_{0};
+  std::atomic<uint64_t> census_bytes_in_flight_{0};  // kept by census answers being built
 
   RingBudget ring_budget_;              // thread-safe on its own
   SubstitutionRegistry substitutions_;  // thread-safe on its own

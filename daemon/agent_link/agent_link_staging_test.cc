@@ -345,6 +345,7 @@ TEST_F(StagingTest, ACaptureInFlightKeepsItsRing) {
 TEST_F(StagingTest, EagerAgentBeyondTheBudgetIsRefusedWithTheReason) {
   AgentLinkServerOptions o = Options();
   o.max_total_ring_bytes = 5 * kChunk;  // one ring of 4 slots
+  o.max_pinned_ring_share = 1.0;  // eager rings may take it all (BoundsTest has the share)
   StartServer(o);
   RawAgent first = RawAgent::Connect(socket_);
   ASSERT_TRUE(first.ring_fd.valid());

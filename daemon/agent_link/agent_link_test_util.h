@@ -6,6 +6,7 @@
 #define KERNCAP_DAEMON_AGENT_LINK_AGENT_LINK_TEST_UTIL_H_
 
 #include "daemon/agent_link/agent_link_server.h"
+#include "daemon/caller.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -63,13 +63,39 @@ absl::StatusOr<ArmRegistry::NewArm> ArmRegistry::Prepare(const v1::ArmRequest& r
   return arm;
 }
 
-ArmMsg ArmRegistry::Add(NewArm arm) {
+void ArmRegistry::set_max_active(size_t max_active, size_t max_active_per_owner) {
+  absl::MutexLock lock(&mu_);
+  max_active_ = max_active;
+  max_active_per_owner_ = max_active_per_owner;
+}
+
+size_t ArmRegistry::ActiveOf(uint32_t owner_uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = active_by_owner_.find(owner_uid);
+  return it == active_by_owner_.end() ? 0 : it->second;
+}
+
+absl::StatusOr<ArmMsg> ArmRegistry::Add(NewArm arm, uint32_t owner_uid) {
   ArmMsg push = ArmFromSelector(arm.info.arm_id(), arm.selector);
   Entry entry;
   entry.info = std::move(arm.info);
   entry.selector = std::move(arm.selector);
   entry.matcher = std::move(arm.matcher);
+  entry.owner_uid = owner_uid;
   absl::MutexLock lock(&mu_);
+  if (max_active_ > 0 && active_ >= max_active_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kerncapd already has ", active_, " active arms, its limit (--max-arms=", max_active_,
+        "); disarm some or wait for them to finish"));
+  }
+  size_t& mine = active_by_owner_[owner_uid];
+  if (max_active_per_owner_ > 0 && mine >= max_active_per_owner_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "uid ", owner_uid, " already has ", mine, " active arms, the limit per user "
+        "(--max-arms-per-user=", max_active_per_owner_, "); disarm some or wait for them to finish"));
+  }
+  ++mine;
+  ++active_;
   entry.seq = next_seq_++;
   push.seq = entry.seq;
   const std::string id = entry.info.arm_id();
@@ -80,6 +106,9 @@ ArmMsg ArmRegistry::Add(NewArm arm) {
 void ArmRegistry::FinishLocked(Entry& arm, v1::ArmState state,
                                std::vector<FinishedArm>* finished) {
   arm.info.set_state(state);
+  if (active_ > 0) --active_;
+  auto owner = active_by_owner_.find(arm.owner_uid);
+  if (owner != active_by_owner_.end() && --owner->second == 0) active_by_owner_.erase(owner);
   finished_order_.push_back(arm.info.arm_id());
   finished->push_back({DisarmReasonFor(state), arm.info});
 }

@@ -56,20 +56,33 @@ class ArmRegistry {
     std::shared_ptr<NameMatcher> matcher;
   };
 
+  // Bounds on active arms: every active arm costs each agent it applies to
+  // a match on the launching thread of every new kernel (and the daemon a
+  // push to every agent), so neither the node nor one peer may pile them up.
+  static constexpr size_t kDefaultMaxActiveArms = 1024;
+  static constexpr size_t kDefaultMaxActiveArmsPerOwner = 64;
+
   // Finished arms beyond `max_finished` are forgotten, oldest first.
   explicit ArmRegistry(size_t max_finished = 1000);
   ArmRegistry(const ArmRegistry&) = delete;
   ArmRegistry& operator=(const ArmRegistry&) = delete;
 
   void set_max_finished(size_t max_finished) ABSL_LOCKS_EXCLUDED(mu_);
+  // Active arms in all and per owner uid (0: no bound).
+  void set_max_active(size_t max_active, size_t max_active_per_owner) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Validates `request` at `now_ms` (expiry not in the past, the selector,
   // its kernel pattern) and gives the arm a new id; InvalidArgument naming
   // the bad field. Records nothing.
   static absl::StatusOr<NewArm> Prepare(const v1::ArmRequest& request, int64_t now_ms);
-  // Records `arm` as the newest arm; the Arm message that pushes it to
-  // agents (with its arming order in `seq`).
-  ArmMsg Add(NewArm arm) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records `arm` as the newest arm, owned by `owner_uid` (the requesting
+  // caller's uid); the Arm message that pushes it to agents (with its arming
+  // order in `seq`). ResourceExhausted naming the bound (and how to get
+  // below it) when the daemon or that owner already has its most active
+  // arms; nothing is recorded then.
+  absl::StatusOr<ArmMsg> Add(NewArm arm, uint32_t owner_uid) ABSL_LOCKS_EXCLUDED(mu_);
+  // Active arms of `owner_uid`.
+  size_t ActiveOf(uint32_t owner_uid) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Disarms request.arm_id (NotFound when unknown or not the caller's to
   // reach; an arm already finished is returned as it is) or, with
@@ -139,6 +152,7 @@ class ArmRegistry {
     // arm selected is one it can have selected.
     std::shared_ptr<NameMatcher> matcher;
     uint64_t seq = 0;      // arming order: competing arms are served oldest first
+    uint32_t owner_uid = 0;  // who armed it (the per-owner bound)
     uint32_t pending = 0;  // captures begun but not yet committed/failed
     // Per-shape arms: the launch shapes of the captures reserved and taken
     // (at most EffectiveCount(selector) of them).
@@ -151,6 +165,10 @@ class ArmRegistry {
 
   absl::Mutex mu_;
   size_t max_finished_ ABSL_GUARDED_BY(mu_);
+  size_t max_active_ ABSL_GUARDED_BY(mu_) = kDefaultMaxActiveArms;
+  size_t max_active_per_owner_ ABSL_GUARDED_BY(mu_) = kDefaultMaxActiveArmsPerOwner;
+  size_t active_ ABSL_GUARDED_BY(mu_) = 0;  // arms ACTIVE now
+  std::map<uint32_t, size_t> active_by_owner_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> arms_ ABSL_GUARDED_BY(mu_);  // by (random) id
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<std::string> finished_order_ ABSL_GUARDED_BY(mu_);  // oldest first

@@ -39,7 +39,8 @@ v1::ArmInfo AddArm(ArmRegistry& arms, const v1::ArmRequest& req, int64_t now = k
   EXPECT_TRUE(arm.ok()) << arm.status();
   if (!arm.ok()) return {};
   v1::ArmInfo info = arm->info;
-  arms.Add(std::move(arm).value());
+  absl::StatusOr<ArmMsg> added = arms.Add(std::move(arm).value(), /*owner_uid=*/1000);
+  EXPECT_TRUE(added.ok()) << added.status();
   return info;
 }
 
@@ -103,7 +104,7 @@ TEST(ArmRegistryTest, ArmsKeepTheirArmingOrder) {
     absl::StatusOr<ArmRegistry::NewArm> arm = ArmRegistry::Prepare(Request("k"), kNow);
     ASSERT_TRUE(arm.ok());
     order.push_back(arm->info.arm_id());
-    ArmMsg push = arms.Add(std::move(arm).value());
+    ArmMsg push = arms.Add(std::move(arm).value(), 1000).value();
     EXPECT_EQ(push.arm_id, order.back());
     EXPECT_EQ(push.kernel, "k");
     EXPECT_GT(push.seq, last_seq);
@@ -390,6 +391,45 @@ TEST(ArmRegistryTest, FinishedArmsAreTrimmedOldestFirstOnceSettled) {
   arms.set_max_finished(0);
   EXPECT_THAT(arms.Expire(kNow), IsEmpty());
   EXPECT_THAT(arms.List(true, RootCaller()), IsEmpty());
+}
+
+// Issue 28: arms per daemon and per owner are bounded, and the error names
+// the bound; a finished arm frees its place.
+TEST(ArmRegistryTest, ActiveArmsAreBoundedPerDaemonAndPerOwner) {
+  ArmRegistry arms;
+  arms.set_max_active(5, 3);
+  auto add = [&](uint32_t uid) {
+    absl::StatusOr<ArmRegistry::NewArm> arm = ArmRegistry::Prepare(Request("k"), kNow);
+    EXPECT_TRUE(arm.ok());
+    return arms.Add(std::move(arm).value(), uid);
+  };
+  std::vector<std::string> mine;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<ArmMsg> a = add(1000);
+    ASSERT_TRUE(a.ok()) << a.status();
+    mine.push_back(a->arm_id);
+  }
+  absl::StatusOr<ArmMsg> fourth = add(1000);
+  ASSERT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(fourth.status().message()), HasSubstr("--max-arms-per-user=3"));
+  EXPECT_EQ(arms.ActiveOf(1000), 3u);
+  EXPECT_EQ(arms.List(false).size(), 3u);  // the refused arm was not recorded
+  // Another user still arms, up to the daemon's bound.
+  ASSERT_TRUE(add(2000).ok());
+  ASSERT_TRUE(add(2000).ok());
+  absl::StatusOr<ArmMsg> sixth = add(3000);
+  ASSERT_EQ(sixth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(sixth.status().message()), HasSubstr("--max-arms=5"));
+  // Disarming one of uid 1000's frees a place for uid 1000 (and the daemon).
+  std::vector<FinishedArm> finished;
+  v1::DisarmRequest d;
+  d.set_arm_id(mine[0]);
+  ASSERT_TRUE(arms.Disarm(d, &finished).ok());
+  EXPECT_EQ(arms.ActiveOf(1000), 2u);
+  EXPECT_TRUE(add(1000).ok());
+  // 0: no bound.
+  arms.set_max_active(0, 0);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(add(1000).ok());
 }
 
 }  // namespace

@@ -17,6 +17,11 @@ void RingBudget::set_max_total_bytes(uint64_t max_total_bytes) {
   max_total_bytes_ = max_total_bytes;
 }
 
+void RingBudget::set_max_pinned_share(double share) {
+  absl::MutexLock lock(&mu_);
+  max_pinned_share_ = std::clamp(share, 0.0, 1.0);
+}
+
 uint64_t RingBudget::FreeLocked() const {
   return max_total_bytes_ > in_use_ ? max_total_bytes_ - in_use_ : 0;
 }
@@ -28,12 +33,23 @@ uint64_t RingBudget::TakeLocked(uint64_t slot_size, uint32_t slot_count) {
 }
 
 uint64_t RingBudget::Charge(uint64_t slot_size, uint32_t slot_count, const Reclaim& reclaim,
-                            absl::Duration reclaim_timeout) {
+                            absl::Duration reclaim_timeout, bool pinned) {
   const uint64_t want = slot_size * slot_count;
   absl::MutexLock lock(&mu_);
   if (max_total_bytes_ == 0) {
     in_use_ += want;
+    if (pinned) pinned_in_use_ += want;
     return want;
+  }
+  if (pinned) {
+    const uint64_t cap =
+        static_cast<uint64_t>(static_cast<double>(max_total_bytes_) * max_pinned_share_);
+    const uint64_t pinned_free = cap > pinned_in_use_ ? cap - pinned_in_use_ : 0;
+    const uint64_t bytes =
+        FitRingBytes(std::min(FreeLocked(), pinned_free), slot_size, slot_count);
+    in_use_ += bytes;
+    pinned_in_use_ += bytes;
+    return bytes;
   }
   if (FreeLocked() >= want || !reclaim) return TakeLocked(slot_size, slot_count);
   // A capture needs staging the budget does not have: the caller asks idle
@@ -49,14 +65,25 @@ uint64_t RingBudget::Charge(uint64_t slot_size, uint32_t slot_count, const Recla
   return TakeLocked(slot_size, slot_count);
 }
 
-void RingBudget::Uncharge(uint64_t bytes) {
+void RingBudget::Uncharge(uint64_t bytes, bool pinned) {
   absl::MutexLock lock(&mu_);
   in_use_ -= std::min(in_use_, bytes);
+  if (pinned) pinned_in_use_ -= std::min(pinned_in_use_, bytes);
 }
 
 uint64_t RingBudget::InUse() {
   absl::MutexLock lock(&mu_);
   return in_use_;
+}
+
+uint64_t RingBudget::PinnedInUse() {
+  absl::MutexLock lock(&mu_);
+  return pinned_in_use_;
+}
+
+uint64_t RingBudget::max_total_bytes() {
+  absl::MutexLock lock(&mu_);
+  return max_total_bytes_;
 }
 
 }  // namespace kerncap::link

@@ -34,6 +34,10 @@ class RingBudget {
 
   // Sets the bound (before any ring is charged).
   void set_max_total_bytes(uint64_t max_total_bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Rings charged as pinned (their owners cannot be asked to give them back)
+  // together hold at most `share` (0..1) of a bounded budget, so rings that
+  // captures can reclaim always have the rest.
+  void set_max_pinned_share(double share) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Charges the bytes of a ring of `slot_size` * `slot_count` (all of them
   // without a bound) or, when the budget is short, of the largest ring of at
@@ -41,12 +45,16 @@ class RingBudget {
   // charged). With `reclaim` set and less than a full ring free, it is
   // called first with the shortfall and, when it asked for anything, the
   // full ring is waited for up to `reclaim_timeout`.
+  // A pinned ring fits in what is left of the pinned share as well and
+  // never reclaims.
   uint64_t Charge(uint64_t slot_size, uint32_t slot_count, const Reclaim& reclaim,
-                  absl::Duration reclaim_timeout) ABSL_LOCKS_EXCLUDED(mu_);
+                  absl::Duration reclaim_timeout, bool pinned = false) ABSL_LOCKS_EXCLUDED(mu_);
   // Returns bytes a Charge gave (never below zero in all).
-  void Uncharge(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  void Uncharge(uint64_t bytes, bool pinned = false) ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t InUse() ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t PinnedInUse() ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t max_total_bytes() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   uint64_t FreeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -55,6 +63,8 @@ class RingBudget {
   absl::Mutex mu_;
   uint64_t max_total_bytes_ ABSL_GUARDED_BY(mu_);
   uint64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  double max_pinned_share_ ABSL_GUARDED_BY(mu_) = 1.0;
+  uint64_t pinned_in_use_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kerncap::link

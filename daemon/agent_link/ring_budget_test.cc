@@ -79,5 +79,23 @@ TEST(RingBudgetTest, ReclaimIsAskedForTheShortfallAndWaitedFor) {
             8 * kSlot);
 }
 
+// Issue 28: rings that cannot be asked back hold at most their share of the
+// budget, so a capturing agent's ring always fits in the rest.
+TEST(RingBudgetTest, PinnedRingsHoldAtMostTheirShare) {
+  RingBudget budget(16 * kSlot);
+  budget.set_max_pinned_share(0.5);
+  uint64_t pinned = 0;
+  for (int i = 0; i < 8; ++i) pinned += budget.Charge(kSlot, 4, nullptr, absl::ZeroDuration(), true);
+  EXPECT_EQ(pinned, 8 * kSlot);
+  EXPECT_EQ(budget.PinnedInUse(), 8 * kSlot);
+  // The share is used up: a further pinned ring gets nothing ...
+  EXPECT_EQ(budget.Charge(kSlot, 4, nullptr, absl::ZeroDuration(), true), 0u);
+  // ... and reclaimable rings still get the other half.
+  EXPECT_EQ(budget.Charge(kSlot, 8, nullptr, absl::ZeroDuration()), 8 * kSlot);
+  budget.Uncharge(4 * kSlot, true);
+  EXPECT_EQ(budget.PinnedInUse(), 4 * kSlot);
+  EXPECT_EQ(budget.InUse(), 12 * kSlot);
+}
+
 }  // namespace
 }  // namespace kerncap::link

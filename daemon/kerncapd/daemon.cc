@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -180,6 +181,13 @@ absl::Status Daemon::StartAgentLink() {
   opts.slot_size = config_.ring_slot_mib << 20;
   opts.slot_count = config_.ring_slots;
   opts.max_total_ring_bytes = static_cast<uint64_t>(config_.staging_total_gib * (1ull << 30));
+  opts.default_total_ring_bytes = DefaultStagingTotalBytes(opts.slot_size * opts.slot_count);
+  opts.max_active_arms = config_.max_arms;
+  opts.max_active_arms_per_owner = config_.max_arms_per_user;
+  opts.fanout_timeout = absl::Milliseconds(config_.fanout_timeout_ms);
+  opts.max_census_bytes_per_agent = config_.census_mib_per_agent << 20;
+  opts.max_census_total_bytes = config_.census_total_mib << 20;
+  opts.max_census_bytes_in_flight = std::max(opts.max_census_total_bytes, uint64_t{256} << 20);
   opts.chunk_size = store_->chunk_size();
   opts.drain_timeout = absl::Seconds(config_.drain_timeout_s);
   agent_link_ = std::make_unique<link::AgentLinkServer>();

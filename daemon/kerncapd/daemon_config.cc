@@ -1,5 +1,8 @@
 #include "daemon/kerncapd/daemon_config.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -43,6 +46,14 @@ Exit codes (the table all kerncap binaries share, docs/EXIT_CODES.md): 0 clean s
 )";
 
 }  // namespace
+
+uint64_t DefaultStagingTotalBytes(uint64_t ring_bytes) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const uint64_t memory =
+      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  return std::max(memory / 4, ring_bytes);
+}
 
 ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostream& out,
                                std::ostream& err) {
@@ -110,9 +121,32 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
   app.add_option("--staging-total-gib", c.staging_total_gib,
                  "bound on the staging (rings) of all agents together, in GiB, never exceeded: "
                  "rings of armed but idle agents are asked back when a capture needs staging; "
-                 "0: none")
+                 "0: a quarter of the host's memory")
       ->capture_default_str()
       ->check(cli::Number(0.0, 1024.0));
+  app.add_option("--max-arms", c.max_arms,
+                 "active arms kerncapd holds in all (every arm costs each agent it applies to "
+                 "a match per new kernel)")
+      ->capture_default_str()
+      ->check(cli::WholeNumber(1, 100000));
+  app.add_option("--max-arms-per-user", c.max_arms_per_user,
+                 "active arms one user (uid) may hold")
+      ->capture_default_str()
+      ->check(cli::WholeNumber(1, 100000));
+  app.add_option("--fanout-timeout", c.fanout_timeout_ms,
+                 "milliseconds each agent gets to take a push (arm, disarm, substitute, census "
+                 "request); agents that do not are named in the answer and disconnected")
+      ->capture_default_str()
+      ->check(cli::WholeNumber(10, 60000));
+  app.add_option("--census-mib-per-agent", c.census_mib_per_agent,
+                 "MiB of kernel names a census (ListKernels) keeps per agent; the rest is "
+                 "counted as left out and the answer says it was truncated")
+      ->capture_default_str()
+      ->check(cli::WholeNumber(1, 96));
+  app.add_option("--census-total-mib", c.census_total_mib,
+                 "MiB of kernel names one census answer keeps for all agents together")
+      ->capture_default_str()
+      ->check(cli::WholeNumber(1, 96));
   app.add_option("--drain-timeout", c.drain_timeout_s,
                  "seconds in-flight captures may take to finish at shutdown")
       ->capture_default_str()
@@ -163,6 +197,13 @@ ParseOutcome ParseDaemonConfig(const std::vector<std::string>& argv, std::ostrea
                   " ring slots of --ring-slot-mib; need 2..65536");
     }
     c.ring_slots = static_cast<uint32_t>(slots);
+  }
+  if (c.max_arms_per_user > c.max_arms) {
+    return fail("--max-arms-per-user (" + std::to_string(c.max_arms_per_user) +
+                ") must not exceed --max-arms (" + std::to_string(c.max_arms) + ")");
+  }
+  if (c.census_mib_per_agent > c.census_total_mib) {
+    return fail("--census-mib-per-agent must not exceed --census-total-mib");
   }
   if (c.staging_total_gib > 0 &&
       static_cast<uint64_t>(c.staging_total_gib * (1ull << 30)) < 2 * (c.ring_slot_mib << 20)) {

@@ -55,7 +55,21 @@ struct DaemonConfig {
   // Bound on all agents' rings together (0: none).
   double staging_total_gib = 0;
   double drain_timeout_s = 30;
+  // Bounds that keep one peer from stalling or starving the others
+  // (docs/LIMITS.md): active arms in all and per user, how long each agent
+  // gets in a daemon-to-agents fan-out, and census bytes per agent and per
+  // answer.
+  uint64_t max_arms = 1024;
+  uint64_t max_arms_per_user = 64;
+  uint64_t fanout_timeout_ms = 5000;
+  uint64_t census_mib_per_agent = 32;
+  uint64_t census_total_mib = 96;
 };
+
+// The staging bound kerncapd applies when --staging-total-gib is 0: a
+// quarter of the host's memory, and at least one full ring of
+// `ring_bytes`.
+uint64_t DefaultStagingTotalBytes(uint64_t ring_bytes);
 
 struct ParseOutcome {
   bool run = false;  // false: exit with exit_code (help, version, error)

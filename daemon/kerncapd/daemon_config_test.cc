@@ -73,6 +73,36 @@ TEST(DaemonConfigTest, RejectsBadValues) {
   EXPECT_EQ(Parse({"--socket=/tmp/x", "--agent-socket=/tmp/x"}).exit_code, kExitUsage);
 }
 
+// Issue 28: the bounds that keep one peer from stalling the others have
+// flags, sane defaults and validation naming the flag.
+TEST(DaemonConfigTest, PeerBoundsHaveDefaultsAndAreValidated) {
+  ParseOutcome d = Parse({});
+  ASSERT_TRUE(d.run);
+  EXPECT_EQ(d.config.max_arms, 1024u);
+  EXPECT_EQ(d.config.max_arms_per_user, 64u);
+  EXPECT_EQ(d.config.fanout_timeout_ms, 5000u);
+  EXPECT_EQ(d.config.census_mib_per_agent, 32u);
+  EXPECT_EQ(d.config.census_total_mib, 96u);
+  ParseOutcome p = Parse({"--max-arms=10", "--max-arms-per-user=2", "--fanout-timeout=250",
+                          "--census-mib-per-agent=4", "--census-total-mib=8"});
+  ASSERT_TRUE(p.run);
+  EXPECT_EQ(p.config.max_arms, 10u);
+  EXPECT_EQ(p.config.max_arms_per_user, 2u);
+  EXPECT_EQ(p.config.fanout_timeout_ms, 250u);
+  EXPECT_EQ(p.config.census_mib_per_agent, 4u);
+  EXPECT_EQ(p.config.census_total_mib, 8u);
+  std::string err;
+  EXPECT_FALSE(Parse({"--max-arms=4", "--max-arms-per-user=5"}, &err).run);
+  EXPECT_NE(err.find("--max-arms-per-user"), std::string::npos) << err;
+  EXPECT_FALSE(Parse({"--max-arms=0"}, &err).run);
+  EXPECT_FALSE(Parse({"--fanout-timeout=0"}, &err).run);
+  EXPECT_FALSE(Parse({"--census-mib-per-agent=500"}, &err).run);
+  EXPECT_FALSE(Parse({"--census-mib-per-agent=50", "--census-total-mib=10"}, &err).run);
+  EXPECT_NE(err.find("--census-mib-per-agent"), std::string::npos) << err;
+  // With no --staging-total-gib, a bound applies anyway.
+  EXPECT_GE(DefaultStagingTotalBytes(64u << 20), 64u << 20);
+}
+
 TEST(DaemonConfigTest, TcpNeedsTlsUnlessInsecure) {
   std::string err;
   ParseOutcome p = Parse({"--listen=0.0.0.0:7443"}, &err);
