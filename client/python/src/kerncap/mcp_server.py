@@ -441,7 +441,7 @@ def _capture_result(capture_id: str, capture: object) -> ToolResult:
 class _AgentKernels(TypedDict):
     agent_id: str
     pid: int
-    process_name: str
+    process_name: Dict[str, JSONValue]  # {"untrusted": name}
     kernels: List[Dict[str, object]]
 
 
