@@ -134,9 +134,10 @@ def _reported(fn: Callable[_P, _T]) -> Callable[_P, _T]:
         try:
             return fn(*args, **kwargs)
         except errors.KerncapError as e:
-            raise _ToolError(clean_text(f"{type(e).__name__}: {e}", MAX_ERROR_CHARS)) from e
+            raise _ToolError(clean_text(f"{type(e).__name__}: {e}", MAX_ERROR_CHARS,
+                                        keep_newlines=True)) from e
         except OSError as e:
-            raise _ToolError(clean_text(f"OSError: {e}", MAX_ERROR_CHARS)) from e
+            raise _ToolError(clean_text(f"OSError: {e}", MAX_ERROR_CHARS, keep_newlines=True)) from e
     return wrapper
 
 
@@ -696,7 +697,8 @@ class KerncapTools:
                         capture_output=True, text=True).stdout.strip()
                     cmd.append(f"FLAGS={flags} {' '.join(words)}")
                 r = subprocess.run(cmd, capture_output=True, text=True)
-                build_out = (r.stdout + r.stderr).strip()[-2000:]
+                build_out = clean_text((r.stdout + r.stderr).strip()[-2000:], 2000,
+                                       keep_newlines=True)
                 if r.returncode != 0:
                     raise errors.FailedPrecondition(
                         f"the build failed ({' '.join(shlex.quote(c) for c in cmd)}): "
