@@ -65,6 +65,8 @@ def sandbox(daemon, tmpdir_short, monkeypatch):
     "-ccbin=./evil.sh",
     "-Xcompiler -fplugin=./evil.so",
     "-I/etc",
+    "--output-file=S",
+    "-MF=S",
 ])
 def test_extra_flags_never_reach_a_shell(sandbox, flags):
     tools, ws, _ = sandbox
@@ -84,6 +86,18 @@ def test_plain_compiler_flags_still_build(sandbox):
                                  iterations=1)
     assert r["valid"] and r["kernel_ms"]["median"] == pytest.approx(0.8)
     assert "-maxrregcount=64 -DTILE=32 -Isrc" in (project / "build" / "kernel.cubin").read_text()
+
+
+def test_flag_words(tmp_path):
+    from kerncap.mcp_server import Workspace, split_flags
+    ws = Workspace(tmp_path)
+    ok = "-O3 -maxrregcount=64 --use_fast_math -Xptxas=-v -arch=sm_90a -DTILE=32 -Isrc/inc"
+    assert split_flags(ok, ws) == ok.split()
+    assert split_flags(f"-I{tmp_path}/inc", ws) == [f"-I{tmp_path}/inc"]
+    for bad in ("-DX=a b\"", "x", "-", "--", "-DX=1;", "-B.", "--keep-dir=k", "-o", "-ofile",
+                "-DX=%s" % ("1" * 5000), "-fplugin-arg-x=1"):
+        with pytest.raises(kerncap.InvalidArgument):
+            split_flags(bad, ws)
 
 
 # ---- paths inside the workspace ----

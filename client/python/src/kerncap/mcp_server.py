@@ -325,8 +325,9 @@ class Workspace:
 
 # One word of extra_flags: an option, of characters no shell or make gives a
 # meaning to.
-_FLAG_WORD = re.compile(r"-[A-Za-z0-9_][A-Za-z0-9_=+,.:/@%-]*")
-# Options that write elsewhere, run another program or load code.
+_FLAG_WORD = re.compile(r"--?[A-Za-z0-9_][A-Za-z0-9_=+,.:/@%-]*")
+# Options that write elsewhere, run another program or load code (refused by
+# prefix).
 _FLAG_REFUSED = ("-o", "--output", "-odir", "-ccbin", "--compiler-bindir", "-Xcompiler",
                  "--compiler-options", "-Xlinker", "--linker-options", "-Xclang", "-fplugin",
                  "-B", "-MF", "-MT", "--keep", "-save-temps", "--save-temps", "--dependency",
@@ -348,11 +349,10 @@ def split_flags(extra_flags: str, workspace: Workspace) -> List[str]:
         if not _FLAG_WORD.fullmatch(w):
             raise errors.InvalidArgument(
                 f"extra_flags: {shown!r} refused: each word must be a compiler option "
-                "(-NAME or -NAME=VALUE) of letters, digits and _ = + , . : / @ % - only; "
+                "(-NAME, --NAME, -NAME=VALUE) of letters, digits and _ = + , . : / @ % - only; "
                 "no shell or make syntax reaches the build")
-        name = w.split("=", 1)[0]
-        if any(name == r or (r in ("-B", "-o", "-M", "-fplugin") and name.startswith(r))
-               for r in _FLAG_REFUSED):
+        # By prefix: -ofile, --output-file, --keep-dir, -MD, -Bdir, -fplugin-arg...
+        if any(w.startswith(r) for r in _FLAG_REFUSED):
             raise errors.InvalidArgument(
                 f"extra_flags: {shown!r} refused: it redirects the build's output or runs or "
                 "loads another program")
