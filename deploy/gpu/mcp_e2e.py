@@ -26,7 +26,8 @@ lib/libkerncap_agent.so, gpu_tests/substitute_app (launches kc_scale_add and
 checks every result; runs until a stop file exists), substitute/
 substitute_variant.cubin (same results, ~20 us slower: its A/B device time
 must be the larger). The sources the reproducer is generated from are this
-repository's agent/cuda/gpu_tests (--source-dir).
+repository's agent/cuda/gpu_tests (--source-dir), copied with the variant into the
+MCP server's workspace (the only place its tools take paths from).
 
 --synthetic: kerncapd from BUILD/bin with the synthetic agent
 (agent/testing/synthetic_agent --substitution) as the application: its
@@ -147,6 +148,13 @@ class Driver:
                                           [f"not ready within {timeout_s:g} s"]) + extra(d))
 
 
+def _u(v: Any) -> Any:
+    """A value the server marked {"untrusted": ...} (what the application or a
+    capture reported), unwrapped."""
+    assert isinstance(v, dict) and set(v) == {"untrusted"}, f"not marked untrusted: {v!r}"
+    return v["untrusted"]
+
+
 def _agent_of(doc: Dict[str, Any], pid: int) -> Optional[Dict[str, Any]]:
     return next((a for a in doc.get("agents", []) if a.get("pid") == pid), None)
 
@@ -175,12 +183,12 @@ async def scenario(session, steps: Steps, cfg: Dict[str, Any]) -> None:
 
     await d.poll("list_agents", "list_agents", {},
                  lambda doc: _agent_of(doc, pid) is not None, 60,
-                 lambda doc: [] if _agent_of(doc, pid)["process_name"] == cfg["process"] else
+                 lambda doc: [] if _u(_agent_of(doc, pid)["process_name"]) == cfg["process"] else
                  [f"process_name {_agent_of(doc, pid)['process_name']!r}, not {cfg['process']!r}"])
 
     def has_kernel(doc):
         a = _agent_of(doc, pid)
-        return a is not None and any(k["name"] == kernel for k in a["kernels"])
+        return a is not None and any(_u(k["name"]) == kernel for k in a["kernels"])
     # Kernels load lazily: the census lists the kernel once it has run.
     await d.poll("list_kernels", "list_kernels", {"pid": pid}, has_kernel, 60)
     await d.call("list_kernels_filtered", "list_kernels",
@@ -189,12 +197,12 @@ async def scenario(session, steps: Steps, cfg: Dict[str, Any]) -> None:
 
     arm = await d.call("arm_and_wait", "arm_and_wait",
                        {"kernel": kernel, "pid": pid, "timeout_s": 60},
-                       lambda doc: [] if kernel in doc["capture"]["kernel"] else
-                       [f"captured {doc['capture']['kernel']!r}"])
-    cap_id = arm["capture"]["capture_id"]
+                       lambda doc: [] if kernel in _u(doc["capture"])["kernel"] else
+                       [f"captured {_u(doc['capture'])['kernel']!r}"])
+    cap_id = arm["capture_id"]
     await step(d.call("show_capture", "show_capture", {"capture_id": cap_id},
                       lambda doc: ([] if doc["capture_id"] == cap_id else ["another capture"])
-                      + ([] if doc.get("regions") else ["no memory regions"])))
+                      + ([] if _u(doc["capture"]).get("regions") else ["no memory regions"])))
 
     project = cfg.get("project")
     if project is None:
@@ -239,18 +247,20 @@ async def scenario(session, steps: Steps, cfg: Dict[str, Any]) -> None:
     sub = await d.call("substitute", "substitute", sub_args,
                        lambda doc: ([] if doc["substitution_id"].startswith("sub-") else
                                     ["no substitution id"])
-                       + ([] if not cfg["preflight"] or ": pass" in doc["preflight"] else
+                       + ([] if not cfg["preflight"] or ": pass" in _u(doc["preflight"]) else
                           [f"preflight {doc['preflight']!r}"]))
     sid = sub["substitution_id"]
     try:
         def ab_check(doc) -> List[str]:
             a, r = doc["agents"][0], _ab_row(doc)
-            p = [] if a["state"] == "active" else [f"agent state {a['state']} ({a['reason']})"]
+            p = [] if a["state"] == "active" else [
+                f"agent state {a['state']} ({_u(a['reason'])})"]
             v, o = r.get("variant") or {}, r.get("original") or {}
             if not (v.get("mean_us", 0) > 0 and o.get("mean_us", 0) > 0):
                 p.append("no device time for both")
             p += cfg["check_times"](v, o)
-            if cfg.get("layout_check") and not any(cfg["layout_check"] in c for c in a["checks"]):
+            if cfg.get("layout_check") and not any(cfg["layout_check"] in c
+                                                   for c in _u(a["checks"])):
                 p.append(f"no {cfg['layout_check']!r} among the agent's checks")
             return p
         await step(d.poll("substitution_status_ab", "substitution_status",
@@ -347,12 +357,16 @@ def main() -> int:
         stop_file = tmp / "stop"
         if args.bundle:
             replayer = str(bins / "kerncap-replay")
-            variant = root / "substitute" / "substitute_variant.cubin"
+            # The MCP server takes paths only inside its workspace (work):
+            # the variant and the application's sources are copied there.
+            variant = work / "substitute_variant.cubin"
+            shutil.copyfile(root / "substitute" / "substitute_variant.cubin", variant)
+            shutil.copytree(REPO / "agent" / "cuda" / "gpu_tests", work / "sources")
             app_argv = [str(root / "gpu_tests" / "substitute_app"), "0", str(stop_file)]
             app_env = dict(env, CUDA_INJECTION64_PATH=str(root / "lib" / "libkerncap_agent.so"),
                            KERNCAP_AGENT_SOCKET=str(agent_sock))
             cfg = {"kernel": "kc_scale_add", "process": "substitute_app", "preflight": True,
-                   "repro_kind": "auto", "source_dir": REPO / "agent" / "cuda" / "gpu_tests",
+                   "repro_kind": "auto", "source_dir": work / "sources",
                    "compare_original": True, "evaluate_variant": True, "ab_samples": 100,
                    "layout_check": "parameter layout",
                    # The variant spins ~20 us per block: its time must show it ran.
@@ -360,15 +374,21 @@ def main() -> int:
                    [f"variant {v['mean_us']:.2f} us is not > original {o['mean_us']:.2f} + 5 us"]}
         else:
             replayer = args.replayer or ""
-            variant = tmp / "variant.cubin"
-            variant.write_bytes(b"SYNTHETIC-VARIANT")
+            # The synthetic agent "loads" what starts with SYNTHETIC-VARIANT;
+            # the MCP server sends only code objects by content: PTX text.
+            variant = work / "variant.ptx"
+            variant.write_bytes(b"SYNTHETIC-VARIANT\n.version 8.0\n.target sm_90\n")
+            project = None
+            if args.project:
+                project = work / "project"
+                shutil.copytree(args.project, project, symlinks=True)
             app_argv = [str(bins / "synthetic_agent"), f"--socket={agent_sock}",
                         "--kernels=subst_kernel", "--dispatches=1000000", "--region-mib=0.25",
                         "--wait-arm-ms=0", "--dispatch-interval-ms=2", "--substitution"]
             app_env = env
             cfg = {"kernel": "subst_kernel", "process": "synthetic_agent", "preflight": False,
-                   "substitute_args": {"format": "cubin"},  # the stand-in bytes are no ELF
-                   "project": args.project, "compare_original": True, "ab_samples": 20,
+                   "project": str(project) if project else None, "compare_original": True,
+                   "ab_samples": 20,
                    "check_times": lambda v, o: [] if (v["mean_us"], o["mean_us"]) == (1.0, 2.0)
                    else [f"device times {v['mean_us']} / {o['mean_us']} us, not 1 / 2"]}
         cfg.update(work=work, variant=variant)
@@ -383,7 +403,8 @@ def main() -> int:
         steps.add("setup", True, kerncapd=str(bins / "kerncapd"), socket=str(sock),
                   application=app_argv, pid=app.pid, variant=str(variant),
                   replayer=replayer or None, python=sys.version.split()[0])
-        server = [sys.executable, "-m", "kerncap.mcp_server", f"--socket={sock}"]
+        server = [sys.executable, "-m", "kerncap.mcp_server", f"--socket={sock}",
+                  f"--workspace={work}"]
         if replayer:
             server.append(f"--replayer={replayer}")
         run_mcp(steps, server, env, cfg)

@@ -25,6 +25,10 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 
+# kerncapctl's contexts file: none, unless a test writes one (a developer's own
+# current context must not redirect the tests' connections).
+os.environ["KERNCAP_CONFIG"] = os.path.join(tempfile.mkdtemp(prefix="kcpycfg-"), "config.toml")
+
 
 def bin_dir() -> Path:
     env = os.environ.get("KERNCAP_BUILD_DIR")
@@ -155,6 +159,31 @@ def captured(daemon):
         ids = [line["capture_id"] for line in lines]
         assert len(ids) == 2, lines
         return {"arm": arm, "ids": ids}
+
+
+@pytest.fixture(scope="session")
+def tls_daemon():
+    """A kerncapd serving TCP with TLS (a self-signed localhost certificate) and a
+    bearer token: .port, .cert, .token."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl binary to make a test certificate")
+    d = short_tmpdir("kcpytls-")
+    cert, key, token = f"{d}/cert.pem", f"{d}/key.pem", f"{d}/token"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True, capture_output=True)
+    with open(token, "w") as f:
+        f.write("python-client-token\n")
+    port = free_port()
+    daemon = Daemon(d, [f"--listen=127.0.0.1:{port}", f"--tls-cert={cert}", f"--tls-key={key}",
+                        f"--token-file={token}"])
+    daemon.port, daemon.cert, daemon.token = port, cert, token
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture()

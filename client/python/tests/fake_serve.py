@@ -110,6 +110,7 @@ CAPTURE := capture.kcap
 recompile: $(BUILT_CODE)
 
 $(BUILT_CODE): src/kernel.cu src/tile.h
+\t@: flags unquoted as on a generated compiler line: $(FLAGS)
 \t@case "$(FLAGS)" in *-bad*) echo "nvcc fatal   : Unknown option '-bad'" >&2; exit 1;; esac
 \t@mkdir -p $(BUILD)
 \t@{ echo "$(FLAGS)"; cat src/kernel.cu src/tile.h; } > $@

@@ -21,6 +21,7 @@ def test_async_client_end_to_end(daemon, captured, tmpdir_short, monkeypatch):
             st = await c.status()
             assert st.unix_socket == daemon.socket
             assert isinstance(await c.agents(), list)
+            assert await c.agents(pid=1, wait=0.2) == []
             arm = await c.arm(kernel="async_kernel", count=1, tags={"via": "aio"})
             assert arm.active and arm.tags == {"via": "aio"}
             loop = asyncio.get_running_loop()

@@ -44,6 +44,29 @@ def test_agents_listed_while_connected(client, daemon):
         proc.wait()
 
 
+def test_agents_wait_shows_an_application_right_after_it_starts(client, daemon):
+    """The notebook's `c.agents()` right after starting the application: the
+    agent connects a moment after its process starts, so a plain listing can
+    miss it; wait= waits for it."""
+    proc = daemon.start_agent(kernels="waitprobe", dispatches=1, wait_arm_ms=8000)
+    try:
+        started = time.monotonic()
+        agents = client.agents(pid=proc.pid, wait=20)
+        assert [a.pid for a in agents] == [proc.pid], "wait= returned before the agent came"
+        assert time.monotonic() - started < 15
+        assert all(a.pid == proc.pid for a in client.agents(pid=proc.pid))
+        assert len(client.agents(wait="5s")) >= 1  # any agent: returns as soon as one is there
+    finally:
+        proc.kill()
+        proc.wait()
+    # Nothing connects: it returns what there is (nothing) once wait is over.
+    started = time.monotonic()
+    assert client.agents(pid=1, wait=0.5) == []
+    assert 0.45 <= time.monotonic() - started < 5
+    with pytest.raises(kerncap.InvalidArgument, match="wait"):
+        client.agents(wait="soon")
+
+
 def test_kernel_census_lists_the_agents_kernels(client, daemon):
     proc = daemon.start_agent(kernels="census_a,census_b", dispatches=1, wait_arm_ms=8000)
     try:

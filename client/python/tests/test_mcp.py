@@ -44,13 +44,18 @@ def text(result) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
-def run_session(daemon, env_extra, body):
+def run_session(daemon, env_extra, body, workspace=None, args=None):
+    """Runs `body(session)` against `python -m kerncap.mcp_server` started in
+    `workspace` (its default workspace) with `args` (default: the test
+    daemon's socket)."""
     env = dict(os.environ, **env_extra)
     src = os.path.join(os.path.dirname(__file__), "..", "src")
     env["PYTHONPATH"] = os.path.abspath(src) + os.pathsep + env.get("PYTHONPATH", "")
-    params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "kerncap.mcp_server", f"--socket={daemon.socket}"],
-                                   env=env)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kerncap.mcp_server",
+              *(args if args is not None else [f"--socket={daemon.socket}"])],
+        env=env, cwd=workspace)
 
     async def go():
         async with stdio_client(params) as (read, write):
@@ -90,7 +95,7 @@ def test_agent_arm_capture_show_and_reproducer_through_mcp(daemon, tmpdir_short)
                     break
                 await asyncio.sleep(0.1)
             out["arm"] = await s.call_tool("arm_and_wait", {"kernel": "softmax", "timeout_s": 30})
-            cap = structured(out["arm"])["capture"]
+            cap = structured(out["arm"])
             out["show"] = await s.call_tool("show_capture", {"capture_id": cap["capture_id"][:12]})
             out["list"] = await s.call_tool("list_captures", {"kernel": "softmax"})
             out["agents_after"] = structured(await s.call_tool("list_agents", {}))
@@ -103,7 +108,7 @@ def test_agent_arm_capture_show_and_reproducer_through_mcp(daemon, tmpdir_short)
                                                    {"kernel": "never_launched", "timeout_s": 1})
             return out
 
-        out = run_session(daemon, {}, body)
+        out = run_session(daemon, {}, body, workspace=tmpdir_short)
     finally:
         agent.kill()
         agent.wait()
@@ -111,15 +116,19 @@ def test_agent_arm_capture_show_and_reproducer_through_mcp(daemon, tmpdir_short)
     a = [x for x in out["agents"]["agents"] if x["pid"] == agent.pid]
     assert a, out["agents"]
     assert not is_error(out["arm"]), text(out["arm"])
-    cap = structured(out["arm"])["capture"]
+    arm = structured(out["arm"])
+    cap = arm["capture"]["untrusted"]  # what the application reported, marked
     assert "softmax" in cap["kernel"] and cap["regions"]
+    assert arm["capture_id"] == cap["capture_id"]
     show = structured(out["show"])
-    assert show["capture_id"] == cap["capture_id"] and show["kernel"] == cap["kernel"]
-    assert show["launch"]["grid"], show["launch"]  # the capture's launch, under the JSON policy
+    assert show["capture_id"] == cap["capture_id"]
+    assert show["capture"]["untrusted"]["kernel"] == cap["kernel"]
+    # the capture's launch, under the JSON policy
+    assert show["capture"]["untrusted"]["launch"]["grid"], show
     assert any(c["capture_id"] == cap["capture_id"] for c in structured(out["list"])["captures"])
     mine = [x for x in out["agents_after"]["agents"] if x["pid"] == agent.pid]
     if mine:  # the agent may have exited after its dispatches
-        assert any("softmax" in k for k in mine[0]["captured_kernels"])
+        assert any("softmax" in k for k in mine[0]["captured_kernels"]["untrusted"])
     # The reproducer: a project, or a clear error when the daemon cannot make one.
     print("generate_reproducer:", text(out["repro"])[:300])
     if is_error(out["repro"]):
@@ -156,7 +165,7 @@ def test_evaluate_candidate_builds_validates_and_times_in_resident_mode(daemon, 
                                                  {"project_dir": tmpdir_short})
         return out
 
-    out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body)
+    out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body, workspace=tmpdir_short)
     plain = structured(out["plain"])
     assert plain["verdict"] == "pass" and plain["valid"], plain
     assert plain["kernel_ms"]["median"] == 1.0
@@ -194,10 +203,15 @@ async def _census(s, pid):
     return r
 
 
+# The synthetic agent "loads" a code object that starts with
+# SYNTHETIC-VARIANT; the MCP server sends only code objects by content: PTX text.
+SYNTHETIC_PTX = b"SYNTHETIC-VARIANT\n.version 8.0\n.target sm_90\n"
+
+
 def test_kernel_census_and_live_substitution_through_mcp(daemon, tmpdir_short):
-    variant = os.path.join(tmpdir_short, "variant.cubin")
+    variant = os.path.join(tmpdir_short, "variant.ptx")
     with open(variant, "wb") as f:
-        f.write(b"SYNTHETIC-VARIANT")
+        f.write(SYNTHETIC_PTX)
     # The preflight validation runs kerncap-replay: a stand-in that passes.
     replayer = write_fake_replayer(tmpdir_short)
     agent = _start_substituting_agent(daemon)
@@ -211,13 +225,12 @@ def test_kernel_census_and_live_substitution_through_mcp(daemon, tmpdir_short):
             out["ab"] = await s.call_tool("substitute", {
                 "kernel": "subst_kernel", "code_object": variant,
                 "preflight": "cap-0123456789ab", "ab": True, "count": 4, "pid": agent.pid,
-                "format": "cubin"})
+                "format": "ptx"})
             sid = structured(out["ab"])["substitution_id"]
             out["ab_done"] = await s.call_tool("substitution_status",
                                                {"substitution_id": sid, "wait_s": 30})
             out["live"] = await s.call_tool("substitute", {
-                "kernel": "subst_kernel", "code_object": variant, "unchecked": True,
-                "format": "cubin"})
+                "kernel": "subst_kernel", "code_object": variant, "unchecked": True})
             live = structured(out["live"])["substitution_id"]
             for _ in range(200):  # the agent reports its launches every so often
                 out["live_status"] = await s.call_tool("substitution_status",
@@ -233,27 +246,28 @@ def test_kernel_census_and_live_substitution_through_mcp(daemon, tmpdir_short):
             out["listing_after"] = await s.call_tool("substitution_status", {})
             return out
 
-        out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body)
+        out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body, workspace=tmpdir_short)
     finally:
         agent.kill()
         agent.wait()
     assert not is_error(out["census"]), text(out["census"])
     census = structured(out["census"])
     (mine,) = census["agents"]
-    assert mine["pid"] == agent.pid and mine["process_name"] == "synthetic_agent"
-    assert [k["name"] for k in mine["kernels"]] == ["subst_kernel"]
-    assert mine["kernels"][0]["mangled_name"] == "_Z12subst_kernelv"
+    assert mine["pid"] == agent.pid and mine["process_name"] == {"untrusted": "synthetic_agent"}
+    assert [k["name"] for k in mine["kernels"]] == [{"untrusted": "subst_kernel"}]
+    assert mine["kernels"][0]["mangled_name"] == {"untrusted": "_Z12subst_kernelv"}
     glob = structured(out["census_glob"])
-    assert any(k["name"] == "subst_kernel" for a in glob["agents"] if a["pid"] == agent.pid
-               for k in a["kernels"]), glob
+    assert any(k["name"]["untrusted"] == "subst_kernel" for a in glob["agents"]
+               if a["pid"] == agent.pid for k in a["kernels"]), glob
     none = structured(out["census_none"])
     assert none["count"] == 0 and "no_such_kernel" in none["note"]
 
     assert not is_error(out["ab"]), text(out["ab"])
     ab = structured(out["ab"])
     assert ab["substitution_id"].startswith("sub-") and ab["ab"] is True
-    assert ab["preflight"].startswith("kerncap-replay validate --code-object=")
-    assert ab["preflight"].endswith(": pass (the variant reproduced the capture's outputs)")
+    assert ab["preflight"]["untrusted"].startswith("kerncap-replay validate --code-object=")
+    assert ab["preflight"]["untrusted"].endswith(
+        ": pass (the variant reproduced the capture's outputs)")
     argv = read_fake_replayer_log(tmpdir_short)["argv"]
     assert argv[0] == "validate" and f"--code-object={variant}" in argv, argv
     done = structured(out["ab_done"])
@@ -267,7 +281,7 @@ def test_kernel_census_and_live_substitution_through_mcp(daemon, tmpdir_short):
     assert r["variant"]["stddev_us"] == 0.0 and r["speedup"] == 2.0
 
     live = structured(out["live"])
-    assert live["preflight"].startswith("none") and "ab_results" not in live
+    assert live["preflight"]["untrusted"].startswith("none") and "ab_results" not in live
     status = structured(out["live_status"])
     assert status["state"] == "active" and status["agents"][0]["state"] == "active", status
     assert status["agents"][0]["variant_launches"] > 0
@@ -281,8 +295,11 @@ def test_kernel_census_and_live_substitution_through_mcp(daemon, tmpdir_short):
 
 
 def test_substitution_usage_errors_through_mcp(daemon, tmpdir_short):
-    variant = os.path.join(tmpdir_short, "variant.cubin")
+    variant = os.path.join(tmpdir_short, "variant.ptx")
     with open(variant, "wb") as f:
+        f.write(SYNTHETIC_PTX)
+    garbage = os.path.join(tmpdir_short, "garbage.bin")
+    with open(garbage, "wb") as f:
         f.write(b"SYNTHETIC-VARIANT")
     failing = {"command": "validate", "result": "fail", "regions_compared": 1,
                "regions_failing": 1, "region_results": [{"index": 0, "passed": False,
@@ -299,19 +316,19 @@ def test_substitution_usage_errors_through_mcp(daemon, tmpdir_short):
             "no_preflight": await s.call_tool("substitute", {
                 "kernel": "subst_kernel", "code_object": variant}),
             "not_a_code_object": await s.call_tool("substitute", {
-                "kernel": "subst_kernel", "code_object": variant, "unchecked": True}),
+                "kernel": "subst_kernel", "code_object": garbage, "unchecked": True}),
             "preflight_fails": await s.call_tool("substitute", {
-                "kernel": "subst_kernel", "code_object": variant, "format": "cubin",
+                "kernel": "subst_kernel", "code_object": variant,
                 "preflight": "cap-0123456789ab"}),
             "no_agent_offers": await s.call_tool("substitute", {
-                "kernel": "subst_kernel", "code_object": variant, "format": "cubin",
+                "kernel": "subst_kernel", "code_object": variant,
                 "unchecked": True, "pid": 1}),
             "unknown_unsub": await s.call_tool("unsubstitute", {"substitution_id": "sub-nope"}),
             "unknown_status": await s.call_tool("substitution_status",
                                                 {"substitution_id": "sub-nope"}),
         }
 
-    out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body)
+    out = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body, workspace=tmpdir_short)
     for name, r in out.items():
         assert is_error(r), (name, structured(r))
     assert "NotFound" in text(out["no_agent"]) and "no live agent" in text(out["no_agent"])
@@ -385,3 +402,88 @@ def test_ab_speedup_only_from_finite_means():
     assert _substitution_report(info("inf", 3.0))["ab_results"][0]["speedup"] is None
     assert _substitution_report(info(2.0, "nan"))["ab_results"][0]["speedup"] is None
     assert _substitution_report(info(0.0, 3.0))["ab_results"][0]["speedup"] is None
+
+
+def test_extra_flags_shell_injection_is_refused_through_mcp(daemon, tmpdir_short):
+    """The attack of issue 28: extra_flags="-DX=1; touch S; #" ran `touch S`
+    in the project (its compiler line takes FLAGS unquoted)."""
+    replayer = write_server(tmpdir_short)
+    project = write_project(tmpdir_short)
+
+    async def body(s):
+        return await s.call_tool("evaluate_candidate", {
+            "project_dir": project, "extra_flags": "-DX=1; touch S; #"})
+
+    r = run_session(daemon, {"KERNCAP_REPLAY": replayer}, body, workspace=tmpdir_short)
+    assert is_error(r) and "InvalidArgument" in text(r) and "extra_flags" in text(r), text(r)
+    assert not os.path.exists(os.path.join(project, "S"))
+    assert not os.path.exists(os.path.join(tmpdir_short, "S"))
+
+
+def test_paths_outside_the_workspace_are_refused_through_mcp(daemon, tmpdir_short, captured):
+    ws = os.path.join(tmpdir_short, "ws")
+    os.mkdir(ws)
+
+    async def body(s):
+        return await s.call_tool("generate_reproducer", {
+            "capture_id": captured["ids"][0], "out_dir": f"{tmpdir_short}/elsewhere",
+            "kind": "binary"})
+
+    r = run_session(daemon, {}, body, args=[f"--socket={daemon.socket}", f"--workspace={ws}"])
+    assert is_error(r) and "outside the workspace" in text(r), text(r)
+    assert not os.path.exists(f"{tmpdir_short}/elsewhere")
+
+
+def _remote_context(tmpdir_short, tls_daemon, monkeypatch):
+    cfg = os.path.join(tmpdir_short, "config.toml")
+    with open(cfg, "w") as f:
+        f.write(f'current-context = "remote"\n\n[contexts.remote]\n'
+                f'host = "localhost:{tls_daemon.port}"\n'
+                f'tls-ca = "{tls_daemon.cert}"\ntoken-file = "{tls_daemon.token}"\n')
+    monkeypatch.setenv("KERNCAP_CONFIG", cfg)
+    monkeypatch.delenv("KERNCAP_SOCKET", raising=False)
+
+
+def test_mcp_server_reaches_a_tls_node_with_a_token(daemon, tls_daemon, tmpdir_short,
+                                                     monkeypatch):
+    """TLS and token options, or a kerncapctl context, reach a secured node;
+    without the token the daemon refuses, and the tool says so."""
+    async def body(s):
+        for _ in range(100):  # the TCP listener comes up after the socket
+            r = await s.call_tool("list_captures", {})
+            if not is_error(r) or "Unavailable" not in text(r):
+                return r
+            await asyncio.sleep(0.1)
+        return r
+
+    host = f"localhost:{tls_daemon.port}"
+    flags = run_session(daemon, {}, body, workspace=tmpdir_short,
+                        args=[f"--host={host}", f"--tls-ca={tls_daemon.cert}",
+                              f"--token-file={tls_daemon.token}"])
+    assert not is_error(flags), text(flags)
+    no_token = run_session(daemon, {}, body, workspace=tmpdir_short,
+                           args=[f"--host={host}", f"--tls-ca={tls_daemon.cert}"])
+    assert is_error(no_token) and "Unauthenticated" in text(no_token), text(no_token)
+    _remote_context(tmpdir_short, tls_daemon, monkeypatch)
+    current = run_session(daemon, {}, body, workspace=tmpdir_short, args=[])
+    assert not is_error(current), text(current)
+    named = run_session(daemon, {}, body, workspace=tmpdir_short, args=["--context=remote"])
+    assert not is_error(named), text(named)
+
+
+def test_kerncap_mcp_console_entry_point():
+    from importlib import metadata
+    try:
+        dist = metadata.distribution("kerncap")
+    except metadata.PackageNotFoundError:
+        pytest.skip("kerncap is not installed (run from the source tree)")
+    (ep,) = [e for e in dist.entry_points if e.name == "kerncap-mcp"]
+    assert ep.group == "console_scripts" and ep.value == "kerncap.mcp_server:main"
+    script = os.path.join(os.path.dirname(sys.executable), "kerncap-mcp")
+    if not os.path.exists(script):
+        pytest.skip(f"no {script} (kerncap was not installed into this environment's bin)")
+    r = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for opt in ("--workspace", "--context", "--tls-ca", "--token-file", "--host", "--socket",
+                "--insecure", "--tls-cert", "--tls-key"):
+        assert opt in r.stdout

@@ -43,6 +43,10 @@ def test_quickstart_notebook_runs(daemon, tmpdir_short, monkeypatch):
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     html = "".join(o.get("data", {}).get("text/html", "") for o in outputs)
+    # c.agents(...) right after the application started lists it.
+    (agents_cell,) = [c for c in nb.cells if c.cell_type == "code" and "c.agents(" in c.source]
+    listed = "".join(o.get("data", {}).get("text/html", "") for o in agents_cell.outputs)
+    assert "synthetic_agent" in listed, listed
     assert "kerncapd status" in html and "memory map" in html and "matmul_bf16" in html
     assert any("image/png" in o.get("data", {}) for o in outputs), "no memory map plot"
     kcap_file = Path(tmpdir_short) / "matmul.kcap"  # the notebook ran in tmpdir_short

@@ -2,38 +2,12 @@
 `kerncap.connect("host:port", tls=..., token_file=...)` is for)."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 
 import pytest
 
 import kerncap
-from conftest import (Daemon, free_port, read_fake_replayer_log, short_tmpdir,
-                      write_fake_replayer)
-
-
-@pytest.fixture(scope="module")
-def tls_daemon():
-    if shutil.which("openssl") is None:
-        pytest.skip("no openssl binary to make a test certificate")
-    d = short_tmpdir("kcpytls-")
-    cert, key, token = f"{d}/cert.pem", f"{d}/key.pem", f"{d}/token"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
-                    "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                    "-keyout", key, "-out", cert], check=True, capture_output=True)
-    with open(token, "w") as f:
-        f.write("python-client-token\n")
-    port = free_port()
-    daemon = Daemon(d, [f"--listen=127.0.0.1:{port}", f"--tls-cert={cert}", f"--tls-key={key}",
-                        f"--token-file={token}"])
-    daemon.port, daemon.cert, daemon.token = port, cert, token
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
-        shutil.rmtree(d, ignore_errors=True)
+from conftest import read_fake_replayer_log, write_fake_replayer
 
 
 def _connect_when_listening(target, **kw):

@@ -2,13 +2,25 @@
 
 Targets, as kerncapctl takes them: an absolute Unix socket path
 ("/run/kerncap/kerncapd.sock"), a "unix:" URI, or "HOST:PORT" /
-"[IPv6]:PORT" for a daemon serving TCP with TLS. With no target the client
-uses the same default as kerncapctl: $KERNCAP_SOCKET, else the daemon's
-default socket (common/control/default_paths.h):
+"[IPv6]:PORT" for a daemon serving TCP with TLS.
 
-    root:  /run/kerncap/kerncapd.sock
-    user:  $XDG_RUNTIME_DIR/kerncap/kerncapd.sock (when absolute),
-           else /tmp/kerncap-<uid>/kerncapd.sock
+Which daemon, and with which TLS and token settings, is decided as
+kerncapctl decides it from its flags, its environment and its contexts file
+(_contexts.py), first match wins:
+
+    1. the target argument (kerncapctl: --socket / --host);
+    2. the context argument (kerncapctl: --context NAME): its host or socket;
+    3. $KERNCAP_SOCKET;
+    4. the contexts file's current-context: its host or socket;
+    5. the daemon's default socket (common/control/default_paths.h):
+         root:  /run/kerncap/kerncapd.sock
+         user:  $XDG_RUNTIME_DIR/kerncap/kerncapd.sock (when absolute),
+                else /tmp/kerncap-<uid>/kerncapd.sock
+
+TLS files, the token file and `insecure` come from the arguments, else
+from the context in use (the one named, or the current one when it gave the
+endpoint): a context's credentials never go to an endpoint that came from
+elsewhere. As in kerncapctl, a context's token is sent only over TCP.
 """
 from __future__ import annotations
 
@@ -17,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, TypedDict, Union
 
-from . import errors
+from . import _contexts, errors
 from ._types import ChannelOption
 from ._types import PathLike as PathLike
 
@@ -52,9 +64,11 @@ class Endpoint:
     grpc_target: str   # "unix:/abs/path" or "host:port"
     unix_path: str = ""
     where: str = ""    # "socket /path" or "host h:p", for messages
+    # What chose it: "argument", "$KERNCAP_SOCKET", 'context "NAME" (FILE)', "default".
+    source: str = "argument"
 
 
-def parse_target(target: Optional[PathLike]) -> Endpoint:
+def parse_target(target: Optional[PathLike], source: str = "argument") -> Endpoint:
     text = default_socket_path() if target is None else os.fspath(target)
     if not text:
         raise errors.InvalidArgument("empty kerncapd target")
@@ -64,13 +78,13 @@ def parse_target(target: Optional[PathLike]) -> Endpoint:
             # Relative paths are resolved here (kerncapctl insists on absolute
             # ones; a notebook's working directory is a reasonable base).
             rest = str(Path(rest).resolve())
-        return Endpoint(True, f"unix:{rest}", rest, f"socket {rest}")
+        return Endpoint(True, f"unix:{rest}", rest, f"socket {rest}", source)
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise errors.InvalidArgument(
             f'bad kerncapd target "{text}": expected a socket path, unix:/PATH, HOST:PORT '
             "or [IPv6]:PORT")
-    return Endpoint(False, text, "", f"host {text}")
+    return Endpoint(False, text, "", f"host {text}", source)
 
 
 class TLSOptions(TypedDict, total=False):
@@ -155,21 +169,75 @@ def check_unix_socket(endpoint: Endpoint) -> None:
     except PermissionError:
         raise errors.PermissionDenied(f"cannot reach {path}: permission denied") from None
     except OSError:
+        chosen = "" if endpoint.source == "argument" else f" (from {endpoint.source})"
         raise errors.Unavailable(
-            f"no kerncapd socket at {path} — is kerncapd running? (start it with `kerncapd`, "
-            "or pass the socket path to kerncap.connect())") from None
+            f"no kerncapd socket at {path}{chosen} — is kerncapd running? (start it with "
+            "`kerncapd`, or pass the socket path to kerncap.connect())") from None
     if not os.access(path, os.R_OK | os.W_OK):
         raise errors.PermissionDenied(
             f"no permission to use {path} (the socket is mode 0660: join its group, or run "
             "as its owner)")
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """The endpoint and credentials after the precedence above."""
+    endpoint: Endpoint
+    tls: TLSArg
+    token: Optional[str]
+    token_file: Optional[PathLike]
+    context: Optional[_contexts.Context]
+
+
+def resolve(target: Optional[PathLike], *, context: Optional[str] = None, tls: TLSArg = None,
+            token: Optional[str] = None, token_file: Optional[PathLike] = None,
+            config_path: Optional[str] = None) -> Resolved:
+    """Applies the precedence of the module docstring. The contexts file is
+    read only when a context is named or could give the endpoint, so an
+    explicit target works whatever state the file is in."""
+    env_socket = os.environ.get("KERNCAP_SOCKET", "")
+    ctx: Optional[_contexts.Context] = None
+    cfg: Optional[_contexts.ContextConfig] = None
+    if context is not None:
+        if not context:
+            raise errors.InvalidArgument("context: give a context name (kerncapctl config "
+                                         "get-contexts lists them)")
+        cfg = _contexts.load(config_path)
+        ctx = cfg.find(context)
+    elif target is None and not env_socket:
+        cfg = _contexts.load(config_path)
+        if cfg.current:
+            ctx = cfg.find(cfg.current)
+            if not (ctx.host or ctx.socket):
+                ctx = None  # gives no endpoint, so none of its credentials either
+    if target is not None:
+        endpoint = parse_target(target)
+    elif ctx is not None and (ctx.host or ctx.socket):
+        assert cfg is not None
+        endpoint = parse_target(ctx.host or f"unix:{ctx.socket}",
+                                f'context "{ctx.name}" ({cfg.path})')
+    elif env_socket:
+        endpoint = parse_target(env_socket, "$KERNCAP_SOCKET")
+    else:
+        endpoint = parse_target(None, "default")
+    if ctx is not None:
+        if tls is None and (ctx.insecure or ctx.tls_ca or ctx.tls_cert or ctx.tls_key):
+            tls = False if ctx.insecure else TLS(ca=ctx.tls_ca or None,
+                                                 cert=ctx.tls_cert or None,
+                                                 key=ctx.tls_key or None)
+        if token is None and token_file is None and ctx.token_file and not endpoint.is_unix:
+            token_file = ctx.token_file
+    return Resolved(endpoint, tls, token, token_file, ctx)
+
+
 def channel_spec(target: Optional[PathLike], *, tls: TLSArg = None,
                  token: Optional[str] = None, token_file: Optional[PathLike] = None,
-                 check: bool = True, options: Sequence[ChannelOption] = ()) -> ChannelSpec:
+                 check: bool = True, options: Sequence[ChannelOption] = (),
+                 context: Optional[str] = None) -> ChannelSpec:
     import grpc
 
-    endpoint = parse_target(target)
+    r = resolve(target, context=context, tls=tls, token=token, token_file=token_file)
+    endpoint, tls, token, token_file = r.endpoint, r.tls, r.token, r.token_file
     opts: List[ChannelOption] = [
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

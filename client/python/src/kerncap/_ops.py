@@ -64,6 +64,9 @@ def _uint(name: str, value: Optional[int], limit: int) -> int:
     return value
 
 
+# How often agents(wait=...) asks again while no agent has connected.
+AGENT_POLL_S = 0.05
+
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+import time
 from typing import (TYPE_CHECKING, AsyncIterator, Awaitable, Iterator, List, Mapping, Optional,
                     Protocol, Sequence, Tuple, Type, TypeVar, Union, cast)
 
@@ -115,9 +116,18 @@ class AsyncClient:
         return DaemonStatus.from_pb(await self._unary("GetStatus", pb.GetStatusRequest(),
                                                       pb.DaemonStatus))
 
-    async def agents(self) -> AgentList:
-        resp = await self._unary("ListAgents", pb.ListAgentsRequest(), pb.ListAgentsResponse)
-        return AgentList(Agent.from_pb(a) for a in resp.agents)
+    async def agents(self, *, pid: Optional[int] = None,
+                     wait: Optional[Duration] = None) -> AgentList:
+        """As Client.agents (wait: first wait for one to connect)."""
+        deadline = None if wait is None else time.monotonic() + _ops.duration_ms(wait, "wait") / 1000
+        while True:
+            resp = await self._unary("ListAgents", pb.ListAgentsRequest(),
+                                     pb.ListAgentsResponse)
+            found = AgentList(Agent.from_pb(a) for a in resp.agents
+                              if pid is None or a.process.pid == pid)
+            if found or deadline is None or time.monotonic() >= deadline:
+                return found
+            await asyncio.sleep(min(_ops.AGENT_POLL_S, max(0.0, deadline - time.monotonic())))
 
     async def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
                       agent: Optional[str] = None, kernel: Optional[str] = None,
@@ -412,9 +422,9 @@ class AsyncClient:
 def connect(target: Optional[PathLike] = None, *, tls: _connection.TLSArg = None,
             token: Optional[str] = None, token_file: Optional[PathLike] = None,
             timeout: Optional[float] = 30.0, check: bool = True,
-            options: Sequence[ChannelOption] = ()) -> AsyncClient:
+            options: Sequence[ChannelOption] = (), context: Optional[str] = None) -> AsyncClient:
     """Same arguments as kerncap.connect(); returns an AsyncClient (use
     `async with`, or `await client.close()`)."""
     spec = _connection.channel_spec(target, tls=tls, token=token, token_file=token_file,
-                                    check=check, options=options)
+                                    check=check, options=options, context=context)
     return AsyncClient(spec, timeout)

@@ -157,9 +157,26 @@ class Client:
         return DaemonStatus.from_pb(self._unary("GetStatus", pb.GetStatusRequest(),
                                                 pb.DaemonStatus))
 
-    def agents(self) -> AgentList:
-        resp = self._unary("ListAgents", pb.ListAgentsRequest(), pb.ListAgentsResponse)
-        return AgentList(Agent.from_pb(a) for a in resp.agents)
+    def agents(self, *, pid: Optional[int] = None,
+               wait: Optional[Duration] = None) -> AgentList:
+        """The processes with the agent loaded that are connected to kerncapd
+        now (of this `pid` only, when given).
+
+        wait   seconds (or a timedelta / "30s"): first wait up to this long
+               for at least one such agent to connect, so a listing right
+               after starting the application shows it. An agent connects
+               a moment after its process starts, and the CUDA agent only
+               when the application initializes CUDA (cuInit: PyTorch does
+               at its first CUDA operation). After `wait` it returns what is
+               connected then, which may be nothing."""
+        deadline = None if wait is None else time.monotonic() + _ops.duration_ms(wait, "wait") / 1000
+        while True:
+            resp = self._unary("ListAgents", pb.ListAgentsRequest(), pb.ListAgentsResponse)
+            found = AgentList(Agent.from_pb(a) for a in resp.agents
+                              if pid is None or a.process.pid == pid)
+            if found or deadline is None or time.monotonic() >= deadline:
+                return found
+            time.sleep(min(_ops.AGENT_POLL_S, max(0.0, deadline - time.monotonic())))
 
     def kernels(self, *, pid: Optional[int] = None, process: Optional[str] = None,
                 agent: Optional[str] = None, kernel: Optional[str] = None,
@@ -238,7 +255,7 @@ class Client:
                    match: Optional[MatchKind] = None, pid: Optional[int] = None,
                    process: Optional[str] = None, device: Optional[int] = None,
                    count: Optional[int] = None, ttl: Optional[Duration] = None,
-                   ab: bool = False) -> SubstitutionInfoJSON:
+                   ab: bool = False, code_bytes: Optional[bytes] = None) -> SubstitutionInfoJSON:
         """Launches the variant in `code_object` (a cubin, fatbin or PTX file
         with a kernel of the same mangled name) instead of the original for
         the matching dispatches of the live processes (kerncapctl substitute).
@@ -251,6 +268,9 @@ class Client:
         count      end after this many substituted dispatches per agent
         ttl        end after this long (seconds, timedelta or "5m")
         ab         alternate original and variant per dispatch, timing both
+        code_bytes the code object's bytes when the caller has read them
+                   already (code_object then names the file for messages
+                   and the preflight)
         Returns the SubstitutionInfo as a dict (proto field names); each
         agent's state is "pending", "active", "refused" (nothing
         substituted: see its reason) or "ended"."""
@@ -259,8 +279,11 @@ class Client:
                 "substitute: give preflight=CAPTURE (validates the variant first) or "
                 "unchecked=True, not both or neither")
         path = os.fspath(code_object)
-        with open(path, "rb") as f:
-            data = f.read()
+        if code_bytes is None:
+            with open(path, "rb") as f:
+                data = f.read()
+        else:
+            data = code_bytes
         fmt_name = format or _ops.code_object_format(data, path)
         if preflight is not None:
             result = self.validate(preflight, extra_flags=[f"--code-object={path}"])
@@ -601,22 +624,35 @@ class Client:
 def connect(target: Optional[PathLike] = None, *, tls: _connection.TLSArg = None,
             token: Optional[str] = None, token_file: Optional[PathLike] = None,
             timeout: Optional[float] = 30.0, check: bool = True,
-            options: Sequence[ChannelOption] = ()) -> Client:
-    """Connects to kerncapd.
+            options: Sequence[ChannelOption] = (), context: Optional[str] = None) -> Client:
+    """Connects to kerncapd, choosing the daemon and its credentials as
+    kerncapctl does (same flags' meaning, same environment, same contexts
+    file: `kerncapctl config set-context` / `use-context`).
 
-    target      Unix socket path, "unix:/path" or "HOST:PORT". Default:
-                $KERNCAP_SOCKET, else the daemon's default socket
+    target      Unix socket path, "unix:/path" or "HOST:PORT" (kerncapctl's
+                --socket / --host). Default, first that applies: the
+                `context`'s endpoint, $KERNCAP_SOCKET, the contexts file's
+                current context, the daemon's default socket
                 ($XDG_RUNTIME_DIR/kerncap/kerncapd.sock, /tmp/kerncap-$UID/...,
-                /run/kerncap/kerncapd.sock as root) — what kerncapctl uses.
-    tls         TCP only. None: TLS with the system's roots; kerncap.TLS(ca=...,
-                cert=..., key=..., server_name=...) (or a dict of those, or a
-                CA path); False: plaintext (daemons run with --insecure-tcp).
-    token, token_file  bearer token for daemons run with --token-file.
+                /run/kerncap/kerncapd.sock as root).
+    context     a context's name in the contexts file ($KERNCAP_CONFIG, else
+                $XDG_CONFIG_HOME/kerncap/config.toml, else
+                ~/.config/kerncap/config.toml): its host or socket, TLS files,
+                token file and insecure setting (kerncapctl --context).
+    tls         TCP only. None: the context's TLS files (or its insecure =
+                true) when a context is in use, else TLS with the system's
+                roots; kerncap.TLS(ca=..., cert=..., key=..., server_name=...)
+                (or a dict of those, or a CA path); False: plaintext (daemons
+                run with --insecure-tcp).
+    token, token_file  bearer token for daemons run with --token-file (None:
+                the context's token file, over TCP).
     timeout     seconds for each unary call (None: no deadline). Transfers
                 and waits have their own.
     check       for a Unix socket, fail now (Unavailable naming the path)
                 when there is no socket there.
+    A context's settings apply only to the endpoint it gives (or with
+    `context=` named): arguments and $KERNCAP_SOCKET beat the current context.
     """
     spec = _connection.channel_spec(target, tls=tls, token=token, token_file=token_file,
-                                    check=check, options=options)
+                                    check=check, options=options, context=context)
     return Client(spec, timeout)
