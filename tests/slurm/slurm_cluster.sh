@@ -16,8 +16,9 @@
 #
 # Hooks (optional, environment of `start`):
 #   KC_SLURM_PROLOG / KC_SLURM_EPILOG / KC_SLURM_TASK_PROLOG  scripts slurmd runs
-#   KC_SLURM_PROLOG_ENV   lines "VAR=value" the prolog/epilog wrappers export
-#                         before running the hook (SLURMD_NODENAME is set by slurmd)
+#   KC_SLURM_PROLOG_ENV   lines "VAR=value" the hook wrappers export before running
+#                         the hook, after KERNCAP_NODE_DIR (DIR/nodes/$SLURMD_NODENAME),
+#                         so a value may use $KERNCAP_NODE_DIR
 #
 # Nothing here touches the system's own munge or Slurm: munged has its own key
 # and socket, slurm.conf its own ports, state and spool under DIR.
@@ -68,12 +69,12 @@ write_hook_wrapper() {  # NAME TARGET: DIR/hooks/NAME runs TARGET with KC_SLURM_
   {
     echo '#!/usr/bin/env bash'
     echo "# Written by slurm_cluster.sh: the test's paths, then the real hook."
+    printf 'export KERNCAP_NODE_DIR=%q/nodes/"$SLURMD_NODENAME"\n' "$DIR"
     if [ -n "${KC_SLURM_PROLOG_ENV:-}" ]; then
       while IFS= read -r line; do
         [ -n "$line" ] && printf 'export %s\n' "$line"
       done <<<"$KC_SLURM_PROLOG_ENV"
     fi
-    printf 'export KERNCAP_NODE_DIR=%q/nodes/"$SLURMD_NODENAME"\n' "$DIR"
     printf 'exec %q "$@"\n' "$target"
   } >"$w"
   chmod 0755 "$w"
