@@ -25,6 +25,11 @@ PACKAGES=(
   # kerncapctl's completion scripts are run, not only generated, by CliTest
   # (client/kerncapctl/cli_test.cc): bash is always there; zsh and fish.
   zsh fish
+  # A real Slurm for tests/slurm (slurmctld + slurmd on this machine, munge
+  # for their authentication): the cluster-job flow with deploy/slurm's hooks.
+  slurmctld slurmd slurm-client munge
+  # GNU time: peak RSS in tests/slurm/fanout_scale.sh.
+  time
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

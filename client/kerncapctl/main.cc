@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/kerncapctl/cli.h"
+#include "client/kerncapctl/cli_cluster.h"
 #include "common/control/default_paths.h"
 #include "common/exit_codes.h"
 #include "common/json_policy.h"
@@ -125,6 +126,7 @@ int Main(int argc, char** argv) {
   AddSubstituteCommands(cli);
   AddConfigCommands(cli);
   AddHelpCommands(cli);
+  AddClusterCommands(cli);  // after the commands it extends
 
   // --json anywhere means errors are JSON too, even for a bad command line.
   bool json_requested = false;
@@ -163,6 +165,7 @@ int Main(int argc, char** argv) {
                     absl::StrJoin(extras, " "), " (kerncapctl COMMAND --help lists its options)")),
                 json);
   }
+  ApplyClusterMode(cli, argc, argv);  // --slurm-job / --endpoints: the fleet
   if (!cli.remote && !cli.local) return exit_code::kUsage;
   if (cli.resolve_connection) {
     if (absl::Status s = ResolveConnection(g); !s.ok()) return Fail(s, json);
