@@ -4,11 +4,13 @@ Targets, as kerncapctl takes them: an absolute Unix socket path
 ("/run/kerncap/kerncapd.sock"), a "unix:" URI, or "HOST:PORT" /
 "[IPv6]:PORT" for a daemon serving TCP with TLS. With no target the client
 uses the same default as kerncapctl: $KERNCAP_SOCKET, else the daemon's
-default socket (common/control/default_paths.h):
+default socket (common/control/default_paths.h), and for a user with no
+kerncapd of their own the node's system daemon when one runs:
 
     root:  /run/kerncap/kerncapd.sock
     user:  $XDG_RUNTIME_DIR/kerncap/kerncapd.sock (when absolute),
-           else /tmp/kerncap-<uid>/kerncapd.sock
+           else /tmp/kerncap-<uid>/kerncapd.sock;
+           when that does not exist: /run/kerncap/kerncapd.sock if it exists
 """
 from __future__ import annotations
 
@@ -38,12 +40,32 @@ def default_runtime_dir() -> str:
     return f"/tmp/kerncap-{os.geteuid()}"
 
 
+SYSTEM_SOCKET = "/run/kerncap/kerncapd.sock"
+
+
 def default_socket_path() -> str:
-    """$KERNCAP_SOCKET, else kerncapd's default control socket."""
+    """$KERNCAP_SOCKET; else your own kerncapd's socket when it runs (or as
+    root); else the node's system daemon's (/run/kerncap, group kerncap) when
+    that runs; else your own default. kerncapctl's rule
+    (common/control/default_paths.h DefaultClientSocketPath)."""
     env = os.environ.get("KERNCAP_SOCKET", "")
     if env:
         return env
-    return f"{default_runtime_dir()}/kerncapd.sock"
+    own = f"{default_runtime_dir()}/kerncapd.sock"
+    if os.geteuid() == 0 or os.path.exists(own):
+        return own
+    if os.path.exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET
+    return own
+
+
+def socket_access_hint(path: str) -> str:
+    """How to get access to the system daemon's socket ("" for other paths)."""
+    if path != SYSTEM_SOCKET:
+        return ""
+    return ("the node's system kerncapd lets members of the group kerncap in: ask an "
+            "administrator to run `usermod -aG kerncap $USER`, then log in again; or start a "
+            "kerncapd of your own (`kerncapd &`)")
 
 
 @dataclass(frozen=True)
@@ -153,15 +175,17 @@ def check_unix_socket(endpoint: Endpoint) -> None:
     try:
         os.stat(path)
     except PermissionError:
-        raise errors.PermissionDenied(f"cannot reach {path}: permission denied") from None
+        hint = socket_access_hint(path)
+        raise errors.PermissionDenied(
+            f"cannot reach {path}: permission denied" + (f" ({hint})" if hint else "")) from None
     except OSError:
         raise errors.Unavailable(
             f"no kerncapd socket at {path} — is kerncapd running? (start it with `kerncapd`, "
             "or pass the socket path to kerncap.connect())") from None
     if not os.access(path, os.R_OK | os.W_OK):
-        raise errors.PermissionDenied(
-            f"no permission to use {path} (the socket is mode 0660: join its group, or run "
-            "as its owner)")
+        hint = socket_access_hint(path) or (
+            "the socket is mode 0660: join its group, or run as its owner")
+        raise errors.PermissionDenied(f"no permission to use {path} ({hint})")
 
 
 def channel_spec(target: Optional[PathLike], *, tls: TLSArg = None,
