@@ -17,8 +17,9 @@ Every fenced code block of README.md must follow a marker comment
   parse   commands that need a GPU, a remote node or an application: each line
           must parse (bash -n). kerncapctl / kerncap-replay lines are run with
           no daemon reachable ($KERNCAP_SOCKET names a missing socket, paths
-          under /run/kerncap are moved into the scratch folder, contexts go to
-          a scratch contexts file) and must not exit 2 (usage) or 126/127:
+          under /run/kerncap are moved into the scratch folder, files named by
+          --code-object= are empty placeholders, contexts go to a scratch
+          contexts file) and must not exit 2 (usage) or 126/127:
           their flags and values were accepted and they got as far as
           reaching a daemon or a GPU. `make -C DIR TARGETS` lines: each target
           must be one the reproducer's Makefile template defines. A library
@@ -84,7 +85,7 @@ def commands(body):
 
 class Runner:
     def __init__(self, src, build):
-        self.src, self.build = Path(src), Path(build)
+        self.src, self.build = Path(src).resolve(), Path(build).resolve()
         self.tmp = Path(tempfile.mkdtemp(prefix="kc-readme-"))
         self.work = self.tmp / "work"
         self.work.mkdir()
@@ -207,6 +208,13 @@ class Runner:
                 print(f"[parse bash -n ok] {cmd}")
                 continue
             moved = cmd.replace("/run/kerncap/", f"{self.tmp}/run-system/")
+            # Files a GPU node would have built (--code-object=...) exist here
+            # as empty placeholders, so that the check reaches the daemon.
+            for f in re.findall(r"--code-object=(\S+)", cmd):
+                placeholder = self.work / f
+                if not placeholder.exists():
+                    placeholder.parent.mkdir(parents=True, exist_ok=True)
+                    placeholder.write_bytes(b"")
             r = self.sh(moved + " </dev/null", self.parse_env(), timeout=60)
             print(f"[parse rc={r.returncode}] {cmd}")
             if r.returncode in (2, 126, 127):
