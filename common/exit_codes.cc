@@ -31,6 +31,15 @@ constexpr std::array<ExitCodeInfo, 11> kTable = {{
 
 std::span<const ExitCodeInfo> AllExitCodes() { return kTable; }
 
+std::string ExitCodesSummary() {
+  std::string text;
+  for (const ExitCodeInfo& e : kTable) {
+    if (!text.empty()) text += ", ";
+    text += std::to_string(e.code) + " " + e.name;
+  }
+  return text + " (docs/EXIT_CODES.md)";
+}
+
 const char* ExitCodeName(int code) {
   for (const ExitCodeInfo& e : kTable) {
     if (e.code == code) return e.name;

@@ -10,6 +10,7 @@
 #define KERNCAP_COMMON_EXIT_CODES_H_
 
 #include <span>
+#include <string>
 
 #include <optional>
 
@@ -39,6 +40,10 @@ struct ExitCodeInfo {
 std::span<const ExitCodeInfo> AllExitCodes();
 // "ok", "not_found", ...; "unknown" for a code not in the table.
 const char* ExitCodeName(int code);
+// The table as one line for --help footers: "0 ok, 1 error, 2 usage, ...,
+// 77 no_device (docs/EXIT_CODES.md)". Every binary's help prints this, so
+// help and docs cannot drift apart (tests/repo_checks/check_exit_codes.py).
+std::string ExitCodesSummary();
 
 // The exit code for a failed operation's status (kOk for OK). gRPC and absl
 // codes map by meaning: NotFound -> kNotFound, Unavailable and

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "common/exit_codes.h"
 
 namespace kerncap::json_policy {
 
@@ -32,9 +33,10 @@ std::string StatusCodeName(absl::StatusCode code) {
 
 nlohmann::json ErrorObject(const absl::Status& status, int exit_code) {
   return {{"error",
-           {{"code", StatusCodeName(status.code())},
+           {{"code", exit_code::ExitCodeName(exit_code)},
             {"message", std::string(status.message())},
-            {"exit_code", exit_code}}}};
+            {"exit_code", exit_code},
+            {"status", StatusCodeName(status.code())}}}};
 }
 
 void WriteError(std::ostream& err, const absl::Status& status, int exit_code) {

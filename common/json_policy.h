@@ -30,7 +30,10 @@ nlohmann::json Number(double value);
 // absl::StatusCode as a short lowercase name: "not_found", "invalid_argument".
 std::string StatusCodeName(absl::StatusCode code);
 
-// {"error":{"code":..., "message":..., "exit_code":...}}.
+// {"error":{"code":..., "message":..., "exit_code":..., "status":...}}: code is
+// the exit code's name (common/exit_codes.h: "not_found", "usage",
+// "permission"), the one vocabulary a script needs; status is the underlying
+// status code's name ("invalid_argument", "unauthenticated") for detail.
 nlohmann::json ErrorObject(const absl::Status& status, int exit_code);
 // ErrorObject as one line (with '\n') on `err`.
 void WriteError(std::ostream& err, const absl::Status& status, int exit_code);

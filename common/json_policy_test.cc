@@ -38,6 +38,13 @@ TEST(JsonPolicyTest, ErrorIsOneObjectOnOneLine) {
   EXPECT_EQ(j["error"]["code"], "not_found");
   EXPECT_EQ(j["error"]["message"], "no capture \"cap-1\"");
   EXPECT_EQ(j["error"]["exit_code"], 3);
+  EXPECT_EQ(j["error"]["status"], "not_found");
+  // The code is the exit code's name, whatever status produced it.
+  auto usage = ErrorObject(absl::InvalidArgumentError("bad --count"), 2);
+  EXPECT_EQ(usage["error"]["code"], "usage");
+  EXPECT_EQ(usage["error"]["status"], "invalid_argument");
+  EXPECT_EQ(ErrorObject(absl::UnauthenticatedError("bad token"), 6)["error"]["code"],
+            "permission");
   EXPECT_EQ(StatusCodeName(absl::StatusCode::kInvalidArgument), "invalid_argument");
 }
 

@@ -88,7 +88,7 @@ std::once_flag g_atfork_once;
 AgentLinkClient::AgentLinkClient(AgentLinkClientOptions options)
     : options_(std::move(options)) {
   socket_path_ =
-      options_.socket_path.empty() ? link::ResolveAgentSocketPath() : options_.socket_path;
+      options_.socket_path.empty() ? link::ResolveAgentConnectPath() : options_.socket_path;
   std::call_once(g_atfork_once,
                  [] { ::pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild); });
   std::lock_guard<std::mutex> lock(*g_clients_mu);

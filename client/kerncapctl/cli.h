@@ -24,6 +24,7 @@ struct GlobalOptions {
   bool json = false;  // --json: the same as -o json
   bool quiet = false;
   bool no_headers = false;
+  std::string sort_by;      // --sort-by=FIELD
   std::string context;      // --context=NAME
   std::string config_path;  // the contexts file (DefaultClientConfigPath)
   // Which connection flags were given (they beat the context).
@@ -52,6 +53,9 @@ struct Cli {
   // Only replay/validate/bench take unrecognised arguments (passed through to
   // kerncap-replay); they are here after parsing.
   bool accepts_extras = false;
+  // Set by list commands (captures, agents, arms, substitutions), the ones
+  // --sort-by applies to.
+  bool sortable = false;
   std::vector<std::string> extras;
 };
 

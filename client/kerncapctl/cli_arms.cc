@@ -85,6 +85,7 @@ void AddArmCommands(Cli& cli) {
   SetCommandHelp(arms, Uses::kDaemon,
                  {"kerncapctl arms", "kerncapctl arms --all -o json", "kerncapctl arms -q"});
   arms->callback([&cli, arms_all] {
+    cli.sortable = true;
     cli.remote = [arms_all](Connection& c, Output o) { return CmdArms(c, o, *arms_all); };
   });
 }

@@ -5,6 +5,7 @@
 
 #include "client/kerncapctl/cli.h"
 #include "client/kerncapctl/commands.h"
+#include "client/kerncapctl/diff_command.h"
 #include "common/control/limits.h"
 
 namespace kerncap::ctl {
@@ -29,6 +30,7 @@ void AddCaptureCommands(Cli& cli) {
                   "kerncapctl captures --since=2h -o wide",
                   "kerncapctl captures --tag run=base -q | xargs kerncapctl rm"});
   caps->callback([&cli, opts] {
+    cli.sortable = true;
     cli.remote = [opts](Connection& c, Output o) { return CmdCaptures(c, o, *opts); };
   });
 
@@ -41,6 +43,24 @@ void AddCaptureCommands(Cli& cli) {
                   "kerncapctl show cap-7f3a -o yaml"});
   show->callback([&cli, show_id] {
     cli.remote = [show_id](Connection& c, Output o) { return CmdShow(c, o, *show_id); };
+  });
+
+  auto diff_ids = std::make_shared<std::vector<std::string>>();
+  CLI::App* diff = cli.app.add_subcommand(
+      "diff", "how two captures differ: kernel, launch, arguments, which regions and by how much");
+  diff->add_option("CAPTURES", *diff_ids, "two capture ids or unique prefixes: A B")
+      ->required()
+      ->expected(2);
+  SetCommandHelp(diff, Uses::kDaemon,
+                 {"kerncapctl diff cap-7f3a cap-91bc", "kerncapctl diff cap-7f3a cap-91bc -o json"},
+                 "Regions are matched by address; their input (the pre-dispatch image) and output "
+                 "(the state after the dispatch) are compared chunk by chunk by content address, so "
+                 "a differing chunk counts all its bytes. -q prints the two ids when they differ "
+                 "and nothing when they are identical; the exit code is 0 either way.");
+  diff->callback([&cli, diff_ids] {
+    cli.remote = [diff_ids](Connection& c, Output o) {
+      return CmdDiff(c, o, (*diff_ids)[0], (*diff_ids)[1]);
+    };
   });
 
   auto rm_ids = std::make_shared<std::vector<std::string>>();

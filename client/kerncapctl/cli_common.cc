@@ -33,8 +33,10 @@ void SetCommandHelp(CLI::App* sub, Uses uses, const std::vector<std::string>& ex
     absl::StrAppend(
         &text,
         "  --context NAME       a context from the contexts file (kerncapctl help contexts)\n"
-        "  --socket PATH        kerncapd's Unix socket (default: $KERNCAP_SOCKET, else the\n"
-        "                       per-user or system socket)\n"
+        "  --socket PATH        kerncapd's Unix socket. Which daemon: --socket, --host or\n"
+        "                       $KERNCAP_SOCKET; else --context or the current context; else\n"
+        "                       your own kerncapd's socket if it runs; else the node's system\n"
+        "                       daemon (/run/kerncap/kerncapd.sock, group kerncap)\n"
         "  --host HOST:PORT     a remote kerncapd over TLS, with --tls-ca, --tls-cert/--tls-key,\n"
         "                       --token-file; --insecure for daemons with --insecure-tcp\n"
         "  --timeout SECONDS    deadline of each call (default 30; 0: none)\n");
@@ -113,8 +115,13 @@ absl::Status ApplyContext(GlobalOptions& g) {
         names.empty() ? std::string(" (it defines none; see kerncapctl config set-context)")
                       : absl::StrCat(" (defined: ", absl::StrJoin(names, ", "), ")")));
   }
+  // --socket, --host and $KERNCAP_SOCKET each name a daemon on purpose and
+  // beat the current context (an `rm` meant for this node must not go to the
+  // context's); --context beats $KERNCAP_SOCKET, being on this command line.
   bool endpoint_given = false;
   for (CLI::Option* o : g.endpoint_flags) endpoint_given = endpoint_given || o->count() > 0;
+  const char* env_socket = std::getenv("KERNCAP_SOCKET");
+  if (g.context.empty() && env_socket != nullptr && env_socket[0] != '\0') endpoint_given = true;
   if (!endpoint_given) {
     if (!ctx->host.empty()) g.conn.host = ctx->host;
     if (!ctx->socket.empty()) g.conn.socket = ctx->socket;

@@ -20,7 +20,10 @@ void AddDaemonCommands(Cli& cli) {
       cli.app.add_subcommand("agents", "list connected agents (applications with the agent loaded)");
   SetCommandHelp(agents, Uses::kDaemon,
                  {"kerncapctl agents", "kerncapctl agents -o wide", "kerncapctl agents -q"});
-  agents->callback([&cli] { cli.remote = [](Connection& c, Output o) { return CmdAgents(c, o); }; });
+  agents->callback([&cli] {
+    cli.sortable = true;
+    cli.remote = [](Connection& c, Output o) { return CmdAgents(c, o); };
+  });
 
   auto kopts = std::make_shared<KernelsOptions>();
   CLI::App* kernels = cli.app.add_subcommand(

@@ -26,10 +26,18 @@ constexpr char kSelectors[] = R"(Selectors: which dispatches an arm captures (ke
                      "glob:gemm_*", "mangled:_Z6matmulPfS_S_i", "substring:gemm")
   --pid=PID          only this process;  --process=TEXT  process names containing TEXT
   --device=N         only dispatches on device ordinal N
+  --rank=N           only the process of rank N in a parallel job (Open MPI, MVAPICH, PMIx,
+                     MPICH PMI, torchrun, Slurm variables); a process whose rank is unknown
+                     never matches. `kerncapctl agents -o wide` and `show` print the rank
   --skip=N           let N matching dispatches of each process pass, then capture
   --nth=N            capture only the Nth matching dispatch of each process (not with --skip)
   --count=N          captures to take before the arm is done (default 1)
   --ttl=DURATION     the arm expires after 30s, 5m, 2h, 1d
+  --per-shape[=scalars|launch]
+                     one capture per distinct launch shape, at most --count (default 16):
+                     scalars (the default) = grid, block, shared memory, cluster and the
+                     argument bytes with pointer words masked; launch = launch configuration
+                     only. Not with --nth
 
 A dispatch goes to the oldest active arm that selects it; younger arms do not count it.
 `kerncapctl kernels [--kernel=PAT]` lists the kernels the live agents have loaded, filtered
@@ -41,13 +49,32 @@ Dispatches an arm selected but could not capture faithfully are listed by `kernc
 constexpr char kOutput[] = R"(Output formats (global options, valid before or after the command)
 
   -o table    aligned columns for people (default)
-  -o wide     tables with more columns (captures: whole kernel names, platform, host)
+  -o wide     tables with more columns (captures: whole kernel names, platform, host, rank)
   -o json     one JSON document per command on stdout (watch: one per event); see help json
   -o yaml     the same document as YAML
   -o name     KIND/ID per line (capture/cap-7f3a), for scripts
   -q          bare ids, one per line:  kerncapctl captures --kernel=old -q | xargs kerncapctl rm
   --no-headers  tables without the header row
   --json      the same as -o json
+Every command takes them. -q / -o name print what a command names: show the whole id of a
+prefix, disarm the arms it ended, verify the captures with problems, diff the two ids when they
+differ, watch each event's id; status, gc and version name nothing and print nothing (status -q
+is a liveness check); replay, validate and bench drop kerncap-replay's report. The exit code
+always says how it went.
+
+Field selectors, a small subset of kubectl's, over the document -o json prints:
+  -o jsonpath=TEMPLATE    text with {FIELD} parts: FIELD is .a.b dotted names, [N] an index,
+                          [*] every element (printed space-separated):
+                            kerncapctl captures -o jsonpath='{.captures[*].capture_id}'
+                            kerncapctl show cap-7f3a -o jsonpath='{.kernel.name} {.launch.grid}'
+  -o custom-columns=SPEC  a table of a list command's items, SPEC = HEADER:FIELD,...
+                          (FIELD as above, relative to one item; a leading . is optional):
+                            kerncapctl captures -o custom-columns=ID:capture_id,KERNEL:kernel
+  --sort-by=FIELD         order a list command's items (captures, agents, arms,
+                          substitutions) by one of their JSON fields, ascending; numbers as
+                          numbers: kerncapctl captures --sort-by=logical_bytes
+A FIELD that an item lacks prints as "<none>" (kubectl's convention); a malformed TEMPLATE or
+SPEC is a usage error (exit 2).
 )";
 
 constexpr char kContexts[] = R"(Contexts: named ways to reach a kerncapd
@@ -69,9 +96,13 @@ is a strict subset of TOML; anything else is an error naming the line.
   kerncapctl config set-context node17 --host=node17:7443 --tls-ca=ca.pem --use
   kerncapctl config get-contexts
   kerncapctl config use-context node17
-  kerncapctl --context=local status      # one call with another context
+  kerncapctl --context=node18 status     # one call with another context
 
-Options given on the command line win over the context's.
+Which daemon a command reaches: --socket, --host or $KERNCAP_SOCKET when given (they beat
+the current context, so a command meant for this node never goes to the context's); else
+--context or the current context; else your own kerncapd's socket when it runs; else the
+node's system daemon (/run/kerncap/kerncapd.sock; its socket is for the group kerncap).
+TLS and token options given on the command line win over the context's.
 )";
 
 std::string ExitCodesText() {
@@ -83,7 +114,9 @@ std::string ExitCodesText() {
   }
   absl::StrAppend(&out,
                   "\nWith -o json an error is one object on stderr:\n"
-                  "  {\"error\":{\"code\":\"not_found\",\"message\":\"...\",\"exit_code\":3}}\n");
+                  "  {\"error\":{\"code\":\"not_found\",\"message\":\"...\",\"exit_code\":3,"
+                  "\"status\":\"not_found\"}}\n"
+                  "code is the exit code's name above; status the gRPC status it came from.\n");
   return out;
 }
 
@@ -117,7 +150,8 @@ client's to_dict) writes values the same way:
   digests/bytes lowercase hex strings
   times         *_unix_ms fields: integer milliseconds since the Unix epoch
   enums         short lowercase names (below)
-  errors        one object on stderr: {"error":{"code","message","exit_code"}}
+  errors        one object on stderr: {"error":{"code","message","exit_code","status"}},
+                code = the exit code's name (help exit-codes)
 
 Enum names (kerncapctl help json -o json gives this table as JSON):
 )";

@@ -77,6 +77,7 @@ void AddSubstituteCommands(Cli& cli) {
   SetCommandHelp(list, Uses::kDaemon,
                  {"kerncapctl substitutions", "kerncapctl substitutions sub-1 -o json"});
   list->callback([&cli, list_id, list_all] {
+    cli.sortable = true;
     cli.remote = [list_id, list_all](Connection& c, Output o) {
       return CmdSubstitutions(c, o, *list_id, *list_all);
     };

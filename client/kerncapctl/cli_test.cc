@@ -2,6 +2,7 @@
 // per-command help, suggestions for mistyped commands, type and range errors,
 // help topics, completion scripts, version without a daemon, JSON errors.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -122,7 +123,96 @@ TEST(CliTest, ErrorsWithJsonAreOneObjectOnStderr) {
   // A bad command line too.
   r = Ctl("--json captrues", "2>&1 >/dev/null");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["code"], "invalid_argument");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["code"], "usage");
+}
+
+TEST(CliTest, MistypedOptionsSuggestTheNearest) {
+  // Before this, --kernal was an extra and CLI11 said "--kernel is required".
+  Result r = Ctl("arm --kernal=matmul");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "unknown option --kernal for arm; did you mean --kernel?"))
+      << r.out;
+  r = Ctl("captures --sinse=1h");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "did you mean --since?")) << r.out;
+  // Global options are known after the command too; nested commands have theirs.
+  EXPECT_EQ(Ctl("captures --no-headers -q").exit_code, 4);
+  EXPECT_EQ(Ctl("config set-context x --hots=a:1").exit_code, 2);
+  // JSON errors use the exit code's name.
+  r = Ctl("arm --kernal=x -o json", "2>&1 >/dev/null");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["error"]["code"], "usage") << r.out;
+}
+
+TEST(CliTest, FieldSelectorsAndSortByAreCheckedBeforeAnyDaemon) {
+  Result r = Ctl("captures -o 'jsonpath={.captures[*'");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "unclosed")) << r.out;
+  r = Ctl("captures -o custom-columns=ID");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "HEADER:FIELD")) << r.out;
+  EXPECT_EQ(Ctl("captures -o bogus").exit_code, 2);
+  // Well-formed ones get as far as the (missing) daemon.
+  EXPECT_EQ(Ctl("captures -o 'jsonpath={.captures[*].capture_id}'").exit_code, 4);
+  EXPECT_EQ(Ctl("captures -o custom-columns=ID:capture_id --sort-by=created_unix_ms").exit_code, 4);
+  r = Ctl("status --sort-by=pid");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--sort-by orders the items of a list command")) << r.out;
+}
+
+TEST(CliTest, BenchHelpShowsEveryOptionWithItsDefault) {
+  Result r = Ctl("bench --help");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "--warmup TEXT")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "--iterations TEXT")) << r.out;
+  for (const char* s : {"--warmup N", "(default: 5)", "--iterations N", "(default: 50)",
+                        "--code-object FILE", "--compare-original", "--no-compare-original",
+                        "--compare-on WHERE", "--rtol X"}) {
+    EXPECT_TRUE(absl::StrContains(r.out, s)) << s << "\n" << r.out;
+  }
+  r = Ctl("validate --help");
+  EXPECT_TRUE(absl::StrContains(r.out, "--code-object FILE")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--compare-on WHERE")) << r.out;
+}
+
+TEST(CliTest, SelectorHelpNamesRankAndPerShape) {
+  Result r = Ctl("help selectors");
+  EXPECT_TRUE(absl::StrContains(r.out, "--rank=N")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "--per-shape")) << r.out;
+}
+
+TEST(CliTest, KerncapSocketBeatsTheCurrentContext) {
+  char dir[] = "/tmp/kc-cli-ctx-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string cfg = std::string(dir) + "/config.toml";
+  {
+    std::ofstream f(cfg);
+    f << "current-context = \"far\"\n\n[contexts.far]\nsocket = \"" << dir << "/far.sock\"\n";
+  }
+  auto run = [&](const std::string& env, const std::string& args) {
+    std::string cmd = absl::StrCat("env ", env, " KERNCAP_CONFIG=", cfg, " ", KERNCAP_KERNCAPCTL,
+                                   " ", args, " 2>&1");
+    Result r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+    int status = ::pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  };
+  // The context alone is used...
+  Result r = run("-u KERNCAP_SOCKET", "status");
+  EXPECT_TRUE(absl::StrContains(r.out, "far.sock")) << r.out;
+  // ...but $KERNCAP_SOCKET, like --socket, names the daemon on purpose and wins.
+  r = run(absl::StrCat("KERNCAP_SOCKET=", dir, "/near.sock"), "status");
+  EXPECT_TRUE(absl::StrContains(r.out, "near.sock")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "far.sock")) << r.out;
+  r = run("-u KERNCAP_SOCKET", absl::StrCat("--socket=", dir, "/flag.sock status"));
+  EXPECT_TRUE(absl::StrContains(r.out, "flag.sock")) << r.out;
+  // --context on the command line beats $KERNCAP_SOCKET.
+  r = run(absl::StrCat("KERNCAP_SOCKET=", dir, "/near.sock"), "--context=far status");
+  EXPECT_TRUE(absl::StrContains(r.out, "far.sock")) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliTest, VersionWithoutADaemonStillAnswers) {

@@ -21,6 +21,7 @@
 #include "client/kerncapctl/output.h"
 #include "client/kerncapctl/progress.h"
 #include "common/digest.h"
+#include "common/exit_codes.h"
 #include "common/json_policy.h"
 #include "common/status_macros.h"
 #include "common/version.h"
@@ -93,6 +94,8 @@ absl::Status CmdStatus(Connection& c, Output o) {
     Emit(o, st);
     return absl::OkStatus();
   }
+  // Nothing to name: -q is a liveness check (`kerncapctl status -q && ...`).
+  if (o.ids_only()) return absl::OkStatus();
   const v1::StoreStats& s = st.store();
   absl::Duration up = absl::Now() - absl::FromUnixMillis(st.started_unix_ms());
   o.out << "kerncapd " << st.version() << "  pid " << st.pid() << " on " << st.hostname() << ", up "
@@ -130,6 +133,7 @@ absl::Status CmdAgents(Connection& c, Output o) {
   v1::ListAgentsResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListAgents(ctx.get(), v1::ListAgentsRequest(), &resp)));
+  KC_RETURN_IF_ERROR(SortBy(o, resp.mutable_agents()));
   if (o.structured()) {
     Emit(o, resp);
     return absl::OkStatus();
@@ -479,6 +483,12 @@ absl::Status CmdDisarm(Connection& c, Output o, const std::string& arm_id, bool 
     Emit(o, resp);
     return absl::OkStatus();
   }
+  if (o.ids_only()) {
+    std::vector<std::string> ids;
+    for (const auto& a : resp.disarmed()) ids.push_back(a.arm_id());
+    Ids(o, "arm", ids);
+    return absl::OkStatus();
+  }
   if (resp.disarmed().empty()) o.out << "no active arms\n";
   for (const auto& a : resp.disarmed()) o.out << "disarmed " << a.arm_id() << "\n";
   return absl::OkStatus();
@@ -490,6 +500,7 @@ absl::Status CmdArms(Connection& c, Output o, bool all) {
   v1::ListArmsResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListArms(ctx.get(), req, &resp)));
+  KC_RETURN_IF_ERROR(SortBy(o, resp.mutable_arms()));
   if (o.structured()) {
     Emit(o, resp);
     return absl::OkStatus();
@@ -535,7 +546,10 @@ absl::Status CmdCaptures(Connection& c, Output o, const CapturesOptions& opts) {
   req.set_pid(opts.pid);
   req.set_tag(opts.tag);
   req.set_limit(opts.limit);
-  if (!opts.tag.empty()) KC_RETURN_IF_ERROR(ParseTag(opts.tag).status());
+  if (!opts.tag.empty() && opts.tag[0] == '=') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tag \"", opts.tag, "\": expected KEY=VALUE, or KEY for any value"));
+  }
   const absl::Time now = absl::Now();
   if (!opts.since.empty()) {
     KC_ASSIGN_OR_RETURN(absl::Time t, ParseTimePoint(opts.since, now, "--since"));
@@ -551,6 +565,7 @@ absl::Status CmdCaptures(Connection& c, Output o, const CapturesOptions& opts) {
   v1::ListCapturesResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListCaptures(ctx.get(), req, &resp)));
+  KC_RETURN_IF_ERROR(SortBy(o, resp.mutable_captures()));
   if (o.structured()) {
     Emit(o, resp);
     return absl::OkStatus();
@@ -602,6 +617,10 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
     Emit(o, d);
     return absl::OkStatus();
   }
+  if (o.ids_only()) {  // the whole id of a prefix
+    Ids(o, "capture", {d.manifest().capture_id()});
+    return absl::OkStatus();
+  }
   const v1::CaptureManifest& m = d.manifest();
   std::ostream& out = o.out;
   Table head({"", ""});
@@ -617,7 +636,9 @@ absl::Status CmdShow(Connection& c, Output o, const std::string& capture) {
                                         Or(m.kernel().arch()))});
   head.AddRow(
       {"process", absl::StrCat("pid ", m.process().pid(), "  ", Or(m.process().process_name()),
-                               "  on ", Or(m.process().hostname()))});
+                               "  on ", Or(m.process().hostname()),
+                               m.process().has_rank() ? absl::StrCat("  rank ", m.process().rank())
+                                                      : std::string())});
   if (!m.process().cmdline().empty()) {
     head.AddRow({"cmdline", absl::StrJoin(m.process().cmdline(), " ")});
   }
@@ -794,7 +815,7 @@ absl::Status CmdRm(Connection& c, Output o, const std::vector<std::string>& capt
     if (!st.ok()) {
       if (first.ok()) first = st;
       failed.push_back({{"capture_id", capture},
-                        {"code", json_policy::StatusCodeName(st.code())},
+                        {"code", exit_code::ExitCodeName(exit_code::ForStatus(st))},
                         {"message", std::string(st.message())}});
       if (!o.structured() && captures.size() > 1) {
         std::cerr << "kerncapctl: rm " << capture << ": " << st.message() << "\n";
@@ -825,6 +846,7 @@ absl::Status CmdGc(Connection& c, Output o, bool dry_run) {
     Emit(o, r);
     return absl::OkStatus();
   }
+  if (o.ids_only()) return absl::OkStatus();  // nothing to name
   o.out << (r.dry_run() ? "gc (dry run): would reclaim " : "gc: reclaimed ")
         << HumanBytes(r.reclaimed_bytes()) << "\n";
   Table t({"", ""});
@@ -865,7 +887,17 @@ absl::Status CmdVerify(Connection& c, Output o, const std::string& capture, bool
                         {"chunks_total", total},
                         {"problems", nlohmann::json::array()}};
     for (const auto& pr : problems) j["problems"].push_back(api::ToJson(pr));
-    o.out << j.dump() << "\n";
+    Emit(o, j);
+  } else if (o.ids_only()) {
+    // The captures with problems (none: nothing printed; the exit code says).
+    std::vector<std::string> ids;
+    for (const auto& pr : problems) {
+      if (!pr.capture_id().empty() &&
+          std::find(ids.begin(), ids.end(), pr.capture_id()) == ids.end()) {
+        ids.push_back(pr.capture_id());
+      }
+    }
+    Ids(o, "capture", ids);
   } else {
     o.out << "verified " << checked << " chunks" << (rehash ? " (rehashed)" : "") << ": "
           << (problems.empty() ? "no problems" : absl::StrCat(problems.size(), " problems"))
@@ -894,6 +926,25 @@ absl::Status CmdWatch(Connection& c, Output o) {
     if (o.structured()) {
       Emit(o, e);
       o.out.flush();  // one event per line, as it happens
+      continue;
+    }
+    if (o.ids_only()) {  // the id each event is about
+      std::string id;
+      std::string kind;
+      switch (e.kind_case()) {
+        case v1::Event::kAgentJoined: kind = "agent"; id = e.agent_joined().agent_id(); break;
+        case v1::Event::kAgentLeft: kind = "agent"; id = e.agent_left().agent_id(); break;
+        case v1::Event::kCaptureCommitted:
+          kind = "capture";
+          id = e.capture_committed().capture_id();
+          break;
+        case v1::Event::kArmChanged: kind = "arm"; id = e.arm_changed().arm_id(); break;
+        default: break;
+      }
+      if (!id.empty()) {
+        Ids(o, kind, {id});
+        o.out.flush();
+      }
       continue;
     }
     std::string when = FormatTime(e.unix_ms());
@@ -973,6 +1024,7 @@ absl::Status CmdVersion(const ConnectionOptions& options, Output o) {
     Emit(o, doc);
     return absl::OkStatus();
   }
+  if (o.ids_only()) return absl::OkStatus();  // nothing to name
   o.out << "client   kerncapctl " << ::kerncap::kVersion << " (API " << api::kApiVersion << ")\n";
   if (why.ok()) {
     o.out << "daemon   kerncapd " << st.version() << " (API "

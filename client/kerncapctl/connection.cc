@@ -6,15 +6,26 @@
 #include <cerrno>
 #include <chrono>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/kerncapctl/args.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "common/control/default_paths.h"
 #include "common/control/token_file.h"
 #include "common/control/grpc_status.h"
 #include "common/control/limits.h"
 
 namespace kerncap::ctl {
+
+bool IsTlsHandshakeFailure(absl::string_view message) {
+  const std::string m = absl::AsciiStrToLower(message);
+  for (const char* word : {"handshake", "ssl_error", "certificate", "tsi_", "ssl routines"}) {
+    if (absl::StrContains(m, word)) return true;
+  }
+  return false;
+}
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& options,
                                                              const std::string& endpoint) {
@@ -31,21 +42,27 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOpt
     struct stat st;
     if (::stat(ep.unix_path.c_str(), &st) != 0) {
       if (errno == EACCES) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("cannot reach ", ep.unix_path, ": permission denied"));
+        const std::string hint = service::SocketAccessHint(ep.unix_path);
+        return absl::PermissionDeniedError(absl::StrCat(
+            "cannot reach ", ep.unix_path, ": permission denied",
+            hint.empty() ? std::string() : absl::StrCat(" (", hint, ")")));
       }
       return absl::UnavailableError(absl::StrCat(
           "no kerncapd socket at ", ep.unix_path,
           " — is kerncapd running? (start it with `kerncapd`, or pass --socket=PATH)"));
     }
     if (::access(ep.unix_path.c_str(), R_OK | W_OK) != 0) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("no permission to use ", ep.unix_path,
-                       " (the socket is mode 0660: join its group, or run as its owner)"));
+      const std::string hint = service::SocketAccessHint(ep.unix_path);
+      return absl::PermissionDeniedError(absl::StrCat(
+          "no permission to use ", ep.unix_path, " (",
+          hint.empty() ? std::string("the socket is mode 0660: join its group, or run as its owner")
+                       : hint,
+          ")"));
     }
     creds = grpc::InsecureChannelCredentials();
   } else {
     c->where_ = absl::StrCat("host ", ep.target);
+    c->tls_ = !options.insecure;
     if (options.insecure) {
       creds = grpc::InsecureChannelCredentials();
     } else {
@@ -88,6 +105,16 @@ std::unique_ptr<grpc::ClientContext> Connection::NewContext(bool unary) const {
 
 absl::Status Connection::Check(const grpc::Status& status) const {
   absl::Status s = service::FromGrpcStatus(status);
+  // A TLS handshake that fails reaches us as UNAVAILABLE, like a daemon that
+  // is not running; it is an authentication failure (exit 6), and retrying
+  // or starting kerncapd would not help.
+  if (s.code() == absl::StatusCode::kUnavailable && tls_ && IsTlsHandshakeFailure(s.message())) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "TLS handshake with kerncapd failed, ", where_, " (", s.message(),
+        "): check that --tls-ca names the CA that signed the daemon's certificate, that the "
+        "host name matches it, and --tls-cert/--tls-key when the daemon asks for a client "
+        "certificate"));
+  }
   if (s.code() == absl::StatusCode::kUnavailable) {
     return absl::UnavailableError(
         absl::StrCat("cannot reach kerncapd (", s.message(), ") — is kerncapd running? ", where_));

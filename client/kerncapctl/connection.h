@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kerncap/v1/control.grpc.pb.h"
 
 namespace kerncap::ctl {
@@ -49,7 +50,13 @@ class Connection {
   std::string token_;
   double timeout_s_ = 0;
   std::string where_;
+  bool tls_ = false;  // TCP with TLS
 };
+
+// Whether an UNAVAILABLE status's message is gRPC's report of a failed TLS
+// handshake (an untrusted or mismatched certificate, a missing client
+// certificate) rather than of a daemon that does not answer.
+bool IsTlsHandshakeFailure(absl::string_view message);
 
 }  // namespace kerncap::ctl
 

@@ -1,10 +1,13 @@
 #include "client/kerncapctl/repro_command.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "client/kerncapctl/progress.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "reproducer/generator/generator.h"
@@ -64,16 +67,27 @@ absl::Status CmdRepro(Connection& c, Output o, const ReproOptions& opts) {
   // The daemon's CUDA and HIP kinds both mean "the native project".
   if (opts.native) req.set_kind(v1::REPRODUCER_CUDA);
   auto ctx = c.NewContext(false);
+  // kerncapd first builds the project (its capture.kcap is the whole
+  // capture), then streams it: say so on a terminal instead of staying
+  // silent, then show the bytes received with their rate.
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  if (tty && !o.structured() && !o.ids_only()) {
+    std::cerr << "repro: kerncapd is generating the project for " << opts.capture << "...\n";
+  }
   auto reader = c.stub().GenerateReproducer(ctx.get(), req);
   repro::ProjectReceiver receiver(stage.get());
   v1::ReproducerFile frame;
   std::string project_json;
   absl::Status write_error;
+  ProgressBar bar("repro: receiving", 0, /*bytes=*/true);
+  uint64_t received = 0;
   while (reader->Read(&frame)) {
     if (frame.path().empty()) {
       project_json = frame.project_json();
       continue;
     }
+    received += frame.content().size();
+    bar.Update(received);
     write_error = receiver.Add(frame);
     if (!write_error.ok()) {
       ctx->TryCancel();
@@ -84,6 +98,7 @@ absl::Status CmdRepro(Connection& c, Output o, const ReproOptions& opts) {
   KC_RETURN_IF_ERROR(write_error);
   KC_RETURN_IF_ERROR(rpc);
   KC_RETURN_IF_ERROR(receiver.Finish());
+  bar.Finish();
   repro::GenerateResult r;
   r.project = nlohmann::json::parse(project_json, nullptr, /*allow_exceptions=*/false);
   if (!r.project.is_object()) {

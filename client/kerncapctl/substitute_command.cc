@@ -178,6 +178,7 @@ absl::Status CmdSubstitutions(Connection& c, Output o, const std::string& id, bo
   v1::ListSubstitutionsResponse resp;
   auto ctx = c.NewContext(true);
   KC_RETURN_IF_ERROR(c.Check(c.stub().ListSubstitutions(ctx.get(), req, &resp)));
+  KC_RETURN_IF_ERROR(SortBy(o, resp.mutable_substitutions()));
   if (o.structured()) {
     Emit(o, resp);
     return absl::OkStatus();

@@ -1,9 +1,13 @@
 // transfer_commands.cc: import, export and pull (the commands that move a
 // capture's chunks between stores and .kcap files).
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <iostream>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +15,7 @@
 #include "format/kcap_file.h"
 #include "client/kerncapctl/output.h"
 #include "client/kerncapctl/progress.h"
+#include "common/errno_status.h"
 #include "common/status_macros.h"
 #include "common/control/limits.h"
 #include "format/manifest_util.h"
@@ -70,6 +75,44 @@ absl::Status StreamImport(Connection& dest, NextFn next, const std::string& labe
   return absl::OkStatus();
 }
 
+std::string TempDirectory() {
+  const char* t = std::getenv("TMPDIR");
+  return t != nullptr && t[0] == '/' ? std::string(t) : std::string("/tmp");
+}
+
+// Copies everything readable from `in` to `out` (file descriptors).
+absl::Status CopyFd(int in, int out, const char* what) {
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(in, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(errno, absl::StrCat("read ", what));
+    if (n == 0) return absl::OkStatus();
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = ::write(out, buf + off, static_cast<size_t>(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return ErrnoError(errno, absl::StrCat("write ", what));
+      off += w;
+    }
+  }
+}
+
+// `import -`: stdin is spooled to an unlinked temporary file first, because
+// the reader checks every record's length against the file's size (a
+// truncated or hostile stream is refused before the daemon commits anything).
+absl::StatusOr<std::unique_ptr<kcap::KcapReader>> OpenStdinKcap() {
+  std::string tmpl = TempDirectory() + "/kerncapctl-import-XXXXXX";
+  int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("create a temporary file in ", TempDirectory()));
+  absl::Status copied = CopyFd(STDIN_FILENO, fd, "stdin");
+  if (copied.ok() && ::fsync(fd) != 0 && errno != EINVAL) copied = ErrnoError(errno, "fsync");
+  ::close(fd);
+  absl::StatusOr<std::unique_ptr<kcap::KcapReader>> reader =
+      copied.ok() ? kcap::KcapReader::Open(tmpl) : absl::StatusOr<std::unique_ptr<kcap::KcapReader>>(copied);
+  ::unlink(tmpl.c_str());  // the open reader keeps it until it is done
+  return reader;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ImportKcap(Connection& c, const std::string& path) {
@@ -81,6 +124,14 @@ absl::StatusOr<std::string> ImportKcap(Connection& c, const std::string& path) {
 }
 
 absl::Status CmdImport(Connection& c, Output o, const std::string& path) {
+  if (path == "-") {
+    KC_ASSIGN_OR_RETURN(std::unique_ptr<kcap::KcapReader> reader, OpenStdinKcap());
+    v1::ImportCaptureResponse resp;
+    KC_RETURN_IF_ERROR(StreamImport(
+        c, [&](v1::TransferFrame* f) { return reader->Next(f); }, "import", &resp));
+    PrintImported(o, resp, "stdin");
+    return absl::OkStatus();
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("no such file or directory: ", path));
@@ -109,8 +160,37 @@ absl::Status CmdImport(Connection& c, Output o, const std::string& path) {
 }
 
 absl::Status CmdExport(Connection& c, Output o, const std::string& capture,
-                       const std::string& out_file) {
-  if (out_file.empty()) return absl::InvalidArgumentError("export needs --out FILE.kcap");
+                       const std::string& out_arg) {
+  if (out_arg.empty()) return absl::InvalidArgumentError("export needs --out FILE.kcap");
+  // `--out -`: the file is written whole (and checked) into a private
+  // temporary folder, then copied to stdout; what would have gone to stdout
+  // (the summary, -q's id, -o json) goes to stderr instead.
+  const bool to_stdout = out_arg == "-";
+  std::string out_file = out_arg;
+  std::string spool_dir;
+  if (to_stdout) {
+    if (::isatty(STDOUT_FILENO) == 1) {
+      return absl::InvalidArgumentError(
+          "export --out - writes the binary .kcap to stdout, which is a terminal: redirect it "
+          "(> file.kcap) or pipe it (| ssh node17 kerncapctl import -)");
+    }
+    std::string tmpl = TempDirectory() + "/kerncapctl-export-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      return ErrnoError(errno, absl::StrCat("create a temporary folder in ", TempDirectory()));
+    }
+    spool_dir = tmpl;
+    out_file = spool_dir + "/capture.kcap";
+  }
+  struct SpoolCleanup {
+    std::string dir, file;
+    ~SpoolCleanup() {
+      if (dir.empty()) return;
+      ::unlink(file.c_str());
+      ::rmdir(dir.c_str());
+    }
+  } cleanup{spool_dir, out_file};
+  const Output summary{to_stdout ? std::cerr : o.out, o.format, o.quiet, o.no_headers, o.spec,
+                       o.sort_by};
   KC_ASSIGN_OR_RETURN(std::unique_ptr<kcap::KcapWriter> writer, kcap::KcapWriter::Create(out_file));
   v1::ExportCaptureRequest req;
   req.set_capture_id(capture);
@@ -143,17 +223,26 @@ absl::Status CmdExport(Connection& c, Output o, const std::string& capture,
   if (capture_id.empty()) return absl::InternalError("the daemon sent no manifest");
   KC_RETURN_IF_ERROR(writer->Finish());
   if (bar != nullptr) bar->Finish();
-  if (o.structured()) {
-    Emit(o, nlohmann::json{{"capture_id", capture_id},
-                           {"file", out_file},
-                           {"chunks", chunks},
-                           {"raw_bytes", done},
-                           {"file_bytes", writer->bytes_written()}});
-  } else if (o.ids_only()) {
-    Ids(o, "capture", {capture_id});
+  if (to_stdout) {
+    int fd = ::open(out_file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", out_file));
+    std::cout.flush();
+    absl::Status copied = CopyFd(fd, STDOUT_FILENO, "the .kcap to stdout");
+    ::close(fd);
+    KC_RETURN_IF_ERROR(copied);
+  }
+  const std::string shown = to_stdout ? std::string("stdout") : out_file;
+  if (summary.structured()) {
+    Emit(summary, nlohmann::json{{"capture_id", capture_id},
+                                 {"file", to_stdout ? std::string("-") : out_file},
+                                 {"chunks", chunks},
+                                 {"raw_bytes", done},
+                                 {"file_bytes", writer->bytes_written()}});
+  } else if (summary.ids_only()) {
+    Ids(summary, "capture", {capture_id});
   } else {
-    o.out << "exported " << capture_id << " to " << out_file << ": " << chunks << " chunks, "
-          << HumanBytes(writer->bytes_written()) << "\n";
+    summary.out << "exported " << capture_id << " to " << shown << ": " << chunks << " chunks, "
+                << HumanBytes(writer->bytes_written()) << "\n";
   }
   return absl::OkStatus();
 }

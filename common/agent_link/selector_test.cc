@@ -373,5 +373,25 @@ TEST(SocketPathTest, EnvOverridesDefault) {
   EXPECT_NE(def.find("agent.sock"), std::string::npos);
 }
 
+// The agent of a user with no kerncapd of their own reaches the node's
+// system daemon; their own daemon and $KERNCAP_AGENT_SOCKET win over it.
+std::string* g_existing = new std::string;
+bool Exists(const std::string& p) { return p == *g_existing || p == kSystemAgentSocketPath; }
+bool OnlyOwnOrNothing(const std::string& p) { return p == *g_existing; }
+
+TEST(SocketPathTest, AgentFindsTheSystemDaemonWhenNoPerUserOneRuns) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root always uses /run/kerncap";
+  ::unsetenv(kAgentSocketEnv);
+  const std::string own = DefaultAgentSocketPath();
+  *g_existing = "";
+  EXPECT_EQ(ResolveAgentConnectPath(&Exists), kSystemAgentSocketPath);
+  EXPECT_EQ(ResolveAgentConnectPath(&OnlyOwnOrNothing), own);  // neither: the per-user one
+  *g_existing = own;
+  EXPECT_EQ(ResolveAgentConnectPath(&Exists), own);
+  ::setenv(kAgentSocketEnv, "/tmp/y/agent.sock", 1);
+  EXPECT_EQ(ResolveAgentConnectPath(&Exists), "/tmp/y/agent.sock");
+  ::unsetenv(kAgentSocketEnv);
+}
+
 }  // namespace
 }  // namespace kerncap::link

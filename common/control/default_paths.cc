@@ -1,6 +1,7 @@
 #include "common/control/default_paths.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +19,11 @@ std::string Env(const char* name) {
 // XDG says relative values must be ignored.
 bool UsableXdg(const std::string& dir) { return !dir.empty() && dir[0] == '/'; }
 
+bool StatExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 }  // namespace
 
 PathEnv PathEnv::FromProcess() {
@@ -34,6 +40,7 @@ PathEnv PathEnv::FromProcess() {
   env.kerncap_socket = Env("KERNCAP_SOCKET");
   env.xdg_config_home = Env("XDG_CONFIG_HOME");
   env.kerncap_config = Env("KERNCAP_CONFIG");
+  env.exists = &StatExists;
   return env;
 }
 
@@ -56,7 +63,20 @@ std::string DefaultStoreDir(const PathEnv& env) {
 
 std::string DefaultClientSocketPath(const PathEnv& env) {
   if (!env.kerncap_socket.empty()) return env.kerncap_socket;
-  return DefaultSocketPath(env);
+  const std::string own = DefaultSocketPath(env);
+  if (env.euid == 0 || env.exists == nullptr || env.exists(own)) return own;
+  // No per-user kerncapd: the node's system daemon, when one runs. stat()
+  // of the socket needs only search permission on /run/kerncap (0755), so a
+  // user outside the group still finds it and gets SocketAccessHint.
+  if (env.exists(kSystemSocketPath)) return kSystemSocketPath;
+  return own;
+}
+
+std::string SocketAccessHint(const std::string& socket) {
+  if (socket != kSystemSocketPath) return "";
+  return "the node's system kerncapd lets members of the group kerncap in: ask an "
+         "administrator to run `usermod -aG kerncap $USER`, then log in again; or start a "
+         "kerncapd of your own (`kerncapd &`), which kerncapctl then uses";
 }
 
 std::string DefaultClientConfigPath(const PathEnv& env) {

@@ -1,5 +1,8 @@
 #include "common/control/default_paths.h"
 
+#include <set>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace kerncap::service {
@@ -48,6 +51,28 @@ TEST(DefaultPathsTest, ClientHonoursKerncapSocket) {
   EXPECT_EQ(DefaultClientSocketPath(env), DefaultSocketPath(env));
   env.kerncap_socket = "/srv/k.sock";
   EXPECT_EQ(DefaultClientSocketPath(env), "/srv/k.sock");
+}
+
+// Which sockets "exist" in the next test.
+std::set<std::string>* g_sockets = new std::set<std::string>;
+bool FakeExists(const std::string& path) { return g_sockets->count(path) > 0; }
+
+TEST(DefaultPathsTest, ClientFindsTheSystemDaemonWhenNoPerUserOneRuns) {
+  PathEnv env = User();
+  env.exists = &FakeExists;
+  const std::string own = DefaultSocketPath(env);
+  g_sockets->clear();
+  EXPECT_EQ(DefaultClientSocketPath(env), own);  // neither runs: name the per-user one
+  g_sockets->insert(kSystemSocketPath);
+  EXPECT_EQ(DefaultClientSocketPath(env), kSystemSocketPath);
+  g_sockets->insert(own);
+  EXPECT_EQ(DefaultClientSocketPath(env), own);  // a per-user daemon wins
+  env.kerncap_socket = "/srv/k.sock";
+  EXPECT_EQ(DefaultClientSocketPath(env), "/srv/k.sock");  // and $KERNCAP_SOCKET beats both
+  g_sockets->clear();
+  g_sockets->insert(kSystemSocketPath);
+  EXPECT_EQ(SocketAccessHint(kSystemSocketPath).find("group kerncap") != std::string::npos, true);
+  EXPECT_EQ(SocketAccessHint(own), "");
 }
 
 TEST(DefaultPathsTest, ClientConfigFollowsXdg) {

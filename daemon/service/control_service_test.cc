@@ -346,7 +346,7 @@ TEST_F(ControlServiceTest, CaptureRpcsRejectBadIds) {
             grpc::StatusCode::INVALID_ARGUMENT);
   grpc::ClientContext ctx2;
   v1::ListCapturesRequest bad_tag;
-  bad_tag.set_tag("novalue");
+  bad_tag.set_tag("=novalue");
   EXPECT_EQ(stub().ListCaptures(&ctx2, bad_tag, &resp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   // ... and the daemon still serves.

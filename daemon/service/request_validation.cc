@@ -63,8 +63,9 @@ absl::Status ValidateId(absl::string_view id, absl::string_view field) {
 absl::Status ValidateTagFilter(absl::string_view tag) {
   KC_RETURN_IF_ERROR(ValidateString(tag, "tag"));
   std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(tag, absl::MaxSplits('=', 1));
-  if (tag.find('=') == absl::string_view::npos || kv.first.empty()) {
-    return Invalid("tag", absl::StrCat("\"", tag, "\" is not key=value"));
+  // "key=value" matches that value; a bare "key" any capture with the tag.
+  if (kv.first.empty()) {
+    return Invalid("tag", absl::StrCat("\"", tag, "\" is neither key=value nor key"));
   }
   return absl::OkStatus();
 }

@@ -21,7 +21,8 @@ namespace kerncap::service {
 // kMaxIdBytes, only [A-Za-z0-9._-], and never "..".
 absl::Status ValidateId(absl::string_view id, absl::string_view field);
 
-// "key=value" with a non-empty key.
+// ListCaptures' tag filter: "key=value", or a bare "key" (has the tag, any
+// value; the catalog matches both), with a non-empty key.
 absl::Status ValidateTagFilter(absl::string_view tag);
 
 absl::Status ValidateListCaptures(const v1::ListCapturesRequest& request);

@@ -21,11 +21,11 @@
 // e.g. the tests' simulated runtime; ROCm >= 6 is required: vmem), the rest
 // through cuda/.
 //
-// Exit codes: 0 ok / validation passed, 1 validation failed or incomplete
-// (captured state left uncompared, named in the report; bench: a timed
-// binary failed its validation before or after the timing), 2 usage, 3
-// replay error, 77 no CUDA driver or device, or no usable HSA runtime (the
-// skip code of the tests).
+// Exit codes (common/exit_codes.h, docs/EXIT_CODES.md): 0 ok / validation
+// passed, 8 validation failed or incomplete (captured state left uncompared,
+// named in the report; bench: a timed binary failed its validation before or
+// after the timing), 1 replay error, 2 usage, 3 not found, 77 no CUDA driver
+// or device, or no usable HSA runtime (the skip code of the tests).
 #include <unistd.h>
 
 #include <cstdio>
@@ -379,10 +379,11 @@ int Main(int argc, char** argv) {
   CLI::App app{"kerncap-replay: restore a captured kernel dispatch at its original addresses, "
                "launch it, validate against the captured outputs, benchmark it."};
   app.require_subcommand(1);
-  app.footer(
-      "Exit codes: 0 ok/pass, 1 validation failed or incomplete (bench: a timed binary did not "
-      "validate before or after the timing), 2 usage, 3 replay error, 77 no CUDA driver or "
-      "device (HSA: no usable runtime, ROCm < 6, or no GPU agent).");
+  app.footer("Exit codes: " + exit_code::ExitCodesSummary() +
+             ". validate and bench exit 8 (mismatch) when the outputs differ or state was left "
+             "uncompared (bench: a timed binary did not validate before or after the timing), "
+             "1 for a replay error, 77 without a CUDA driver or device (HSA: no usable runtime, "
+             "ROCm < 6, or no GPU agent).");
 
   Common run_c, val_c, bench_c;
   CLI::App* run = app.add_subcommand("run", "restore, launch once, report");

@@ -206,6 +206,87 @@ TEST(KerncapctlEndToEndTest, OutputFormatsAndJsonPolicy) {
   EXPECT_EQ(a.Stop(), 0);
 }
 
+// The habits users bring (issue 30): -q / -o name on every command, field
+// selectors and --sort-by, `-` for export and import, a key-only --tag, diff.
+TEST(KerncapctlEndToEndTest, HabitsUsersBring) {
+  TempDir tmp;
+  std::vector<std::string> ids = SeedStore(tmp.Sub("a-store"));
+  Daemon a(tmp, "a");
+  Daemon b(tmp, "b");
+
+  // -q on the commands that ignored it: status names nothing (a liveness
+  // check), show the whole id of a prefix, gc and verify nothing when fine.
+  Result r = Sh(a.Ctl("status -q"));
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Sh(a.Ctl("show " + ids[0].substr(0, 10) + " -q")).out, ids[0] + "\n");
+  EXPECT_EQ(Sh(a.Ctl("show " + ids[0] + " -o name")).out, "capture/" + ids[0] + "\n");
+  EXPECT_EQ(Sh(a.Ctl("gc -q")).out, "");
+  r = Sh(a.Ctl("verify -q"));
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Sh(a.Ctl("version -q")).out, "");
+
+  // A bare tag key, as the help offers.
+  r = Sh(a.Ctl("captures --tag run -q"));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out, ids[1] + "\n" + ids[0] + "\n");
+  EXPECT_EQ(Sh(a.Ctl("captures --tag nosuchkey -q")).out, "");
+
+  // --sort-by, jsonpath and custom-columns over the -o json document.
+  r = Sh(a.Ctl("captures --sort-by=created_unix_ms -q"));
+  EXPECT_EQ(r.out, ids[0] + "\n" + ids[1] + "\n") << r.out;
+  r = Sh(a.Ctl("captures --sort-by=created_unix_ms -o 'jsonpath={.captures[*].capture_id}'"));
+  EXPECT_EQ(r.out, ids[0] + " " + ids[1] + "\n") << r.out;
+  r = Sh(a.Ctl("captures --sort-by=created_unix_ms -o 'jsonpath={.captures[0].tags.run}\\n'"));
+  EXPECT_EQ(r.out, "r0\n\n") << r.out;
+  r = Sh(a.Ctl("captures --sort-by=created_unix_ms -o custom-columns=ID:capture_id,RUN:tags.run,"
+               "NONE:no_such_field"));
+  EXPECT_EQ(r.out, absl::StrCat("ID                RUN  NONE\n", ids[0], "  r0   <none>\n", ids[1],
+                                "  r1   <none>\n"))
+      << r.out;
+  r = Sh(a.Ctl("captures --sort-by=no_such_field 2>&1"));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "no item has the field")) << r.out;
+
+  // export --out - | import -: the same capture, byte for byte, on b; the
+  // summary goes to stderr so stdout carries only the file.
+  r = Sh(a.Ctl("export " + ids[0] + " --out - 2>" + tmp.Sub("export.err") + " | " +
+               b.Ctl("import - -q")));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out, ids[0] + "\n");
+  std::string err;
+  {
+    std::ifstream in(tmp.Sub("export.err"));
+    err.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_TRUE(absl::StrContains(err, "exported " + ids[0] + " to stdout")) << err;
+  ASSERT_EQ(Sh(a.Ctl("export " + ids[0] + " --out " + tmp.Sub("file.kcap"))).rc, 0);
+  ASSERT_EQ(Sh(a.Ctl("export " + ids[0] + " --out - > " + tmp.Sub("stdout.kcap") + " 2>/dev/null")).rc,
+            0);
+  EXPECT_EQ(Sh("cmp " + tmp.Sub("file.kcap") + " " + tmp.Sub("stdout.kcap")).rc, 0);
+  // A damaged stream is refused whole.
+  r = Sh("head -c 3000 " + tmp.Sub("file.kcap") + " | " + b.Ctl("import - 2>&1"));
+  EXPECT_EQ(r.rc, 5) << r.out;
+
+  // diff: the two seeded captures differ in their arguments and memory.
+  r = Sh(a.Ctl("diff " + ids[0] + " " + ids[1] + " -o json"));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  auto d = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(d["identical"].get<bool>()) << r.out;
+  EXPECT_TRUE(d["kernel"]["same"].get<bool>()) << r.out;
+  r = Sh(a.Ctl("diff " + ids[0] + " " + ids[0]));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "identical")) << r.out;
+  EXPECT_EQ(Sh(a.Ctl("diff " + ids[0] + " " + ids[0] + " -q")).out, "");
+  r = Sh(a.Ctl("diff " + ids[0] + " " + ids[1]));
+  EXPECT_TRUE(absl::StrContains(r.out, "kernel     same: matmul(float*, float*)")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "arguments")) << r.out;
+  EXPECT_EQ(Sh(a.Ctl("diff " + ids[0] + " 2>/dev/null")).rc, 2);
+  EXPECT_EQ(a.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0);
+}
+
 // Contexts: a config file names the daemon; flags win over it.
 TEST(KerncapctlEndToEndTest, ContextsReachTheDaemon) {
   TempDir tmp;
@@ -313,6 +394,19 @@ TEST(KerncapctlEndToEndTest, TlsAndBearerTokenOnTcp) {
   std::string wrong = tmp.Sub("wrong");
   std::ofstream(wrong) << "nope\n";
   EXPECT_EQ(Sh(base + " --token-file=" + wrong + " status 2>/dev/null").rc, 6);
+  // A CA that did not sign the daemon's certificate: an authentication
+  // failure (exit 6) in kerncapctl's words, without gRPC's raw log line.
+  std::string other_ca = tmp.Sub("other-ca.pem");
+  ASSERT_EQ(Sh(absl::StrCat("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=other ",
+                            "-keyout ", tmp.Sub("other.key"), " -out ", other_ca, " 2>&1"))
+                .rc,
+            0);
+  r = Sh(absl::StrCat(BinDir(), "/kerncapctl --host=localhost:", port, " --tls-ca=", other_ca,
+                      " --token-file=", token, " --timeout=5 status 2>&1"));
+  EXPECT_EQ(r.rc, 6) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "TLS handshake with kerncapd failed")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "ssl_transport_security")) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, "is kerncapd running")) << r.out;
   // Plaintext against the TLS port fails to connect.
   EXPECT_EQ(Sh(absl::StrCat(BinDir(), "/kerncapctl --host=localhost:", port,
                             " --insecure --timeout=2 status 2>/dev/null"))

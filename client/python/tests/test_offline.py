@@ -50,6 +50,7 @@ def test_targets():
 
 def test_default_socket_matches_the_daemon(monkeypatch):
     monkeypatch.delenv("KERNCAP_SOCKET", raising=False)
+    monkeypatch.setattr(os.path, "exists", lambda p: False)  # no daemon runs
     monkeypatch.setattr(os, "geteuid", lambda: 1234)
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1234")
     assert kerncap.default_socket_path() == "/run/user/1234/kerncap/kerncapd.sock"
@@ -62,6 +63,23 @@ def test_default_socket_matches_the_daemon(monkeypatch):
     monkeypatch.setenv("KERNCAP_SOCKET", "/elsewhere/k.sock")
     assert kerncap.default_socket_path() == "/elsewhere/k.sock"
     assert _connection.parse_target(None).unix_path == "/elsewhere/k.sock"
+
+
+def test_default_socket_finds_the_system_daemon(monkeypatch):
+    """A user with no kerncapd of their own reaches the node's system daemon,
+    as kerncapctl does; their own daemon and $KERNCAP_SOCKET win."""
+    monkeypatch.delenv("KERNCAP_SOCKET", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 1234)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1234")
+    own = "/run/user/1234/kerncap/kerncapd.sock"
+    running = {"/run/kerncap/kerncapd.sock"}
+    monkeypatch.setattr(os.path, "exists", lambda p: p in running)
+    assert kerncap.default_socket_path() == "/run/kerncap/kerncapd.sock"
+    assert "group kerncap" in _connection.socket_access_hint("/run/kerncap/kerncapd.sock")
+    running.add(own)
+    assert kerncap.default_socket_path() == own
+    monkeypatch.setenv("KERNCAP_SOCKET", "/elsewhere/k.sock")
+    assert kerncap.default_socket_path() == "/elsewhere/k.sock"
 
 
 def test_no_daemon_is_unavailable_naming_the_socket(tmp_path):

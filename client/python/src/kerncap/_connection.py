@@ -15,7 +15,9 @@ kerncapctl decides it from its flags, its environment and its contexts file
     5. the daemon's default socket (common/control/default_paths.h):
          root:  /run/kerncap/kerncapd.sock
          user:  $XDG_RUNTIME_DIR/kerncap/kerncapd.sock (when absolute),
-                else /tmp/kerncap-<uid>/kerncapd.sock
+                else /tmp/kerncap-<uid>/kerncapd.sock;
+                when that does not exist: /run/kerncap/kerncapd.sock if it
+                exists (the node's system daemon)
 
 TLS files, the token file and `insecure` come from the arguments, else
 from the context in use (the one named, or the current one when it gave the
@@ -50,12 +52,32 @@ def default_runtime_dir() -> str:
     return f"/tmp/kerncap-{os.geteuid()}"
 
 
+SYSTEM_SOCKET = "/run/kerncap/kerncapd.sock"
+
+
 def default_socket_path() -> str:
-    """$KERNCAP_SOCKET, else kerncapd's default control socket."""
+    """$KERNCAP_SOCKET; else your own kerncapd's socket when it runs (or as
+    root); else the node's system daemon's (/run/kerncap, group kerncap) when
+    that runs; else your own default. kerncapctl's rule
+    (common/control/default_paths.h DefaultClientSocketPath)."""
     env = os.environ.get("KERNCAP_SOCKET", "")
     if env:
         return env
-    return f"{default_runtime_dir()}/kerncapd.sock"
+    own = f"{default_runtime_dir()}/kerncapd.sock"
+    if os.geteuid() == 0 or os.path.exists(own):
+        return own
+    if os.path.exists(SYSTEM_SOCKET):
+        return SYSTEM_SOCKET
+    return own
+
+
+def socket_access_hint(path: str) -> str:
+    """How to get access to the system daemon's socket ("" for other paths)."""
+    if path != SYSTEM_SOCKET:
+        return ""
+    return ("the node's system kerncapd lets members of the group kerncap in: ask an "
+            "administrator to run `usermod -aG kerncap $USER`, then log in again; or start a "
+            "kerncapd of your own (`kerncapd &`)")
 
 
 @dataclass(frozen=True)
@@ -167,16 +189,18 @@ def check_unix_socket(endpoint: Endpoint) -> None:
     try:
         os.stat(path)
     except PermissionError:
-        raise errors.PermissionDenied(f"cannot reach {path}: permission denied") from None
+        hint = socket_access_hint(path)
+        raise errors.PermissionDenied(
+            f"cannot reach {path}: permission denied" + (f" ({hint})" if hint else "")) from None
     except OSError:
         chosen = "" if endpoint.source == "argument" else f" (from {endpoint.source})"
         raise errors.Unavailable(
             f"no kerncapd socket at {path}{chosen} — is kerncapd running? (start it with "
             "`kerncapd`, or pass the socket path to kerncap.connect())") from None
     if not os.access(path, os.R_OK | os.W_OK):
-        raise errors.PermissionDenied(
-            f"no permission to use {path} (the socket is mode 0660: join its group, or run "
-            "as its owner)")
+        hint = socket_access_hint(path) or (
+            "the socket is mode 0660: join its group, or run as its owner")
+        raise errors.PermissionDenied(f"no permission to use {path} ({hint})")
 
 
 @dataclass(frozen=True)

@@ -552,7 +552,7 @@ def tune(project: PathLike, space: Space, *, strategy: str = "exhaustive",
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="kerncap tune", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kerncap.tune", description=__doc__.split("\n\n")[0])
     ap.add_argument("project", help="reproducer folder (kerncapctl repro)")
     ap.add_argument("--space", required=True,
                     help="JSON file (or inline JSON object) of parameter: [values]")
@@ -570,17 +570,17 @@ def main(argv: Optional[List[str]] = None) -> int:
             text = Path(args.space).read_text()
         space = json.loads(text)
     except (OSError, ValueError) as e:
-        print(f"kerncap tune: --space: {e}", file=sys.stderr)
+        print(f"kerncap.tune: --space: {e}", file=sys.stderr)
         return 2
     log = (lambda s: print(s, file=sys.stderr)) if args.verbose else (lambda s: None)
     try:
         doc = tune(args.project, space, strategy=args.strategy, trials=args.trials,
                    iterations=args.iterations, warmup=args.warmup, out=args.out, log=log)
     except errors.NoDevice as e:
-        print(f"kerncap tune: skipped: {e}", file=sys.stderr)
+        print(f"kerncap.tune: skipped: {e}", file=sys.stderr)
         return 77
     except errors.KerncapError as e:
-        print(f"kerncap tune: {e}", file=sys.stderr)
+        print(f"kerncap.tune: {e}", file=sys.stderr)
         return 2 if isinstance(e, errors.InvalidArgument) else 3
     if args.json:
         print(json.dumps({k: v for k, v in doc.items() if k != "table"}, indent=2))
