@@ -22,7 +22,7 @@
 #include "agent/cuda/cuda_substitution.h"
 #include "agent/link/daemon_link.h"
 #include "agent/link/launch_sampler.h"
-#include "agent/link/process_name.h"
+#include "common/agent_link/process_name.h"
 #include "common/version.h"
 #endif
 
@@ -1221,7 +1221,7 @@ void CudaAgent::StartLink() {
     };
     // Live substitution: the link's hooks go to the substituter, which sends
     // its reports through the client once the link exists.
-    std::string comm = ProcessName();  // as the link reports it
+    std::string comm = link::ProcessName();  // as the link reports it
     auto* daemon_slot = new std::atomic<DaemonLink*>(nullptr);  // leaked with the link
     CudaSubstituter::Hooks sub_hooks;
     sub_hooks.send_report = [daemon_slot](const link::SubstitutionReportMsg& r) {

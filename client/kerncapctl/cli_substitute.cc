@@ -44,7 +44,7 @@ void AddSubstituteCommands(Cli& cli) {
   pre->excludes(nopre);
   sub->add_flag("--all-processes", opts->all_processes,
                 "substitute into every process of yours the selector's kernel runs in "
-                "(needed when no --pid, --process or --rank names one)");
+                "(needed when neither --pid nor --process names one)");
   SetCommandHelp(sub, Uses::kDaemon,
                  {"kerncapctl substitute --kernel=rms_norm --code-object=v.cubin "
                   "--preflight=4be1c0 --ab --count=200 --wait",

@@ -49,8 +49,8 @@ UniqueFd ConnectRaw(const std::string& path, std::vector<std::string> features,
 class BoundsTest : public AgentLinkTest {
  protected:
   void WaitAgents(size_t n) {
-    ASSERT_TRUE(Eventually([&] { return server_->ListAgents().size() == n; }))
-        << server_->ListAgents().size() << " agents, not " << n;
+    ASSERT_TRUE(Eventually([&] { return server_->ListAgents(RootCaller()).size() == n; }))
+        << server_->ListAgents(RootCaller()).size() << " agents, not " << n;
   }
 };
 
@@ -79,7 +79,7 @@ TEST_F(BoundsTest, ASubstituteFanOutGivesEachAgentABoundedTimeAndNamesTheSlowOne
   req.set_format("cubin");
   req.set_code_object(std::string(16u << 20, 'c'));  // far more than a socket buffer
   const absl::Time start = absl::Now();
-  absl::StatusOr<v1::SubstitutionInfo> info = server_->Substitute(req);
+  absl::StatusOr<v1::SubstitutionInfo> info = server_->Substitute(req, RootCaller(), "test: no preflight");
   const absl::Duration took = absl::Now() - start;
   ASSERT_TRUE(info.ok()) << info.status();
   // 8 x 5 s (the send timeout) one after the other before; one bound now.
@@ -116,7 +116,7 @@ TEST_F(BoundsTest, ArmAndDisarmNameTheAgentsTheyDidNotReach) {
   bool unreached = false;
   const absl::Time start = absl::Now();
   for (int i = 0; i < 400 && !unreached; ++i) {
-    absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req);
+    absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req, RootCaller());
     ASSERT_TRUE(arm.ok()) << arm.status();
     for (const std::string& u : arm->unreached_agents()) {
       EXPECT_THAT(u, HasSubstr("timed out"));
@@ -127,7 +127,7 @@ TEST_F(BoundsTest, ArmAndDisarmNameTheAgentsTheyDidNotReach) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   // The stuck agent was dropped; the good one still has the arms.
   WaitAgents(1);
-  EXPECT_EQ(server_->ListAgents()[0].process().process_name(), "good-app");
+  EXPECT_EQ(server_->ListAgents(RootCaller())[0].process().process_name(), "good-app");
 }
 
 // Arms per daemon and per owner are bounded, the error naming the flag.
@@ -147,7 +147,7 @@ TEST_F(BoundsTest, ArmsAreBoundedPerOwnerAndPerDaemon) {
   absl::StatusOr<v1::ArmInfo> fourth = server_->Arm(req, UserCaller(3000));
   EXPECT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(fourth.status().message()), HasSubstr("--max-arms=3"));
-  EXPECT_EQ(server_->ListArms(false).size(), 3u);
+  EXPECT_EQ(server_->ListArms(false, RootCaller()).size(), 3u);
 }
 
 // 158 MB of log in 3 s from one agent: its reports cost a bounded number of
@@ -172,7 +172,7 @@ TEST_F(BoundsTest, AnAgentsReportsCostABoundedLogWithACountedSummary) {
     ASSERT_TRUE(SendMessage(flooder.get(), m).ok());
   }
   ASSERT_TRUE(Eventually([&] {
-    std::vector<v1::ArmInfo> arms = server_->ListArms(true);
+    std::vector<v1::ArmInfo> arms = server_->ListArms(true, RootCaller());
     return !arms.empty() && arms[0].skipped_count() == kReports;
   }));
   flooder.reset();
@@ -261,7 +261,7 @@ TEST_F(BoundsTest, AFirstLaunchUnderThousandsOfWorstCaseRegexArmsIsBounded) {
   v1::ArmRequest take;
   take.mutable_selector()->set_kernel("aaaa");
   take.mutable_selector()->set_process_name("armed-app");
-  const std::string arm_id = server_->Arm(take)->arm_id();
+  const std::string arm_id = server_->Arm(take, RootCaller())->arm_id();
   std::string worst;
   for (int i = 0; i < 24; ++i) worst += "[a-z]*";
   for (int i = 0; i < 2000; ++i) {
@@ -269,7 +269,7 @@ TEST_F(BoundsTest, AFirstLaunchUnderThousandsOfWorstCaseRegexArmsIsBounded) {
     r.mutable_selector()->set_kernel(worst + "q" + std::to_string(i));
     r.mutable_selector()->set_match(v1::NAME_REGEX);
     r.mutable_selector()->set_process_name("armed-app");
-    ASSERT_TRUE(server_->Arm(r).ok());
+    ASSERT_TRUE(server_->Arm(r, RootCaller()).ok());
   }
   agent::AgentLinkClient& armed = NewClient("armed-app");
   ASSERT_TRUE(armed.WaitArms(agent::kMaxAgentArms, 20000));
@@ -285,12 +285,12 @@ TEST_F(BoundsTest, AFirstLaunchUnderThousandsOfWorstCaseRegexArmsIsBounded) {
   const double background_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - match_start).count();
   ASSERT_TRUE(Eventually([&] {
-    for (const v1::ArmInfo& a : server_->ListArms(true)) {
+    for (const v1::ArmInfo& a : server_->ListArms(true, RootCaller())) {
       if (a.arm_id() == arm_id && a.skipped_count() == 1) return true;
     }
     return false;
   }));
-  for (const v1::ArmInfo& a : server_->ListArms(true)) {
+  for (const v1::ArmInfo& a : server_->ListArms(true, RootCaller())) {
     if (a.arm_id() != arm_id) continue;
     ASSERT_EQ(a.skipped_size(), 1);
     EXPECT_THAT(a.skipped(0).reason(), HasSubstr("off the application's launching thread"));

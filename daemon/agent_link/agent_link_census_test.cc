@@ -39,8 +39,8 @@ class CensusTest : public AgentLinkTest {
   }
 
   void WaitAgents(size_t n) {
-    for (int i = 0; i < 500 && server_->ListAgents().size() < n; ++i) absl::SleepFor(absl::Milliseconds(10));
-    ASSERT_EQ(server_->ListAgents().size(), n);
+    for (int i = 0; i < 500 && server_->ListAgents(RootCaller()).size() < n; ++i) absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_EQ(server_->ListAgents(RootCaller()).size(), n);
   }
 
   static const v1::AgentKernels* ByProcess(const v1::ListKernelsResponse& r,
@@ -59,7 +59,7 @@ TEST_F(CensusTest, ListsEveryPageOfEachMatchingAgentAndSaysWhoCannotAnswer) {
   NewClient("old-app");  // an agent without the census
   WaitAgents(2);
 
-  v1::ListKernelsResponse all = server_->ListKernels(v1::ListKernelsRequest());
+  v1::ListKernelsResponse all = server_->ListKernels(v1::ListKernelsRequest(), RootCaller());
   ASSERT_EQ(all.agents_size(), 2);
   const v1::AgentKernels* census = ByProcess(all, "census-app");
   ASSERT_NE(census, nullptr);
@@ -79,17 +79,17 @@ TEST_F(CensusTest, ListsEveryPageOfEachMatchingAgentAndSaysWhoCannotAnswer) {
   // Filters: by process name (substring, as selectors), by agent id.
   v1::ListKernelsRequest by_name;
   by_name.set_process_name("census");
-  v1::ListKernelsResponse named = server_->ListKernels(by_name);
+  v1::ListKernelsResponse named = server_->ListKernels(by_name, RootCaller());
   ASSERT_EQ(named.agents_size(), 1);
   EXPECT_EQ(named.agents(0).agent().process().process_name(), "census-app");
   v1::ListKernelsRequest by_id;
   by_id.set_agent_id(old->agent().agent_id());
-  v1::ListKernelsResponse one = server_->ListKernels(by_id);
+  v1::ListKernelsResponse one = server_->ListKernels(by_id, RootCaller());
   ASSERT_EQ(one.agents_size(), 1);
   EXPECT_EQ(one.agents(0).agent().agent_id(), old->agent().agent_id());
   v1::ListKernelsRequest nobody;
   nobody.set_pid(1);  // init has no agent
-  EXPECT_EQ(server_->ListKernels(nobody).agents_size(), 0);
+  EXPECT_EQ(server_->ListKernels(nobody, RootCaller()).agents_size(), 0);
 }
 
 TEST_F(CensusTest, KeepsAtMostTheCapAndCountsTheRestAsLeftOut) {
@@ -98,7 +98,7 @@ TEST_F(CensusTest, KeepsAtMostTheCapAndCountsTheRestAsLeftOut) {
   StartServer(o);
   NewCensusClient("census-app", 12000);
   WaitAgents(1);
-  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest());
+  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest(), RootCaller());
   ASSERT_EQ(r.agents_size(), 1);
   EXPECT_EQ(r.max_kernels_per_agent(), 100u);
   EXPECT_EQ(r.agents(0).kernels_size(), 100);
@@ -186,7 +186,7 @@ TEST_F(CensusTest, BytesAreBoundedPerAgentAndInAllAndATruncatedAnswerSaysSo) {
   StartClient(big);
   NewCensusClient("census-app", 100);
   WaitAgents(2);
-  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest());
+  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest(), RootCaller());
   EXPECT_EQ(r.max_bytes_per_agent(), 1u << 20);
   EXPECT_EQ(r.max_total_bytes(), 3u << 19);
   const v1::AgentKernels* flooder = ByProcess(r, "flooder");
@@ -209,7 +209,7 @@ TEST_F(CensusTest, BytesAreBoundedPerAgentAndInAllAndATruncatedAnswerSaysSo) {
   // The answer's own bound: two floods of 1 MiB each do not both fit in 1.5.
   StartClient(big).WaitConnected(0, 2000);
   WaitAgents(3);
-  v1::ListKernelsResponse two = server_->ListKernels(v1::ListKernelsRequest());
+  v1::ListKernelsResponse two = server_->ListKernels(v1::ListKernelsRequest(), RootCaller());
   int cut_by_total = 0;
   uint64_t kept = 0;
   for (const v1::AgentKernels& a : two.agents()) {
@@ -237,13 +237,13 @@ TEST_F(CensusTest, APageThatDoesNotMoveForwardDropsTheAgentAndTheCensusSaysSo) {
     EXPECT_TRUE(raw.Answer(page));
     raw.Answer(page);
   });
-  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest());
+  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest(), RootCaller());
   agent.join();
   ASSERT_EQ(r.agents_size(), 1);
   EXPECT_EQ(r.agents(0).kernels_size(), 0);
   EXPECT_THAT(r.agents(0).error(), HasSubstr("disconnected"));
-  for (int i = 0; i < 500 && !server_->ListAgents().empty(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_TRUE(server_->ListAgents().empty()) << "the agent broke the protocol: it is dropped";
+  for (int i = 0; i < 500 && !server_->ListAgents(RootCaller()).empty(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(server_->ListAgents(RootCaller()).empty()) << "the agent broke the protocol: it is dropped";
 }
 
 TEST_F(CensusTest, AnAgentThatDoesNotAnswerTimesOutWithoutHoldingTheOthers) {
@@ -254,7 +254,7 @@ TEST_F(CensusTest, AnAgentThatDoesNotAnswerTimesOutWithoutHoldingTheOthers) {
   NewCensusClient("census-app", 3);
   WaitAgents(2);
   absl::Time start = absl::Now();
-  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest());
+  v1::ListKernelsResponse r = server_->ListKernels(v1::ListKernelsRequest(), RootCaller());
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_EQ(r.agents_size(), 2);
   const v1::AgentKernels* quiet = ByProcess(r, "raw-census");
@@ -269,7 +269,7 @@ TEST_F(CensusTest, AnAgentThatDoesNotAnswerTimesOutWithoutHoldingTheOthers) {
   late.kernels.push_back({"_Z4latev", "late()", "m"});
   EXPECT_TRUE(SendMessage(silent.raw.fd.get(), late).ok());
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(server_->ListAgents().size(), 2u);
+  EXPECT_EQ(server_->ListAgents(RootCaller()).size(), 2u);
 }
 
 // Launch sampling ("launch_sample"): the daemon starts every matching
@@ -323,7 +323,7 @@ TEST_F(SampleTest, CountsEachKernelsLaunchesAndShapesOnItsCensusEntry) {
   v1::ListKernelsRequest req;
   req.set_sample_ms(400);
   absl::Time start = absl::Now();
-  v1::ListKernelsResponse r = server_->ListKernels(req);
+  v1::ListKernelsResponse r = server_->ListKernels(req, RootCaller());
   done = true;
   app.join();
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(400));
@@ -406,16 +406,16 @@ TEST_F(SampleTest, AReportPastTheProtocolsBoundsDropsTheAgentAndTheSampleSaysSo)
     std::thread agent([&] { raw.Answer(c.report); });
     v1::ListKernelsRequest req;
     req.set_sample_ms(50);
-    v1::ListKernelsResponse r = server_->ListKernels(req);
+    v1::ListKernelsResponse r = server_->ListKernels(req, RootCaller());
     agent.join();
     ASSERT_EQ(r.agents_size(), 1);
     EXPECT_FALSE(r.agents(0).sampled());
     EXPECT_THAT(r.agents(0).sample_error(), HasSubstr("disconnected"));
     EXPECT_EQ(r.agents(0).kernels_size(), 0);
-    for (int i = 0; i < 500 && !server_->ListAgents().empty(); ++i) {
+    for (int i = 0; i < 500 && !server_->ListAgents(RootCaller()).empty(); ++i) {
       absl::SleepFor(absl::Milliseconds(10));
     }
-    EXPECT_TRUE(server_->ListAgents().empty()) << "the agent broke the protocol: it is dropped";
+    EXPECT_TRUE(server_->ListAgents(RootCaller()).empty()) << "the agent broke the protocol: it is dropped";
   }
 }
 
@@ -428,7 +428,7 @@ TEST_F(SampleTest, AnAgentThatDoesNotReportTimesOutAndALateReportIsDropped) {
   v1::ListKernelsRequest req;
   req.set_sample_ms(50);
   absl::Time start = absl::Now();
-  v1::ListKernelsResponse r = server_->ListKernels(req);
+  v1::ListKernelsResponse r = server_->ListKernels(req, RootCaller());
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   ASSERT_EQ(r.agents_size(), 1);
   EXPECT_FALSE(r.agents(0).sampled());
@@ -438,7 +438,7 @@ TEST_F(SampleTest, AnAgentThatDoesNotReportTimesOutAndALateReportIsDropped) {
   late.sample_id = 1;
   EXPECT_TRUE(SendMessage(silent.raw.fd.get(), late).ok());
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(server_->ListAgents().size(), 1u);
+  EXPECT_EQ(server_->ListAgents(RootCaller()).size(), 1u);
 }
 
 }  // namespace

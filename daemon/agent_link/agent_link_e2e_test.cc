@@ -61,7 +61,7 @@ TEST_F(AgentLinkTest, SyntheticAgentBinaryEndToEnd) {
   req.mutable_selector()->set_kernel("matmul");
   req.mutable_selector()->set_skip(1);
   req.mutable_selector()->set_count(2);
-  ASSERT_TRUE(server_->Arm(req).ok());
+  ASSERT_TRUE(server_->Arm(req, RootCaller()).ok());
   std::string cmd = bin + " --socket=" + socket_ +
                     " --kernels=softmax,matmul --dispatches=8 --region-mib=0.5,0.1 --seed=11"
                     " --mutate --wait-arm-ms=5000";

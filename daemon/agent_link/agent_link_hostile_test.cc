@@ -73,7 +73,7 @@ TEST_F(HostileAgentTest, CaptureMustBeOneItsArmSelects) {
   v1::ArmRequest other_process;
   other_process.mutable_selector()->set_kernel("matmul");
   other_process.mutable_selector()->set_process_name("other-app");
-  absl::StatusOr<v1::ArmInfo> a = server_->Arm(other_process);
+  absl::StatusOr<v1::ArmInfo> a = server_->Arm(other_process, RootCaller());
   ASSERT_TRUE(a.ok());
   absl::StatusOr<std::string> id = DoCapture(client, a->arm_id(), "matmul", {data}, {});
   ASSERT_FALSE(id.ok());
@@ -88,7 +88,7 @@ TEST_F(HostileAgentTest, CaptureMustBeOneItsArmSelects) {
   device1.mutable_selector()->set_kernel("matmul");
   device1.mutable_selector()->set_device(1);
   device1.mutable_selector()->set_has_device(true);
-  absl::StatusOr<v1::ArmInfo> d = server_->Arm(device1);
+  absl::StatusOr<v1::ArmInfo> d = server_->Arm(device1, RootCaller());
   ASSERT_TRUE(d.ok());
   id = DoCapture(client, d->arm_id(), "matmul", {data}, {});  // DoCapture uses device 0
   ASSERT_FALSE(id.ok());
@@ -116,7 +116,7 @@ TEST_F(HostileAgentTest, RegionOfTwoToThe51BytesFailsOnlyThatCapture) {
   EXPECT_THAT(r->error, HasSubstr("2251799813685248 bytes"));
   EXPECT_EQ(server_->IngestsInFlight(), 0);
   EXPECT_EQ(server_->DeclaredChunksInFlight(), 0u);
-  EXPECT_EQ(server_->ListAgents().size(), 1u);  // still connected
+  EXPECT_EQ(server_->ListAgents(RootCaller()).size(), 1u);  // still connected
   // The same agent's next capture is judged on its own.
   r = DeclareAndEnd(raw, 2, arm, {0});
   ASSERT_TRUE(r.has_value());
@@ -228,7 +228,7 @@ TEST_F(HostileAgentTest, ArgumentBlobNamesAndCodeObjectsAreBounded) {
   ASSERT_TRUE(r.has_value());
   EXPECT_THAT(r->error, HasSubstr("more than 2 code objects"));
 
-  EXPECT_EQ(server_->ListAgents().size(), 1u);
+  EXPECT_EQ(server_->ListAgents(RootCaller()).size(), 1u);
   for (const RecordedCapture& c : sink_.captures()) EXPECT_FALSE(c.committed);
   ExpectOthersStillServed();
 }
@@ -243,7 +243,7 @@ TEST_F(HostileAgentTest, RegexArmsNeverCrashOrStallTheLaunchingThread) {
     v1::ArmRequest req;
     req.mutable_selector()->set_kernel(pattern);
     req.mutable_selector()->set_match(v1::NAME_REGEX);
-    ASSERT_TRUE(server_->Arm(req).ok());
+    ASSERT_TRUE(server_->Arm(req, RootCaller()).ok());
   }
   ASSERT_TRUE(client.WaitArms(3, 5000));
   for (const std::string& name :
@@ -267,7 +267,7 @@ TEST_F(HostileAgentTest, CompetingArmsAreServedInArmingOrder) {
   StartServer();
   std::vector<std::string> armed;
   for (int i = 0; i < 6; ++i) armed.push_back(ArmKernel("k").arm_id());
-  std::vector<v1::ArmInfo> listed = server_->ListArms(false);
+  std::vector<v1::ArmInfo> listed = server_->ListArms(false, RootCaller());
   ASSERT_EQ(listed.size(), 6u);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(listed[i].arm_id(), armed[i]);
   agent::AgentLinkClient& late = NewClient("late-app");
@@ -286,11 +286,11 @@ TEST_F(HostileAgentTest, ContradictorySkipAndNthAreRefusedAtArmTime) {
   req.mutable_selector()->set_kernel("k");
   req.mutable_selector()->set_skip(2);
   req.mutable_selector()->set_nth(3);
-  absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req);
+  absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req, RootCaller());
   ASSERT_FALSE(arm.ok());
   EXPECT_EQ(arm.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(arm.status().message()), HasSubstr("skip and nth"));
-  EXPECT_TRUE(server_->ListArms(true).empty());
+  EXPECT_TRUE(server_->ListArms(true, RootCaller()).empty());
 }
 
 TEST_F(HostileAgentTest, PayloadOnAFrameThatCarriesNoneDropsTheAgent) {

@@ -80,14 +80,14 @@ TEST_F(AgentLinkTest, ArmCaptureAndBytesArriveIntact) {
   ASSERT_TRUE(WaitEvent([&](const v1::Event& e) {
     return e.has_arm_changed() && e.arm_changed().state() == v1::ARM_DONE;
   }));
-  std::vector<v1::ArmInfo> arms = server_->ListArms(true);
+  std::vector<v1::ArmInfo> arms = server_->ListArms(true, RootCaller());
   ASSERT_EQ(arms.size(), 1u);
   EXPECT_EQ(arms[0].captured(), 1u);
   ASSERT_EQ(arms[0].capture_ids_size(), 1);
   EXPECT_EQ(arms[0].capture_ids(0), *id);
-  EXPECT_TRUE(server_->ListArms(false).empty());
+  EXPECT_TRUE(server_->ListArms(false, RootCaller()).empty());
   EXPECT_EQ(server_->IngestsInFlight(), 0);
-  std::vector<v1::AgentInfo> agents = server_->ListAgents();
+  std::vector<v1::AgentInfo> agents = server_->ListAgents(RootCaller());
   ASSERT_EQ(agents.size(), 1u);
   EXPECT_EQ(agents[0].captures(), 1u);
   EXPECT_EQ(agents[0].agent_id(), client.agent_id());
@@ -127,10 +127,10 @@ TEST_F(AgentLinkTest, ArmsActiveAtConnectArriveInWelcome) {
   req.mutable_selector()->set_match(v1::NAME_REGEX);
   req.mutable_selector()->set_skip(1);
   req.mutable_selector()->set_count(2);
-  ASSERT_TRUE(server_->Arm(req).ok());
+  ASSERT_TRUE(server_->Arm(req, RootCaller()).ok());
   v1::ArmRequest other_process;
   other_process.mutable_selector()->set_process_name("not-this-one");
-  ASSERT_TRUE(server_->Arm(other_process).ok());
+  ASSERT_TRUE(server_->Arm(other_process, RootCaller()).ok());
   agent::AgentLinkClient& client = NewClient();
   ASSERT_TRUE(client.connected());
   EXPECT_EQ(client.active_arms(), 1u);  // the Welcome carried it; the other is filtered
@@ -149,21 +149,21 @@ TEST_F(AgentLinkTest, ArmValidationDisarmAndExpiry) {
   v1::ArmRequest bad;
   bad.mutable_selector()->set_kernel("matmul(");
   bad.mutable_selector()->set_match(v1::NAME_REGEX);
-  absl::StatusOr<v1::ArmInfo> r = server_->Arm(bad);
+  absl::StatusOr<v1::ArmInfo> r = server_->Arm(bad, RootCaller());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("selector.kernel"));
 
   v1::DisarmRequest none;
-  EXPECT_EQ(server_->Disarm(none).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->Disarm(none, RootCaller()).status().code(), absl::StatusCode::kInvalidArgument);
   none.set_arm_id("arm-nope");
-  EXPECT_EQ(server_->Disarm(none).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(server_->Disarm(none, RootCaller()).status().code(), absl::StatusCode::kNotFound);
 
   v1::ArmInfo a = ArmKernel("a");
   ASSERT_TRUE(client.WaitArms(1, 5000));
   v1::DisarmRequest d;
   d.set_arm_id(a.arm_id());
-  auto disarmed = server_->Disarm(d);
+  auto disarmed = server_->Disarm(d, RootCaller());
   ASSERT_TRUE(disarmed.ok());
   ASSERT_EQ(disarmed->size(), 1u);
   EXPECT_EQ((*disarmed)[0].state(), v1::ARM_DISARMED);
@@ -172,7 +172,7 @@ TEST_F(AgentLinkTest, ArmValidationDisarmAndExpiry) {
   v1::ArmRequest ttl;
   ttl.mutable_selector()->set_kernel("b");
   ttl.set_ttl_ms(150);
-  auto t = server_->Arm(ttl);
+  auto t = server_->Arm(ttl, RootCaller());
   ASSERT_TRUE(t.ok());
   ASSERT_TRUE(WaitEvent([&](const v1::Event& e) {
     return e.has_arm_changed() && e.arm_changed().arm_id() == t->arm_id() &&
@@ -180,12 +180,12 @@ TEST_F(AgentLinkTest, ArmValidationDisarmAndExpiry) {
   }));
   ASSERT_TRUE(Eventually([&] { return client.active_arms() == 0; }));
   EXPECT_FALSE(client.ShouldCapture("b", "", 0).has_value());
-  EXPECT_EQ(server_->ListArms(true).size(), 2u);
-  EXPECT_TRUE(server_->ListArms(false).empty());
+  EXPECT_EQ(server_->ListArms(true, RootCaller()).size(), 2u);
+  EXPECT_TRUE(server_->ListArms(false, RootCaller()).empty());
 
   v1::ArmRequest past;
   past.set_expires_unix_ms(1000);
-  EXPECT_FALSE(server_->Arm(past).ok());
+  EXPECT_FALSE(server_->Arm(past, RootCaller()).ok());
 }
 
 TEST_F(AgentLinkTest, CountIsEnforcedAcrossAgents) {
@@ -211,7 +211,7 @@ TEST_F(AgentLinkTest, CountIsEnforcedAcrossAgents) {
   EXPECT_THAT(idb.error(), HasSubstr("already has its captures"));
   auto ida = (*sa)->End();
   ASSERT_TRUE(ida.ok()) << ida.error();
-  EXPECT_EQ(server_->ListArms(true)[0].state(), v1::ARM_DONE);
+  EXPECT_EQ(server_->ListArms(true, RootCaller())[0].state(), v1::ARM_DONE);
 }
 
 TEST_F(AgentLinkTest, SinkFailureFailsCaptureButKeepsAgent) {
@@ -257,7 +257,7 @@ TEST_F(AgentLinkTest, AgentDisconnectMidCaptureAbortsIngest) {
   EXPECT_TRUE(caps[0].aborted);
   EXPECT_FALSE(caps[0].committed);
   EXPECT_EQ(server_->IngestsInFlight(), 0);
-  EXPECT_TRUE(server_->ListAgents().empty());
+  EXPECT_TRUE(server_->ListAgents(RootCaller()).empty());
 }
 
 TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
@@ -365,7 +365,7 @@ TEST_F(AgentLinkTest, MisbehavingAgentsAreDroppedOthersKeepWorking) {
     sink_.ReleaseHeld();
   }
   // Nothing half-visible, nothing leaked, and the well-behaved agent works.
-  ASSERT_TRUE(Eventually([&] { return server_->ListAgents().size() == 1; }));
+  ASSERT_TRUE(Eventually([&] { return server_->ListAgents(RootCaller()).size() == 1; }));
   EXPECT_EQ(server_->IngestsInFlight(), 0);
   for (const RecordedCapture& c : sink_.captures()) EXPECT_FALSE(c.committed);
   std::string data = agent::testing::SyntheticBytes(1, 0, 0, 2 * kChunk);
@@ -430,7 +430,7 @@ TEST_F(AgentLinkTest, DaemonRestartClientReconnects) {
   StartServer();
   ASSERT_TRUE(client.WaitConnected(gen, 10000)) << client.last_error();
   EXPECT_NE(client.agent_id(), first_id);
-  ASSERT_EQ(server_->ListAgents().size(), 1u);
+  ASSERT_EQ(server_->ListAgents(RootCaller()).size(), 1u);
   v1::ArmInfo arm = ArmKernel("k");
   ASSERT_TRUE(client.WaitArms(1, 5000));
   auto m = client.ShouldCapture("k", "", 0);

@@ -69,7 +69,7 @@ TEST_F(StagingTest, RingIsCreatedOnlyOnceAnArmApplies) {
   v1::ArmRequest req;
   req.mutable_selector()->set_kernel("k");
   req.mutable_selector()->set_process_name("lazy-app");
-  ASSERT_TRUE(server_->Arm(req).ok());
+  ASSERT_TRUE(server_->Arm(req, RootCaller()).ok());
   ASSERT_TRUE(WaitRing(client));
   EXPECT_EQ(client.ring_bytes(), 4u * kChunk);
   EXPECT_EQ(server_->RingBytesInUse(), 4u * kChunk);
@@ -92,7 +92,7 @@ TEST_F(StagingTest, BeginCaptureAsksForTheRingWhenTheArmCameLate) {
   v1::ArmRequest req;
   req.mutable_selector()->set_kernel("k");
   req.mutable_selector()->set_process_name("someone-else");
-  absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req);
+  absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req, RootCaller());
   ASSERT_TRUE(arm.ok());
   std::string pre = agent::testing::SyntheticBytes(5, 0, 0, 3 * kChunk + 7);
   absl::StatusOr<std::string> id = DoCapture(client, arm->arm_id(), "k", {pre}, {});
@@ -214,7 +214,7 @@ TEST_F(StagingTest, IdleAgentsGiveTheirRingBack) {
   // Disarmed: nothing may capture, so the ring goes back.
   v1::DisarmRequest disarm;
   disarm.set_arm_id(arm.arm_id());
-  ASSERT_TRUE(server_->Disarm(disarm).ok());
+  ASSERT_TRUE(server_->Disarm(disarm, RootCaller()).ok());
   ASSERT_TRUE(Eventually([&] { return server_->RingBytesInUse() == 0; }))
       << server_->RingBytesInUse();
   EXPECT_EQ(client.ring_bytes(), 0u);
@@ -397,7 +397,7 @@ TEST_F(StagingTest, SkippedDispatchIsReportedAndGivenBack) {
   EXPECT_THAT(f.reason(), HasSubstr("CUDA graph"));
   EXPECT_EQ(f.agent_id(), client.agent_id());
   // The daemon did not count it: the arm is still active.
-  EXPECT_EQ(server_->ListArms(false).size(), 1u);
+  EXPECT_EQ(server_->ListArms(false, RootCaller()).size(), 1u);
 }
 
 TEST_F(StagingTest, NthArmsCannotTakeASkippedDispatchBack) {
@@ -406,7 +406,7 @@ TEST_F(StagingTest, NthArmsCannotTakeASkippedDispatchBack) {
   v1::ArmRequest req;
   req.mutable_selector()->set_kernel("k");
   req.mutable_selector()->set_nth(2);
-  ASSERT_TRUE(server_->Arm(req).ok());
+  ASSERT_TRUE(server_->Arm(req, RootCaller()).ok());
   ASSERT_TRUE(client.WaitArms(1, 5000));
   EXPECT_FALSE(client.ShouldCapture("k", "", 0).has_value());
   auto second = client.ShouldCapture("k", "", 0);
@@ -442,7 +442,7 @@ TEST_F(StagingTest, RefusedDispatchShowsInTheArmsStatus) {
     return ev.has_arm_changed() && ev.arm_changed().skipped_count() > 0;
   });
   ASSERT_TRUE(e.has_value());
-  std::vector<v1::ArmInfo> arms = server_->ListArms(false);
+  std::vector<v1::ArmInfo> arms = server_->ListArms(false, RootCaller());
   ASSERT_EQ(arms.size(), 1u);
   EXPECT_EQ(arms[0].arm_id(), arm.arm_id());
   EXPECT_EQ(arms[0].captured(), 0u);
@@ -463,10 +463,10 @@ TEST_F(StagingTest, RefusedDispatchShowsInTheArmsStatus) {
     (void)client.ReportSkipped(msg, /*give_back=*/false);
   }
   auto deadline = absl::Now() + absl::Seconds(5);
-  while (server_->ListArms(false)[0].skipped_count() < 21 && absl::Now() < deadline) {
+  while (server_->ListArms(false, RootCaller())[0].skipped_count() < 21 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  arms = server_->ListArms(false);
+  arms = server_->ListArms(false, RootCaller());
   EXPECT_EQ(arms[0].skipped_count(), 21u);
   ASSERT_EQ(arms[0].skipped_size(), 16);
   EXPECT_EQ(arms[0].skipped(15).dispatch_index(), 119u);

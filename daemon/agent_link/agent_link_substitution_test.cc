@@ -102,7 +102,7 @@ class SubstitutionLinkTest : public AgentLinkTest {
                                 const std::function<bool(const v1::SubstitutionInfo&)>& pred) {
     v1::SubstitutionInfo last;
     for (int i = 0; i < 500; ++i) {
-      for (const auto& s : server_->ListSubstitutions(true)) {
+      for (const auto& s : server_->ListSubstitutions(true, RootCaller())) {
         if (s.substitution_id() == id) last = s;
       }
       if (pred(last)) return last;
@@ -124,7 +124,7 @@ class SubstitutionLinkTest : public AgentLinkTest {
 TEST_F(SubstitutionLinkTest, CodeObjectReachesAgentAndResultsComeBack) {
   StartServer();
   SubstitutingAgent& a = NewAgent();
-  auto info = server_->Substitute(Request("GOOD", /*ab=*/true));
+  auto info = server_->Substitute(Request("GOOD", /*ab=*/true), RootCaller(), "test: no preflight");
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_EQ(info->agents_size(), 1);
   EXPECT_EQ(info->agents(0).state(), WireName(SubstitutionState::kPending));
@@ -135,7 +135,7 @@ TEST_F(SubstitutionLinkTest, CodeObjectReachesAgentAndResultsComeBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_TRUE(a.table.live()) << a.client->last_error() << " "
-                              << server_->ListSubstitutions(true)[0].ShortDebugString();
+                              << server_->ListSubstitutions(true, RootCaller())[0].ShortDebugString();
   {
     std::lock_guard lock(a.mu);
     EXPECT_EQ(a.code, "GOOD");
@@ -160,7 +160,7 @@ TEST_F(SubstitutionLinkTest, CodeObjectReachesAgentAndResultsComeBack) {
   EXPECT_THAT(r.checks(), ::testing::ElementsAre("layout matches"));
 
   // Unsubstitute reaches the agent; the record ends at once.
-  auto ended = server_->Unsubstitute(info->substitution_id());
+  auto ended = server_->Unsubstitute(info->substitution_id(), RootCaller());
   ASSERT_TRUE(ended.ok()) << ended.status();
   EXPECT_EQ(ended->state(), v1::SUBSTITUTION_ENDED);
   for (int i = 0; i < 500 && a.table.live(); ++i) {
@@ -168,15 +168,15 @@ TEST_F(SubstitutionLinkTest, CodeObjectReachesAgentAndResultsComeBack) {
   }
   EXPECT_FALSE(a.table.live());
   EXPECT_FALSE(a.Launch("saxpy"));
-  EXPECT_TRUE(server_->ListSubstitutions(false).empty());
-  EXPECT_EQ(server_->ListSubstitutions(true).size(), 1u);
-  EXPECT_EQ(server_->Unsubstitute("sub-nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(server_->ListSubstitutions(false, RootCaller()).empty());
+  EXPECT_EQ(server_->ListSubstitutions(true, RootCaller()).size(), 1u);
+  EXPECT_EQ(server_->Unsubstitute("sub-nope", RootCaller()).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(SubstitutionLinkTest, RefusedVariantIsReportedAndNothingSubstituted) {
   StartServer();
   SubstitutingAgent& a = NewAgent();
-  auto info = server_->Substitute(Request("BROKEN"));
+  auto info = server_->Substitute(Request("BROKEN"), RootCaller(), "test: no preflight");
   ASSERT_TRUE(info.ok()) << info.status();
   for (int i = 0; i < 500 && !a.table.live(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -198,9 +198,9 @@ TEST_F(SubstitutionLinkTest, AgentRefusalAtReceiptIsReported) {
   req.mutable_selector()->set_kernel("(");
   req.mutable_selector()->set_match(v1::NAME_REGEX);
   // The daemon validates the selector itself.
-  EXPECT_EQ(server_->Substitute(req).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->Substitute(req, RootCaller(), "test: no preflight").status().code(), absl::StatusCode::kInvalidArgument);
   // The agent's hook refuses: the client reports it as "refused".
-  auto info = server_->Substitute(Request("NOPE"));
+  auto info = server_->Substitute(Request("NOPE"), RootCaller(), "test: no preflight");
   ASSERT_TRUE(info.ok());
   v1::SubstitutionInfo got = WaitInfo(info->substitution_id(), [](const auto& s) {
     return s.state() == v1::SUBSTITUTION_ENDED;
@@ -212,25 +212,25 @@ TEST_F(SubstitutionLinkTest, AgentRefusalAtReceiptIsReported) {
 TEST_F(SubstitutionLinkTest, ValidationAndTargets) {
   StartServer();
   // No agent at all.
-  EXPECT_EQ(server_->Substitute(Request("GOOD")).status().code(),
+  EXPECT_EQ(server_->Substitute(Request("GOOD"), RootCaller(), "test: no preflight").status().code(),
             absl::StatusCode::kFailedPrecondition);
   // An agent that does not offer substitution is not a target.
   NewAgent(/*offers_substitution=*/false);
-  EXPECT_EQ(server_->Substitute(Request("GOOD")).status().code(),
+  EXPECT_EQ(server_->Substitute(Request("GOOD"), RootCaller(), "test: no preflight").status().code(),
             absl::StatusCode::kFailedPrecondition);
   NewAgent();
   auto bad_format = Request("GOOD");
   bad_format.set_format("hsaco");
-  EXPECT_EQ(server_->Substitute(bad_format).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(server_->Substitute(Request("")).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->Substitute(bad_format, RootCaller(), "test: no preflight").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->Substitute(Request(""), RootCaller(), "test: no preflight").status().code(), absl::StatusCode::kInvalidArgument);
   auto nth = Request("GOOD");
   nth.mutable_selector()->set_nth(2);
-  EXPECT_EQ(server_->Substitute(nth).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->Substitute(nth, RootCaller(), "test: no preflight").status().code(), absl::StatusCode::kInvalidArgument);
   auto other_pid = Request("GOOD");
   other_pid.mutable_selector()->set_pid(1);
-  EXPECT_EQ(server_->Substitute(other_pid).status().code(),
+  EXPECT_EQ(server_->Substitute(other_pid, RootCaller(), "test: no preflight").status().code(),
             absl::StatusCode::kFailedPrecondition);
-  auto ok = server_->Substitute(Request("GOOD"));
+  auto ok = server_->Substitute(Request("GOOD"), RootCaller(), "test: no preflight");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->agents_size(), 1);  // only the agent that offers it
 }
@@ -238,7 +238,7 @@ TEST_F(SubstitutionLinkTest, ValidationAndTargets) {
 TEST_F(SubstitutionLinkTest, DaemonGoingAwayEndsItOnTheAgent) {
   StartServer();
   SubstitutingAgent& a = NewAgent();
-  auto info = server_->Substitute(Request("GOOD"));
+  auto info = server_->Substitute(Request("GOOD"), RootCaller(), "test: no preflight");
   ASSERT_TRUE(info.ok());
   for (int i = 0; i < 500 && !a.table.live(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -257,7 +257,7 @@ TEST_F(SubstitutionLinkTest, DaemonGoingAwayEndsItOnTheAgent) {
 TEST_F(SubstitutionLinkTest, AgentDisconnectEndsItOnTheDaemon) {
   StartServer();
   SubstitutingAgent& a = NewAgent();
-  auto info = server_->Substitute(Request("GOOD"));
+  auto info = server_->Substitute(Request("GOOD"), RootCaller(), "test: no preflight");
   ASSERT_TRUE(info.ok());
   a.client->Stop();
   v1::SubstitutionInfo got = WaitInfo(info->substitution_id(), [](const auto& s) {

@@ -33,6 +33,21 @@
 
 namespace kerncap::link::testing {
 
+// Callers for the registry and server calls (daemon/caller.h): one user, or
+// one that reaches everyone's (root, the daemon's own user).
+inline Caller UserCaller(uint32_t uid) {
+  Caller c;
+  c.uid = uid;
+  c.gid = uid;
+  c.description = "uid " + std::to_string(uid);
+  return c;
+}
+inline Caller RootCaller() {
+  Caller c = UserCaller(0);
+  c.privileged = true;
+  return c;
+}
+
 inline constexpr uint32_t kChunk = 64 * 1024;
 
 // ---------------------------------------------------------------------------
@@ -398,7 +413,7 @@ class AgentLinkTest : public ::testing::Test {
     v1::ArmRequest req;
     req.mutable_selector()->set_kernel(kernel);
     req.mutable_selector()->set_count(count);
-    absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req);
+    absl::StatusOr<v1::ArmInfo> arm = server_->Arm(req, RootCaller());
     EXPECT_TRUE(arm.ok()) << arm.status();
     return arm.ok() ? *arm : v1::ArmInfo();
   }

@@ -304,7 +304,7 @@ TEST(ArmRegistryTest, ArmsExpireAtTheirDeadline) {
 TEST(ArmRegistryTest, DisarmOneOrAll) {
   ArmRegistry arms;
   std::vector<FinishedArm> finished;
-  EXPECT_EQ(arms.Disarm(v1::DisarmRequest(), &finished).status().code(),
+  EXPECT_EQ(arms.Disarm(v1::DisarmRequest(), RootCaller(), &finished).status().code(),
             absl::StatusCode::kInvalidArgument);
   v1::DisarmRequest none;
   none.set_arm_id("arm-nope");
@@ -342,14 +342,14 @@ TEST(ArmRegistryTest, DisarmOneOrAll) {
 
 TEST(ArmRegistryTest, SkippedDispatchesAreBounded) {
   ArmRegistry arms;
-  EXPECT_FALSE(arms.NoteSkipped("arm-nope", v1::SkippedDispatch()).has_value());
+  EXPECT_FALSE(arms.NoteSkipped("arm-nope", 0, v1::SkippedDispatch()).has_value());
   const std::string id = AddArm(arms, Request("k")).arm_id();
   std::optional<v1::ArmInfo> info;
   for (int i = 0; i < ArmRegistry::kMaxSkipsKept + 5; ++i) {
     v1::SkippedDispatch s;
     s.set_dispatch_index(i);
     s.set_reason("texture over a CUDA array");
-    info = arms.NoteSkipped(id, s);
+    info = arms.NoteSkipped(id, 0, s);
     ASSERT_TRUE(info.has_value());
   }
   EXPECT_EQ(info->skipped_count(), static_cast<uint32_t>(ArmRegistry::kMaxSkipsKept + 5));
@@ -413,7 +413,7 @@ TEST(ArmRegistryTest, ActiveArmsAreBoundedPerDaemonAndPerOwner) {
   ASSERT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(fourth.status().message()), HasSubstr("--max-arms-per-user=3"));
   EXPECT_EQ(arms.ActiveOf(1000), 3u);
-  EXPECT_EQ(arms.List(false).size(), 3u);  // the refused arm was not recorded
+  EXPECT_EQ(arms.List(false, RootCaller()).size(), 3u);  // the refused arm was not recorded
   // Another user still arms, up to the daemon's bound.
   ASSERT_TRUE(add(2000).ok());
   ASSERT_TRUE(add(2000).ok());
@@ -424,7 +424,7 @@ TEST(ArmRegistryTest, ActiveArmsAreBoundedPerDaemonAndPerOwner) {
   std::vector<FinishedArm> finished;
   v1::DisarmRequest d;
   d.set_arm_id(mine[0]);
-  ASSERT_TRUE(arms.Disarm(d, &finished).ok());
+  ASSERT_TRUE(arms.Disarm(d, RootCaller(), &finished).ok());
   EXPECT_EQ(arms.ActiveOf(1000), 2u);
   EXPECT_TRUE(add(1000).ok());
   // 0: no bound.

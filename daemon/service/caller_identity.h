@@ -26,8 +26,8 @@ namespace kerncap::service {
 
 // What TCP peers act as.
 struct TcpIdentity {
-  FsIdentity id;
-  std::string name;  // the user's name, for messages
+  FsIdentity id{65534, 65534, {}};  // nobody, unless configured
+  std::string name = "nobody";      // the user's name, for messages
 };
 
 // `user`: a user name or a numeric uid; empty: the daemon's own user, or

@@ -31,8 +31,8 @@ TEST(CallerIdentityTest, WhatCannotBeToldIsRefused) {
   for (const char* peer : {"unix:/run/kerncap/kerncapd.sock", "fd:abc", "fd:-1", "fd:99999",
                            "ipv5:1.2.3.4", ""}) {
     absl::StatusOr<Caller> c = CallerFromPeer(peer, tcp);
-    EXPECT_FALSE(c.ok()) << peer;
-    if (!c.ok()) EXPECT_EQ(c.status().code(), absl::StatusCode::kPermissionDenied) << peer;
+    ASSERT_FALSE(c.ok()) << peer;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kPermissionDenied) << peer;
   }
   // A descriptor that is not a Unix socket.
   int fd = ::dup(0);

@@ -238,6 +238,8 @@ absl::StatusOr<std::string> ControlService::RunPreflight(const Caller& caller,
         "capture of the kernel it replaces"));
   }
   std::string replay = options_.replay_binary;
+  // $KERNCAP_REPLAY as kerncapctl reads it: the daemon's own environment.
+  if (const char* env = std::getenv("KERNCAP_REPLAY"); replay.empty() && env && *env) replay = env;
   if (replay.empty()) {
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);

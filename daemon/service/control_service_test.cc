@@ -18,6 +18,7 @@
 #include "common/digest.h"
 #include "common/file_util.h"
 #include "daemon/store/store_test_util.h"
+#include "daemon/service/unix_listener.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "reproducer/generator/project_stream.h"
@@ -32,13 +33,13 @@ using store::testing::TextBytes;
 
 class FakeAgentControl : public AgentControl {
  public:
-  std::vector<v1::AgentInfo> ListAgents() override {
+  std::vector<v1::AgentInfo> ListAgents(const Caller&) override {
     v1::AgentInfo a;
     a.set_agent_id("agent-1");
     a.mutable_process()->set_pid(4242);
     return {a};
   }
-  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request) override {
+  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest& request, const Caller&) override {
     absl::MutexLock lock(&mu_);
     v1::ArmInfo info;
     info.set_arm_id(absl::StrCat("arm-", ++next_));
@@ -48,7 +49,8 @@ class FakeAgentControl : public AgentControl {
     arms_.push_back(info);
     return info;
   }
-  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request) override {
+  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest& request,
+                                                  const Caller&) override {
     absl::MutexLock lock(&mu_);
     std::vector<v1::ArmInfo> out;
     for (auto& a : arms_) {
@@ -60,7 +62,7 @@ class FakeAgentControl : public AgentControl {
     if (!request.all() && out.empty()) return absl::NotFoundError("no arm " + request.arm_id());
     return out;
   }
-  std::vector<v1::ArmInfo> ListArms(bool include_finished) override {
+  std::vector<v1::ArmInfo> ListArms(bool include_finished, const Caller&) override {
     absl::MutexLock lock(&mu_);
     std::vector<v1::ArmInfo> out;
     for (const auto& a : arms_) {
@@ -97,9 +99,15 @@ struct TestDaemon {
     options.reference_importer = std::move(importer);
     authorizer.SetToken(token);
     options.authorizer = &authorizer;
+    // TCP clients act as this process's user, as a per-user kerncapd's do.
+    options.tcp_identity.id = ProcessFsIdentity();
+    options.tcp_identity.name = "test";
     service = std::make_unique<ControlService>(*store, agents, bus, options);
+    // The daemon's own listener, so calls know their caller (unix_listener.h).
+    auto bound = UnixListener::Bind(socket, 0600);
+    EXPECT_TRUE(bound.ok()) << bound.status();
+    listener = std::move(*bound);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
     if (!token.empty()) {
       builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tcp_port);
     }
@@ -108,6 +116,7 @@ struct TestDaemon {
     builder.RegisterService(service.get());
     server = builder.BuildAndStart();
     EXPECT_NE(server, nullptr);
+    listener->Start(server.get());
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -116,6 +125,7 @@ struct TestDaemon {
   }
   ~TestDaemon() {
     service->BeginShutdown();
+    listener->Stop();
     bus.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server->Wait();
@@ -126,6 +136,7 @@ struct TestDaemon {
   FakeAgentControl agents;
   TokenAuthorizer authorizer;
   std::unique_ptr<ControlService> service;
+  std::unique_ptr<UnixListener> listener;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<v1::KerncapControl::Stub> stub;
   std::string socket;

@@ -201,7 +201,8 @@ absl::Status ValidateSubstituteTarget(const v1::SubstituteRequest& request) {
   if (!names_process && !request.all_processes()) {
     return absl::InvalidArgumentError(
         "the selector names no process (pid, process_name or rank): a substitution into every "
-        "process you own needs all_processes (kerncapctl substitute --all-processes)");
+        "process you own needs all_processes (kerncapctl substitute: --pid, --process or "
+        "--all-processes)");
   }
   if (request.preflight_capture().empty() == !request.no_preflight()) {
     return absl::InvalidArgumentError(

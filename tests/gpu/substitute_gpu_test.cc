@@ -189,7 +189,8 @@ TEST_F(SubstituteGpuTest, VariantRunsInTheLiveAppAndAbReportsBothDeviceTimes) {
   }, std::chrono::seconds(60))) << "the application's agent did not connect";
 
   RunResult r = Ctl({"--json", "substitute", "--kernel=kc_scale_add", "--code-object=" + variant,
-                     "--preflight=" + capture, "--ab", "--count=200", "--wait"}, 300);
+                     "--preflight=" + capture, "--process=substitute_app", "--ab", "--count=200",
+                     "--wait"}, 300);
   Keep("substitute_ab.json", r.out + "\n---\n" + r.err);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto info = nlohmann::json::parse(r.out, nullptr, false);
@@ -217,7 +218,7 @@ TEST_F(SubstituteGpuTest, VariantRunsInTheLiveAppAndAbReportsBothDeviceTimes) {
 
   // A variant with another parameter layout is refused; nothing substituted.
   r = Ctl({"--json", "substitute", "--kernel=kc_scale_add", "--code-object=" + bad,
-           "--no-preflight", "--count=10", "--wait"}, 120);
+           "--no-preflight", "--process=substitute_app", "--count=10", "--wait"}, 120);
   Keep("substitute_bad_layout.json", r.out + "\n---\n" + r.err);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto refused = nlohmann::json::parse(r.out, nullptr, false);

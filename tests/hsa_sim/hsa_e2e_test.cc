@@ -453,7 +453,7 @@ CaptureInfoC LastCapture() {
 TEST_F(HsaE2eTest, RingIsMappedOnlyOnceArmedAndVerdictsArriveAfterTheEnd) {
   hsa_executable_t exe = app_->Load(co_);
   hsa_queue_t* q = app_->CreateQueue();  // connects the agent
-  ASSERT_TRUE(link::testing::Eventually([&] { return !server_->ListAgents().empty(); }));
+  ASSERT_TRUE(link::testing::Eventually([&] { return !server_->ListAgents(link::testing::RootCaller()).empty(); }));
   EXPECT_EQ(LastCapture().ring_bytes, 0u) << "a ring before any arm applies";
   Arm("vector_add");
   ASSERT_TRUE(link::testing::Eventually([] { return LastCapture().ring_bytes > 0; }))
@@ -498,7 +498,7 @@ TEST_F(HsaE2eTest, SkippedDispatchIsReportedOnTheArm) {
   std::string reasons;
   ASSERT_TRUE(link::testing::Eventually([&] {
     reasons.clear();
-    for (const v1::ArmInfo& arm : server_->ListArms(true)) {
+    for (const v1::ArmInfo& arm : server_->ListArms(true, link::testing::RootCaller())) {
       for (const v1::SkippedDispatch& sk : arm.skipped()) reasons += sk.reason() + "\n";
     }
     return !reasons.empty();

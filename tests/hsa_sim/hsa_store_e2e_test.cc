@@ -40,6 +40,13 @@
 namespace kerncap::hsa_sim {
 namespace {
 
+// Arms that reach every process (daemon/caller.h): ownership is not tested here.
+Caller RootCaller() {
+  Caller c;
+  c.privileged = true;
+  return c;
+}
+
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
@@ -107,7 +114,7 @@ class HsaStoreE2eTest : public ::testing::Test {
     v1::ArmRequest req;
     req.mutable_selector()->set_kernel(kernel);
     req.mutable_selector()->set_count(1);
-    auto arm = server_->Arm(req);
+    auto arm = server_->Arm(req, RootCaller());
     ASSERT_TRUE(arm.ok()) << arm.status();
     const int held = WaitAgentArms(KERNCAP_HSA_AGENT_SO, 1, 10000);
     ASSERT_NE(held, -1) << "no kerncap_agent_hsa_wait_arms in the loaded agent";

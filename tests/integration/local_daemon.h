@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,10 +20,14 @@ class LocalDaemon {
  public:
   // Starts kerncapd in `dir` and waits until `kerncapctl status` answers
   // (up() says whether it did).
-  explicit LocalDaemon(const std::string& dir) : dir_(dir) {
-    proc_ = std::make_unique<Background>(std::vector<std::string>{
-        BinaryPath("kerncapd"), "--store=" + dir_ + "/store", "--socket=" + socket(),
-        "--agent-socket=" + agent_socket(), "--chunk-size=64KiB", "--drain-timeout=2"});
+  explicit LocalDaemon(const std::string& dir,
+                       const std::map<std::string, std::string>& env = {})
+      : dir_(dir) {
+    proc_ = std::make_unique<Background>(
+        std::vector<std::string>{BinaryPath("kerncapd"), "--store=" + dir_ + "/store",
+                                 "--socket=" + socket(), "--agent-socket=" + agent_socket(),
+                                 "--chunk-size=64KiB", "--drain-timeout=2"},
+        env);
     up_ = WaitFor([&] { return Ctl({"status"}).exit_code == 0; });
   }
   bool up() const { return up_; }

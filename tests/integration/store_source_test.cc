@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "daemon/service/control_service.h"
+#include "daemon/service/unix_listener.h"
 #include "daemon/store/store_test_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -28,14 +29,15 @@ constexpr size_t kChunk = 64 << 10;
 
 class NoAgents : public AgentControl {
  public:
-  std::vector<v1::AgentInfo> ListAgents() override { return {}; }
-  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest&) override {
+  std::vector<v1::AgentInfo> ListAgents(const Caller&) override { return {}; }
+  absl::StatusOr<v1::ArmInfo> Arm(const v1::ArmRequest&, const Caller&) override {
     return absl::UnimplementedError("no agents");
   }
-  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest&) override {
+  absl::StatusOr<std::vector<v1::ArmInfo>> Disarm(const v1::DisarmRequest&,
+                                                  const Caller&) override {
     return absl::UnimplementedError("no agents");
   }
-  std::vector<v1::ArmInfo> ListArms(bool) override { return {}; }
+  std::vector<v1::ArmInfo> ListArms(bool, const Caller&) override { return {}; }
   int IngestsInFlight() override { return 0; }
 };
 
@@ -54,15 +56,19 @@ struct Daemon {
     options.info.hostname = hostname;
     options.info.unix_socket = socket;
     service = std::make_unique<service::ControlService>(*store, agents, bus, options);
+    auto bound = service::UnixListener::Bind(socket, 0600);
+    EXPECT_TRUE(bound.ok()) << bound.status();
+    listener = std::move(*bound);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
     builder.SetMaxSendMessageSize(64 << 20);
     builder.RegisterService(service.get());
     server = builder.BuildAndStart();
     EXPECT_NE(server, nullptr);
+    listener->Start(server.get());
   }
   ~Daemon() {
     service->BeginShutdown();
+    listener->Stop();
     bus.Shutdown();
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server->Wait();
@@ -73,6 +79,7 @@ struct Daemon {
   std::unique_ptr<store::Store> store;
   EventBus bus;
   NoAgents agents;
+  std::unique_ptr<service::UnixListener> listener;
   std::unique_ptr<service::ControlService> service;
   std::unique_ptr<grpc::Server> server;
 };

@@ -27,7 +27,7 @@ def test_ab_substitution_reports_both_device_times(client, daemon, tmp_path):
     proc = _start_substituting_agent(daemon)
     try:
         sub = client.substitute("subst_kernel", variant, unchecked=True, format="cubin", ab=True,
-                                count=4)
+                                count=4, all_processes=True)
         assert sub["substitution_id"].startswith("sub-")
         assert sub["preflight"].startswith("none")
         done = client.wait_for_substitution(sub, timeout=30)
@@ -49,12 +49,14 @@ def test_refusals_and_usage_errors(client, daemon, tmp_path):
     with pytest.raises(kerncap.InvalidArgument, match="preflight"):
         client.substitute("k", bad)                        # neither preflight nor unchecked
     with pytest.raises(kerncap.FailedPrecondition, match="offers substitution"):
-        client.substitute("k", bad, unchecked=True)        # no agent offers it
+        client.substitute("k", bad, unchecked=True, all_processes=True)  # no agent offers it
+    with pytest.raises(kerncap.InvalidArgument, match="all_processes"):
+        client.substitute("k", bad, unchecked=True)        # names no process
     with pytest.raises(kerncap.NotFound):
         client.unsubstitute("sub-nope")
     proc = _start_substituting_agent(daemon, dispatches=100)
     try:
-        sub = client.substitute("subst_kernel", bad, unchecked=True)
+        sub = client.substitute("subst_kernel", bad, unchecked=True, all_processes=True)
         done = client.wait_for_substitution(sub, timeout=30)
         assert done["agents"][0]["state"] == "refused"
         assert "not a synthetic variant" in done["agents"][0]["reason"]

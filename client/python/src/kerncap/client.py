@@ -255,25 +255,29 @@ class Client:
                    match: Optional[MatchKind] = None, pid: Optional[int] = None,
                    process: Optional[str] = None, device: Optional[int] = None,
                    count: Optional[int] = None, ttl: Optional[Duration] = None,
-                   ab: bool = False, code_bytes: Optional[bytes] = None) -> SubstitutionInfoJSON:
+                   ab: bool = False, code_bytes: Optional[bytes] = None,
+                   all_processes: bool = False) -> SubstitutionInfoJSON:
         """Launches the variant in `code_object` (a cubin, fatbin or PTX file
         with a kernel of the same mangled name) instead of the original for
-        the matching dispatches of the live processes (kerncapctl substitute).
+        the matching dispatches of your live processes (kerncapctl
+        substitute). Only your own processes are reached (root's: all).
 
-        preflight  what validated the variant first, recorded with it: a
-                   capture id/.kcap to run `kerncap-replay validate
-                   --code-object` against (must pass), or unchecked=True to go
-                   live without it (a faulting variant breaks the
-                   application's CUDA context; errors are sticky).
+        preflight  a capture (id, or a .kcap file, imported first) that
+                   kerncapd validates the variant against on its node
+                   (kerncap-replay validate --code-object, with your rights)
+                   before going live; or unchecked=True to go live without it
+                   (a faulting variant breaks the application's CUDA context;
+                   errors are sticky)
+        all_processes  needed when neither pid nor process names one
         count      end after this many substituted dispatches per agent
         ttl        end after this long (seconds, timedelta or "5m")
         ab         alternate original and variant per dispatch, timing both
         code_bytes the code object's bytes when the caller has read them
-                   already (code_object then names the file for messages
-                   and the preflight)
+                   already (code_object then names the file for messages)
         Returns the SubstitutionInfo as a dict (proto field names); each
         agent's state is "pending", "active", "refused" (nothing
-        substituted: see its reason) or "ended"."""
+        substituted: see its reason) or "ended". A failed preflight raises
+        FailedPrecondition and substitutes nothing."""
         if (preflight is None) == (not unchecked):
             raise errors.InvalidArgument(
                 "substitute: give preflight=CAPTURE (validates the variant first) or "
@@ -285,25 +289,23 @@ class Client:
         else:
             data = code_bytes
         fmt_name = format or _ops.code_object_format(data, path)
+        preflight_capture = ""
         if preflight is not None:
-            result = self.validate(preflight, extra_flags=[f"--code-object={path}"])
-            if not result.passed:
-                raise errors.FailedPrecondition(
-                    f"substitute: preflight failed: kerncap-replay validate --code-object={path} "
-                    f"{preflight} did not pass; nothing was substituted")
-            checked = (f"kerncap-replay validate --code-object={path} {preflight}: pass "
-                       "(the variant reproduced the capture's outputs)")
-        else:
-            checked = "none (unchecked=True): the variant was not validated before going live"
+            if isinstance(preflight, (str, os.PathLike)) and os.path.isfile(preflight):
+                preflight_capture = self.import_kcap(preflight).capture_id
+            else:
+                preflight_capture = _ops.capture_id(preflight)
         sel = _ops.arm_request(kernel, match=match, pid=pid, process=process,
                                device=device).selector
         sel.count = 0
         req = pb.SubstituteRequest(selector=sel, code_object=data, format=fmt_name,
                                    name=os.path.basename(path), count=count or 0,
                                    ttl_ms=_ops.duration_ms(ttl) if ttl is not None else 0,
-                                   ab=ab, preflight=checked)
+                                   ab=ab, preflight_capture=preflight_capture,
+                                   no_preflight=unchecked, all_processes=all_processes)
         return cast("SubstitutionInfoJSON",
-                    _ops.to_dict(self._unary("Substitute", req, pb.SubstitutionInfo)))
+                    _ops.to_dict(self._unary("Substitute", req, pb.SubstitutionInfo,
+                                             timeout=None)))
 
     def unsubstitute(self, substitution: SubstitutionRef) -> SubstitutionInfoJSON:
         """Ends a substitution (its id, or the dict substitute() returned)."""

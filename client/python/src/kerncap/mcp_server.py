@@ -117,6 +117,10 @@ _F = TypeVar("_F", bound=Callable[..., object])
 ToolResult = Dict[str, Any]
 
 
+
+# What a capture id (or a unique prefix of one) looks like.
+_CAPTURE_ID = re.compile(r"(cap-)?[0-9a-f]{4,12}")
+
 class _ToolServer(Protocol):
     """What is used of the mcp server object."""
 
@@ -613,7 +617,8 @@ class KerncapTools:
     def substitute(self, kernel: str, code_object: str, preflight: str = "",
                    unchecked: bool = False, match: str = "substring", pid: int = 0,
                    process: str = "", count: int = 0, ttl_s: float = 0.0,
-                   ab: bool = False, format: str = "") -> ToolResult:  # noqa: A002
+                   ab: bool = False, format: str = "",  # noqa: A002
+                   all_processes: bool = False) -> ToolResult:
         if not kernel:
             raise errors.InvalidArgument("kernel: give the (part of the) name of the kernel "
                                          "to substitute")
@@ -622,8 +627,13 @@ class KerncapTools:
         if format not in ("", "cubin", "fatbin", "ptx"):
             raise errors.InvalidArgument(f"format: cubin, fatbin or ptx (or empty: from the "
                                          f"file's bytes), not {clean_text(format, 64)!r}")
+        if preflight and not _CAPTURE_ID.fullmatch(preflight):
+            # Only a capture of the store: never a file (of anyone's) to import.
+            raise errors.InvalidArgument(
+                f"preflight: a capture id (cap-... or a prefix), not {clean_text(preflight, 64)!r}")
         code, data, kind = self.workspace.read_code_object(code_object, format)
         info = self.client().substitute(kernel, code, preflight=preflight or None,
+                                        all_processes=all_processes,
                                         unchecked=unchecked, match=cast(MatchKind, match),
                                         pid=pid or None, process=process or None,
                                         count=count or None, ttl=ttl_s or None, ab=ab,
@@ -843,19 +853,21 @@ def build_server(tools: KerncapTools) -> _ToolServer:
     def substitute(kernel: str, code_object: str, preflight: str = "", unchecked: bool = False,
                    match: str = "substring", pid: int = 0, process: str = "", count: int = 0,
                    ttl_s: float = 0.0, ab: bool = False,
-                   format: str = "") -> ToolResult:  # noqa: A002
+                   format: str = "", all_processes: bool = False) -> ToolResult:  # noqa: A002
         """Launches the variant in code_object (a file inside the workspace that is a cubin,
         fatbin or PTX by content, at most 96 MiB, with a kernel of the same mangled name,
         e.g. a reproducer's build/kernel.cubin) instead of the matching
-        kernel in the live application. preflight: a capture id to validate the variant
-        against first (must pass), or unchecked=true to go live without it (a faulting
+        kernel in the live application (only processes of this server's user).
+        pid or process names the application; all_processes=true reaches every
+        process of the user instead. preflight: a capture id that kerncapd validates
+        the variant against first, on its node (must pass), or unchecked=true to go live without it (a faulting
         variant breaks the application's CUDA context). count: end after this many
         substituted dispatches per agent; ttl_s: after this long (0: no limit). ab:
         original and variant alternate per dispatch and both device times are measured
         (read them with substitution_status). format: cubin, fatbin or ptx (default: from
         the file's bytes). Returns the substitution's report."""
         return tools.substitute(kernel, code_object, preflight, unchecked, match, pid, process,
-                                count, ttl_s, ab, format)
+                                count, ttl_s, ab, format, all_processes)
 
     @mcp.tool()
     @_reported
