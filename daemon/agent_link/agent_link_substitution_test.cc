@@ -124,7 +124,8 @@ class SubstitutionLinkTest : public AgentLinkTest {
 TEST_F(SubstitutionLinkTest, CodeObjectReachesAgentAndResultsComeBack) {
   StartServer();
   SubstitutingAgent& a = NewAgent();
-  auto info = server_->Substitute(Request("GOOD", /*ab=*/true), RootCaller(), "test: no preflight");
+  auto info = server_->Substitute(Request("GOOD", /*ab=*/true), RootCaller(),
+                                  "kerncap-replay validate cap-1: PASS");
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_EQ(info->agents_size(), 1);
   EXPECT_EQ(info->agents(0).state(), WireName(SubstitutionState::kPending));

@@ -57,8 +57,20 @@ def short_tmpdir(prefix: str) -> str:
 class Daemon:
     """One kerncapd process with its own store and sockets."""
 
+    # A root kerncapd's TCP clients act as nobody, never as root (its
+    # --tcp-user): the applications they capture from are then nobody's too.
+    NOBODY = 65534
+
     def __init__(self, directory: str, extra_args: List[str] = ()) -> None:
         self.dir = directory
+        tcp = any(a.startswith("--listen=") for a in extra_args)
+        self.agent_prefix: List[str] = []
+        if tcp and os.geteuid() == 0 and shutil.which("setpriv"):
+            extra_args = [*extra_args, f"--tcp-user={self.NOBODY}",
+                          f"--socket-group={self.NOBODY}"]
+            os.chmod(directory, 0o755)
+            self.agent_prefix = [shutil.which("setpriv"), f"--reuid={self.NOBODY}",
+                                 f"--regid={self.NOBODY}", f"--groups={self.NOBODY}"]
         self.bins = require("kerncapd", "kerncapctl", "synthetic_agent")
         self.store = f"{directory}/store"
         self.socket = f"{directory}/kerncapd.sock"
@@ -95,7 +107,7 @@ class Daemon:
                    region_mib: str = "1,0.25", seed: int = 7, mutate: bool = True,
                    wait_arm_ms: int = 5000, shapes: int = 0,
                    wait_sample_ms: int = 0) -> List[str]:
-        argv = [self.bins["synthetic_agent"], f"--socket={self.agent_socket}",
+        argv = [*self.agent_prefix, self.bins["synthetic_agent"], f"--socket={self.agent_socket}",
                 f"--kernels={kernels}", f"--dispatches={dispatches}",
                 f"--region-mib={region_mib}", f"--seed={seed}", f"--wait-arm-ms={wait_arm_ms}"]
         if mutate:

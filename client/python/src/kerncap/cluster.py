@@ -77,10 +77,11 @@ class Fleet:
             self._global.append(f"--token-file={token_file}")
         if insecure:
             self._global.append("--insecure")
-        self._ctl = kerncapctl or os.environ.get("KERNCAP_KERNCAPCTL") or shutil.which("kerncapctl")
-        if not self._ctl:
+        ctl = kerncapctl or os.environ.get("KERNCAP_KERNCAPCTL") or shutil.which("kerncapctl")
+        if not ctl:
             raise FailedPrecondition("kerncapctl not found (pass kerncapctl= or set "
                                      "$KERNCAP_KERNCAPCTL)")
+        self._ctl: str = ctl
         self._timeout = node_timeout
 
     def _run(self, command: str, args: Sequence[str], wall: float) -> FleetResult:
