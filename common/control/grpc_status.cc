@@ -44,7 +44,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   int code = static_cast<int>(status.error_code());
   if (code < 0 || code > kMaxCanonicalCode) code = static_cast<int>(absl::StatusCode::kUnknown);
   absl::Status out(static_cast<absl::StatusCode>(code), status.error_message());
-  absl::string_view details = status.error_details();
+  // error_details() returns a copy: keep it alive while it is parsed.
+  const std::string details_copy = status.error_details();
+  absl::string_view details = details_copy;
   int exit = 0;
   // Only a plain exit code in range is taken from a peer.
   if (absl::ConsumePrefix(&details, kExitCodeDetail) && absl::SimpleAtoi(details, &exit) &&

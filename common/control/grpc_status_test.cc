@@ -1,5 +1,7 @@
 #include "common/control/grpc_status.h"
 
+#include "common/exit_codes.h"
+
 #include "gtest/gtest.h"
 
 namespace kerncap::service {
@@ -33,6 +35,22 @@ TEST(GrpcStatusTest, RoundTripsEveryCanonicalCode) {
 TEST(GrpcStatusTest, NonCanonicalCodeBecomesUnknown) {
   absl::Status odd(static_cast<absl::StatusCode>(42), "odd");
   EXPECT_EQ(ToGrpcStatus(odd).error_code(), grpc::StatusCode::UNKNOWN);
+}
+
+// An explicit exit code (a preflight whose validation found differences:
+// 8) crosses gRPC; a peer cannot pass anything else off as one.
+TEST(GrpcStatusTest, AnExplicitExitCodeCrossesGrpc) {
+  absl::Status s = exit_code::WithExitCode(absl::FailedPreconditionError("differs"), 8);
+  grpc::Status g = ToGrpcStatus(s);
+  absl::Status back = FromGrpcStatus(g);
+  EXPECT_EQ(back.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(exit_code::ForStatus(back), 8);
+  EXPECT_EQ(exit_code::ForStatus(FromGrpcStatus(ToGrpcStatus(absl::NotFoundError("x")))),
+            exit_code::kNotFound);
+  for (const char* bad : {"kerncap.dev/exit_code=999", "kerncap.dev/exit_code=x", "junk"}) {
+    absl::Status b = FromGrpcStatus(grpc::Status(grpc::StatusCode::INTERNAL, "m", bad));
+    EXPECT_EQ(exit_code::ForStatus(b), exit_code::kError) << bad;
+  }
 }
 
 }  // namespace

@@ -106,7 +106,7 @@ TEST(StoreTrustTest, ACatalogThatDisagreesWithTheRefsIsRepairedAndSaysSo) {
           "';"
           "DELETE FROM captures WHERE id='" + ids[2] + "';"
           "INSERT INTO captures SELECT '" + ghost +
-          "', created_ms, manifest_digest, logical_bytes, summary FROM captures WHERE id='" +
+          "', created_ms, manifest_digest, logical_bytes, summary, owner_uid FROM captures WHERE id='" +
           ids[0] + "';");
   ::testing::internal::CaptureStderr();
   auto store = Store::Open(SmallOptions(dir.path()));
