@@ -442,10 +442,10 @@ TEST(KerncapctlEndToEndTest, RelativeSocketPathsWork) {
   TempDir tmp;
   const std::string bin = std::filesystem::absolute(BinDir()).string();
   const std::string dir = tmp.path();
-  std::filesystem::create_directories(dir + "/work");
+  std::filesystem::create_directories(dir + "/cwd");
   const pid_t pid = ::fork();
   if (pid == 0) {
-    if (::chdir((dir + "/work").c_str()) != 0) std::_Exit(126);
+    if (::chdir((dir + "/cwd").c_str()) != 0) std::_Exit(126);
     FILE* f = std::freopen((dir + "/kerncapd.log").c_str(), "w", stderr);
     (void)f;
     const std::string kerncapd = bin + "/kerncapd";
@@ -454,21 +454,21 @@ TEST(KerncapctlEndToEndTest, RelativeSocketPathsWork) {
             static_cast<char*>(nullptr));
     std::_Exit(127);
   }
-  const std::string sock = dir + "/work/run/ctl.sock";
+  const std::string sock = dir + "/cwd/run/ctl.sock";
   for (int i = 0; i < 200 && !std::filesystem::exists(sock); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(std::filesystem::exists(sock));
   // From the daemon's folder, from below it and with unix: in front.
-  Result r = Sh("cd " + dir + "/work && " + bin + "/kerncapctl --socket=run/ctl.sock status --json 2>&1");
+  Result r = Sh("cd " + dir + "/cwd && " + bin + "/kerncapctl --socket=run/ctl.sock status --json 2>&1");
   ASSERT_EQ(r.rc, 0) << r.out;
   nlohmann::json status = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(status.is_object()) << r.out;
   EXPECT_EQ(status.value("unix_socket", ""), sock) << r.out;  // absolute in the daemon
-  EXPECT_EQ(status.value("agent_socket", ""), dir + "/work/run/agent.sock") << r.out;
-  r = Sh("cd " + dir + "/work/run && " + bin + "/kerncapctl --socket=ctl.sock status 2>&1");
+  EXPECT_EQ(status.value("agent_socket", ""), dir + "/cwd/run/agent.sock") << r.out;
+  r = Sh("cd " + dir + "/cwd/run && " + bin + "/kerncapctl --socket=ctl.sock status 2>&1");
   EXPECT_EQ(r.rc, 0) << r.out;
-  r = Sh("cd " + dir + "/work && " + bin + "/kerncapctl --socket=unix:./run/ctl.sock status 2>&1");
+  r = Sh("cd " + dir + "/cwd && " + bin + "/kerncapctl --socket=unix:./run/ctl.sock status 2>&1");
   EXPECT_EQ(r.rc, 0) << r.out;
   // A relative path that names nothing says so (not "bad endpoint").
   r = Sh("cd " + dir + " && " + bin + "/kerncapctl --socket=run/ctl.sock status 2>&1");

@@ -27,7 +27,7 @@ done
 DIR="$(mktemp -d /tmp/kerncap-slurm-test.XXXXXX)"
 chmod 0755 "$DIR"
 LOGIN="$DIR/login"
-mkdir -p "$LOGIN" "$DIR/work"
+mkdir -p "$LOGIN" "$DIR/jobdir"
 failures=0
 pass() { echo "ok: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -64,12 +64,12 @@ CTL=("$BIN/kerncapctl" --json)
 
 # The job: 3 nodes x 2 tasks of synthetic agents (ranks 0-5 from SLURM_PROCID),
 # running until the test says done.
-JOB="$(sbatch --parsable -N3 --ntasks-per-node=2 --comment=kerncap --chdir="$DIR/work" \
-  --output="$DIR/work/job.out" --wrap "
+JOB="$(sbatch --parsable -N3 --ntasks-per-node=2 --comment=kerncap --chdir="$DIR/jobdir" \
+  --output="$DIR/jobdir/job.out" --wrap "
 srun --kill-on-bad-exit=0 $BIN/synthetic_agent --kernels=matmul,softmax --dispatches=1000000 \
   --dispatch-interval-ms=20 --region-mib=1 >agents.out 2>&1 &
 P=\$!
-while [ ! -e $DIR/work/done ]; do sleep 0.2; done
+while [ ! -e $DIR/jobdir/done ]; do sleep 0.2; done
 kill \$P; wait; exit 0")" || { fail "sbatch"; exit 1; }
 echo "job $JOB"
 
@@ -83,7 +83,7 @@ for _ in $(seq 1 100); do
   sleep 0.3
 done
 [ "$agents_ok" -eq 1 ] && pass "6 agents on 3 nodes seen with agents --slurm-job" ||
-  { fail "agents did not all connect: ${out:-}"; cat "$DIR/work/job.out" "$DIR/work/agents.out" 2>/dev/null; exit 1; }
+  { fail "agents did not all connect: ${out:-}"; cat "$DIR/jobdir/job.out" "$DIR/jobdir/agents.out" 2>/dev/null; exit 1; }
 
 # Which node runs rank 3 (Slurm's block distribution: kc2), asked of the agents.
 rank3_node="$(python3 -c '
@@ -146,7 +146,7 @@ assert not n["kc1"]["ok"], n' "$arm" && [ "$rc" -eq 4 ] &&
 # The job ends; the epilogs move the captures.
 expected="$("${CTL[@]}" captures --slurm-job="$JOB" --nodes=kc2,kc3 |
   python3 -c 'import json,sys; print(" ".join(sorted(c["capture_id"] for c in json.load(sys.stdin)["captures"])))')"
-touch "$DIR/work/done"
+touch "$DIR/jobdir/done"
 for _ in $(seq 1 450); do
   [ -z "$(squeue -h -j "$JOB" 2>/dev/null)" ] && break
   sleep 0.2
@@ -165,7 +165,7 @@ done
 # kc1's daemon died: its store stays, and the user is told where and why.
 [ -d "$DIR/nodes/kc1/store/job-$JOB" ] && [ -f "$DIR/nodes/kc1/store/job-$JOB/KEPT.txt" ] &&
   pass "kc1: node store kept with KEPT.txt" || fail "kc1: store not kept"
-report="$DIR/work/kerncap-epilog-$JOB.kc1.txt"
+report="$DIR/jobdir/kerncap-epilog-$JOB.kc1.txt"
 [ -f "$report" ] && grep -q "not running" "$report" && pass "kc1: the user's report says why" ||
   fail "kc1: no user report at $report"
 
