@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/control/replay_lookup.h"
 #include "client/kerncapctl/connection.h"
 
 namespace kerncap::ctl {
@@ -30,20 +31,10 @@ struct ReplayRequest {
   std::vector<std::string> flags;  // "--rtol=1e-5", "--json", ...
 };
 
-// Where to look for kerncap-replay, in this order: `env_override`
-// ($KERNCAP_REPLAY; when set it must name an executable), the directory of
-// `self_exe` (kerncapctl's own binary), then each directory of `path_env`.
-struct ReplayLookup {
-  std::string env_override;
-  std::string self_exe;
-  std::string path_env;
-};
-ReplayLookup ReplayLookupFromProcess();
-
-// The replayer's path, or NotFound (nowhere to be found) / FailedPrecondition
-// ($KERNCAP_REPLAY is not executable) with a message that says where it
-// looked and how to fix it.
-absl::StatusOr<std::string> FindReplayBinary(const ReplayLookup& lookup);
+// kerncap-replay is found by the one lookup kerncapd's preflight uses too.
+using ::kerncap::FindReplayBinary;
+using ::kerncap::ReplayLookup;
+using ::kerncap::ReplayLookupFromProcess;
 
 // The replayer's argv (without argv[0]): MODE [--daemon=ENDPOINT] CAPTURE FLAGS.
 // `daemon_endpoint` empty: CAPTURE is a file.

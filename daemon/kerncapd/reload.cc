@@ -28,6 +28,8 @@ std::vector<std::string> RestartNeeded(const DaemonConfig& a, const DaemonConfig
   differs(a.tls_key != b.tls_key, "tls-key");
   differs(a.tls_client_ca != b.tls_client_ca, "tls-client-ca");
   differs(a.require_client_cert != b.require_client_cert, "require-client-cert");
+  differs(a.tcp_user != b.tcp_user, "tcp-user");
+  differs(a.socket_group != b.socket_group, "socket-group");
   differs(a.insecure_tcp != b.insecure_tcp, "insecure-tcp");
   differs(a.allow_unauthenticated_tls != b.allow_unauthenticated_tls,
           "allow-unauthenticated-tls");

@@ -23,6 +23,7 @@
 #include "common/control/api_names.h"
 #include "common/control/grpc_status.h"
 #include "common/control/limits.h"
+#include "common/control/replay_lookup.h"
 #include "format/manifest_util.h"
 #include "common/fs_identity.h"
 #include "daemon/service/caller_sink.h"
@@ -238,21 +239,15 @@ absl::StatusOr<std::string> ControlService::RunPreflight(const Caller& caller,
         "capture of the kernel it replaces"));
   }
   std::string replay = options_.replay_binary;
-  // $KERNCAP_REPLAY as kerncapctl reads it: the daemon's own environment.
-  if (const char* env = std::getenv("KERNCAP_REPLAY"); replay.empty() && env && *env) replay = env;
   if (replay.empty()) {
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-      const std::string beside = (self.parent_path() / "kerncap-replay").string();
-      if (::access(beside.c_str(), X_OK) == 0) replay = beside;
+    // $KERNCAP_REPLAY, beside kerncapd, then PATH: kerncapctl's own lookup.
+    absl::StatusOr<std::string> found = FindReplayBinary(ReplayLookupFromProcess());
+    if (!found.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "preflight: the variant cannot be validated on this node; nothing was substituted: ",
+          found.status().message()));
     }
-    if (replay.empty()) replay = repro::FindTool("kerncap-replay");
-  }
-  if (replay.empty()) {
-    return absl::FailedPreconditionError(
-        "preflight: kerncap-replay is not installed beside kerncapd or on its PATH, so the "
-        "variant cannot be validated on this node; nothing was substituted");
+    replay = *found;
   }
   // The variant and the replay are the caller's: written to a folder of the
   // caller's and run with the caller's rights (tool_runner.cc); the replay

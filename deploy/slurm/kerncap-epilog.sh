@@ -13,19 +13,13 @@
 # It never fails the job; the node's log (logger) has the same lines.
 set -u
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
-CONFIG="${KERNCAP_SLURM_CONFIG:-/etc/kerncap/slurm.env}"
-# shellcheck disable=SC1090
-[ -r "$CONFIG" ] && . "$CONFIG"
-BIN="${KERNCAP_BIN_DIR:-/usr/local/bin}"
-RUN_ROOT="${KERNCAP_RUN_ROOT:-/run/kerncap}"
-STORE_ROOT="${KERNCAP_STORE_ROOT:-/var/lib/kerncap/jobs}"
+# shellcheck source=kerncap-job-env.sh
+. "$(dirname "$0")/kerncap-job-env.sh"
 KEEP="${KERNCAP_KEEP:---context=keep}"
 PULL_TIMEOUT="${KERNCAP_PULL_TIMEOUT:-600}"
 JOB="${SLURM_JOB_ID:?}"
 USER_NAME="${SLURM_JOB_USER:?}"
 NODE="${SLURMD_NODENAME:-$(hostname -s)}"
-RUN_DIR="$RUN_ROOT/job-$JOB"
-STORE="$STORE_ROOT/job-$JOB"
 [ -f "$RUN_DIR/kerncapd.pid" ] || exit 0
 
 LOG="$RUN_DIR/epilog.log"

@@ -9,12 +9,8 @@
 # goes to the node's log (logger) and to the run directory's prolog.log.
 set -u
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
-CONFIG="${KERNCAP_SLURM_CONFIG:-/etc/kerncap/slurm.env}"
-# shellcheck disable=SC1090
-[ -r "$CONFIG" ] && . "$CONFIG"
-BIN="${KERNCAP_BIN_DIR:-/usr/local/bin}"
-RUN_ROOT="${KERNCAP_RUN_ROOT:-/run/kerncap}"
-STORE_ROOT="${KERNCAP_STORE_ROOT:-/var/lib/kerncap/jobs}"
+# shellcheck source=kerncap-job-env.sh
+. "$(dirname "$0")/kerncap-job-env.sh"
 JOB="${SLURM_JOB_ID:?}"
 USER_NAME="${SLURM_JOB_USER:?}"
 
@@ -25,8 +21,6 @@ esac
 
 say() { logger -t kerncap-prolog "job $JOB: $*" 2>/dev/null || true; echo "$*" >&2; }
 
-RUN_DIR="$RUN_ROOT/job-$JOB"
-STORE="$STORE_ROOT/job-$JOB"
 if ! install -d -m 0755 "$RUN_ROOT" "$STORE_ROOT" ||
    ! install -d -m 0700 -o "$USER_NAME" "$RUN_DIR" ||
    ! install -d -m 0700 -o "$USER_NAME" "$STORE"; then

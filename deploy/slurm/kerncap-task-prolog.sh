@@ -3,10 +3,8 @@
 # included): points the task's agent and kerncapctl at the job's own kerncapd
 # (lines "export NAME=value" on stdout are how Slurm takes a task prolog's
 # variables). Nothing when the prolog started no daemon for the job.
-CONFIG="${KERNCAP_SLURM_CONFIG:-/etc/kerncap/slurm.env}"
-# shellcheck disable=SC1090
-[ -r "$CONFIG" ] && . "$CONFIG"
-RUN_DIR="${KERNCAP_RUN_ROOT:-/run/kerncap}/job-${SLURM_JOB_ID:-none}"
+# shellcheck source=kerncap-job-env.sh
+. "$(dirname "$0")/kerncap-job-env.sh"
 [ -S "$RUN_DIR/kerncapd.sock" ] || exit 0
 echo "export KERNCAP_SOCKET=$RUN_DIR/kerncapd.sock"
 echo "export KERNCAP_AGENT_SOCKET=$RUN_DIR/agent.sock"
